@@ -1,0 +1,201 @@
+#include "kiln/ops/dispatch.h"
+
+#include <algorithm>
+
+namespace kiln {
+namespace {
+
+thread_local DispatchObserver* t_observer = nullptr;
+AutogradHook g_autograd_hook = nullptr;
+
+bool kind_matches(AttrKind kind, const AttrValue& v) {
+  switch (kind) {
+    case AttrKind::Bool: return std::holds_alternative<bool>(v);
+    case AttrKind::Int: return std::holds_alternative<int64_t>(v);
+    case AttrKind::Float: return std::holds_alternative<double>(v);
+    case AttrKind::Ints: return std::holds_alternative<IntList>(v);
+    case AttrKind::DType: return std::holds_alternative<DType>(v);
+    case AttrKind::String: return std::holds_alternative<std::string>(v);
+  }
+  return false;
+}
+
+// Lets callers write {"p", 0} for a float attr or {"dims", 1} for an int list.
+AttrValue coerce(AttrKind kind, const AttrValue& v) {
+  if (kind == AttrKind::Float && std::holds_alternative<int64_t>(v)) {
+    return double(std::get<int64_t>(v));
+  }
+  if (kind == AttrKind::Ints && std::holds_alternative<int64_t>(v)) {
+    return IntList{std::get<int64_t>(v)};
+  }
+  return v;
+}
+
+void check_input_count(const OpDef& op, size_t n) {
+  bool ok = int(n) >= op.min_inputs && (op.max_inputs < 0 || int(n) <= op.max_inputs);
+  if (ok) return;
+  std::string expected = op.max_inputs < 0           ? str("at least ", op.min_inputs)
+                         : op.min_inputs == op.max_inputs ? str(op.min_inputs)
+                                                      : str(op.min_inputs, " to ", op.max_inputs);
+  KILN_CHECK(false, op.name, ": expected ", expected, " inputs, got ", n);
+}
+
+std::vector<TensorMeta> metas_of(const std::vector<Tensor>& inputs) {
+  std::vector<TensorMeta> metas;
+  metas.reserve(inputs.size());
+  for (const Tensor& t : inputs) metas.push_back(meta_of(t));
+  return metas;
+}
+
+void cast_inputs(const OpDef& op, std::vector<Tensor>& inputs, const InferResult& inferred) {
+  if (inferred.input_dtypes.empty()) return;
+  KILN_ASSERT(inferred.input_dtypes.size() == inputs.size(), op.name,
+              ": infer gave the wrong number of input dtypes");
+  static const OpDef& cast_op = kiln::op("cast");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined() || inputs[i].dtype() == inferred.input_dtypes[i]) continue;
+    bool wrapped = inputs[i].impl()->wrapped_number;
+    inputs[i] = dispatch1(cast_op, {inputs[i]}, {{"dtype", inferred.input_dtypes[i]}});
+    inputs[i].impl()->wrapped_number = wrapped;
+  }
+}
+
+void run_kernel(const OpDef& op, const std::vector<Tensor>& inputs,
+                const std::vector<Tensor>& outputs, const Attrs& attrs) {
+  cpu::StridedView in_views[16], out_views[16];
+  std::vector<cpu::StridedView> in_heap, out_heap;  // only for very wide ops (cat of many)
+  std::span<cpu::StridedView> in_span(in_views, inputs.size());
+  std::span<cpu::StridedView> out_span(out_views, outputs.size());
+  if (inputs.size() > 16) {
+    in_heap.resize(inputs.size());
+    in_span = in_heap;
+  }
+  if (outputs.size() > 16) {
+    out_heap.resize(outputs.size());
+    out_span = out_heap;
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) in_span[i] = view_of(inputs[i]);
+  for (size_t i = 0; i < outputs.size(); ++i) out_span[i] = view_of(outputs[i]);
+  op.cpu(KernelArgs{in_span, out_span, attrs});
+}
+
+void notify(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+            const std::vector<Tensor>& outputs) {
+  if (t_observer) t_observer->on_op(op, inputs, attrs, outputs);
+  if (!g_autograd_hook) return;
+  bool needs_grad = std::any_of(inputs.begin(), inputs.end(),
+                                [](const Tensor& t) { return t.defined() && t.requires_grad(); });
+  if (needs_grad) g_autograd_hook(op, inputs, attrs, outputs);
+}
+
+bool can_cast(DType from, DType to) { return category(from) <= category(to); }
+
+}  // namespace
+
+TensorMeta meta_of(const Tensor& t) {
+  if (!t.defined()) return TensorMeta{DType::Float32, {}, false, false};
+  return TensorMeta{t.dtype(), t.shape(), t.impl()->wrapped_number, true};
+}
+
+cpu::StridedView view_of(const Tensor& t) {
+  cpu::StridedView v;
+  if (!t.defined()) return v;
+  KILN_CHECK(t.dim() <= cpu::kMaxDims, "tensors of more than ", cpu::kMaxDims,
+             " dims are not supported (shape ", t.shape(), ")");
+  v.data = t.data_ptr();
+  v.dtype = t.dtype();
+  v.ndim = int(t.dim());
+  std::copy(t.shape().begin(), t.shape().end(), v.shape);
+  std::copy(t.strides().begin(), t.strides().end(), v.strides);
+  return v;
+}
+
+Attrs normalize_attrs(const OpDef& op, const Attrs& given) {
+  for (const auto& [name, value] : given.items()) {
+    bool known = std::any_of(op.attrs.begin(), op.attrs.end(),
+                             [&](const AttrSpec& s) { return s.name == name; });
+    KILN_CHECK_TYPE(known, op.name, ": unexpected attribute '", name, "'");
+  }
+  std::vector<std::pair<std::string, AttrValue>> out;
+  out.reserve(op.attrs.size());
+  for (const AttrSpec& spec : op.attrs) {
+    auto it = std::find_if(given.items().begin(), given.items().end(),
+                           [&](const auto& kv) { return kv.first == spec.name; });
+    AttrValue value = it != given.items().end() ? coerce(spec.kind, it->second)
+                                                : spec.default_value;
+    bool is_none = std::holds_alternative<std::monostate>(value);
+    KILN_CHECK_TYPE(!is_none || spec.optional, op.name, ": missing required attribute '",
+                    spec.name, "'");
+    KILN_CHECK_TYPE(is_none || kind_matches(spec.kind, value), op.name, ": attribute '",
+                    spec.name, "' expects ", to_string(spec.kind), ", got ",
+                    attr_to_string(value));
+    out.emplace_back(spec.name, std::move(value));
+  }
+  return Attrs(std::move(out));
+}
+
+InferResult infer_meta(const OpDef& op, std::span<const TensorMeta> inputs, const Attrs& attrs) {
+  check_input_count(op, inputs.size());
+  return op.infer(InferArgs{op, inputs, attrs});
+}
+
+std::vector<Tensor> dispatch(const OpDef& op, std::vector<Tensor> inputs, const Attrs& given) {
+  Attrs attrs = normalize_attrs(op, given);
+  std::vector<TensorMeta> metas = metas_of(inputs);
+  InferResult inferred = infer_meta(op, metas, attrs);
+  cast_inputs(op, inputs, inferred);
+
+  std::vector<Tensor> outputs;
+  outputs.reserve(inferred.outputs.size());
+  if (op.kind == OpKind::View) {
+    for (ViewMeta& v : op.view(ViewArgs{inputs[0], attrs})) {
+      outputs.push_back(make_view(inputs[0], std::move(v.shape), std::move(v.strides), v.offset));
+    }
+  } else {
+    for (const TensorMeta& m : inferred.outputs) outputs.push_back(make_tensor(m.shape, m.dtype));
+    run_kernel(op, inputs, outputs, attrs);
+  }
+  notify(op, inputs, attrs, outputs);
+  return outputs;
+}
+
+Tensor dispatch1(const OpDef& op, std::vector<Tensor> inputs, const Attrs& attrs) {
+  std::vector<Tensor> outputs = dispatch(op, std::move(inputs), attrs);
+  KILN_ASSERT(outputs.size() == 1, op.name, " returned ", outputs.size(), " outputs, not 1");
+  return std::move(outputs[0]);
+}
+
+void dispatch_into(const OpDef& op, std::vector<Tensor> inputs, const Attrs& given,
+                   const Tensor& out) {
+  KILN_ASSERT(op.kind != OpKind::View && op.num_outputs == 1, op.name,
+              " cannot write into an existing tensor");
+  Attrs attrs = normalize_attrs(op, given);
+  std::vector<TensorMeta> metas = metas_of(inputs);
+  InferResult inferred = infer_meta(op, metas, attrs);
+  const TensorMeta& result = inferred.outputs.at(0);
+  bool fits = op.kind == OpKind::Elementwise
+                  ? broadcast_shapes(out.shape(), result.shape, op.name) == out.shape()
+                  : result.shape == out.shape();
+  KILN_CHECK(fits, op.name, ": output with shape ", out.shape(),
+             " doesn't match the broadcast shape ", result.shape);
+  KILN_CHECK_TYPE(can_cast(result.dtype, out.dtype()), op.name, ": result type ", result.dtype,
+                  " can't be cast to the desired output type ", out.dtype());
+  cast_inputs(op, inputs, inferred);
+  if (result.dtype == out.dtype()) {
+    run_kernel(op, inputs, {out}, attrs);
+  } else {
+    // Compute in the result dtype, then convert into `out`.
+    Tensor tmp = make_tensor(out.shape(), result.dtype);
+    run_kernel(op, inputs, {tmp}, attrs);
+    static const OpDef& cast_op = kiln::op("cast");
+    run_kernel(cast_op, {tmp}, {out}, normalize_attrs(cast_op, {{"dtype", out.dtype()}}));
+  }
+  out.bump_version();
+  notify(op, inputs, attrs, {out});
+}
+
+DispatchObserver* dispatch_observer() { return t_observer; }
+void set_dispatch_observer(DispatchObserver* observer) { t_observer = observer; }
+void set_autograd_hook(AutogradHook hook) { g_autograd_hook = hook; }
+
+}  // namespace kiln

@@ -1,0 +1,47 @@
+// dispatch: the only door every op goes through.
+//   1. check the inputs and infer output metadata (errors name op and shapes)
+//   2. if a trace is recording, tell the observer
+//   3. run the kernel (or make the view)
+//   4. if an input requires grad, let autograd record the backward node
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "kiln/ops/op.h"
+#include "kiln/ops/registry.h"
+
+namespace kiln {
+
+std::vector<Tensor> dispatch(const OpDef& op, std::vector<Tensor> inputs, const Attrs& attrs = {});
+Tensor dispatch1(const OpDef& op, std::vector<Tensor> inputs, const Attrs& attrs = {});
+
+// Runs a one-output op writing into `out` (in-place ops, copy_). The result
+// must broadcast to out's shape and be castable to out's dtype; out's version
+// counter is bumped.
+void dispatch_into(const OpDef& op, std::vector<Tensor> inputs, const Attrs& attrs,
+                   const Tensor& out);
+
+// Fills defaults and checks every attribute against the op's declaration.
+Attrs normalize_attrs(const OpDef& op, const Attrs& given);
+
+// Shape inference alone (no kernel); what tracing and graph passes use.
+InferResult infer_meta(const OpDef& op, std::span<const TensorMeta> inputs, const Attrs& attrs);
+TensorMeta meta_of(const Tensor& t);
+cpu::StridedView view_of(const Tensor& t);
+
+// Hooks for the layers above ops.
+struct DispatchObserver {
+  virtual ~DispatchObserver() = default;
+  virtual void on_op(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                     std::span<const Tensor> outputs) = 0;
+};
+// The observer of this thread (a trace being recorded), or null.
+DispatchObserver* dispatch_observer();
+void set_dispatch_observer(DispatchObserver* observer);
+
+using AutogradHook = void (*)(const OpDef& op, std::span<const Tensor> inputs,
+                              const Attrs& attrs, std::span<const Tensor> outputs);
+void set_autograd_hook(AutogradHook hook);
+
+}  // namespace kiln

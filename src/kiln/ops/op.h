@@ -1,0 +1,106 @@
+// OpDef: everything kiln knows about one operator, declared once. The table
+// of OpDefs drives eager dispatch, and later tracing, autodiff, constant
+// folding, memory planning, serialization and ONNX export.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/core/tensor.h"
+#include "kiln/kernels/cpu/strided.h"
+#include "kiln/ops/attrs.h"
+
+namespace kiln {
+
+// The metadata shape inference works on. `defined` is false for an absent
+// optional input (linear without a bias).
+struct TensorMeta {
+  DType dtype = DType::Float32;
+  IntList shape;
+  bool wrapped_number = false;  // a Python number turned into a 0-d tensor
+  bool defined = true;
+
+  int64_t dim() const { return int64_t(shape.size()); }
+};
+
+struct InferResult {
+  std::vector<TensorMeta> outputs;
+  // Dtypes the kernel expects its inputs in; dispatch inserts casts (as cast
+  // ops, so traces and autograd see them). Empty: inputs are used as given.
+  std::vector<DType> input_dtypes;
+};
+
+struct OpDef;
+
+struct InferArgs {
+  const OpDef& op;
+  std::span<const TensorMeta> inputs;
+  const Attrs& attrs;
+};
+
+struct KernelArgs {
+  std::span<const cpu::StridedView> inputs;
+  std::span<const cpu::StridedView> outputs;  // allocated by dispatch to the inferred meta
+  const Attrs& attrs;
+};
+
+// A view op's outputs are new shapes/strides/offsets over input 0's storage.
+struct ViewMeta {
+  IntList shape, strides;
+  int64_t offset = 0;
+};
+
+struct ViewArgs {
+  const Tensor& input;
+  const Attrs& attrs;
+};
+
+// Backward rule: gradients for each input from the output gradients, written
+// with kiln ops so they can be traced and differentiated again. Filled by the
+// autograd layer's issue; the slot exists from the start.
+struct GradArgs {
+  std::span<const Tensor> inputs;
+  std::span<const Tensor> outputs;
+  std::span<const Tensor> grad_outputs;
+  const Attrs& attrs;
+};
+
+using InferFn = InferResult (*)(const InferArgs&);
+using KernelFn = void (*)(const KernelArgs&);
+using ViewFn = std::vector<ViewMeta> (*)(const ViewArgs&);
+using GradFn = std::vector<Tensor> (*)(const GradArgs&);
+
+enum class OpKind {
+  Elementwise,  // output[i] depends on input[i] only (after broadcasting)
+  Reduction,
+  View,  // output aliases input 0; no kernel
+  Opaque,
+};
+
+struct OnnxInfo {
+  std::string op_type;  // "" until the ONNX exporter maps this op
+};
+
+struct OpDef {
+  std::string name;
+  int min_inputs = 1;
+  int max_inputs = 1;  // -1: variadic (cat, stack)
+  int num_outputs = 1;  // -1: decided by infer (split, chunk)
+  std::vector<AttrSpec> attrs;
+
+  InferFn infer = nullptr;
+  KernelFn cpu = nullptr;  // null for view ops
+  ViewFn view = nullptr;   // only for view ops
+  GradFn grad = nullptr;
+
+  OpKind kind = OpKind::Opaque;
+  bool may_run_inplace = false;  // output may share input 0's buffer
+  bool has_side_effects = false;  // never folded or removed (batch_norm's running stats)
+  bool is_random = false;         // draws from the generator (dropout)
+
+  OnnxInfo onnx;
+};
+
+}  // namespace kiln

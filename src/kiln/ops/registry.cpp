@@ -1,0 +1,55 @@
+#include "kiln/ops/registry.h"
+
+#include <memory>
+
+namespace kiln {
+
+void OpRegistry::add(OpDef def) {
+  KILN_ASSERT(find(def.name) == nullptr, "op '", def.name, "' registered twice");
+  KILN_ASSERT(def.infer != nullptr, "op '", def.name, "' has no infer function");
+  if (def.kind == OpKind::View) {
+    KILN_ASSERT(def.view != nullptr, "view op '", def.name, "' has no view function");
+  } else {
+    KILN_ASSERT(def.cpu != nullptr, "op '", def.name, "' has no cpu kernel");
+  }
+  defs_.push_back(std::make_unique<OpDef>(std::move(def)));
+  order_.push_back(defs_.back().get());
+}
+
+const OpDef* OpRegistry::find(const std::string& name) const {
+  for (const OpDef* def : order_) {
+    if (def->name == name) return def;
+  }
+  return nullptr;
+}
+
+const OpDef& OpRegistry::get(const std::string& name) const {
+  const OpDef* def = find(name);
+  KILN_CHECK_VALUE(def != nullptr, "unknown op '", name, "'");
+  return *def;
+}
+
+OpDef& OpRegistry::mutable_get(const std::string& name) { return const_cast<OpDef&>(get(name)); }
+
+OpRegistry& op_registry() {
+  static OpRegistry* registry = [] {
+    auto* r = new OpRegistry();
+    register_builtin_ops(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+void register_builtin_ops(OpRegistry& registry) {
+  register_copy_ops(registry);
+  register_elementwise_unary_ops(registry);
+  register_elementwise_binary_ops(registry);
+  register_reduction_ops(registry);
+  register_view_ops(registry);
+  register_shape_ops(registry);
+  register_linalg_ops(registry);
+  register_conv_pool_ops(registry);
+  register_nn_ops(registry);
+}
+
+}  // namespace kiln

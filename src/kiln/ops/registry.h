@@ -1,0 +1,44 @@
+// The op table. register_builtin_ops() fills it explicitly, one family at a
+// time; there are no static registrars.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kiln/ops/op.h"
+
+namespace kiln {
+
+class OpRegistry {
+ public:
+  void add(OpDef def);  // checks the entry is complete
+  const OpDef* find(const std::string& name) const;
+  const OpDef& get(const std::string& name) const;  // throws naming the op
+  // In registration order, so every walk is deterministic.
+  const std::vector<const OpDef*>& all() const { return order_; }
+  // Lets a later layer fill a slot (the backward rule, the ONNX mapping).
+  OpDef& mutable_get(const std::string& name);
+
+ private:
+  std::vector<std::unique_ptr<OpDef>> defs_;
+  std::vector<const OpDef*> order_;
+};
+
+// The process-wide table, filled on first use.
+OpRegistry& op_registry();
+inline const OpDef& op(const std::string& name) { return op_registry().get(name); }
+
+void register_builtin_ops(OpRegistry& registry);
+
+// One function per op family, each in its own file under ops/.
+void register_elementwise_unary_ops(OpRegistry& registry);
+void register_elementwise_binary_ops(OpRegistry& registry);
+void register_reduction_ops(OpRegistry& registry);
+void register_copy_ops(OpRegistry& registry);  // cast, clone, contiguous, fill
+void register_view_ops(OpRegistry& registry);
+void register_shape_ops(OpRegistry& registry);  // cat, stack, split, gather, ...
+void register_linalg_ops(OpRegistry& registry);  // matmul, linear, addmm
+void register_conv_pool_ops(OpRegistry& registry);
+void register_nn_ops(OpRegistry& registry);  // softmax, norms, dropout, one_hot, ...
+
+}  // namespace kiln

@@ -1,0 +1,7 @@
+#include "kiln/ops/registry.h"
+
+namespace kiln {
+
+void register_shape_ops(OpRegistry& registry) {}
+
+}  // namespace kiln
