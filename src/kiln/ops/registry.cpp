@@ -14,13 +14,12 @@ void OpRegistry::add(OpDef def) {
   }
   defs_.push_back(std::make_unique<OpDef>(std::move(def)));
   order_.push_back(defs_.back().get());
+  by_name_.emplace(defs_.back()->name, defs_.back().get());
 }
 
 const OpDef* OpRegistry::find(const std::string& name) const {
-  for (const OpDef* def : order_) {
-    if (def->name == name) return def;
-  }
-  return nullptr;
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
 }
 
 const OpDef& OpRegistry::get(const std::string& name) const {

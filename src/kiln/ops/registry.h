@@ -2,7 +2,9 @@
 // time; there are no static registrars.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "kiln/ops/op.h"
@@ -22,6 +24,7 @@ class OpRegistry {
  private:
   std::vector<std::unique_ptr<OpDef>> defs_;
   std::vector<const OpDef*> order_;
+  std::unordered_map<std::string, const OpDef*> by_name_;  // lookups only, never iterated
 };
 
 // The process-wide table, filled on first use.
