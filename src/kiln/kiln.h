@@ -1,0 +1,19 @@
+// kiln's C++ API in one include: tensors, factories and every op.
+//
+//   #include <kiln/kiln.h>
+//   auto x = kiln::randn({1, 512});
+//   auto y = kiln::relu(kiln::linear(x, w, b));
+//   std::cout << y << "\n";
+#pragma once
+
+#include "kiln/core/factory.h"
+#include "kiln/core/tensor.h"
+#include "kiln/ops/conv_pool.h"
+#include "kiln/ops/copy.h"
+#include "kiln/ops/dispatch.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/linalg.h"
+#include "kiln/ops/nn.h"
+#include "kiln/ops/reduction.h"
+#include "kiln/ops/shape.h"
+#include "kiln/ops/view.h"
