@@ -33,7 +33,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 want=$(sha256sum "$REQ" | cut -d' ' -f1)
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
-  .venv/bin/python -m pip install --quiet --upgrade pip
   .venv/bin/python -m pip install --quiet -r "$REQ"
   echo "$want" > "$STAMP"
 fi
