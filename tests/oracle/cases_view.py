@@ -70,6 +70,8 @@ CASES = [
     Case("squeeze", [randn(1, 4, 1, layout="transposed")], lambda x: x.squeeze((0, 2)),
          attrs={"dims": [0, 2]}, name="list_transposed"),
     Case("squeeze", [randn()], lambda x: x.squeeze(0), attrs={"dims": [0]}, name="zero_dim"),
+    Case("squeeze", [randn(1, 2)], attrs={"dims": [0, -2]}, name="repeated",
+         error="squeeze: dim 0 appears multiple times"),
     Case("squeeze", [randn(2, 1)], attrs={"dims": [2]}, name="bad_dim",
          error="dim 2 is out of range"),
     Case("unsqueeze", [randn(2, 3)], lambda x: x.unsqueeze(1), attrs={"dim": 1}),

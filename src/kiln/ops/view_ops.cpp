@@ -131,8 +131,12 @@ std::vector<ViewMeta> squeeze_rule(const ViewMeta& in, const Attrs& attrs) {
     for (size_t d = 0; d < in.shape.size(); ++d)
       drop[d] = in.shape[d] == 1;
   } else {
+    std::vector<bool> seen(std::max<size_t>(in.shape.size(), 1), false);
     for (int64_t dim : attrs.get_ints("dims")) {
       int64_t d = wrap(in, dim, "squeeze");
+      KILN_CHECK(!seen[size_t(d)], "squeeze: dim ", d,
+                 " appears multiple times in the list of dims ", attrs.get_ints("dims"));
+      seen[size_t(d)] = true;
       if (!in.shape.empty()) drop[size_t(d)] = in.shape[size_t(d)] == 1;
     }
   }
