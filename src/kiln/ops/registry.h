@@ -39,9 +39,9 @@ void register_elementwise_binary_ops(OpRegistry& registry);
 void register_reduction_ops(OpRegistry& registry);
 void register_copy_ops(OpRegistry& registry);  // cast, clone, contiguous, fill
 void register_view_ops(OpRegistry& registry);
-void register_shape_ops(OpRegistry& registry);  // cat, stack, split, gather, ...
+void register_shape_ops(OpRegistry& registry);  // cat, stack, gather, embedding, one_hot, ...
 void register_linalg_ops(OpRegistry& registry);  // matmul, linear, addmm
 void register_conv_pool_ops(OpRegistry& registry);
-void register_nn_ops(OpRegistry& registry);  // softmax, norms, dropout, one_hot, ...
+void register_nn_ops(OpRegistry& registry);  // dropout, batch_norm, layer_norm
 
 }  // namespace kiln
