@@ -20,11 +20,15 @@ void softmax_row(T* y, const T* x, int64_t n, int64_t in_stride, int64_t out_str
   }
   double total = 0.0;
   if (log) {
-    for (int64_t i = 0; i < n; ++i)
+    for (int64_t i = 0; i < n; ++i) {
       total += double(std::exp(x[i * in_stride] - row_max));
-    const T shift = row_max + T(std::log(total));
-    for (int64_t i = 0; i < n; ++i)
-      y[i * out_stride] = x[i * in_stride] - shift;
+    }
+    // (x - max) first: it is exact near the max, where folding max and
+    // log(total) into one shift would round away the small result.
+    const T log_total = T(std::log(total));
+    for (int64_t i = 0; i < n; ++i) {
+      y[i * out_stride] = (x[i * in_stride] - row_max) - log_total;
+    }
     return;
   }
   for (int64_t i = 0; i < n; ++i) {
