@@ -31,7 +31,7 @@ struct ProdOp {
 
 template <typename T>
 bool is_nan(T v) {
-  if constexpr (std::is_floating_point_v<T>) return std::isnan(v);
+  if constexpr (std::is_floating_point_v<T>) return v != v;  // plain compare: vectorizes
   return false;
 }
 
@@ -43,7 +43,9 @@ struct MaxOp {
     if constexpr (std::is_floating_point_v<T>) return -std::numeric_limits<T>::infinity();
     return std::numeric_limits<T>::lowest();
   }
-  Acc step(Acc a, T v) const { return (v > a || is_nan(v)) ? v : a; }
+  Acc step(Acc a, T v) const {
+    return ((v > a) | is_nan(v)) ? v : a;
+  }  // `|`: no branch, vectorizes
   Acc merge(Acc a, Acc b) const { return step(a, b); }
 };
 
@@ -54,7 +56,7 @@ struct MinOp {
     if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::infinity();
     return std::numeric_limits<T>::max();
   }
-  Acc step(Acc a, T v) const { return (v < a || is_nan(v)) ? v : a; }
+  Acc step(Acc a, T v) const { return ((v < a) | is_nan(v)) ? v : a; }
   Acc merge(Acc a, Acc b) const { return step(a, b); }
 };
 
@@ -72,13 +74,14 @@ struct SquaredDeviationOp {
 };
 
 // Folds n elements `stride` apart into acc. A contiguous run is folded into
-// kLanes independent accumulators, which the compiler turns into SIMD
-// registers (and which also shortens the rounding chain of a long sum).
+// kLanes independent accumulators, which the compiler turns into four SIMD
+// registers: enough independent chains to hide the add/compare latency (and
+// they also shorten the rounding chain of a long sum).
 template <typename Op, typename T>
 typename Op::Acc fold_run(const Op& op, const T* p, int64_t stride, int64_t n,
                           typename Op::Acc acc) {
   using Acc = typename Op::Acc;
-  constexpr int kLanes = 8;
+  constexpr int kLanes = 4 * 32 / int(sizeof(Acc));
   int64_t i = 0;
   if (stride == 1 && n >= 2 * kLanes) {
     Acc lanes[kLanes];
