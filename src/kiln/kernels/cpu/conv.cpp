@@ -51,8 +51,10 @@ struct ConvEntry {
   dnnl::convolution_forward conv;
   dnnl::memory::desc weights_desc;
   dnnl::memory::desc user_weights_desc;
+  dnnl::memory::desc scratchpad;
   bool needs_reorder = false;
   dnnl::reorder weight_reorder;
+  dnnl::memory::desc reorder_scratchpad;
 };
 
 onednn::PrimitiveCache<ConvEntry>& conv_cache() {
@@ -82,12 +84,18 @@ ConvEntry make_conv(const dims& src_dims, const dims& wei_dims, const dims& dst_
   dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
                                        dnnl::algorithm::convolution_direct, src, any_wei, bias_desc,
                                        dst, strides, dilation, pad_l, pad_r);
-  dnnl::convolution_forward::primitive_desc pd(desc, onednn::engine());
-  ConvEntry entry{dnnl::convolution_forward(pd), pd.weights_desc(), user_wei, false, {}};
+  dnnl::convolution_forward::primitive_desc pd(desc, onednn::default_attr(), onednn::engine());
+  ConvEntry entry;
+  entry.conv = dnnl::convolution_forward(pd);
+  entry.weights_desc = pd.weights_desc();
+  entry.user_weights_desc = user_wei;
+  entry.scratchpad = pd.scratchpad_desc();
   if (pd.weights_desc() != user_wei) {
+    dnnl::reorder::primitive_desc reorder_pd(onednn::engine(), user_wei, onednn::engine(),
+                                             pd.weights_desc(), onednn::default_attr());
     entry.needs_reorder = true;
-    entry.weight_reorder = dnnl::reorder(dnnl::reorder::primitive_desc(
-        onednn::engine(), user_wei, onednn::engine(), pd.weights_desc()));
+    entry.weight_reorder = dnnl::reorder(reorder_pd);
+    entry.reorder_scratchpad = reorder_pd.scratchpad_desc();
   }
   return entry;
 }
@@ -123,7 +131,10 @@ void conv2d_onednn_f32(const StridedView& out, const StridedView& x, const Strid
     // changed since the last call, so a reordered copy is made every call.
     if (entry.needs_reorder) {
       dnnl::memory reordered(entry.weights_desc, onednn::engine());
-      entry.weight_reorder.execute(onednn::stream(), weights, reordered);
+      entry.weight_reorder.execute(
+          onednn::stream(), {{DNNL_ARG_FROM, weights},
+                             {DNNL_ARG_TO, reordered},
+                             {DNNL_ARG_SCRATCHPAD, onednn::scratchpad(entry.reorder_scratchpad)}});
       weights = reordered;
     }
     using tag = dnnl::memory::format_tag;
@@ -131,7 +142,8 @@ void conv2d_onednn_f32(const StridedView& out, const StridedView& x, const Strid
     std::unordered_map<int, dnnl::memory> args{
         {DNNL_ARG_SRC, onednn::wrap(dnnl::memory::desc(src_dims, f32, tag::nchw), x_data)},
         {DNNL_ARG_WEIGHTS, weights},
-        {DNNL_ARG_DST, onednn::wrap(dnnl::memory::desc(dst_dims, f32, tag::nchw), out.data)}};
+        {DNNL_ARG_DST, onednn::wrap(dnnl::memory::desc(dst_dims, f32, tag::nchw), out.data)},
+        {DNNL_ARG_SCRATCHPAD, onednn::scratchpad(entry.scratchpad)}};
     if (bias_data) {
       args.emplace(DNNL_ARG_BIAS, onednn::wrap(dnnl::memory::desc({OC}, f32, tag::x), bias_data));
     }

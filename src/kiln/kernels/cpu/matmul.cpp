@@ -138,8 +138,13 @@ dnnl::memory::desc desc_of(const Matrix3& m) {
                             {m.batch_stride, m.row_stride, m.col_stride});
 }
 
-onednn::PrimitiveCache<dnnl::matmul>& matmul_cache() {
-  static onednn::PrimitiveCache<dnnl::matmul> cache;
+struct MatmulEntry {
+  dnnl::matmul prim;
+  dnnl::memory::desc scratchpad;
+};
+
+onednn::PrimitiveCache<MatmulEntry>& matmul_cache() {
+  static onednn::PrimitiveCache<MatmulEntry> cache;
   return cache;
 }
 
@@ -187,8 +192,8 @@ void matmul_onednn_f32(const StridedView& out, const StridedView& a, const Strid
     key.add(lhs.col_stride).add(rhs.batch).add(rhs.rows).add(rhs.cols).add(rhs.batch_stride);
     key.add(rhs.row_stride).add(rhs.col_stride).add(out_batch).add(bias.data != nullptr);
     key.add_double(alpha).add_double(beta);
-    dnnl::matmul prim = matmul_cache().get(key, [&] {
-      dnnl::primitive_attr attr;
+    MatmulEntry entry = matmul_cache().get(key, [&] {
+      dnnl::primitive_attr attr = onednn::default_attr();
       if (alpha != 1) attr.set_output_scales(0, {float(alpha)});
       if (beta != 0) {
         dnnl::post_ops ops;
@@ -197,13 +202,16 @@ void matmul_onednn_f32(const StridedView& out, const StridedView& a, const Strid
       }
       dnnl::matmul::desc desc = bias.data ? dnnl::matmul::desc(src, wei, bias_desc, dst)
                                           : dnnl::matmul::desc(src, wei, dst);
-      return dnnl::matmul(dnnl::matmul::primitive_desc(desc, attr, onednn::engine()));
+      dnnl::matmul::primitive_desc pd(desc, attr, onednn::engine());
+      return MatmulEntry{dnnl::matmul(pd), pd.scratchpad_desc()};
     });
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, onednn::wrap(src, lhs.data)},
-                                               {DNNL_ARG_WEIGHTS, onednn::wrap(wei, rhs.data)},
-                                               {DNNL_ARG_DST, onednn::wrap(dst, out.data)}};
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, onednn::wrap(src, lhs.data)},
+        {DNNL_ARG_WEIGHTS, onednn::wrap(wei, rhs.data)},
+        {DNNL_ARG_DST, onednn::wrap(dst, out.data)},
+        {DNNL_ARG_SCRATCHPAD, onednn::scratchpad(entry.scratchpad)}};
     if (bias.data) args.emplace(DNNL_ARG_BIAS, onednn::wrap(bias_desc, bias_data));
-    prim.execute(onednn::stream(), args);
+    entry.prim.execute(onednn::stream(), args);
     onednn::stream().wait();
   });
 }
@@ -274,9 +282,10 @@ float dot_f32_scalar(const float* x, const float* w, int64_t k) {
 
 void matvec_f32(float* y, const float* x, const float* w, int64_t w_row_stride, const float* bias,
                 int64_t bias_stride, int64_t n, int64_t k) {
-  // Splitting rows across threads pays once the weights outgrow one core's
-  // share of the work (measured in bench/linear_small.cpp).
-  const bool work_is_large = n * k >= (int64_t(1) << 16);
+  // Splitting rows across threads pays only for large weights: for the W1
+  // shapes (<= 128K weights) waking a second thread cost more than it saved
+  // (bench/linear_small.cpp).
+  const bool work_is_large = n * k >= (int64_t(1) << 18);
   const int64_t blocks = (n + 3) / 4;
 #pragma omp parallel for if (work_is_large)
   for (int64_t blk = 0; blk < blocks; ++blk) {

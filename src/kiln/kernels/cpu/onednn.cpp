@@ -14,6 +14,19 @@ dnnl::stream& stream() {
   return cpu_stream;
 }
 
+dnnl::primitive_attr default_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+dnnl::memory scratchpad(const dnnl::memory::desc& desc) {
+  thread_local std::vector<char> buffer;
+  const size_t size = desc.get_size();
+  if (buffer.size() < size) buffer.resize(size);
+  return dnnl::memory(desc, engine(), buffer.data());
+}
+
 dnnl::memory::desc plain_desc(const dnnl::memory::dims& shape, const dnnl::memory::dims& strides) {
   return dnnl::memory::desc(shape, dnnl::memory::data_type::f32, strides);
 }

@@ -18,6 +18,14 @@ namespace kiln::cpu::onednn {
 dnnl::engine& engine();
 dnnl::stream& stream();
 
+// Attributes every kiln primitive is created with: the scratchpad is passed
+// by the caller. oneDNN's own (library) scratchpad is one global buffer in
+// Debian's build (no DNNL_ENABLE_CONCURRENT_EXEC), so two threads running
+// primitives at once would corrupt each other's temporaries.
+dnnl::primitive_attr default_attr();
+// A per-thread scratchpad buffer big enough for `desc` (grown on demand).
+dnnl::memory scratchpad(const dnnl::memory::desc& desc);
+
 // A plain (strided) memory descriptor of `v`'s shape and strides.
 dnnl::memory::desc plain_desc(const StridedView& v);
 dnnl::memory::desc plain_desc(const dnnl::memory::dims& shape, const dnnl::memory::dims& strides);

@@ -107,8 +107,13 @@ int64_t right_padding(const StridedView& out, const StridedView& x, const Pool2d
   return std::max(needed, p.padding[i]);
 }
 
-onednn::PrimitiveCache<dnnl::pooling_v2_forward>& pool_cache() {
-  static onednn::PrimitiveCache<dnnl::pooling_v2_forward> cache;
+struct PoolEntry {
+  dnnl::pooling_v2_forward prim;
+  dnnl::memory::desc scratchpad;
+};
+
+onednn::PrimitiveCache<PoolEntry>& pool_cache() {
+  static onednn::PrimitiveCache<PoolEntry> cache;
   return cache;
 }
 
@@ -125,18 +130,20 @@ void pool_onednn_f32(const StridedView& out, const StridedView& x, const Pool2dP
     onednn::Key key;
     key.add(int64_t(algorithm)).add(x.shape, 4).add(out.shape, 4).add(p.kernel, 2);
     key.add(p.stride, 2).add(p.padding, 2).add(p.dilation, 2);
-    dnnl::pooling_v2_forward prim = pool_cache().get(key, [&] {
+    PoolEntry entry = pool_cache().get(key, [&] {
       dims pad_r{right_padding(out, x, p, 0), right_padding(out, x, p, 1)};
       // oneDNN counts dilation from 0 (no gap), PyTorch from 1.
       dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm, src, dst,
                                           {p.stride[0], p.stride[1]}, {p.kernel[0], p.kernel[1]},
                                           {p.dilation[0] - 1, p.dilation[1] - 1},
                                           {p.padding[0], p.padding[1]}, pad_r);
-      return dnnl::pooling_v2_forward(
-          dnnl::pooling_v2_forward::primitive_desc(desc, onednn::engine()));
+      dnnl::pooling_v2_forward::primitive_desc pd(desc, onednn::default_attr(), onednn::engine());
+      return PoolEntry{dnnl::pooling_v2_forward(pd), pd.scratchpad_desc()};
     });
-    prim.execute(onednn::stream(), {{DNNL_ARG_SRC, onednn::wrap(src, x_data)},
-                                    {DNNL_ARG_DST, onednn::wrap(dst, out.data)}});
+    entry.prim.execute(onednn::stream(),
+                       {{DNNL_ARG_SRC, onednn::wrap(src, x_data)},
+                        {DNNL_ARG_DST, onednn::wrap(dst, out.data)},
+                        {DNNL_ARG_SCRATCHPAD, onednn::scratchpad(entry.scratchpad)}});
     onednn::stream().wait();
   });
 }
