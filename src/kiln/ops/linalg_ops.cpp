@@ -1,7 +1,244 @@
-#include "kiln/ops/registry.h"
+// matmul, linear, addmm. Inference checks shapes and promotes dtypes; the
+// kernel glue turns every case into one batched product (1-D operands gain a
+// unit dim, batch dims are broadcast with stride 0) for cpu::matmul, except
+// batch-1 float32 linear layers, which go to cpu::matvec_f32.
+#include "kiln/ops/linalg.h"
+
+#include <cmath>
+
+#include "kiln/kernels/cpu/copy.h"
+#include "kiln/kernels/cpu/matmul.h"
+#include "kiln/ops/dispatch.h"
+#include "kiln/ops/infer_util.h"
 
 namespace kiln {
+namespace {
 
-void register_linalg_ops(OpRegistry& registry) {}
+std::string dims_x(int64_t rows, int64_t cols) {
+  return str(rows, "x", cols);
+}
+
+// `v` with a size-1 dim inserted at `pos` (its stride never matters).
+cpu::StridedView insert_unit_dim(const cpu::StridedView& v, int pos) {
+  cpu::StridedView out = v;
+  out.ndim = v.ndim + 1;
+  for (int d = v.ndim; d > pos; --d) {
+    out.shape[d] = v.shape[d - 1];
+    out.strides[d] = v.strides[d - 1];
+  }
+  out.shape[pos] = 1;
+  out.strides[pos] = 0;
+  return out;
+}
+
+// `v` reshaped to `shape` assuming it is contiguous (outputs always are).
+cpu::StridedView contiguous_as(const cpu::StridedView& v, const IntList& shape) {
+  cpu::StridedView out = v;
+  out.ndim = int(shape.size());
+  int64_t stride = 1;
+  for (int d = out.ndim - 1; d >= 0; --d) {
+    out.shape[d] = shape[size_t(d)];
+    out.strides[d] = stride;
+    stride *= shape[size_t(d)];
+  }
+  return out;
+}
+
+IntList batch_dims(const cpu::StridedView& v) {
+  return IntList(v.shape, v.shape + v.ndim - 2);
+}
+
+// Benchmarked in bench/linear_small.cpp: below this many weights the
+// dot-product kernel beats oneDNN's matmul at batch 1.
+constexpr int64_t kMatvecMaxWeights = int64_t(1) << 20;
+
+// A batch-1 float32 product with weight rows contiguous in K: b is Wᵀ.
+bool use_matvec(const cpu::StridedView& out, const cpu::StridedView& a, const cpu::StridedView& b,
+                double alpha, double beta) {
+  const int64_t K = a.shape[a.ndim - 1], N = out.shape[out.ndim - 1];
+  return out.dtype == DType::Float32 && alpha == 1 && beta == 0 && out.numel() == N && K > 0 &&
+         N * K <= kMatvecMaxWeights && (a.strides[a.ndim - 1] == 1 || K == 1) &&
+         (b.strides[b.ndim - 2] == 1 || K == 1);
+}
+
+// out[..., M, N] = a[..., M, K] @ b[..., K, N] (+ bias, scaled as addmm asks);
+// a and b are broadcast to out's batch dims here.
+void run_product(const cpu::StridedView& out, cpu::StridedView a, cpu::StridedView b,
+                 const cpu::StridedView& bias, double alpha = 1, double beta = 0) {
+  if (use_matvec(out, a, b, alpha, beta)) {
+    const int64_t K = a.shape[a.ndim - 1], N = out.shape[out.ndim - 1];
+    cpu::matvec_f32(out.ptr<float>(), a.ptr<const float>(), b.ptr<const float>(),
+                    b.strides[b.ndim - 1], bias.ptr<const float>(), bias.data ? bias.strides[0] : 0,
+                    N, K);
+    return;
+  }
+  const int nd = out.ndim;
+  int64_t a_shape[cpu::kMaxDims], b_shape[cpu::kMaxDims];
+  std::copy(out.shape, out.shape + nd, a_shape);
+  std::copy(out.shape, out.shape + nd, b_shape);
+  a_shape[nd - 1] = a.shape[a.ndim - 1];
+  b_shape[nd - 2] = b.shape[b.ndim - 2];
+  cpu::matmul(out, cpu::broadcast_to(a, a_shape, nd), cpu::broadcast_to(b, b_shape, nd), bias,
+              alpha, beta);
+}
+
+// Whether `from` expands to `to` (NumPy rules, `to` fixed).
+bool broadcasts_to(const IntList& from, const IntList& to) {
+  if (from.size() > to.size()) return false;
+  const size_t lead = to.size() - from.size();
+  for (size_t d = 0; d < from.size(); ++d) {
+    if (from[d] != 1 && from[d] != to[lead + d]) return false;
+  }
+  return true;
+}
+
+void check_dtypes(const InferArgs& args) {
+  for (size_t i = 0; i < args.inputs.size(); ++i) {
+    if (args.inputs[i].defined) check_not_bool(args, i);
+  }
+}
+
+InferResult infer_matmul(const InferArgs& args) {
+  const TensorMeta &a = args.inputs[0], &b = args.inputs[1];
+  KILN_CHECK(a.dim() >= 1 && b.dim() >= 1,
+             "matmul: both arguments need to be at least 1D, but they are ", a.dim(), "D and ",
+             b.dim(), "D");
+  check_dtypes(args);
+  const int64_t M = a.dim() >= 2 ? a.shape[a.shape.size() - 2] : 1;
+  const int64_t K = a.shape.back();
+  const int64_t K2 = b.dim() >= 2 ? b.shape[b.shape.size() - 2] : b.shape[0];
+  const int64_t N = b.dim() >= 2 ? b.shape.back() : 1;
+  if (a.dim() == 1 && b.dim() == 1) {
+    KILN_CHECK(K == K2, "matmul: 1D tensors expected to have the same size, but got ", K, " and ",
+               K2, " elements");
+  }
+  KILN_CHECK(K == K2, "matmul: mat1 and mat2 shapes cannot be multiplied (", dims_x(M, K), " and ",
+             dims_x(K2, N), ") for shapes ", a.shape, " and ", b.shape);
+  IntList a_batch(a.shape.begin(), a.shape.end() - std::min<int64_t>(a.dim(), 2));
+  IntList b_batch(b.shape.begin(), b.shape.end() - std::min<int64_t>(b.dim(), 2));
+  IntList shape = broadcast_shapes(a_batch, b_batch, "matmul");
+  if (a.dim() >= 2) shape.push_back(M);
+  if (b.dim() >= 2) shape.push_back(N);
+  DType dtype = result_type(args.inputs);
+  return InferResult{{TensorMeta{dtype, shape}}, {dtype, dtype}};
+}
+
+void matmul_kernel(const KernelArgs& args) {
+  cpu::StridedView a = args.inputs[0], b = args.inputs[1];
+  if (a.ndim == 1) a = insert_unit_dim(a, 0);
+  if (b.ndim == 1) b = insert_unit_dim(b, 1);
+  IntList shape = broadcast_shapes(batch_dims(a), batch_dims(b), "matmul");
+  shape.push_back(a.shape[a.ndim - 2]);
+  shape.push_back(b.shape[b.ndim - 1]);
+  run_product(contiguous_as(args.outputs[0], shape), a, b, cpu::StridedView{});
+}
+
+InferResult infer_linear(const InferArgs& args) {
+  const TensorMeta &x = args.inputs[0], &w = args.inputs[1];
+  const TensorMeta& bias = args.inputs.size() > 2 ? args.inputs[2] : TensorMeta{};
+  KILN_CHECK(x.dim() >= 1, "linear: input must be at least 1-D, got shape ", x.shape);
+  KILN_CHECK(w.dim() == 2, "linear: weight must be 2-D, got shape ", w.shape);
+  check_dtypes(args);
+  const int64_t K = x.shape.back(), N = w.shape[0];
+  const int64_t rows =
+      K == 0 ? numel_of(IntList(x.shape.begin(), x.shape.end() - 1)) : numel_of(x.shape) / K;
+  KILN_CHECK(K == w.shape[1], "linear: mat1 and mat2 shapes cannot be multiplied (",
+             dims_x(rows, K), " and ", dims_x(w.shape[1], N), ")");
+  if (args.inputs.size() > 2 && bias.defined) {
+    KILN_CHECK(bias.dim() == 1 && bias.shape[0] == N, "linear: bias must be 1-D of size ", N,
+               " (the weight's rows), got shape ", bias.shape);
+  }
+  IntList shape(x.shape.begin(), x.shape.end() - 1);
+  shape.push_back(N);
+  DType dtype = result_type(args.inputs);
+  return InferResult{{TensorMeta{dtype, shape}}, std::vector<DType>(args.inputs.size(), dtype)};
+}
+
+void linear_kernel(const KernelArgs& args) {
+  cpu::StridedView x = args.inputs[0], w = args.inputs[1];
+  cpu::StridedView bias = args.inputs.size() > 2 ? args.inputs[2] : cpu::StridedView{};
+  if (x.ndim == 1) x = insert_unit_dim(x, 0);
+  cpu::StridedView w_t = w;  // Wᵀ: [K, N], a view
+  std::swap(w_t.shape[0], w_t.shape[1]);
+  std::swap(w_t.strides[0], w_t.strides[1]);
+  IntList shape(x.shape, x.shape + x.ndim);
+  shape.back() = w.shape[0];
+  run_product(contiguous_as(args.outputs[0], shape), x, w_t, bias);
+}
+
+InferResult infer_addmm(const InferArgs& args) {
+  const TensorMeta &input = args.inputs[0], &m1 = args.inputs[1], &m2 = args.inputs[2];
+  KILN_CHECK(m1.dim() == 2, "addmm: mat1 must be a matrix, got ", m1.dim(), "-D tensor of shape ",
+             m1.shape);
+  KILN_CHECK(m2.dim() == 2, "addmm: mat2 must be a matrix, got ", m2.dim(), "-D tensor of shape ",
+             m2.shape);
+  check_dtypes(args);
+  KILN_CHECK(m1.shape[1] == m2.shape[0], "addmm: mat1 and mat2 shapes cannot be multiplied (",
+             dims_x(m1.shape[0], m1.shape[1]), " and ", dims_x(m2.shape[0], m2.shape[1]), ")");
+  IntList shape{m1.shape[0], m2.shape[1]};
+  KILN_CHECK(broadcasts_to(input.shape, shape), "addmm: input of shape ", input.shape,
+             " can't be broadcast to ", shape);
+  DType dtype = result_type(args.inputs);
+  if (!is_floating(dtype)) {
+    const double beta = args.attrs.get_float("beta"), alpha = args.attrs.get_float("alpha");
+    KILN_CHECK(beta == std::trunc(beta) && alpha == std::trunc(alpha),
+               "addmm: for integral inputs, beta and alpha must be integers, got beta=", beta,
+               " and alpha=", alpha);
+  }
+  return InferResult{{TensorMeta{dtype, shape}}, {dtype, dtype, dtype}};
+}
+
+void addmm_kernel(const KernelArgs& args) {
+  const cpu::StridedView& out = args.outputs[0];
+  const double beta = args.attrs.get_float("beta"), alpha = args.attrs.get_float("alpha");
+  // beta == 0 ignores input entirely (NaN included), as in PyTorch.
+  if (beta != 0) cpu::copy_convert(out, cpu::broadcast_to(args.inputs[0], out.shape, out.ndim));
+  run_product(out, args.inputs[1], args.inputs[2], cpu::StridedView{}, alpha, beta);
+}
+
+}  // namespace
+
+void register_linalg_ops(OpRegistry& registry) {
+  registry.add(OpDef{.name = "matmul",
+                     .min_inputs = 2,
+                     .max_inputs = 2,
+                     .attrs = {},
+                     .infer = infer_matmul,
+                     .cpu = matmul_kernel,
+                     .kind = OpKind::Opaque,
+                     .onnx = {"MatMul"}});
+  // linear(x, w, b?) = x · Wᵀ + b, with W stored [out_features, in_features].
+  registry.add(OpDef{.name = "linear",
+                     .min_inputs = 2,
+                     .max_inputs = 3,
+                     .attrs = {},
+                     .infer = infer_linear,
+                     .cpu = linear_kernel,
+                     .kind = OpKind::Opaque,
+                     .onnx = {"Gemm"}});
+  registry.add(OpDef{.name = "addmm",
+                     .min_inputs = 3,
+                     .max_inputs = 3,
+                     .attrs = {{"beta", AttrKind::Float, 1.0}, {"alpha", AttrKind::Float, 1.0}},
+                     .infer = infer_addmm,
+                     .cpu = addmm_kernel,
+                     .kind = OpKind::Opaque,
+                     .onnx = {"Gemm"}});
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  static const OpDef& matmul_op = op("matmul");
+  return dispatch1(matmul_op, {a, b});
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  static const OpDef& linear_op = op("linear");
+  return dispatch1(linear_op, {x, w, b});
+}
+
+Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, double beta, double alpha) {
+  static const OpDef& addmm_op = op("addmm");
+  return dispatch1(addmm_op, {input, m1, m2}, {{"beta", beta}, {"alpha", alpha}});
+}
 
 }  // namespace kiln

@@ -1,0 +1,28 @@
+// 2-D convolution: oneDNN for float32, a direct loop for float64.
+#pragma once
+
+#include <cstdint>
+
+#include "kiln/kernels/cpu/strided.h"
+
+namespace kiln::cpu {
+
+struct Conv2dParams {
+  int64_t stride[2] = {1, 1};
+  int64_t padding[2] = {0, 0};
+  int64_t dilation[2] = {1, 1};
+  int64_t groups = 1;
+};
+
+// out[N, OC, OH, OW] (contiguous) = conv(x[N, C, H, W], w[OC, C / groups, KH, KW]) + bias[OC].
+// Shapes are already checked; x and w may have any strides; bias may be absent.
+void conv2d(const StridedView& out, const StridedView& x, const StridedView& w,
+            const StridedView& bias, const Conv2dParams& p);
+
+// The two implementations behind conv2d(), for tests that cross-check them.
+void conv2d_onednn_f32(const StridedView& out, const StridedView& x, const StridedView& w,
+                       const StridedView& bias, const Conv2dParams& p);
+void conv2d_reference(const StridedView& out, const StridedView& x, const StridedView& w,
+                      const StridedView& bias, const Conv2dParams& p);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,311 @@
+#include "kiln/kernels/cpu/matmul.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "kiln/kernels/cpu/copy.h"
+#include "kiln/kernels/cpu/loops.h"
+#include "kiln/kernels/cpu/onednn.h"
+
+namespace kiln::cpu {
+namespace {
+
+// Element offset of batch entry `index` (row-major over the batch dims).
+int64_t batch_offset(const StridedView& v, int64_t index) {
+  int64_t offset = 0;
+  for (int d = v.ndim - 3; d >= 0; --d) {
+    offset += (index % v.shape[d]) * v.strides[d];
+    index /= v.shape[d];
+  }
+  return offset;
+}
+
+template <typename T>
+void matmul_reference_typed(const StridedView& out, const StridedView& a, const StridedView& b,
+                            const StridedView& bias, double alpha, double beta) {
+  const int nd = out.ndim;
+  const int64_t M = out.shape[nd - 2], N = out.shape[nd - 1], K = a.shape[nd - 1];
+  const int64_t rows = M == 0 || N == 0 ? 0 : out.numel() / N;
+  const int64_t a_rs = a.strides[nd - 2], a_cs = a.strides[nd - 1];
+  const int64_t b_rs = b.strides[nd - 2], b_cs = b.strides[nd - 1];
+  const T alpha_t = T(alpha), beta_t = T(beta);
+  const bool work_is_large = rows * N * std::max<int64_t>(K, 1) > kParallelGrain;
+#pragma omp parallel for if (work_is_large)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t batch = r / M, m = r % M;
+    const T* a_row = a.ptr<T>() + batch_offset(a, batch) + m * a_rs;
+    const T* b_mat = b.ptr<T>() + batch_offset(b, batch);
+    T* out_row = out.ptr<T>() + r * N;
+    // i-k-j order: the inner loop walks a row of b, which vectorizes when b
+    // is row-major.
+    std::vector<T> acc(size_t(N), T(0));
+    for (int64_t k = 0; k < K; ++k) {
+      const T av = a_row[k * a_cs];
+      const T* b_row = b_mat + k * b_rs;
+      for (int64_t n = 0; n < N; ++n)
+        acc[size_t(n)] += av * b_row[n * b_cs];
+    }
+    for (int64_t n = 0; n < N; ++n) {
+      T value = alpha == 1 ? acc[size_t(n)] : T(alpha_t * acc[size_t(n)]);
+      if (beta != 0) value += beta_t * out_row[n];
+      if (bias.data) value += bias.ptr<T>()[n * bias.strides[0]];
+      out_row[n] = value;
+    }
+  }
+}
+
+// One operand of a oneDNN matmul as a 3-D [batch, rows, cols] strided array.
+struct Matrix3 {
+  const float* data = nullptr;
+  int64_t batch = 1, rows = 0, cols = 0;
+  int64_t batch_stride = 0, row_stride = 0, col_stride = 0;
+  std::vector<float> owned;  // a contiguous copy when the layout did not fit
+};
+
+// Merges the batch dims into one (or into none when all are broadcast).
+bool merge_batch_dims(const StridedView& v, Matrix3& m) {
+  int64_t batch = 1, stride = 0;
+  bool all_broadcast = true;
+  for (int d = v.ndim - 3; d >= 0; --d) {
+    if (v.shape[d] == 1) continue;
+    if (v.strides[d] != 0) all_broadcast = false;
+  }
+  if (all_broadcast) {
+    m.batch = 1;
+    m.batch_stride = m.rows * m.cols;
+    return true;
+  }
+  for (int d = v.ndim - 3; d >= 0; --d) {
+    if (v.shape[d] == 1) continue;
+    if (v.strides[d] == 0) return false;  // partly broadcast: oneDNN cannot say that
+    if (batch > 1 && v.strides[d] != stride * batch) return false;
+    if (batch == 1) stride = v.strides[d];
+    batch *= v.shape[d];
+  }
+  m.batch = batch;
+  m.batch_stride = stride;
+  return true;
+}
+
+// oneDNN's fast paths want row- or column-major matrices (one unit stride).
+bool normalize_inner_strides(Matrix3& m) {
+  bool row_major = (m.col_stride == 1 || m.cols == 1) && (m.row_stride >= m.cols || m.rows == 1);
+  if (row_major) {
+    m.col_stride = 1;
+    if (m.rows == 1 || m.row_stride < m.cols) m.row_stride = m.cols;
+    return true;
+  }
+  bool col_major = (m.row_stride == 1 || m.rows == 1) && (m.col_stride >= m.rows || m.cols == 1);
+  if (col_major) {
+    m.row_stride = 1;
+    if (m.cols == 1 || m.col_stride < m.rows) m.col_stride = m.rows;
+    return true;
+  }
+  return false;
+}
+
+Matrix3 as_matrix3(const StridedView& v) {
+  Matrix3 m;
+  const int nd = v.ndim;
+  m.data = v.ptr<const float>();
+  m.rows = v.shape[nd - 2];
+  m.cols = v.shape[nd - 1];
+  m.row_stride = v.strides[nd - 2];
+  m.col_stride = v.strides[nd - 1];
+  if (normalize_inner_strides(m) && merge_batch_dims(v, m)) return m;
+  // Copy into a contiguous [batch..., rows, cols] array (repeats included).
+  m.owned.resize(size_t(v.numel()));
+  StridedView dense = v;
+  dense.data = m.owned.data();
+  int64_t stride = 1;
+  for (int d = nd - 1; d >= 0; --d) {
+    dense.strides[d] = stride;
+    stride *= v.shape[d];
+  }
+  copy_convert(dense, v);
+  m.data = m.owned.data();
+  m.batch = v.numel() / std::max<int64_t>(1, m.rows * m.cols);
+  m.row_stride = m.cols;
+  m.col_stride = 1;
+  m.batch_stride = m.rows * m.cols;
+  return m;
+}
+
+dnnl::memory::desc desc_of(const Matrix3& m) {
+  return onednn::plain_desc({m.batch, m.rows, m.cols},
+                            {m.batch_stride, m.row_stride, m.col_stride});
+}
+
+struct MatmulEntry {
+  dnnl::matmul prim;
+  dnnl::memory::desc scratchpad;
+};
+
+onednn::PrimitiveCache<MatmulEntry>& matmul_cache() {
+  static onednn::PrimitiveCache<MatmulEntry> cache;
+  return cache;
+}
+
+}  // namespace
+
+void matmul_reference(const StridedView& out, const StridedView& a, const StridedView& b,
+                      const StridedView& bias, double alpha, double beta) {
+  visit_numeric(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    matmul_reference_typed<T>(out, a, b, bias, alpha, beta);
+  });
+}
+
+void matmul_onednn_f32(const StridedView& out, const StridedView& a, const StridedView& b,
+                       const StridedView& bias, double alpha, double beta) {
+  Matrix3 lhs = as_matrix3(a), rhs = as_matrix3(b);
+  const int64_t M = lhs.rows, N = rhs.cols;
+  const int64_t batch = out.numel() / std::max<int64_t>(1, M * N);
+  // A shared right-hand matrix lets the batch fold into the rows: one big
+  // GEMM instead of many small ones (linear on [B, T, K] inputs).
+  if (rhs.batch == 1 && lhs.batch > 1 && lhs.col_stride == 1 &&
+      lhs.batch_stride == M * lhs.row_stride) {
+    lhs.rows *= lhs.batch;
+    lhs.batch = 1;
+    lhs.batch_stride = lhs.rows * lhs.row_stride;
+  }
+  const int64_t out_batch = lhs.rows == M ? batch : 1;
+  const int64_t out_rows = lhs.rows;
+  std::vector<float> bias_copy;
+  const float* bias_data = bias.ptr<const float>();
+  if (bias.data && bias.strides[0] != 1) {
+    bias_copy.resize(size_t(N));
+    for (int64_t n = 0; n < N; ++n)
+      bias_copy[size_t(n)] = bias_data[n * bias.strides[0]];
+    bias_data = bias_copy.data();
+  }
+
+  onednn::guarded("matmul", [&] {
+    dnnl::memory::desc src = desc_of(lhs), wei = desc_of(rhs);
+    dnnl::memory::desc dst = onednn::plain_desc({out_batch, out_rows, N}, {out_rows * N, N, 1});
+    dnnl::memory::desc bias_desc =
+        bias.data ? onednn::plain_desc({1, 1, N}, {N, N, 1}) : dnnl::memory::desc();
+    onednn::Key key;
+    key.add(lhs.batch).add(lhs.rows).add(lhs.cols).add(lhs.batch_stride).add(lhs.row_stride);
+    key.add(lhs.col_stride).add(rhs.batch).add(rhs.rows).add(rhs.cols).add(rhs.batch_stride);
+    key.add(rhs.row_stride).add(rhs.col_stride).add(out_batch).add(bias.data != nullptr);
+    key.add_double(alpha).add_double(beta);
+    MatmulEntry entry = matmul_cache().get(key, [&] {
+      dnnl::primitive_attr attr = onednn::default_attr();
+      if (alpha != 1) attr.set_output_scales(0, {float(alpha)});
+      if (beta != 0) {
+        dnnl::post_ops ops;
+        ops.append_sum(float(beta));
+        attr.set_post_ops(ops);
+      }
+      dnnl::matmul::desc desc = bias.data ? dnnl::matmul::desc(src, wei, bias_desc, dst)
+                                          : dnnl::matmul::desc(src, wei, dst);
+      dnnl::matmul::primitive_desc pd(desc, attr, onednn::engine());
+      return MatmulEntry{dnnl::matmul(pd), pd.scratchpad_desc()};
+    });
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, onednn::wrap(src, lhs.data)},
+        {DNNL_ARG_WEIGHTS, onednn::wrap(wei, rhs.data)},
+        {DNNL_ARG_DST, onednn::wrap(dst, out.data)},
+        {DNNL_ARG_SCRATCHPAD, onednn::scratchpad(entry.scratchpad)}};
+    if (bias.data) args.emplace(DNNL_ARG_BIAS, onednn::wrap(bias_desc, bias_data));
+    entry.prim.execute(onednn::stream(), args);
+    onednn::stream().wait();
+  });
+}
+
+void matmul(const StridedView& out, const StridedView& a, const StridedView& b,
+            const StridedView& bias, double alpha, double beta) {
+  if (out.numel() == 0) return;
+  const int64_t K = a.shape[a.ndim - 1];
+  if (K == 0 || out.dtype != DType::Float32) {
+    // An empty sum is 0, so out = beta * out + bias; oneDNN rejects K == 0.
+    matmul_reference(out, a, b, bias, alpha, beta);
+    return;
+  }
+  matmul_onednn_f32(out, a, b, bias, alpha, beta);
+}
+
+namespace {
+
+#if defined(__AVX2__) && defined(__FMA__)
+float horizontal_sum_avx(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Four weight rows at a time share each load of x; two accumulators per row
+// hide the FMA latency (8 independent chains).
+void dot4_f32_avx2(const float* x, const float* w, int64_t w_row_stride, int64_t k, float* out4) {
+  const float* rows[4] = {w, w + w_row_stride, w + 2 * w_row_stride, w + 3 * w_row_stride};
+  __m256 acc[4][2];
+  for (auto& row : acc)
+    row[0] = row[1] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16) {
+    __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
+    for (int r = 0; r < 4; ++r) {
+      acc[r][0] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(rows[r] + i), acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(x1, _mm256_loadu_ps(rows[r] + i + 8), acc[r][1]);
+    }
+  }
+  for (int r = 0; r < 4; ++r) {
+    float sum = horizontal_sum_avx(_mm256_add_ps(acc[r][0], acc[r][1]));
+    for (int64_t j = i; j < k; ++j)
+      sum += x[j] * rows[r][j];
+    out4[r] = sum;
+  }
+}
+#endif
+
+float dot_f32_scalar(const float* x, const float* w, int64_t k) {
+  // Eight partial sums, like the SIMD lanes, so results match closely.
+  float lanes[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8) {
+    for (int j = 0; j < 8; ++j)
+      lanes[j] += x[i + j] * w[i + j];
+  }
+  float sum = 0;
+  for (float lane : lanes)
+    sum += lane;
+  for (; i < k; ++i)
+    sum += x[i] * w[i];
+  return sum;
+}
+
+}  // namespace
+
+void matvec_f32(float* y, const float* x, const float* w, int64_t w_row_stride, const float* bias,
+                int64_t bias_stride, int64_t n, int64_t k) {
+  // Splitting rows across threads pays only for large weights: for the W1
+  // shapes (<= 128K weights) waking a second thread cost more than it saved
+  // (bench/linear_small.cpp).
+  const bool work_is_large = n * k >= (int64_t(1) << 18);
+  const int64_t blocks = (n + 3) / 4;
+#pragma omp parallel for if (work_is_large)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t j0 = blk * 4;
+#if defined(__AVX2__) && defined(__FMA__)
+    if (j0 + 4 <= n) {
+      dot4_f32_avx2(x, w + j0 * w_row_stride, w_row_stride, k, y + j0);
+    } else {
+      for (int64_t j = j0; j < n; ++j)
+        y[j] = dot_f32_scalar(x, w + j * w_row_stride, k);
+    }
+#else
+    for (int64_t j = j0; j < std::min(n, j0 + 4); ++j) {
+      y[j] = dot_f32_scalar(x, w + j * w_row_stride, k);
+    }
+#endif
+    if (!bias) continue;
+    for (int64_t j = j0; j < std::min(n, j0 + 4); ++j)
+      y[j] += bias[j * bias_stride];
+  }
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,33 @@
+// Matrix products: oneDNN for float32, a reference loop for float64 and the
+// integer dtypes (oneDNN has neither), and a dot-product matrix-vector kernel
+// for batch-1 linear layers, where oneDNN's fixed cost per call dominates.
+#pragma once
+
+#include <cstdint>
+
+#include "kiln/kernels/cpu/strided.h"
+
+namespace kiln::cpu {
+
+// out = alpha * (a @ b) + beta * out + bias, per batch entry.
+//   a: [..., M, K]   b: [..., K, N]   out: [..., M, N], contiguous
+// a and b carry out's batch dims already broadcast (stride 0 where they
+// repeat); any strides work. bias is absent (data == nullptr) or 1-D [N].
+// beta == 0 ignores out's old contents, NaN included.
+void matmul(const StridedView& out, const StridedView& a, const StridedView& b,
+            const StridedView& bias, double alpha = 1, double beta = 0);
+
+// The two implementations behind matmul(), exposed for benchmarks and for
+// cross-checking one against the other in tests.
+void matmul_onednn_f32(const StridedView& out, const StridedView& a, const StridedView& b,
+                       const StridedView& bias, double alpha, double beta);
+void matmul_reference(const StridedView& out, const StridedView& a, const StridedView& b,
+                      const StridedView& bias, double alpha, double beta);
+
+// y[j] = dot(x, w + j * w_row_stride) + bias[j * bias_stride] for j < n:
+// a linear layer at batch 1 with weight rows of k contiguous floats. bias
+// may be null.
+void matvec_f32(float* y, const float* x, const float* w, int64_t w_row_stride, const float* bias,
+                int64_t bias_stride, int64_t n, int64_t k);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,204 @@
+#include "kiln/kernels/cpu/pool.h"
+
+#include <cmath>
+#include <limits>
+
+#include "kiln/kernels/cpu/loops.h"
+#include "kiln/kernels/cpu/onednn.h"
+
+namespace kiln::cpu {
+namespace {
+
+// Calls body(plane, src, dst) for every (n, c) plane, in parallel when large.
+template <typename T, typename Body>
+void for_each_plane(const StridedView& out, const StridedView& x, int64_t work_per_out, Body body) {
+  const int64_t C = out.shape[1], planes = out.shape[0] * C;
+  const int64_t plane_size = out.shape[2] * out.shape[3];
+  const bool work_is_large = out.numel() * work_per_out > kParallelGrain;
+#pragma omp parallel for if (work_is_large)
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    const T* src = x.ptr<const T>() + (plane / C) * x.strides[0] + (plane % C) * x.strides[1];
+    body(src, out.ptr<T>() + plane * plane_size);
+  }
+}
+
+template <typename T>
+void max_pool_reference_typed(const StridedView& out, const StridedView& x, const Pool2dParams& p) {
+  const int64_t H = x.shape[2], W = x.shape[3], OH = out.shape[2], OW = out.shape[3];
+  const int64_t sh = x.strides[2], sw = x.strides[3];
+  for_each_plane<T>(out, x, p.kernel[0] * p.kernel[1], [&](const T* src, T* dst) {
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        T best = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                      : std::numeric_limits<T>::lowest();
+        for (int64_t kh = 0; kh < p.kernel[0]; ++kh) {
+          const int64_t ih = oh * p.stride[0] - p.padding[0] + kh * p.dilation[0];
+          if (ih < 0 || ih >= H) continue;
+          for (int64_t kw = 0; kw < p.kernel[1]; ++kw) {
+            const int64_t iw = ow * p.stride[1] - p.padding[1] + kw * p.dilation[1];
+            if (iw < 0 || iw >= W) continue;
+            const T v = src[ih * sh + iw * sw];
+            if (v > best || v != v) best = v;  // NaN wins, as in PyTorch
+          }
+        }
+        dst[oh * OW + ow] = best;
+      }
+    }
+  });
+}
+
+template <typename T>
+void avg_pool_reference_typed(const StridedView& out, const StridedView& x, const Pool2dParams& p) {
+  const int64_t H = x.shape[2], W = x.shape[3], OH = out.shape[2], OW = out.shape[3];
+  const int64_t sh = x.strides[2], sw = x.strides[3];
+  for_each_plane<T>(out, x, p.kernel[0] * p.kernel[1], [&](const T* src, T* dst) {
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        // PyTorch's divisor: the window clipped to the padded input (so
+        // ceil_mode's overhang never counts), or to the input itself.
+        int64_t h0 = oh * p.stride[0] - p.padding[0], w0 = ow * p.stride[1] - p.padding[1];
+        int64_t h1 = std::min(h0 + p.kernel[0], H + p.padding[0]);
+        int64_t w1 = std::min(w0 + p.kernel[1], W + p.padding[1]);
+        const int64_t padded_count = (h1 - h0) * (w1 - w0);
+        h0 = std::max<int64_t>(h0, 0);
+        w0 = std::max<int64_t>(w0, 0);
+        h1 = std::min(h1, H);
+        w1 = std::min(w1, W);
+        T sum = 0;
+        for (int64_t ih = h0; ih < h1; ++ih) {
+          for (int64_t iw = w0; iw < w1; ++iw)
+            sum += src[ih * sh + iw * sw];
+        }
+        const int64_t count = p.count_include_pad ? padded_count : (h1 - h0) * (w1 - w0);
+        dst[oh * OW + ow] = sum / T(count);
+      }
+    }
+  });
+}
+
+template <typename T>
+void adaptive_avg_reference_typed(const StridedView& out, const StridedView& x) {
+  const int64_t H = x.shape[2], W = x.shape[3], OH = out.shape[2], OW = out.shape[3];
+  const int64_t sh = x.strides[2], sw = x.strides[3];
+  const int64_t window =
+      ((H + OH - 1) / std::max<int64_t>(OH, 1) + 1) * ((W + OW - 1) / std::max<int64_t>(OW, 1) + 1);
+  for_each_plane<T>(out, x, window, [&](const T* src, T* dst) {
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const int64_t h0 = oh * H / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const int64_t w0 = ow * W / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
+        T sum = 0;
+        for (int64_t ih = h0; ih < h1; ++ih) {
+          for (int64_t iw = w0; iw < w1; ++iw)
+            sum += src[ih * sh + iw * sw];
+        }
+        dst[oh * OW + ow] = sum / T((h1 - h0) * (w1 - w0));
+      }
+    }
+  });
+}
+
+// Right padding that makes oneDNN's output-size formula give out's size (it
+// exceeds the left padding when ceil_mode adds a partial last window).
+int64_t right_padding(const StridedView& out, const StridedView& x, const Pool2dParams& p, int i) {
+  const int64_t eff_kernel = (p.kernel[i] - 1) * p.dilation[i] + 1;
+  const int64_t needed =
+      (out.shape[2 + i] - 1) * p.stride[i] + eff_kernel - x.shape[2 + i] - p.padding[i];
+  return std::max(needed, p.padding[i]);
+}
+
+struct PoolEntry {
+  dnnl::pooling_v2_forward prim;
+  dnnl::memory::desc scratchpad;
+};
+
+onednn::PrimitiveCache<PoolEntry>& pool_cache() {
+  static onednn::PrimitiveCache<PoolEntry> cache;
+  return cache;
+}
+
+void pool_onednn_f32(const StridedView& out, const StridedView& x, const Pool2dParams& p,
+                     dnnl::algorithm algorithm, const char* op) {
+  using dims = dnnl::memory::dims;
+  using tag = dnnl::memory::format_tag;
+  std::vector<float> x_copy;
+  const float* x_data = onednn::dense_f32(x, x_copy);
+  dims src_dims(x.shape, x.shape + 4), dst_dims(out.shape, out.shape + 4);
+  onednn::guarded(op, [&] {
+    const auto f32 = dnnl::memory::data_type::f32;
+    dnnl::memory::desc src(src_dims, f32, tag::nchw), dst(dst_dims, f32, tag::nchw);
+    onednn::Key key;
+    key.add(int64_t(algorithm)).add(x.shape, 4).add(out.shape, 4).add(p.kernel, 2);
+    key.add(p.stride, 2).add(p.padding, 2).add(p.dilation, 2);
+    PoolEntry entry = pool_cache().get(key, [&] {
+      dims pad_r{right_padding(out, x, p, 0), right_padding(out, x, p, 1)};
+      // oneDNN counts dilation from 0 (no gap), PyTorch from 1.
+      dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, algorithm, src, dst,
+                                          {p.stride[0], p.stride[1]}, {p.kernel[0], p.kernel[1]},
+                                          {p.dilation[0] - 1, p.dilation[1] - 1},
+                                          {p.padding[0], p.padding[1]}, pad_r);
+      dnnl::pooling_v2_forward::primitive_desc pd(desc, onednn::default_attr(), onednn::engine());
+      return PoolEntry{dnnl::pooling_v2_forward(pd), pd.scratchpad_desc()};
+    });
+    entry.prim.execute(onednn::stream(),
+                       {{DNNL_ARG_SRC, onednn::wrap(src, x_data)},
+                        {DNNL_ARG_DST, onednn::wrap(dst, out.data)},
+                        {DNNL_ARG_SCRATCHPAD, onednn::scratchpad(entry.scratchpad)}});
+    onednn::stream().wait();
+  });
+}
+
+}  // namespace
+
+void max_pool2d_reference(const StridedView& out, const StridedView& x, const Pool2dParams& p) {
+  visit_numeric(out.dtype, [&](auto tag) { max_pool_reference_typed<decltype(tag)>(out, x, p); });
+}
+
+void avg_pool2d_reference(const StridedView& out, const StridedView& x, const Pool2dParams& p) {
+  visit_floating(out.dtype, [&](auto tag) { avg_pool_reference_typed<decltype(tag)>(out, x, p); });
+}
+
+void adaptive_avg_pool2d_reference(const StridedView& out, const StridedView& x) {
+  visit_floating(out.dtype, [&](auto tag) { adaptive_avg_reference_typed<decltype(tag)>(out, x); });
+}
+
+void max_pool2d(const StridedView& out, const StridedView& x, const Pool2dParams& p) {
+  if (out.numel() == 0) return;
+  if (out.dtype != DType::Float32) {
+    max_pool2d_reference(out, x, p);
+    return;
+  }
+  pool_onednn_f32(out, x, p, dnnl::algorithm::pooling_max, "max_pool2d");
+}
+
+void avg_pool2d(const StridedView& out, const StridedView& x, const Pool2dParams& p) {
+  if (out.numel() == 0) return;
+  // oneDNN's include-padding divisor counts ceil_mode's overhang past the
+  // padding too; PyTorch's does not, so those shapes take the loop.
+  const bool overhangs =
+      right_padding(out, x, p, 0) > p.padding[0] || right_padding(out, x, p, 1) > p.padding[1];
+  if (out.dtype != DType::Float32 || (p.count_include_pad && overhangs)) {
+    avg_pool2d_reference(out, x, p);
+    return;
+  }
+  const auto algorithm = p.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                             : dnnl::algorithm::pooling_avg_exclude_padding;
+  pool_onednn_f32(out, x, p, algorithm, "avg_pool2d");
+}
+
+void adaptive_avg_pool2d(const StridedView& out, const StridedView& x) {
+  if (out.numel() == 0) return;
+  const int64_t H = x.shape[2], W = x.shape[3], OH = out.shape[2], OW = out.shape[3];
+  const bool divides = H % OH == 0 && W % OW == 0;
+  if (out.dtype != DType::Float32 || !divides) {
+    adaptive_avg_pool2d_reference(out, x);
+    return;
+  }
+  // Evenly dividing windows are plain average pooling without padding.
+  Pool2dParams p;
+  p.kernel[0] = p.stride[0] = H / OH;
+  p.kernel[1] = p.stride[1] = W / OW;
+  pool_onednn_f32(out, x, p, dnnl::algorithm::pooling_avg_exclude_padding, "adaptive_avg_pool2d");
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,18 @@
+// Convolution and pooling over (N, C, H, W) inputs; a 3-D (C, H, W) input is
+// one unbatched sample, as in PyTorch. One-element lists mean "same for both
+// spatial dims"; an empty pooling stride means "= kernel_size".
+#pragma once
+
+#include "kiln/core/tensor.h"
+
+namespace kiln {
+
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b = {}, IntList stride = {1, 1},
+              IntList padding = {0, 0}, IntList dilation = {1, 1}, int64_t groups = 1);
+Tensor max_pool2d(const Tensor& x, IntList kernel_size, IntList stride = {},
+                  IntList padding = {0, 0}, IntList dilation = {1, 1}, bool ceil_mode = false);
+Tensor avg_pool2d(const Tensor& x, IntList kernel_size, IntList stride = {},
+                  IntList padding = {0, 0}, bool ceil_mode = false, bool count_include_pad = true);
+Tensor adaptive_avg_pool2d(const Tensor& x, IntList output_size);
+
+}  // namespace kiln

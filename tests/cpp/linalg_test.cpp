@@ -1,0 +1,181 @@
+// Cross-checks of the oneDNN float32 paths (matmul, linear's matvec, conv,
+// pooling) against the float64 reference loops on random shapes and layouts,
+// plus the primitive cache under threads. The op table (cases_linalg.py,
+// cases_conv_pool.py) checks both against PyTorch on fixed shapes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include "kiln/core/factory.h"
+#include "kiln/ops/conv_pool.h"
+#include "kiln/ops/copy.h"
+#include "kiln/ops/linalg.h"
+
+namespace kiln {
+namespace {
+
+// Largest |a - b| / (1 + |b|) over all elements: a float32 result against
+// its float64 reference.
+double max_rel_error(const Tensor& got, const Tensor& want) {
+  EXPECT_EQ(got.shape(), want.shape());
+  std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
+  double worst = 0;
+  for (size_t i = 0; i < g.size() && i < w.size(); ++i) {
+    worst = std::max(worst, std::fabs(g[i] - w[i]) / (1 + std::fabs(w[i])));
+  }
+  return worst;
+}
+
+Tensor f64(const Tensor& t) {
+  return t.defined() ? to(t, DType::Float64) : t;
+}
+
+// The same values with every dim's stride reversed (a column-major copy).
+Tensor reversed_layout(const Tensor& t) {
+  IntList reversed(t.shape().rbegin(), t.shape().rend());
+  IntList strides = contiguous_strides(reversed);
+  std::reverse(strides.begin(), strides.end());
+  Tensor view = make_view(empty(reversed, t.dtype()), t.shape(), strides, 0);
+  copy_(view, t);
+  return view;
+}
+
+class LinalgCrossCheck : public testing::Test {
+ protected:
+  void SetUp() override { manual_seed(1234); }
+  int64_t pick(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
+  }
+  bool coin() { return pick(0, 1) == 1; }
+  Tensor random(const IntList& shape) {
+    Tensor t = randn(shape);
+    return coin() && t.dim() >= 2 ? reversed_layout(t) : t;
+  }
+  std::mt19937 rng_{42};
+};
+
+// float32 sums of K terms of N(0,1) products: error grows like sqrt(K) ulps.
+double f32_tolerance(int64_t k) {
+  return 2e-6 * std::sqrt(double(std::max<int64_t>(k, 1))) + 1e-6;
+}
+
+TEST_F(LinalgCrossCheck, MatmulOneDnnMatchesReference) {
+  for (int trial = 0; trial < 40; ++trial) {
+    const int64_t M = pick(1, 40), K = pick(1, 70), N = pick(1, 40);
+    IntList a_shape{M, K}, b_shape{K, N};
+    if (coin()) a_shape.insert(a_shape.begin(), pick(1, 3));
+    if (coin()) b_shape.insert(b_shape.begin(), a_shape.size() == 3 && coin() ? a_shape[0] : 1);
+    Tensor a = random(a_shape), b = random(b_shape);
+    Tensor got = matmul(a, b);
+    EXPECT_LT(max_rel_error(got, matmul(f64(a), f64(b))), f32_tolerance(K))
+        << "a " << to_string(a_shape) << " b " << to_string(b_shape);
+  }
+}
+
+TEST_F(LinalgCrossCheck, LinearMatvecMatchesReference) {
+  for (int64_t k : {1, 7, 16, 17, 64, 129, 512, 700}) {
+    for (int64_t n : {1, 2, 3, 4, 5, 128, 257}) {
+      Tensor x = randn({1, k}), w = randn({n, k}), b = randn({n});
+      EXPECT_LT(max_rel_error(linear(x, w, b), linear(f64(x), f64(w), f64(b))), f32_tolerance(k))
+          << "k " << k << " n " << n;
+      Tensor x1 = randn({k});  // 1-D input, no bias: the same kernel
+      EXPECT_LT(max_rel_error(linear(x1, w), linear(f64(x1), f64(w))), f32_tolerance(k));
+    }
+  }
+}
+
+TEST_F(LinalgCrossCheck, AddmmScalesMatchReference) {
+  Tensor input = randn({5, 6}), m1 = reversed_layout(randn({5, 9})), m2 = randn({9, 6});
+  for (auto [beta, alpha] : {std::pair{1.0, 1.0}, {0.5, 2.0}, {0.0, -1.5}, {3.0, 0.0}}) {
+    Tensor got = addmm(input, m1, m2, beta, alpha);
+    EXPECT_LT(max_rel_error(got, addmm(f64(input), f64(m1), f64(m2), beta, alpha)),
+              f32_tolerance(9))
+        << "beta " << beta << " alpha " << alpha;
+  }
+}
+
+TEST_F(LinalgCrossCheck, Conv2dOneDnnMatchesReference) {
+  for (int trial = 0; trial < 25; ++trial) {
+    const int64_t groups = pick(1, 3), icg = pick(1, 3), ocg = pick(1, 3);
+    const int64_t kh = pick(1, 4), kw = pick(1, 4);
+    const IntList stride{pick(1, 3), pick(1, 3)}, dilation{pick(1, 2), pick(1, 2)};
+    const IntList padding{pick(0, 2), pick(0, 2)};
+    const int64_t h = pick(dilation[0] * (kh - 1) + 1, 12),
+                  w = pick(dilation[1] * (kw - 1) + 1, 12);
+    Tensor x = random({pick(1, 2), groups * icg, h, w});
+    Tensor weight = random({groups * ocg, icg, kh, kw});
+    Tensor bias = coin() ? randn({groups * ocg}) : Tensor();
+    Tensor got = conv2d(x, weight, bias, stride, padding, dilation, groups);
+    Tensor want = conv2d(f64(x), f64(weight), f64(bias), stride, padding, dilation, groups);
+    EXPECT_LT(max_rel_error(got, want), f32_tolerance(icg * kh * kw))
+        << "x " << to_string(x.shape()) << " w " << to_string(weight.shape()) << " groups "
+        << groups;
+  }
+}
+
+TEST_F(LinalgCrossCheck, PoolingOneDnnMatchesReference) {
+  for (int trial = 0; trial < 30; ++trial) {
+    const IntList kernel{pick(1, 4), pick(1, 4)}, stride{pick(1, 3), pick(1, 3)};
+    const IntList padding{pick(0, kernel[0] / 2), pick(0, kernel[1] / 2)};
+    const bool ceil_mode = coin(), include_pad = coin();
+    Tensor x = random({pick(1, 2), pick(1, 3), pick(kernel[0], 11), pick(kernel[1], 11)});
+    EXPECT_LT(max_rel_error(max_pool2d(x, kernel, stride, padding, {1, 1}, ceil_mode),
+                            max_pool2d(f64(x), kernel, stride, padding, {1, 1}, ceil_mode)),
+              1e-7);
+    EXPECT_LT(max_rel_error(avg_pool2d(x, kernel, stride, padding, ceil_mode, include_pad),
+                            avg_pool2d(f64(x), kernel, stride, padding, ceil_mode, include_pad)),
+              1e-6)
+        << "x " << to_string(x.shape()) << " k " << to_string(kernel) << " s " << to_string(stride)
+        << " p " << to_string(padding) << " ceil " << ceil_mode;
+    const IntList out{pick(1, x.size(2)), pick(1, x.size(3))};
+    EXPECT_LT(max_rel_error(adaptive_avg_pool2d(x, out), adaptive_avg_pool2d(f64(x), out)), 1e-6);
+  }
+}
+
+TEST(LinalgCache, ConcurrentCallsShareCachedPrimitives) {
+  manual_seed(7);
+  Tensor a = randn({4, 33, 17}), b = randn({17, 9});
+  Tensor x = randn({2, 3, 10, 10}), w = randn({5, 3, 3, 3});
+  const std::vector<double> mm = matmul(a, b).to_vector<double>();
+  const std::vector<double> cv = conv2d(x, w).to_vector<double>();
+  std::vector<std::thread> threads;
+  std::vector<int> ok(4, 0);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      bool same = true;
+      for (int i = 0; i < 20; ++i) {
+        same = same && matmul(a, b).to_vector<double>() == mm;
+        same = same && conv2d(x, w).to_vector<double>() == cv;
+      }
+      ok[size_t(t)] = same;
+    });
+  }
+  for (auto& th : threads)
+    th.join();
+  for (int t = 0; t < 4; ++t)
+    EXPECT_TRUE(ok[size_t(t)]) << "thread " << t;
+}
+
+TEST(LinalgApi, ResultsAndShapes) {
+  Tensor a = tensor({{1.f, 2.f}, {3.f, 4.f}});
+  EXPECT_EQ(matmul(a, a).to_vector<float>(), (std::vector<float>{7, 10, 15, 22}));
+  EXPECT_EQ(matmul(tensor({1.f, 2.f}), tensor({3.f, 4.f})).item<double>(), 11.0);
+  EXPECT_EQ(linear(randn({2, 3, 4}), randn({5, 4}), randn({5})).shape(), (IntList{2, 3, 5}));
+  EXPECT_EQ(conv2d(randn({6, 9, 9}), randn({2, 6, 3, 3})).shape(), (IntList{2, 7, 7}));
+  EXPECT_EQ(max_pool2d(randn({1, 1, 5, 5}), {2}, {}, {0}, {1}, true).shape(),
+            (IntList{1, 1, 3, 3}));
+}
+
+TEST(LinalgApi, BadInputThrowsKilnError) {
+  EXPECT_THROW(matmul(randn({2, 3}), randn({4, 5})), Error);
+  EXPECT_THROW(conv2d(randn({1, 2, 5, 5}), randn({3, 2, 3})), Error);
+  EXPECT_THROW(conv2d(randn({1, 2, 5, 5}), randn({3, 2, 3, 3}), {}, {0, 1}), Error);
+  EXPECT_THROW(max_pool2d(randn({1, 1, 4, 4}), {2, 2, 2}), Error);
+  EXPECT_THROW(avg_pool2d(randn({1, 1, 4, 4}), {0, 2}), Error);
+  EXPECT_THROW(adaptive_avg_pool2d(randn({1, 1, 4, 4}), {-1, 2}), Error);
+}
+
+}  // namespace
+}  // namespace kiln

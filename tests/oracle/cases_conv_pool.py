@@ -1,0 +1,151 @@
+"""Rows for conv2d and the 2-D pooling ops. For conv, reduce_len is the
+dot-product length C/groups * kh * kw."""
+import torch
+import torch.nn.functional as F
+
+from oracle import Case, absent, ints, randn
+
+
+def conv(stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    return lambda x, w, b=None: F.conv2d(x, w, b, stride, padding, dilation, groups)
+
+
+CONV = [
+    Case("conv2d", [randn(2, 1, 28, 28), randn(6, 1, 5, 5), randn(6)], conv(padding=(2, 2)),
+         attrs={"padding": [2, 2]}, name="lenet1", reduce_len=25),
+    Case("conv2d", [randn(2, 6, 14, 14), randn(16, 6, 5, 5), randn(16)], conv(),
+         name="lenet2", reduce_len=150),
+    Case("conv2d", [randn(1, 3, 9, 9), randn(4, 3, 3, 3), randn(4)],
+         conv(stride=(2, 2), padding=(1, 1)), attrs={"stride": [2, 2], "padding": [1, 1]},
+         name="stride2_pad1", reduce_len=27),
+    Case("conv2d", [randn(1, 2, 10, 9), randn(3, 2, 3, 3), absent()],
+         conv(dilation=(2, 3)), attrs={"dilation": [2, 3]}, name="dilation_no_bias",
+         reduce_len=18),
+    Case("conv2d", [randn(2, 4, 7, 7), randn(6, 2, 3, 3), randn(6)], conv(groups=2),
+         attrs={"groups": 2}, name="groups2", reduce_len=18),
+    Case("conv2d", [randn(1, 4, 6, 6), randn(4, 1, 3, 3), randn(4)],
+         conv(padding=(1, 1), groups=4), attrs={"padding": [1, 1], "groups": 4},
+         name="depthwise", reduce_len=9),
+    Case("conv2d", [randn(2, 3, 6, 5, layout="transposed"), randn(4, 3, 3, 2, layout="strided"),
+                    randn(4, layout="strided")], conv(), name="non_contiguous", reduce_len=18),
+    Case("conv2d", [randn(2, 3, 6, 5, layout="expanded"), randn(2, 3, 3, 1), randn(2)],
+         conv(stride=(2, 1), padding=(1, 0)), attrs={"stride": [2, 1], "padding": [1, 0]},
+         name="expanded_asymmetric", reduce_len=9),
+    Case("conv2d", [randn(3, 8, 8), randn(2, 3, 3, 3), randn(2)], conv(stride=(2, 2)),
+         attrs={"stride": [2]}, name="unbatched_single_stride", reduce_len=27),
+    Case("conv2d", [randn(0, 3, 5, 5), randn(2, 3, 3, 3), randn(2)], conv(), name="empty_batch"),
+    Case("conv2d", [randn(2, 3, 7, 6, dtype="float64"), randn(4, 3, 3, 3, dtype="float64"),
+                    randn(4, dtype="float64")], conv(padding=(1, 1), dilation=(2, 1)),
+         attrs={"padding": [1, 1], "dilation": [2, 1]}, name="f64", reduce_len=27),
+    Case("conv2d", [randn(1, 4, 6, 6, dtype="float64", layout="transposed"),
+                    randn(6, 2, 3, 3, dtype="float64"), absent()], conv(stride=(2, 2), groups=2),
+         attrs={"stride": [2, 2], "groups": 2}, name="f64_groups_transposed", reduce_len=18),
+    Case("conv2d", [randn(3, 28), randn(6, 1, 5, 5), absent()], name="input_2d",
+         error="conv2d: expected 3-D (unbatched) or 4-D (batched) input, got shape [3, 28]"),
+    Case("conv2d", [randn(1, 1, 28, 28), randn(6, 2, 5, 5), absent()], name="channels",
+         error="expected input[1, 1, 28, 28] to have 2 channels, but got 1 channels instead"),
+    Case("conv2d", [randn(1, 4, 8, 8), randn(6, 2, 3, 3), absent()], attrs={"groups": 4},
+         name="groups_divide", error="given groups=4, expected weight to be divisible by 4"),
+    Case("conv2d", [randn(1, 1, 3, 3), randn(1, 1, 5, 5), absent()], name="kernel_too_big",
+         error="Kernel size: (5 x 5). Kernel size can't be greater than actual input size"),
+    Case("conv2d", [randn(1, 2, 5, 5), randn(3, 2, 3, 3), randn(4)], name="bad_bias",
+         error="expected bias to be 1-dimensional with 3 elements"),
+    Case("conv2d", [ints(0, 3, 1, 1, 4, 4), ints(0, 3, 1, 1, 2, 2), absent()], name="int",
+         error="conv2d: expected floating inputs, got int64"),
+]
+
+
+def max_pool(k, s=None, p=0, d=1, ceil=False):
+    return lambda x: F.max_pool2d(x, k, s, p, d, ceil_mode=ceil)
+
+
+def avg_pool(k, s=None, p=0, ceil=False, include=True):
+    return lambda x: F.avg_pool2d(x, k, s, p, ceil_mode=ceil, count_include_pad=include)
+
+
+MAX_POOL = [
+    Case("max_pool2d", [randn(2, 3, 4, 4)], max_pool(2), attrs={"kernel_size": [2, 2]},
+         name="k2"),
+    Case("max_pool2d", [randn(1, 2, 7, 7)], max_pool(3, 2, 1),
+         attrs={"kernel_size": [3], "stride": [2], "padding": [1]}, name="k3_s2_p1"),
+    Case("max_pool2d", [randn(1, 2, 9, 8)], max_pool(2, 1, 0, 2),
+         attrs={"kernel_size": [2, 2], "stride": [1, 1], "dilation": [2, 2]}, name="dilation"),
+    Case("max_pool2d", [randn(1, 2, 7, 6)], max_pool(2, 2, 0, 1, True),
+         attrs={"kernel_size": [2, 2], "ceil_mode": True}, name="ceil_mode"),
+    Case("max_pool2d", [randn(1, 1, 6, 6)], max_pool((3, 2), (2, 3), (1, 1), 1, True),
+         attrs={"kernel_size": [3, 2], "stride": [2, 3], "padding": [1, 1], "ceil_mode": True},
+         name="ceil_mode_padded_asymmetric"),
+    Case("max_pool2d", [randn(2, 3, 6, 5, layout="transposed")], max_pool(2, 1),
+         attrs={"kernel_size": [2, 2], "stride": [1, 1]}, name="transposed"),
+    Case("max_pool2d", [randn(3, 6, 6)], max_pool(2), attrs={"kernel_size": [2, 2]},
+         name="unbatched"),
+    Case("max_pool2d", [randn(0, 3, 4, 4)], max_pool(2), attrs={"kernel_size": [2, 2]},
+         name="empty_batch"),
+    Case("max_pool2d", [randn(1, 2, 7, 7, dtype="float64", layout="strided")],
+         max_pool(3, 2, 1, 2, True),
+         attrs={"kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1],
+                "dilation": [2, 2], "ceil_mode": True}, name="f64"),
+    Case("max_pool2d", [ints(-50, 50, 1, 2, 5, 5)], max_pool(2, 2, 1),
+         attrs={"kernel_size": [2, 2], "stride": [2, 2], "padding": [1, 1]}, name="i64"),
+    Case("max_pool2d", [randn(1, 1, 4, 4)], attrs={"kernel_size": [2, 2], "padding": [2, 2]},
+         name="pad_too_big",
+         error="pad should be at most half of effective kernel size, but got pad=2, "
+               "kernel_size=2 and dilation=1"),
+    Case("max_pool2d", [randn(1, 3, 2, 2)], attrs={"kernel_size": [3, 3]}, name="too_small",
+         error="Output size is too small"),
+    Case("max_pool2d", [randn(4, 4)], attrs={"kernel_size": [2, 2]}, name="input_2d",
+         error="max_pool2d: expected 3-D (unbatched) or 4-D (batched) input"),
+]
+
+AVG_POOL = [
+    Case("avg_pool2d", [randn(2, 6, 28, 28)], avg_pool(2, 2),
+         attrs={"kernel_size": [2, 2], "stride": [2, 2]}, name="lenet", reduce_len=4),
+    Case("avg_pool2d", [randn(1, 2, 7, 7)], avg_pool(3, 2, 1),
+         attrs={"kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1]},
+         name="include_pad", reduce_len=9),
+    Case("avg_pool2d", [randn(1, 2, 7, 7)], avg_pool(3, 2, 1, include=False),
+         attrs={"kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1],
+                "count_include_pad": False}, name="exclude_pad", reduce_len=9),
+    Case("avg_pool2d", [randn(1, 2, 6, 7)], avg_pool(3, 2, 1, ceil=True),
+         attrs={"kernel_size": [3], "stride": [2], "padding": [1], "ceil_mode": True},
+         name="ceil_include_pad", reduce_len=9),
+    Case("avg_pool2d", [randn(1, 2, 6, 7)], avg_pool(3, 2, 1, ceil=True, include=False),
+         attrs={"kernel_size": [3], "stride": [2], "padding": [1], "ceil_mode": True,
+                "count_include_pad": False}, name="ceil_exclude_pad", reduce_len=9),
+    Case("avg_pool2d", [randn(1, 1, 5, 5)], avg_pool(2, 2, 0, ceil=True),
+         attrs={"kernel_size": [2, 2], "ceil_mode": True}, name="ceil_no_pad", reduce_len=4),
+    Case("avg_pool2d", [randn(2, 3, 6, 4, layout="transposed")], avg_pool((2, 3), (1, 1)),
+         attrs={"kernel_size": [2, 3], "stride": [1, 1]}, name="transposed", reduce_len=6),
+    Case("avg_pool2d", [randn(3, 4, 4)], avg_pool(2), attrs={"kernel_size": [2, 2]},
+         name="unbatched", reduce_len=4),
+    Case("avg_pool2d", [randn(1, 2, 7, 6, dtype="float64")], avg_pool(3, 2, 1, ceil=True),
+         attrs={"kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1], "ceil_mode": True},
+         name="f64", reduce_len=9),
+    Case("avg_pool2d", [randn(1, 1, 4, 4)], attrs={"kernel_size": [3, 3], "padding": [2, 2]},
+         name="pad_too_big", error="pad should be at most half"),
+    Case("avg_pool2d", [ints(0, 5, 1, 1, 4, 4)], attrs={"kernel_size": [2, 2]}, name="int",
+         error="avg_pool2d: expected a floating input, got int64"),
+]
+
+ADAPTIVE = [
+    Case("adaptive_avg_pool2d", [randn(2, 3, 5, 7)], lambda x: F.adaptive_avg_pool2d(x, 1),
+         attrs={"output_size": [1]}, name="global", reduce_len=35),
+    Case("adaptive_avg_pool2d", [randn(2, 3, 8, 6)],
+         lambda x: F.adaptive_avg_pool2d(x, (4, 3)), attrs={"output_size": [4, 3]},
+         name="dividing", reduce_len=4),
+    Case("adaptive_avg_pool2d", [randn(1, 2, 7, 5)],
+         lambda x: F.adaptive_avg_pool2d(x, (3, 2)), attrs={"output_size": [3, 2]},
+         name="non_dividing", reduce_len=9),
+    Case("adaptive_avg_pool2d", [randn(1, 2, 3, 3, layout="transposed")],
+         lambda x: F.adaptive_avg_pool2d(x, (5, 4)), attrs={"output_size": [5, 4]},
+         name="upsampling_transposed", reduce_len=4),
+    Case("adaptive_avg_pool2d", [randn(3, 6, 6)], lambda x: F.adaptive_avg_pool2d(x, 2),
+         attrs={"output_size": [2]}, name="unbatched", reduce_len=9),
+    Case("adaptive_avg_pool2d", [randn(2, 2, 7, 9, dtype="float64")],
+         lambda x: F.adaptive_avg_pool2d(x, (3, 4)), attrs={"output_size": [3, 4]},
+         name="f64", reduce_len=9),
+    Case("adaptive_avg_pool2d", [randn(1, 2, 0, 4)], attrs={"output_size": [2, 2]},
+         name="empty_spatial", error="non-zero size for non-batch dimensions"),
+]
+
+CASES = CONV + MAX_POOL + AVG_POOL + ADAPTIVE
