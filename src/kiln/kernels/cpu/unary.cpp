@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "kiln/kernels/cpu/loops.h"
+#include "kiln/kernels/cpu/vec_math.h"
 
 namespace kiln::cpu {
 namespace {
@@ -35,9 +36,24 @@ T abs_of(T x) {
   return x < 0 ? T(-x) : x;
 }
 
+// float32 goes through the vectorizable versions (on every layout, so a
+// result never depends on the input's strides); float64 through libm.
+template <typename T>
+T exp_of(T x) {
+  if constexpr (std::is_same_v<T, float>) return exp_f32(x);
+  return std::exp(x);
+}
+
 template <typename T>
 T sigmoid_of(T x) {
+  if constexpr (std::is_same_v<T, float>) return sigmoid_f32(x);
   return T(1) / (T(1) + std::exp(-x));
+}
+
+template <typename T>
+T tanh_of(T x) {
+  if constexpr (std::is_same_v<T, float>) return tanh_f32(x);
+  return std::tanh(x);
 }
 
 template <typename T>
@@ -118,7 +134,7 @@ void unary(UnaryOp op, const StridedView& out, const StridedView& in, double alp
     case UnaryOp::Abs:
       return numeric_loop(out, in, [](auto x) { return abs_of(x); });
     case UnaryOp::Exp:
-      return floating_loop(out, in, [](auto x) { return std::exp(x); });
+      return floating_loop(out, in, [](auto x) { return exp_of(x); });
     case UnaryOp::Log:
       return floating_loop(out, in, [](auto x) { return std::log(x); });
     case UnaryOp::Sqrt:
@@ -130,7 +146,7 @@ void unary(UnaryOp op, const StridedView& out, const StridedView& in, double alp
     case UnaryOp::Cos:
       return floating_loop(out, in, [](auto x) { return std::cos(x); });
     case UnaryOp::Tanh:
-      return floating_loop(out, in, [](auto x) { return std::tanh(x); });
+      return floating_loop(out, in, [](auto x) { return tanh_of(x); });
     case UnaryOp::Sigmoid:
       return floating_loop(out, in, [](auto x) { return sigmoid_of(x); });
     case UnaryOp::Relu:
