@@ -47,19 +47,20 @@ T minimum_of(T a, T b) {
   return (a != a || a < b) ? a : b;
 }
 
-// Bool arithmetic follows PyTorch: add is `or`, mul is `and`. Sub and pow of
+// Bool arithmetic follows PyTorch: add is `or`, mul is `and` (bitwise on
+// 0/1 bytes, which vectorizes where || and && do not). Sub and pow of
 // bools are rejected by inference; div never sees bool (it computes in float).
 template <typename T>
 void arithmetic(BinaryOp op, const StridedView& out, const StridedView& a, const StridedView& b) {
   auto run = [&](auto f) { binary_loop<T, T, T>(out, a, b, [f](T x, T y) { return T(f(x, y)); }); };
   switch (op) {
     case BinaryOp::Add:
-      if constexpr (std::is_same_v<T, bool>) return run([](T x, T y) { return x || y; });
+      if constexpr (std::is_same_v<T, bool>) return run([](T x, T y) { return x | y; });
       return run([](T x, T y) { return x + y; });
     case BinaryOp::Sub:
       return run([](T x, T y) { return x - y; });
     case BinaryOp::Mul:
-      if constexpr (std::is_same_v<T, bool>) return run([](T x, T y) { return x && y; });
+      if constexpr (std::is_same_v<T, bool>) return run([](T x, T y) { return x & y; });
       return run([](T x, T y) { return x * y; });
     case BinaryOp::Div:
       return run([](T x, T y) { return x / y; });
