@@ -1,0 +1,131 @@
+#include "kiln/kernels/cpu/binary.h"
+
+#include <cmath>
+#include <type_traits>
+
+#include "kiln/kernels/cpu/loops.h"
+
+namespace kiln::cpu {
+namespace {
+
+// Integer power by squaring, in unsigned arithmetic so overflow wraps
+// instead of being undefined. A negative exponent gives what PyTorch gives
+// for integer tensors: 1 and -1 keep their magnitude, anything else is 0.
+template <typename T>
+T int_pow(T base, T exp) {
+  if (exp < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return (exp % 2 == 0) ? 1 : -1;
+    return 0;
+  }
+  using U = std::make_unsigned_t<T>;
+  U result = 1, b = U(base);
+  for (T e = exp; e > 0; e >>= 1) {
+    if (e & 1) result *= b;
+    b *= b;
+  }
+  return T(result);
+}
+
+template <typename T>
+T pow_of(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::pow(a, b);
+  } else {
+    return int_pow(a, b);
+  }
+}
+
+// NaN wins: a NaN `a` is picked by `a != a`, a NaN `b` by the failed
+// comparison. One select, so the loop still vectorizes.
+template <typename T>
+T maximum_of(T a, T b) {
+  return (a != a || a > b) ? a : b;
+}
+template <typename T>
+T minimum_of(T a, T b) {
+  return (a != a || a < b) ? a : b;
+}
+
+// Bool arithmetic follows PyTorch: add is `or`, mul is `and` (bitwise on
+// 0/1 bytes, which vectorizes where || and && do not). Sub and pow of
+// bools are rejected by inference; div never sees bool (it computes in float).
+template <typename T>
+void arithmetic(BinaryOp op, const StridedView& out, const StridedView& a, const StridedView& b) {
+  auto run = [&](auto f) { binary_loop<T, T, T>(out, a, b, [f](T x, T y) { return T(f(x, y)); }); };
+  switch (op) {
+    case BinaryOp::Add:
+      if constexpr (std::is_same_v<T, bool>) return run([](T x, T y) { return x | y; });
+      return run([](T x, T y) { return x + y; });
+    case BinaryOp::Sub:
+      return run([](T x, T y) { return x - y; });
+    case BinaryOp::Mul:
+      if constexpr (std::is_same_v<T, bool>) return run([](T x, T y) { return x & y; });
+      return run([](T x, T y) { return x * y; });
+    case BinaryOp::Div:
+      return run([](T x, T y) { return x / y; });
+    case BinaryOp::Pow:
+      if constexpr (!std::is_same_v<T, bool>) return run([](T x, T y) { return pow_of(x, y); });
+      return;
+    case BinaryOp::Maximum:
+      return run([](T x, T y) { return maximum_of(x, y); });
+    case BinaryOp::Minimum:
+      return run([](T x, T y) { return minimum_of(x, y); });
+    default:
+      return;
+  }
+}
+
+template <typename T>
+void comparison(BinaryOp op, const StridedView& out, const StridedView& a, const StridedView& b) {
+  auto run = [&](auto f) { binary_loop<bool, T, T>(out, a, b, f); };
+  switch (op) {
+    case BinaryOp::Eq:
+      return run([](T x, T y) { return x == y; });
+    case BinaryOp::Ne:
+      return run([](T x, T y) { return x != y; });
+    case BinaryOp::Lt:
+      return run([](T x, T y) { return x < y; });
+    case BinaryOp::Le:
+      return run([](T x, T y) { return x <= y; });
+    case BinaryOp::Gt:
+      return run([](T x, T y) { return x > y; });
+    case BinaryOp::Ge:
+      return run([](T x, T y) { return x >= y; });
+    default:
+      return;
+  }
+}
+
+bool is_comparison(BinaryOp op) {
+  return op >= BinaryOp::Eq;
+}
+
+}  // namespace
+
+void binary(BinaryOp op, const StridedView& out, const StridedView& a, const StridedView& b) {
+  visit_dtype(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (is_comparison(op)) return comparison<T>(op, out, a, b);
+    arithmetic<T>(op, out, a, b);
+  });
+}
+
+void where(const StridedView& out, const StridedView& cond, const StridedView& a,
+           const StridedView& b) {
+  visit_dtype(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    auto inner = [](const std::array<char*, 4>& p, const int64_t* s, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        bool c = *reinterpret_cast<const bool*>(p[1] + i * s[1]);
+        const char* src = c ? p[2] + i * s[2] : p[3] + i * s[3];
+        *reinterpret_cast<T*>(p[0] + i * s[0]) = *reinterpret_cast<const T*>(src);
+      }
+    };
+    for_each_run<4>({out, broadcast_to(cond, out.shape, out.ndim),
+                     broadcast_to(a, out.shape, out.ndim), broadcast_to(b, out.shape, out.ndim)},
+                    inner);
+  });
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,32 @@
+// Elementwise math on two or three operands with broadcasting. Inference has
+// already cast the inputs to one common dtype; comparisons write bool.
+#pragma once
+
+#include "kiln/kernels/cpu/strided.h"
+
+namespace kiln::cpu {
+
+enum class BinaryOp {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Maximum,  // NaN-propagating
+  Minimum,  // NaN-propagating
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+};
+
+// a and b broadcast to out's shape; out may alias a exactly (in-place ops).
+void binary(BinaryOp op, const StridedView& out, const StridedView& a, const StridedView& b);
+
+// out[i] = cond[i] ? a[i] : b[i]; cond is bool, a and b have out's dtype.
+void where(const StridedView& out, const StridedView& cond, const StridedView& a,
+           const StridedView& b);
+
+}  // namespace kiln::cpu

@@ -1,0 +1,133 @@
+"""Rows for the two- and three-input elementwise ops: arithmetic, pow,
+maximum/minimum, comparisons and where, with broadcasting and type promotion."""
+import torch
+
+from oracle import Case, randn, uniform, ints, bools, values, number
+
+INF, NAN = float("inf"), float("nan")
+
+ARITHMETIC = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+    "maximum": torch.maximum,
+    "minimum": torch.minimum,
+}
+
+# Rows every arithmetic op gets: layouts, broadcasting (incl. 0-d tensors and
+# Python numbers), type promotion, empty tensors, and a shape error.
+CASES = []
+for name, fn in ARITHMETIC.items():
+    is_number_op = name not in ("maximum", "minimum")  # torch.maximum takes no Python number
+    CASES += [
+        Case(name, [randn(3, 4), randn(3, 4)], fn, name="f32"),
+        Case(name, [randn(3, 4, dtype="float64", layout="transposed"),
+                    randn(3, 4, dtype="float64", layout="strided")], fn, name="f64_layouts"),
+        Case(name, [randn(2, 3, 4, layout="expanded"), randn(4)], fn, name="expanded_broadcast"),
+        Case(name, [randn(3, 1), randn(1, 4)], fn, name="broadcast_outer"),
+        Case(name, [randn(2000), randn(2000)], fn, name="f32_long"),
+        Case(name, [randn(), randn(2, 3)], fn, name="zero_dim_left"),
+        Case(name, [randn(2, 3), randn(dtype="float64")], fn, name="zero_dim_f64_keeps_f32"),
+        Case(name, [ints(-5, 5, 3, 4), uniform(0.5, 2, 3, 4)], fn, name="int64_f32_to_f32"),
+        Case(name, [ints(1, 9, 3, 4, dtype="int32"), ints(1, 9, 4)], fn,
+             name="int32_int64_to_int64"),
+        Case(name, [randn(0, 3), randn(3)], fn, name="empty"),
+        Case(name, [randn(2, 3), randn(4)], name="shape_mismatch",
+             error=f"{name}: shapes [2, 3] and [4] cannot be broadcast"),
+    ]
+    if is_number_op:
+        CASES += [
+            Case(name, [randn(3, 4), number(2.5)], fn, name="f32_number"),
+            Case(name, [ints(1, 9, 5, dtype="int32"), number(3)], fn, name="int32_int_number"),
+            Case(name, [ints(1, 9, 5, dtype="int32"), number(2.5)], fn,
+                 name="int32_float_number_to_f32"),
+            Case(name, [number(2.0), randn(2, 3, dtype="float64", layout="transposed")], fn,
+                 name="number_left"),
+        ]
+
+CASES += [
+    Case("add", [bools(3, 4), bools(3, 4)], lambda a, b: a + b, name="bool_is_or"),
+    Case("add", [bools(4), randn(3, 4)], lambda a, b: a + b, name="bool_f32"),
+    Case("mul", [bools(3, 4), bools(4)], lambda a, b: a * b, name="bool_is_and"),
+    Case("mul", [bools(5), number(3)], lambda a, b: a * b, name="bool_int_number_to_int64"),
+    Case("sub", [bools(3), bools(3)], name="two_bools",
+         error="sub: subtraction, the `-` operator, with two bool tensors is not supported"),
+    Case("sub", [ints(0, 3, 3), bools(3)], name="int_bool",
+         error="sub: subtraction, the `-` operator, with a bool tensor is not supported"),
+    Case("div", [ints(-9, 9, 3, 4), ints(1, 4, 3, 4)], lambda a, b: a / b, name="int_is_true_div"),
+    Case("div", [bools(4), bools(4)], lambda a, b: a / b, name="bools_to_f32"),
+    Case("div", [values([1.0, -1.0, 0.0, NAN]), values([0.0, 0.0, 0.0, 1.0])],
+         lambda a, b: a / b, name="by_zero"),
+    Case("div", [ints(-3, 3, 4), values([0, 0, 0, 0], dtype="int64")], lambda a, b: a / b,
+         name="int_by_zero"),
+    Case("maximum", [values([NAN, 1.0, NAN, -INF]), values([1.0, NAN, NAN, INF])],
+         torch.maximum, name="nan"),
+    Case("minimum", [values([NAN, 1.0, NAN, -INF]), values([1.0, NAN, NAN, INF])],
+         torch.minimum, name="nan"),
+    Case("maximum", [bools(3, 4), bools(4)], torch.maximum, name="bool"),
+    Case("minimum", [bools(3, 4), bools(4)], torch.minimum, name="bool"),
+]
+
+pow_fn = lambda a, b: torch.pow(a, b)
+CASES += [
+    Case("pow", [uniform(0.1, 3, 3, 4), uniform(-2, 2, 3, 4)], pow_fn, name="f32"),
+    Case("pow", [uniform(0.1, 3, 4, 3, dtype="float64", layout="transposed"),
+                 uniform(-2, 2, 3, dtype="float64")], pow_fn, name="f64_broadcast"),
+    Case("pow", [randn(3, 4, layout="strided"), number(2)], pow_fn, name="square"),
+    Case("pow", [uniform(0, 4, 3, 4), number(0.5)], pow_fn, name="sqrt_number"),
+    Case("pow", [number(2.0), uniform(-3, 3, 5)], pow_fn, name="number_base"),
+    Case("pow", [number(2), ints(0, 10, 5)], pow_fn, name="int_number_base"),
+    Case("pow", [ints(-4, 5, 3, 4), ints(0, 5, 3, 4)], pow_fn, name="int64"),
+    Case("pow", [values([2, 1, -1, -1, 0, 3], dtype="int64"),
+                 values([-1, -2, -3, -2, 0, 0], dtype="int64")], pow_fn, name="int_negative_exp"),
+    Case("pow", [ints(-4, 5, 6, dtype="int32"), number(3)], pow_fn, name="int32_cube"),
+    Case("pow", [ints(1, 5, 6), number(2.5)], pow_fn, name="int_float_number_to_f32"),
+    Case("pow", [values([-2.0, 0.0, 0.0, NAN, 1.0, INF]), values([0.5, -1.0, 0.0, 0.0, NAN, -1.0])],
+         pow_fn, name="special"),
+    Case("pow", [randn(0, 2), randn(2)], pow_fn, name="empty"),
+    Case("pow", [bools(3), bools(3)], name="bools", error="pow: not supported for bool inputs"),
+]
+
+COMPARISONS = {
+    "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge,
+}
+for name, fn in COMPARISONS.items():
+    CASES += [
+        # Small integer values so equality actually happens.
+        Case(name, [ints(-2, 3, 3, 4, dtype="float32"), ints(-2, 3, 3, 4, dtype="float32")], fn,
+             name="f32", grad=False),
+        Case(name, [ints(-2, 3, 4, 3, dtype="float64", layout="transposed"),
+                    ints(-2, 3, 3, dtype="float64")], fn, name="f64_broadcast", grad=False),
+        Case(name, [ints(-2, 3, 2, 3, 4, layout="expanded"), number(1)], fn, name="int_number",
+             grad=False),
+        Case(name, [ints(-2, 3, 5, dtype="int32"), number(0.5)], fn, name="int_float_number",
+             grad=False),
+        Case(name, [ints(-2, 3, 3, 4, layout="strided"), ints(-2, 3, 3, 4, dtype="float32")],
+             fn, name="int_vs_f32", grad=False),
+        Case(name, [values([NAN, NAN, 1.0, -INF]), values([NAN, 1.0, 1.0, INF])], fn,
+             name="nan", grad=False),
+        Case(name, [bools(3, 4), bools(4)], fn, name="bool", grad=False),
+        Case(name, [randn(0), randn()], fn, name="empty", grad=False),
+        Case(name, [randn(3), randn(2)], name="shape_mismatch",
+             error=f"{name}: shapes [3] and [2] cannot be broadcast"),
+    ]
+
+where_fn = lambda c, a, b: torch.where(c, a, b)
+CASES += [
+    Case("where", [bools(3, 4), randn(3, 4), randn(3, 4)], where_fn, name="f32"),
+    Case("where", [bools(3, 1), randn(4, dtype="float64"),
+                   randn(2, 3, 4, dtype="float64", layout="expanded")], where_fn,
+         name="broadcast_all_three"),
+    Case("where", [bools(4, 3, layout="transposed"), randn(4, 3, layout="strided"), number(0.0)],
+         where_fn, name="number_operand"),
+    Case("where", [bools(5), ints(0, 9, 5, dtype="int32"), number(2)], where_fn,
+         name="int32_int_number"),
+    Case("where", [bools(5), ints(0, 9, 5), randn(5)], where_fn, name="int64_f32_to_f32"),
+    Case("where", [bools(2, 2), bools(2, 2), bools(2, 2)], where_fn, name="bools", grad=False),
+    Case("where", [bools(0, 2), randn(2), randn(0, 2)], where_fn, name="empty"),
+    Case("where", [ints(0, 2, 3), randn(3), randn(3)], name="int_condition",
+         error="where: expected condition to be a bool tensor, but got a tensor with dtype int64"),
+    Case("where", [bools(3), randn(2), randn(3)], name="shape_mismatch",
+         error="where: shapes [3] and [2] cannot be broadcast"),
+]
