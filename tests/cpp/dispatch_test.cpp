@@ -5,42 +5,34 @@
 #include "kiln/core/factory.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/dispatch.h"
+#include "test_util.h"
 
 namespace kiln {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(Dispatch, ChecksAttributes) {
   const OpDef& cast = op("cast");
-  EXPECT_EQ(error_of([&] { dispatch(cast, {zeros({2})}); }),
+  EXPECT_EQ(error_text([&] { dispatch(cast, {zeros({2})}); }),
             "cast: missing required attribute 'dtype'");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(error_text([&] {
               dispatch(cast, {zeros({2})}, {{"dtype", int64_t(3)}});
             }),
             "cast: attribute 'dtype' expects dtype, got 3");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(error_text([&] {
               dispatch(cast, {zeros({2})}, {{"dtype", DType::Int32}, {"axis", int64_t(0)}});
             }),
             "cast: unexpected attribute 'axis'");
 }
 
 TEST(Dispatch, ChecksInputCount) {
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(error_text([&] {
               dispatch(op("clone"), {zeros({1}), zeros({1})});
             }),
             "clone: expected 1 inputs, got 2");
 }
 
 TEST(Dispatch, UnknownOpIsAnError) {
-  EXPECT_EQ(error_of([] { op("no_such_op"); }), "unknown op 'no_such_op'");
+  EXPECT_EQ(error_text([] { op("no_such_op"); }), "unknown op 'no_such_op'");
 }
 
 TEST(Dispatch, FillsDefaultsInDeclarationOrder) {
@@ -87,7 +79,7 @@ TEST(Dispatch, CopyIntoBroadcastsAndConverts) {
   Tensor dst = zeros({2, 3}, DType::Int32);
   copy_(dst, tensor({1.9f, 2.1f, -3.7f}));
   EXPECT_EQ(dst.to_vector<int32_t>(), (std::vector<int32_t>{1, 2, -3, 1, 2, -3}));
-  EXPECT_NE(error_of([&] { copy_(dst, zeros({4})); }).find("[4]"), std::string::npos);
+  EXPECT_NE(error_text([&] { copy_(dst, zeros({4})); }).find("[4]"), std::string::npos);
 }
 
 }  // namespace

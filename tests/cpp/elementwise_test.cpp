@@ -10,6 +10,7 @@
 #include "kiln/ops/copy.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/registry.h"
+#include "test_util.h"
 
 namespace kiln {
 namespace {
@@ -17,16 +18,6 @@ namespace {
 // The transpose of a contiguous 2-D tensor, as a view over its storage.
 Tensor transposed(const Tensor& t) {
   return make_view(t, {t.size(1), t.size(0)}, {t.stride(1), t.stride(0)}, t.offset());
-}
-
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(ElementwiseApi, OperatorsMatchTheirFunctions) {
@@ -67,7 +58,7 @@ TEST(ElementwiseApi, ScalarsPromoteLikePythonNumbers) {
 }
 
 TEST(ElementwiseApi, IntegerToNegativeScalarPowerIsAnError) {
-  std::string msg = error_of([] { pow(tensor({2, 3}), -1); });
+  std::string msg = error_text([] { pow(tensor({2, 3}), -1); });
   EXPECT_NE(msg.find("pow: integers to negative integer powers are not allowed"), std::string::npos)
       << msg;
   EXPECT_EQ(pow(tensor({2.f, 4.f}), -1).to_vector<float>(), (std::vector<float>{0.5, 0.25}));
@@ -88,7 +79,7 @@ TEST(ElementwiseApi, ClampAndWhere) {
   Tensor x = tensor({-2.f, 0.5f, 3.f});
   EXPECT_EQ(clamp(x, -1.0, 1.0).to_vector<float>(), (std::vector<float>{-1, 0.5, 1}));
   EXPECT_EQ(clamp(x, std::nullopt, 0.0).to_vector<float>(), (std::vector<float>{-2, 0, 0}));
-  std::string msg = error_of([&] { clamp(x, std::nullopt, std::nullopt); });
+  std::string msg = error_text([&] { clamp(x, std::nullopt, std::nullopt); });
   EXPECT_NE(msg.find("at least one of 'min' or 'max'"), std::string::npos) << msg;
   Tensor cond = x > 0;
   EXPECT_EQ(where(cond, x, 0.0).to_vector<float>(), (std::vector<float>{0, 0.5, 3}));
@@ -120,7 +111,7 @@ TEST(ElementwiseInPlace, BroadcastsOtherButNotSelf) {
   Tensor x = zeros({2, 3});
   add_(x, tensor({1.f, 2.f, 3.f}));
   EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{1, 2, 3, 1, 2, 3}));
-  std::string msg = error_of([] { add_(zeros({3}), zeros({2, 3})); });
+  std::string msg = error_text([] { add_(zeros({3}), zeros({2, 3})); });
   EXPECT_NE(msg.find("add: output with shape [3] doesn't match the broadcast shape [2, 3]"),
             std::string::npos)
       << msg;
@@ -141,7 +132,7 @@ TEST(ElementwiseInPlace, ResultMustFitTheDtype) {
            [&] { div_(ints, 2); },  // true division gives float
            [&] { clamp_(ints, 0.5, std::nullopt); },
        }) {
-    std::string msg = error_of(bad);
+    std::string msg = error_text(bad);
     EXPECT_NE(msg.find("can't be cast to the desired output type int64"), std::string::npos) << msg;
   }
   EXPECT_EQ(ints.to_vector<int64_t>(), (std::vector<int64_t>{3, 4, 5}));  // untouched

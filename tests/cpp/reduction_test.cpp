@@ -11,6 +11,7 @@
 #include "kiln/ops/copy.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/reduction.h"
+#include "test_util.h"
 
 namespace kiln {
 namespace {
@@ -53,16 +54,6 @@ void expect_all_near(const Tensor& got, const std::vector<double>& want, double 
   for (size_t i = 0; i < want.size(); ++i) {
     ASSERT_NEAR(values[i], want[i], tol * std::max(1.0, std::fabs(want[i]))) << "at " << i;
   }
-}
-
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(Reduction, SumShapesAndDtypes) {
@@ -190,20 +181,20 @@ TEST(Softmax, NonInnermostDimOfAPermutedInput) {
 
 TEST(Reduction, ErrorsNameTheOpShapeAndDim) {
   Tensor x = zeros({2, 3});
-  EXPECT_EQ(error_of([&] { sum(x, {3}); }),
+  EXPECT_EQ(error_text([&] { sum(x, {3}); }),
             "sum: dim 3 is out of range for a tensor of 2 dims (shape [2, 3]); expected a dim "
             "in [-2, 1]");
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(error_text([&] {
               mean(x, {0, -2});
             }),
             "mean: dim 0 appears multiple times in the list of dims (shape [2, 3])");
-  EXPECT_NE(error_of([&] { mean(zeros({2}, DType::Int64)); }).find("could not infer output dtype"),
+  EXPECT_NE(error_text([&] { mean(zeros({2}, DType::Int64)); }).find("could not infer output dtype"),
             std::string::npos);
-  EXPECT_EQ(error_of([&] {
+  EXPECT_EQ(error_text([&] {
               amax(zeros({2, 0}), {1});
             }),
             "amax: expected reduction dim 1 to have non-zero size (shape [2, 0])");
-  EXPECT_NE(error_of([&] { softmax(zeros({3}, DType::Int32), 0); }).find("floating"),
+  EXPECT_NE(error_text([&] { softmax(zeros({3}, DType::Int32), 0); }).find("floating"),
             std::string::npos);
   try {
     max(x, 5);

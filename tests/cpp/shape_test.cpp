@@ -7,24 +7,10 @@
 #include "kiln/ops/copy.h"
 #include "kiln/ops/shape.h"
 #include "kiln/ops/view.h"
+#include "test_util.h"
 
 namespace kiln {
 namespace {
-
-template <typename Fn>
-Error error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected an error";
-  return Error("none");
-}
-
-bool mentions(const Error& e, const std::string& text) {
-  return std::string(e.what()).find(text) != std::string::npos;
-}
 
 TEST(Cat, JoinsAndPromotes) {
   Tensor a = tensor({{1, 2}, {3, 4}}, DType::Int32);

@@ -5,24 +5,13 @@
 #include "kiln/core/factory.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/view.h"
+#include "test_util.h"
 
 namespace kiln {
 namespace {
 
 Tensor iota(const IntList& shape) {
   return reshape(arange(numel_of(shape)), shape);
-}
-
-// Runs `fn` and returns the error it throws (failing the test when none).
-template <typename Fn>
-Error error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected an error";
-  return Error("none");
 }
 
 TEST(View, EveryViewOpSharesStorage) {

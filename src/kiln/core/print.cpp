@@ -103,8 +103,9 @@ class Printer {
       }
       return out + "]";
     }
-    std::string separator = "," + std::string(t_.dim() - dim - 1, '\n') +
-                            std::string(indent + 1, ' ');
+    std::string separator = ",";
+    separator.append(size_t(t_.dim() - dim - 1), '\n');
+    separator.append(size_t(indent + 1), ' ');
     for (size_t k = 0; k < shown.size(); ++k) {
       if (k > 0) out += separator;
       if (shown[k] < 0) {

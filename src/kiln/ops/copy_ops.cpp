@@ -37,6 +37,7 @@ void register_copy_ops(OpRegistry& registry) {
   // Always a fresh contiguous copy (clone); `contiguous` is the API function
   // that skips the copy when the input already is.
   registry.add(OpDef{.name = "clone",
+                     .attrs = {},
                      .infer = infer_same,
                      .cpu = copy_kernel,
                      .kind = OpKind::Elementwise,
@@ -48,7 +49,8 @@ void register_copy_ops(OpRegistry& registry) {
                                {"int_value", AttrKind::Int, {}, true}},
                      .infer = infer_fill,
                      .cpu = fill_kernel,
-                     .kind = OpKind::Elementwise});
+                     .kind = OpKind::Elementwise,
+                     .onnx = {}});
 }
 
 }  // namespace kiln
