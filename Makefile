@@ -4,7 +4,7 @@ PRESET ?= release
 BUILD := build/$(PRESET)
 PY := .venv/bin/python
 
-.PHONY: setup build demo test format clean
+.PHONY: setup build demo test bench format clean
 
 setup:
 	@bash scripts/setup.sh
@@ -18,6 +18,9 @@ demo: build
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j2
+
+bench: build
+	@OMP_NUM_THREADS=1 $(BUILD)/bench/kiln_bench_kernels
 
 format:
 	@clang-format -i $$(git ls-files '*.cpp' '*.h')

@@ -9,8 +9,10 @@
 #include <thread>
 
 #include "kiln/core/factory.h"
+#include "kiln/kernels/cpu/pool.h"
 #include "kiln/ops/conv_pool.h"
 #include "kiln/ops/copy.h"
+#include "kiln/ops/dispatch.h"
 #include "kiln/ops/linalg.h"
 
 namespace kiln {
@@ -115,7 +117,7 @@ TEST_F(LinalgCrossCheck, Conv2dOneDnnMatchesReference) {
   }
 }
 
-TEST_F(LinalgCrossCheck, PoolingOneDnnMatchesReference) {
+TEST_F(LinalgCrossCheck, PoolingFloat32MatchesFloat64) {
   for (int trial = 0; trial < 30; ++trial) {
     const IntList kernel{pick(1, 4), pick(1, 4)}, stride{pick(1, 3), pick(1, 3)};
     const IntList padding{pick(0, kernel[0] / 2), pick(0, kernel[1] / 2)};
@@ -175,6 +177,30 @@ TEST(LinalgApi, BadInputThrowsKilnError) {
   EXPECT_THROW(max_pool2d(randn({1, 1, 4, 4}), {2, 2, 2}), Error);
   EXPECT_THROW(avg_pool2d(randn({1, 1, 4, 4}), {0, 2}), Error);
   EXPECT_THROW(adaptive_avg_pool2d(randn({1, 1, 4, 4}), {-1, 2}), Error);
+}
+
+// max/avg pooling run our loops (faster on NCHW); oneDNN's pooling is kept
+// for the benchmark, so it must still agree with them.
+TEST_F(LinalgCrossCheck, PoolingOneDnnPathAgreesWithTheLoops) {
+  for (int trial = 0; trial < 30; ++trial) {
+    cpu::Pool2dParams p;
+    p.kernel[0] = pick(1, 4), p.kernel[1] = pick(1, 4);
+    p.stride[0] = pick(1, 3), p.stride[1] = pick(1, 3);
+    p.padding[0] = pick(0, p.kernel[0] / 2), p.padding[1] = pick(0, p.kernel[1] / 2);
+    p.count_include_pad = coin();
+    Tensor x = random({pick(1, 2), pick(1, 3), pick(p.kernel[0], 11), pick(p.kernel[1], 11)});
+    IntList kernel{p.kernel[0], p.kernel[1]}, stride{p.stride[0], p.stride[1]};
+    IntList padding{p.padding[0], p.padding[1]};
+    Tensor want_max = max_pool2d(x, kernel, stride, padding);
+    Tensor got_max = empty_like(want_max);
+    cpu::max_pool2d_onednn(view_of(got_max), view_of(x), p);
+    EXPECT_EQ(got_max.to_vector<float>(), want_max.to_vector<float>());
+    Tensor want_avg = avg_pool2d(x, kernel, stride, padding, false, p.count_include_pad);
+    Tensor got_avg = empty_like(want_avg);
+    ASSERT_TRUE(cpu::avg_pool2d_onednn_matches(view_of(got_avg), view_of(x), p));
+    cpu::avg_pool2d_onednn(view_of(got_avg), view_of(x), p);
+    EXPECT_LT(max_rel_error(got_avg, want_avg), 1e-6);
+  }
 }
 
 }  // namespace

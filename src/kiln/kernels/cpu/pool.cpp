@@ -162,28 +162,38 @@ void adaptive_avg_pool2d_reference(const StridedView& out, const StridedView& x)
   visit_floating(out.dtype, [&](auto tag) { adaptive_avg_reference_typed<decltype(tag)>(out, x); });
 }
 
+void max_pool2d_onednn(const StridedView& out, const StridedView& x, const Pool2dParams& p) {
+  if (out.numel() == 0) return;
+  pool_onednn_f32(out, x, p, dnnl::algorithm::pooling_max, "max_pool2d");
+}
+
+bool avg_pool2d_onednn_matches(const StridedView& out, const StridedView& x,
+                               const Pool2dParams& p) {
+  // oneDNN's include-padding divisor counts ceil_mode's overhang past the
+  // padding too; PyTorch's does not, so those shapes must take the loop.
+  const bool overhangs =
+      right_padding(out, x, p, 0) > p.padding[0] || right_padding(out, x, p, 1) > p.padding[1];
+  return out.dtype == DType::Float32 && !(p.count_include_pad && overhangs);
+}
+
+void avg_pool2d_onednn(const StridedView& out, const StridedView& x, const Pool2dParams& p) {
+  if (out.numel() == 0) return;
+  const auto algorithm = p.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                             : dnnl::algorithm::pooling_avg_exclude_padding;
+  pool_onednn_f32(out, x, p, algorithm, "avg_pool2d");
+}
+
+// Our loops, not oneDNN, for plain NCHW pooling: bench/kernel_choices
+// measures oneDNN's NCHW pooling at about 3x slower than these loops (LeNet's
+// 2x2 pools at batch 1 and 64), since its fast paths want blocked layouts.
 void max_pool2d(const StridedView& out, const StridedView& x, const Pool2dParams& p) {
   if (out.numel() == 0) return;
-  if (out.dtype != DType::Float32) {
-    max_pool2d_reference(out, x, p);
-    return;
-  }
-  pool_onednn_f32(out, x, p, dnnl::algorithm::pooling_max, "max_pool2d");
+  max_pool2d_reference(out, x, p);
 }
 
 void avg_pool2d(const StridedView& out, const StridedView& x, const Pool2dParams& p) {
   if (out.numel() == 0) return;
-  // oneDNN's include-padding divisor counts ceil_mode's overhang past the
-  // padding too; PyTorch's does not, so those shapes take the loop.
-  const bool overhangs =
-      right_padding(out, x, p, 0) > p.padding[0] || right_padding(out, x, p, 1) > p.padding[1];
-  if (out.dtype != DType::Float32 || (p.count_include_pad && overhangs)) {
-    avg_pool2d_reference(out, x, p);
-    return;
-  }
-  const auto algorithm = p.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
-                                             : dnnl::algorithm::pooling_avg_exclude_padding;
-  pool_onednn_f32(out, x, p, algorithm, "avg_pool2d");
+  avg_pool2d_reference(out, x, p);
 }
 
 void adaptive_avg_pool2d(const StridedView& out, const StridedView& x) {

@@ -1,5 +1,6 @@
-// 2-D pooling: oneDNN for float32 where its semantics match PyTorch's,
-// reference loops for float64 and the remaining cases.
+// 2-D pooling. Plain loops serve max/avg pooling (faster than oneDNN on
+// NCHW, see bench/kernel_choices.cpp); oneDNN serves evenly dividing
+// adaptive pooling and remains available for the benchmark and cross-checks.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,12 @@ void max_pool2d(const StridedView& out, const StridedView& x, const Pool2dParams
 void avg_pool2d(const StridedView& out, const StridedView& x, const Pool2dParams& p);
 // Window i covers [floor(i * H / OH), ceil((i + 1) * H / OH)).
 void adaptive_avg_pool2d(const StridedView& out, const StridedView& x);
+
+// oneDNN's float32 pooling, for the benchmark and the cross-check tests;
+// avg only where avg_pool2d_onednn_matches says its divisor agrees with PyTorch's.
+void max_pool2d_onednn(const StridedView& out, const StridedView& x, const Pool2dParams& p);
+bool avg_pool2d_onednn_matches(const StridedView& out, const StridedView& x, const Pool2dParams& p);
+void avg_pool2d_onednn(const StridedView& out, const StridedView& x, const Pool2dParams& p);
 
 // The reference loops behind the above, for tests that cross-check them.
 void max_pool2d_reference(const StridedView& out, const StridedView& x, const Pool2dParams& p);
