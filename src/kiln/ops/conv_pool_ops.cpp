@@ -236,6 +236,7 @@ void register_conv_pool_ops(OpRegistry& registry) {
   registry.add(OpDef{.name = "conv2d",
                      .min_inputs = 2,
                      .max_inputs = 3,
+                     .optional_inputs = {2},
                      .attrs = {{"stride", AttrKind::Ints, IntList{1, 1}},
                                {"padding", AttrKind::Ints, IntList{0, 0}},
                                {"dilation", AttrKind::Ints, IntList{1, 1}},

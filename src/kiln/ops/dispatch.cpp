@@ -10,12 +10,18 @@ AutogradHook g_autograd_hook = nullptr;
 
 bool kind_matches(AttrKind kind, const AttrValue& v) {
   switch (kind) {
-    case AttrKind::Bool: return std::holds_alternative<bool>(v);
-    case AttrKind::Int: return std::holds_alternative<int64_t>(v);
-    case AttrKind::Float: return std::holds_alternative<double>(v);
-    case AttrKind::Ints: return std::holds_alternative<IntList>(v);
-    case AttrKind::DType: return std::holds_alternative<DType>(v);
-    case AttrKind::String: return std::holds_alternative<std::string>(v);
+    case AttrKind::Bool:
+      return std::holds_alternative<bool>(v);
+    case AttrKind::Int:
+      return std::holds_alternative<int64_t>(v);
+    case AttrKind::Float:
+      return std::holds_alternative<double>(v);
+    case AttrKind::Ints:
+      return std::holds_alternative<IntList>(v);
+    case AttrKind::DType:
+      return std::holds_alternative<DType>(v);
+    case AttrKind::String:
+      return std::holds_alternative<std::string>(v);
   }
   return false;
 }
@@ -34,16 +40,21 @@ AttrValue coerce(AttrKind kind, const AttrValue& v) {
 void check_input_count(const OpDef& op, size_t n) {
   bool ok = int(n) >= op.min_inputs && (op.max_inputs < 0 || int(n) <= op.max_inputs);
   if (ok) return;
-  std::string expected = op.max_inputs < 0           ? str("at least ", op.min_inputs)
-                         : op.min_inputs == op.max_inputs ? str(op.min_inputs)
-                                                      : str(op.min_inputs, " to ", op.max_inputs);
+  std::string expected = op.max_inputs < 0 ? str("at least ", op.min_inputs)
+                         : op.min_inputs == op.max_inputs
+                             ? str(op.min_inputs)
+                             : str(op.min_inputs, " to ", op.max_inputs);
   KILN_CHECK(false, op.name, ": expected ", expected, " inputs, got ", n);
 }
 
-std::vector<TensorMeta> metas_of(const std::vector<Tensor>& inputs) {
+std::vector<TensorMeta> metas_of(const OpDef& op, const std::vector<Tensor>& inputs) {
   std::vector<TensorMeta> metas;
   metas.reserve(inputs.size());
-  for (const Tensor& t : inputs) metas.push_back(meta_of(t));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    KILN_CHECK_VALUE(inputs[i].defined() || op.input_may_be_absent(i), op.name, ": input ", i,
+                     " is required but was not given (an undefined tensor)");
+    metas.push_back(meta_of(inputs[i]));
+  }
   return metas;
 }
 
@@ -74,8 +85,10 @@ void run_kernel(const OpDef& op, const std::vector<Tensor>& inputs,
     out_heap.resize(outputs.size());
     out_span = out_heap;
   }
-  for (size_t i = 0; i < inputs.size(); ++i) in_span[i] = view_of(inputs[i]);
-  for (size_t i = 0; i < outputs.size(); ++i) out_span[i] = view_of(outputs[i]);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    in_span[i] = view_of(inputs[i]);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    out_span[i] = view_of(outputs[i]);
   op.cpu(KernelArgs{in_span, out_span, attrs});
 }
 
@@ -88,7 +101,9 @@ void notify(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& att
   if (needs_grad) g_autograd_hook(op, inputs, attrs, outputs);
 }
 
-bool can_cast(DType from, DType to) { return category(from) <= category(to); }
+bool can_cast(DType from, DType to) {
+  return category(from) <= category(to);
+}
 
 }  // namespace
 
@@ -121,14 +136,13 @@ Attrs normalize_attrs(const OpDef& op, const Attrs& given) {
   for (const AttrSpec& spec : op.attrs) {
     auto it = std::find_if(given.items().begin(), given.items().end(),
                            [&](const auto& kv) { return kv.first == spec.name; });
-    AttrValue value = it != given.items().end() ? coerce(spec.kind, it->second)
-                                                : spec.default_value;
+    AttrValue value =
+        it != given.items().end() ? coerce(spec.kind, it->second) : spec.default_value;
     bool is_none = std::holds_alternative<std::monostate>(value);
-    KILN_CHECK_TYPE(!is_none || spec.optional, op.name, ": missing required attribute '",
-                    spec.name, "'");
-    KILN_CHECK_TYPE(is_none || kind_matches(spec.kind, value), op.name, ": attribute '",
-                    spec.name, "' expects ", to_string(spec.kind), ", got ",
-                    attr_to_string(value));
+    KILN_CHECK_TYPE(!is_none || spec.optional, op.name, ": missing required attribute '", spec.name,
+                    "'");
+    KILN_CHECK_TYPE(is_none || kind_matches(spec.kind, value), op.name, ": attribute '", spec.name,
+                    "' expects ", to_string(spec.kind), ", got ", attr_to_string(value));
     out.emplace_back(spec.name, std::move(value));
   }
   return Attrs(std::move(out));
@@ -141,7 +155,7 @@ InferResult infer_meta(const OpDef& op, std::span<const TensorMeta> inputs, cons
 
 std::vector<Tensor> dispatch(const OpDef& op, std::vector<Tensor> inputs, const Attrs& given) {
   Attrs attrs = normalize_attrs(op, given);
-  std::vector<TensorMeta> metas = metas_of(inputs);
+  std::vector<TensorMeta> metas = metas_of(op, inputs);
   InferResult inferred = infer_meta(op, metas, attrs);
   cast_inputs(op, inputs, inferred);
 
@@ -152,7 +166,8 @@ std::vector<Tensor> dispatch(const OpDef& op, std::vector<Tensor> inputs, const 
       outputs.push_back(make_view(inputs[0], std::move(v.shape), std::move(v.strides), v.offset));
     }
   } else {
-    for (const TensorMeta& m : inferred.outputs) outputs.push_back(make_tensor(m.shape, m.dtype));
+    for (const TensorMeta& m : inferred.outputs)
+      outputs.push_back(make_tensor(m.shape, m.dtype));
     run_kernel(op, inputs, outputs, attrs);
   }
   notify(op, inputs, attrs, outputs);
@@ -170,7 +185,7 @@ void dispatch_into(const OpDef& op, std::vector<Tensor> inputs, const Attrs& giv
   KILN_ASSERT(op.kind != OpKind::View && op.num_outputs == 1, op.name,
               " cannot write into an existing tensor");
   Attrs attrs = normalize_attrs(op, given);
-  std::vector<TensorMeta> metas = metas_of(inputs);
+  std::vector<TensorMeta> metas = metas_of(op, inputs);
   InferResult inferred = infer_meta(op, metas, attrs);
   const TensorMeta& result = inferred.outputs.at(0);
   bool fits = op.kind == OpKind::Elementwise
@@ -194,8 +209,14 @@ void dispatch_into(const OpDef& op, std::vector<Tensor> inputs, const Attrs& giv
   notify(op, inputs, attrs, {out});
 }
 
-DispatchObserver* dispatch_observer() { return t_observer; }
-void set_dispatch_observer(DispatchObserver* observer) { t_observer = observer; }
-void set_autograd_hook(AutogradHook hook) { g_autograd_hook = hook; }
+DispatchObserver* dispatch_observer() {
+  return t_observer;
+}
+void set_dispatch_observer(DispatchObserver* observer) {
+  t_observer = observer;
+}
+void set_autograd_hook(AutogradHook hook) {
+  g_autograd_hook = hook;
+}
 
 }  // namespace kiln

@@ -211,6 +211,7 @@ void register_linalg_ops(OpRegistry& registry) {
   registry.add(OpDef{.name = "linear",
                      .min_inputs = 2,
                      .max_inputs = 3,
+                     .optional_inputs = {2},
                      .attrs = {},
                      .infer = infer_linear,
                      .cpu = linear_kernel,

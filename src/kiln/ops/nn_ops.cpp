@@ -153,6 +153,7 @@ void register_nn_ops(OpRegistry& registry) {
                      .min_inputs = 5,
                      .max_inputs = 5,
                      .num_outputs = 3,
+                     .optional_inputs = {1, 2, 3, 4},
                      .attrs = {{"training", AttrKind::Bool, false},
                                {"momentum", AttrKind::Float, 0.1},
                                {"eps", AttrKind::Float, 1e-5}},

@@ -3,6 +3,7 @@
 // folding, memory planning, serialization and ONNX export.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <span>
 #include <string>
@@ -86,8 +87,11 @@ struct OnnxInfo {
 struct OpDef {
   std::string name;
   int min_inputs = 1;
-  int max_inputs = 1;  // -1: variadic (cat, stack)
+  int max_inputs = 1;   // -1: variadic (cat, stack)
   int num_outputs = 1;  // -1: decided by infer (split, chunk)
+  // Inputs that may be absent (an undefined Tensor): linear's bias,
+  // batch_norm's weight, bias and running statistics.
+  std::vector<int> optional_inputs = {};
   std::vector<AttrSpec> attrs;
 
   InferFn infer = nullptr;
@@ -96,11 +100,16 @@ struct OpDef {
   GradFn grad = nullptr;
 
   OpKind kind = OpKind::Opaque;
-  bool may_run_inplace = false;  // output may share input 0's buffer
+  bool may_run_inplace = false;   // output may share input 0's buffer
   bool has_side_effects = false;  // never folded or removed (batch_norm's running stats)
   bool is_random = false;         // draws from the generator (dropout)
 
   OnnxInfo onnx;
+
+  bool input_may_be_absent(size_t i) const {
+    return std::find(optional_inputs.begin(), optional_inputs.end(), int(i)) !=
+           optional_inputs.end();
+  }
 };
 
 }  // namespace kiln
