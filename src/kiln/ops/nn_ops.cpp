@@ -167,6 +167,7 @@ void register_nn_ops(OpRegistry& registry) {
             .min_inputs = 3,
             .max_inputs = 3,
             .num_outputs = 3,
+            .optional_inputs = {1, 2},
             .attrs = {{"normalized_shape", AttrKind::Ints, {}}, {"eps", AttrKind::Float, 1e-5}},
             .infer = infer_layer_norm,
             .cpu = layer_norm_kernel,
