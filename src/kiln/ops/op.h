@@ -58,20 +58,31 @@ struct ViewArgs {
   const Attrs& attrs;
 };
 
-// Backward rule: gradients for each input from the output gradients, written
-// with kiln ops so they can be traced and differentiated again. Filled by the
-// autograd layer's issue; the slot exists from the start.
-struct GradArgs {
-  std::span<const Tensor> inputs;
-  std::span<const Tensor> outputs;
-  std::span<const Tensor> grad_outputs;
-  const Attrs& attrs;
+// What a backward rule sees. The autograd layer implements it; rules are
+// written with kiln ops on Tensors (so gradients can themselves be traced,
+// compiled and differentiated again) and live beside their op.
+class GradContext {
+ public:
+  virtual ~GradContext() = default;
+  virtual size_t num_inputs() const = 0;
+  // The forward's input i / output i as saved; throws PyTorch's "modified by
+  // an inplace operation" error when it changed since.
+  virtual Tensor input(size_t i) const = 0;
+  virtual Tensor output(size_t i) const = 0;
+  // Shape and dtype of input i without touching its value (for sum_to).
+  virtual const TensorMeta& input_meta(size_t i) const = 0;
+  // False for inputs that need no gradient (return an undefined Tensor there).
+  virtual bool needs_input_grad(size_t i) const = 0;
+  // The gradient of output i (zeros when that output got none).
+  virtual const Tensor& grad_output(size_t i) const = 0;
+  virtual const Attrs& attrs() const = 0;
 };
 
 using InferFn = InferResult (*)(const InferArgs&);
 using KernelFn = void (*)(const KernelArgs&);
 using ViewFn = std::vector<ViewMeta> (*)(const ViewArgs&);
-using GradFn = std::vector<Tensor> (*)(const GradArgs&);
+// One gradient per input, each of that input's shape (undefined where none).
+using GradFn = std::vector<Tensor> (*)(const GradContext&);
 
 enum class OpKind {
   Elementwise,  // output[i] depends on input[i] only (after broadcasting)
