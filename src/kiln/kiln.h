@@ -1,4 +1,4 @@
-// kiln's C++ API in one include: tensors, factories and every op.
+// kiln's C++ API in one include: tensors, factories, every op and nn.
 //
 //   #include <kiln/kiln.h>
 //   auto x = kiln::randn({1, 512});
@@ -8,6 +8,7 @@
 
 #include "kiln/core/factory.h"
 #include "kiln/core/tensor.h"
+#include "kiln/nn/nn.h"
 #include "kiln/ops/conv_pool.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/dispatch.h"

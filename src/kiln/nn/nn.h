@@ -1,0 +1,11 @@
+// kiln::nn in one include: Module, the layers, containers, losses, init and
+// functional (see module.h for how modules hold parameters).
+#pragma once
+
+#include "kiln/nn/container.h"
+#include "kiln/nn/functional.h"
+#include "kiln/nn/init.h"
+#include "kiln/nn/layers.h"
+#include "kiln/nn/loss.h"
+#include "kiln/nn/module.h"
+#include "kiln/nn/normalization.h"
