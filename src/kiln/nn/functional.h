@@ -45,7 +45,7 @@ using kiln::tanh;
 // `reduction` is "mean", "sum" or "none", as in PyTorch.
 
 struct NLLLossOptions {
-  Tensor weight;  // [C] rescaling weight per class; undefined = all ones
+  Tensor weight = {};  // [C] rescaling weight per class; undefined = all ones
   int64_t ignore_index = -100;
   std::string reduction = "mean";
 };
@@ -55,7 +55,7 @@ struct NLLLossOptions {
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions& options = {});
 
 struct CrossEntropyLossOptions {
-  Tensor weight;                // [C]; undefined = all ones
+  Tensor weight = {};           // [C]; undefined = all ones
   int64_t ignore_index = -100;  // class-index targets only
   std::string reduction = "mean";
   double label_smoothing = 0.0;  // in [0, 1]
@@ -71,8 +71,8 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
 Tensor l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
 
 struct BCEWithLogitsLossOptions {
-  Tensor weight;      // broadcast to the loss; undefined = all ones
-  Tensor pos_weight;  // weight of the positive term, broadcast along the last dim
+  Tensor weight = {};      // broadcast to the loss; undefined = all ones
+  Tensor pos_weight = {};  // weight of the positive term, broadcast along the last dim
   std::string reduction = "mean";
 };
 // Sigmoid + binary cross entropy in one numerically stable expression:
