@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "kiln/autograd/autograd.h"
 #include "kiln/core/factory.h"
 #include "kiln/nn/functional.h"
 #include "kiln/nn/init.h"
@@ -242,6 +243,7 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim,
 
 void Embedding::reset_parameters() {
   init::normal_(weight);
+  NoGradGuard no_grad;  // the row view is taken of a leaf that requires grad
   if (padding_idx) init::zeros_(select(weight, 0, *padding_idx));
 }
 
