@@ -57,14 +57,26 @@ CASES += [
          error="sub: subtraction, the `-` operator, with a bool tensor is not supported"),
     Case("div", [ints(-9, 9, 3, 4), ints(1, 4, 3, 4)], lambda a, b: a / b, name="int_is_true_div"),
     Case("div", [bools(4), bools(4)], lambda a, b: a / b, name="bools_to_f32"),
+    # Infinite and NaN gradients (compared with PyTorch's); no finite differences there.
     Case("div", [values([1.0, -1.0, 0.0, NAN]), values([0.0, 0.0, 0.0, 1.0])],
-         lambda a, b: a / b, name="by_zero"),
+         lambda a, b: a / b, name="by_zero", fd=False),
     Case("div", [ints(-3, 3, 4), values([0, 0, 0, 0], dtype="int64")], lambda a, b: a / b,
          name="int_by_zero"),
     Case("maximum", [values([NAN, 1.0, NAN, -INF]), values([1.0, NAN, NAN, INF])],
-         torch.maximum, name="nan"),
+         torch.maximum, name="nan", fd=False),
     Case("minimum", [values([NAN, 1.0, NAN, -INF]), values([1.0, NAN, NAN, INF])],
-         torch.minimum, name="nan"),
+         torch.minimum, name="nan", fd=False),
+    # Ties split the gradient in half (PyTorch's convention); a tie is a kink,
+    # so no finite differences.
+    Case("maximum", [values([1.0, 2.0, -3.0, 0.5], dtype="float64"),
+                     values([1.0, 1.0, -3.0, 2.0], dtype="float64")], torch.maximum,
+         name="ties", fd=False),
+    Case("minimum", [values([[1.0, 2.0], [-3.0, 0.5]]), values([2.0, 0.5])], torch.minimum,
+         name="ties_broadcast", fd=False),
+    Case("sub", [randn(4, 1, 3, dtype="float64"), randn(5, 1, dtype="float64")],
+         lambda a, b: a - b, name="f64_broadcast_both"),
+    Case("div", [randn(4, 1, 3, dtype="float64"), uniform(0.5, 2, 5, 1, dtype="float64")],
+         lambda a, b: a / b, name="f64_broadcast_both"),
     Case("maximum", [bools(3, 4), bools(4)], torch.maximum, name="bool"),
     Case("minimum", [bools(3, 4), bools(4)], torch.minimum, name="bool"),
 ]
@@ -83,8 +95,18 @@ CASES += [
                  values([-1, -2, -3, -2, 0, 0], dtype="int64")], pow_fn, name="int_negative_exp"),
     Case("pow", [ints(-4, 5, 6, dtype="int32"), number(3)], pow_fn, name="int32_cube"),
     Case("pow", [ints(1, 5, 6), number(2.5)], pow_fn, name="int_float_number_to_f32"),
+    # NaN and infinite gradients, compared with PyTorch's; no finite differences.
     Case("pow", [values([-2.0, 0.0, 0.0, NAN, 1.0, INF]), values([0.5, -1.0, 0.0, 0.0, NAN, -1.0])],
-         pow_fn, name="special"),
+         pow_fn, name="special", fd=False),
+    # Base 0: no gradient to the base where the exponent is 0 and none to the
+    # exponent where it is >= 0 (PyTorch's conventions); x^0.5 has no
+    # derivative at 0 and x^b is undefined left of it, so no finite differences.
+    Case("pow", [values([0.0, 0.0, 0.0, 0.0, 2.0], dtype="float64"),
+                 values([2.0, 0.0, 0.5, 1.0, 0.0], dtype="float64")], pow_fn, name="base_zero",
+         fd=False),
+    Case("pow", [uniform(0.5, 2, 3, 1, dtype="float64"), uniform(-2, 2, 4, dtype="float64")],
+         pow_fn, name="f64_broadcast_both"),
+    Case("pow", [randn(3, 4, dtype="float64"), number(3)], pow_fn, name="f64_cube"),
     Case("pow", [randn(0, 2), randn(2)], pow_fn, name="empty"),
     Case("pow", [bools(3), bools(3)], name="bools", error="pow: not supported for bool inputs"),
 ]
@@ -126,6 +148,8 @@ CASES += [
     Case("where", [bools(5), ints(0, 9, 5), randn(5)], where_fn, name="int64_f32_to_f32"),
     Case("where", [bools(2, 2), bools(2, 2), bools(2, 2)], where_fn, name="bools", grad=False),
     Case("where", [bools(0, 2), randn(2), randn(0, 2)], where_fn, name="empty"),
+    Case("where", [bools(3, 4), randn(4, dtype="float64"), randn(3, 1, dtype="float64")],
+         where_fn, name="f64_broadcast_grads"),
     Case("where", [ints(0, 2, 3), randn(3), randn(3)], name="int_condition",
          error="where: expected condition to be a bool tensor, but got a tensor with dtype int64"),
     Case("where", [bools(3), randn(2), randn(3)], name="shape_mismatch",

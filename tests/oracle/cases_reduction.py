@@ -85,6 +85,17 @@ PROD_CASES = [
     Case("prod", [randn(0, 2)], lambda x: torch.prod(x, 0), attrs={"dims": [0]}, name="empty"),
     Case("prod", [uniform(0.5, 1.5, 4, 5, dtype="float64")],
          lambda x: x.prod(dim=0).prod(dim=0), attrs={"dims": [0, 1]}, name="f64_multi"),
+    # Rows with no, one and two zeros: the gradient is the product of the
+    # others (prod is linear in each element, so finite differences hold).
+    Case("prod", [values([[1.5, 0.0, 2.0, -1.0], [0.0, 3.0, 0.0, 2.0], [1.0, 2.0, 0.5, 4.0]],
+                         dtype="float64")],
+         lambda x: torch.prod(x, 1), attrs={"dims": [1]}, name="f64_zeros"),
+    Case("prod", [values([[1.5, 0.0, 2.0], [0.5, 3.0, -1.0]])],
+         lambda x: torch.prod(x).reshape(1, 1), attrs={"dims": [], "keepdim": True},
+         name="one_zero_all_keepdim"),
+    Case("prod", [uniform(0.5, 1.5, 3, 4, dtype="float64")], lambda x: torch.prod(x),
+         name="f64_all"),
+    Case("prod", [randn(dtype="float64")], lambda x: torch.prod(x), name="zero_dim"),
 ]
 
 MEAN_CASES = [
@@ -95,6 +106,8 @@ MEAN_CASES = [
     dims_case("mean", torch.mean, randn(4, 6, layout="strided"), [0], name="strided"),
     dims_case("mean", torch.mean, randn(3, 5, layout="expanded"), [0], name="expanded"),
     dims_case("mean", torch.mean, randn(), name="zero_dim"),
+    dims_case("mean", torch.mean, randn(3, 4, dtype="float64"), keepdim=True,
+              name="f64_all_keepdim"),
     dims_case("mean", torch.mean, randn(0, 3), [0], name="empty_nan"),
     dims_case("mean", torch.mean, uniform(10, 11, 10000), name="large", reduce_len=10000),
     Case("mean", [ints(0, 9, 5)], lambda x: torch.mean(x, dtype=torch.float64),
@@ -111,16 +124,22 @@ EXTREMUM_CASES = [
               name="transposed_columns"),
     dims_case("amax", torch.amax, ints(-9, 9, 4, 6, dtype="int32", layout="strided"), [-1],
               name="int32_strided"),
-    dims_case("amax", torch.amax, randn(3, 4, layout="expanded"), name="expanded_all"),
+    # Repeated rows: ties, so the gradient is split and FD is off.
+    dims_case("amax", torch.amax, randn(3, 4, layout="expanded"), name="expanded_all", fd=False),
+    dims_case("amax", torch.amax, values([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]], dtype="float64"),
+              [1], True, name="ties_keepdim", fd=False),
+    dims_case("amax", torch.amax, randn(3, 4, dtype="float64"), name="f64_all"),
     dims_case("amax", torch.amax, bools(3, 4), [1], name="bool"),
-    dims_case("amax", torch.amax, values([[1.0, NAN, 3.0], [2.0, 5.0, -INF]]), [1], name="nan"),
+    dims_case("amax", torch.amax, values([[1.0, NAN, 3.0], [2.0, 5.0, -INF]]), [1], name="nan",
+              fd=False),
     dims_case("amax", torch.amax, values([[1.0, NAN, 3.0], [2.0, 5.0, -INF]]), [0],
-              name="nan_columns"),
+              name="nan_columns", fd=False),
     dims_case("amax", torch.amax, randn(), [0], name="zero_dim"),
     dims_case("amax", torch.amax, randn(0, 3), [1], name="empty_outputs"),
     dims_case("amin", torch.amin, randn(3, 4, 5, dtype="float64"), [-2]),
     dims_case("amin", torch.amin, randn(64, 40), [0], name="columns"),
-    dims_case("amin", torch.amin, values([[4.0, 2.0, NAN, 1.0]]), name="nan"),
+    dims_case("amin", torch.amin, values([[4.0, 2.0, NAN, 1.0]]), name="nan", fd=False),
+    dims_case("amin", torch.amin, values([[4.0, 1.0, 2.0, 1.0]]), [1], name="ties", fd=False),
     dims_case("amin", torch.amin, ints(-9, 9, 5, 3, layout="transposed"), [0],
               name="int64_transposed"),
     Case("amax", [randn(0, 3)], attrs={"dims": [0]}, name="empty_error",
@@ -132,10 +151,10 @@ EXTREMUM_CASES = [
 ]
 
 
-def max_case(op, x, dim, keepdim=False, name=""):
+def max_case(op, x, dim, keepdim=False, name="", **kw):
     fn = getattr(torch, op)
     return Case(op, [x], lambda t: tuple(fn(t, dim, keepdim=keepdim)),
-                attrs={"dim": dim, "keepdim": keepdim}, name=name)
+                attrs={"dim": dim, "keepdim": keepdim}, name=name, **kw)
 
 
 MAX_MIN_CASES = [
@@ -144,15 +163,19 @@ MAX_MIN_CASES = [
     max_case("max", randn(5, 6, layout="transposed"), 1, name="transposed"),
     max_case("max", randn(4, 6, layout="strided"), 0, name="strided"),
     max_case("max", ints(0, 3, 4, 8), 1, name="int_ties"),
-    max_case("max", values([[1.0, 3.0, 3.0, NAN, 2.0, NAN]]), 1, name="nan_first"),
-    max_case("max", values([[-INF, -INF], [INF, INF]]), 1, name="inf_ties"),
+    # NaN, infinities and ties: the gradient goes to the returned index; no FD.
+    max_case("max", values([[1.0, 3.0, 3.0, NAN, 2.0, NAN]]), 1, name="nan_first", fd=False),
+    max_case("max", values([[-INF, -INF], [INF, INF]]), 1, name="inf_ties", fd=False),
+    max_case("max", values([[1.0, 3.0, 3.0], [2.0, 0.0, 2.0]]), 1, name="ties", fd=False),
+    max_case("max", randn(2, 3, 4, dtype="float64"), 2, name="f64_last"),
     max_case("max", bools(3, 5), 1, name="bool"),
     max_case("max", randn(), 0, name="zero_dim"),
     max_case("max", randn(3, 0), 0, name="empty_outputs"),
     max_case("min", randn(3, 4, dtype="float64"), 0),
     max_case("min", ints(0, 3, 6, 5, dtype="int32", layout="transposed"), 0, name="int_ties"),
-    max_case("min", values([[2.0, NAN, 1.0]]), -1, name="nan"),
-    max_case("min", randn(3, 4, layout="expanded"), 0, name="expanded_ties"),
+    max_case("min", values([[2.0, NAN, 1.0]]), -1, name="nan", fd=False),
+    max_case("min", randn(3, 4, layout="expanded"), 0, name="expanded_ties", fd=False),
+    max_case("min", randn(4, 3, 2, dtype="float64"), 1, True, name="f64_keepdim"),
     Case("max", [randn(2, 0)], attrs={"dim": 1}, name="empty_error",
          error="max: expected reduction dim 1 to have non-zero size (shape [2, 0])"),
     Case("min", [randn(2, 3)], attrs={"dim": 2}, name="bad_dim",
@@ -200,13 +223,19 @@ VAR_STD_CASES = [
     var_case("var", randn(4, 6, layout="strided"), [0], name="strided"),
     var_case("var", randn(3, 5, layout="expanded"), [0], name="expanded_zero"),
     var_case("var", uniform(1000, 1001, 10000), name="large_offset", reduce_len=10000),
-    var_case("var", randn(1, 3), [0], name="single_nan"),
-    var_case("var", randn(2, 3), [1], 3, name="correction_over_n"),
+    # No degrees of freedom left: NaN/infinite gradients as PyTorch's; no FD.
+    var_case("var", randn(1, 3), [0], name="single_nan", fd=False),
+    var_case("var", randn(2, 3), [1], 3, name="correction_over_n", fd=False),
+    var_case("var", randn(2, 3, dtype="float64"), [], 6, name="correction_all_f64", fd=False),
     var_case("var", randn(0, 3), [0], name="empty_nan"),
-    var_case("var", randn(), name="zero_dim"),
+    var_case("var", randn(), name="zero_dim", fd=False),
+    var_case("var", randn(3, 4, dtype="float64"), [0], 2, name="f64_correction2"),
     var_case("std", randn(3, 4), [1]),
     var_case("std", randn(4, 5, dtype="float64"), [-1], 0, True, name="f64_biased_keepdim"),
     var_case("std", randn(50, 40, layout="transposed"), [0], name="transposed"),
+    var_case("std", randn(3, 4, dtype="float64"), name="f64_all"),
+    # Equal rows: std = 0, where the gradient is 0 by convention (a kink): no FD.
+    var_case("std", randn(3, 5, layout="expanded"), [0], name="expanded_zero", fd=False),
     Case("var", [ints(0, 5, 4)], name="int_error", error="std and var only support floating"),
     Case("std", [randn(2, 3)], attrs={"dims": [0, 0]}, name="duplicate_dims",
          error="dim 0 appears multiple times"),
@@ -227,7 +256,8 @@ SOFTMAX_CASES = [
     softmax_case("softmax", randn(3, 4, layout="expanded"), 0, name="expanded"),
     softmax_case("softmax", values([[1000.0, -1000.0, 999.0], [-1000.0, -1001.0, -999.0]]), 1,
                  name="large_magnitude"),
-    softmax_case("softmax", values([[1.0, NAN, 2.0], [1.0, 2.0, 3.0]]), 1, name="nan_row"),
+    softmax_case("softmax", values([[1.0, NAN, 2.0], [1.0, 2.0, 3.0]]), 1, name="nan_row",
+                 fd=False),
     softmax_case("softmax", randn(), 0, name="zero_dim"),
     softmax_case("softmax", randn(0, 4), 1, name="empty"),
     softmax_case("softmax", randn(8, 4096), 1, name="long_rows"),
@@ -237,6 +267,7 @@ SOFTMAX_CASES = [
     softmax_case("log_softmax", values([[1000.0, -1000.0, 999.0], [-1000.0, -1001.0, -999.0]],
                                        dtype="float64"), -1, name="large_magnitude"),
     softmax_case("log_softmax", randn(), -1, name="zero_dim"),
+    softmax_case("log_softmax", randn(4, 3, 2), 1, name="middle"),
     Case("softmax", [ints(0, 5, 3)], attrs={"dim": 0}, name="int_error",
          error="softmax: expected a floating input, got int64"),
     Case("log_softmax", [randn(2, 3)], attrs={"dim": 2}, name="bad_dim",

@@ -81,6 +81,71 @@ std::vector<Tensor> mul_grad(const GradContext& ctx) {  // d(a * b) = b da + a d
   return {reduce_to_input(ctx, 0, ga), reduce_to_input(ctx, 1, gb)};
 }
 
+std::vector<Tensor> sub_grad(const GradContext& ctx) {  // d(a - b) = da - db
+  const Tensor& g = ctx.grad_output(0);
+  Tensor gb = ctx.needs_input_grad(1) ? neg(g) : Tensor();
+  return {reduce_to_input(ctx, 0, g), reduce_to_input(ctx, 1, gb)};
+}
+
+// d(a / b) = da / b - a db / b², the latter as -(a / b) / b as PyTorch does
+// (so division by zero gives the same infinities).
+std::vector<Tensor> div_grad(const GradContext& ctx) {
+  const Tensor& g = ctx.grad_output(0);
+  Tensor b = ctx.input(1);
+  Tensor ga = ctx.needs_input_grad(0) ? g / b : Tensor();
+  Tensor gb = ctx.needs_input_grad(1) ? neg(g) * ((ctx.input(0) / b) / b) : Tensor();
+  return {reduce_to_input(ctx, 0, ga), reduce_to_input(ctx, 1, gb)};
+}
+
+// d a^b = b a^(b-1) da + a^b log(a) db, with PyTorch's conventions: no
+// gradient to a where b == 0 (even at a == 0), none to b where a == 0 and
+// b >= 0 (where log(a) would give 0 * -inf).
+std::vector<Tensor> pow_grad(const GradContext& ctx) {
+  const Tensor& g = ctx.grad_output(0);
+  Tensor a = ctx.input(0), b = ctx.input(1);
+  Tensor ga, gb;
+  if (ctx.needs_input_grad(0)) ga = where(b == 0.0, 0.0, g * (b * pow(a, b - 1.0)));
+  if (ctx.needs_input_grad(1)) {
+    Tensor base_zero = (a == 0.0) * (b >= 0.0);
+    gb = g * where(base_zero, 0.0, ctx.output(0) * log(a));
+  }
+  return {reduce_to_input(ctx, 0, ga), reduce_to_input(ctx, 1, gb)};
+}
+
+// maximum/minimum: the gradient goes to the operand that was picked and is
+// split in half on ties; where either is NaN (no order) both get all of it,
+// as in PyTorch. `a_loses` is a < b for maximum, a > b for minimum.
+std::vector<Tensor> select_grad(const GradContext& ctx, const Tensor& a_loses,
+                                const Tensor& b_loses) {
+  const Tensor& g = ctx.grad_output(0);
+  Tensor a = ctx.input(0), b = ctx.input(1);
+  Tensor tie = a == b;
+  Tensor half = g * 0.5;
+  Tensor ga, gb;
+  if (ctx.needs_input_grad(0)) ga = where(tie, half, where(a_loses, 0.0, g));
+  if (ctx.needs_input_grad(1)) gb = where(tie, half, where(b_loses, 0.0, g));
+  return {reduce_to_input(ctx, 0, ga), reduce_to_input(ctx, 1, gb)};
+}
+
+std::vector<Tensor> maximum_grad(const GradContext& ctx) {
+  Tensor a = ctx.input(0), b = ctx.input(1);
+  return select_grad(ctx, a<b, a> b);
+}
+
+std::vector<Tensor> minimum_grad(const GradContext& ctx) {
+  Tensor a = ctx.input(0), b = ctx.input(1);
+  return select_grad(ctx, a > b, a < b);
+}
+
+// d where(c, a, b) = c ? da : db; the bool condition gets none.
+std::vector<Tensor> where_grad(const GradContext& ctx) {
+  const Tensor& g = ctx.grad_output(0);
+  Tensor cond = ctx.input(0);
+  Tensor ga = ctx.needs_input_grad(1) ? where(cond, g, 0.0) : Tensor();
+  Tensor gb = ctx.needs_input_grad(2) ? where(cond, 0.0, g) : Tensor();
+  return {Tensor(), reduce_to_input(ctx, 1, ga), reduce_to_input(ctx, 2, gb)};
+}
+
 OpDef with_grad(OpDef def, GradFn grad) {
   def.grad = grad;
   return def;
@@ -109,14 +174,18 @@ OpDef comparison(std::string name, KernelFn cpu, std::string onnx_op) {
 void register_elementwise_binary_ops(OpRegistry& registry) {
   registry.add(
       with_grad(binary("add", infer_arithmetic, binary_kernel<BinaryOp::Add>, "Add"), add_grad));
-  registry.add(binary("sub", infer_sub, binary_kernel<BinaryOp::Sub>, "Sub"));
+  registry.add(with_grad(binary("sub", infer_sub, binary_kernel<BinaryOp::Sub>, "Sub"), sub_grad));
   registry.add(
       with_grad(binary("mul", infer_arithmetic, binary_kernel<BinaryOp::Mul>, "Mul"), mul_grad));
   // True division: integer and bool operands compute in float32.
-  registry.add(binary("div", infer_broadcast_float, binary_kernel<BinaryOp::Div>, "Div"));
-  registry.add(binary("pow", infer_pow, binary_kernel<BinaryOp::Pow>, "Pow"));
-  registry.add(binary("maximum", infer_arithmetic, binary_kernel<BinaryOp::Maximum>, "Max"));
-  registry.add(binary("minimum", infer_arithmetic, binary_kernel<BinaryOp::Minimum>, "Min"));
+  registry.add(with_grad(binary("div", infer_broadcast_float, binary_kernel<BinaryOp::Div>, "Div"),
+                         div_grad));
+  registry.add(with_grad(binary("pow", infer_pow, binary_kernel<BinaryOp::Pow>, "Pow"), pow_grad));
+  registry.add(with_grad(
+      binary("maximum", infer_arithmetic, binary_kernel<BinaryOp::Maximum>, "Max"), maximum_grad));
+  registry.add(with_grad(
+      binary("minimum", infer_arithmetic, binary_kernel<BinaryOp::Minimum>, "Min"), minimum_grad));
+  // Comparisons write bool: no gradient, so no rule.
   registry.add(comparison("eq", binary_kernel<BinaryOp::Eq>, "Equal"));
   // ONNX has no NotEqual; the exporter writes Not(Equal(a, b)).
   registry.add(comparison("ne", binary_kernel<BinaryOp::Ne>, ""));
@@ -132,6 +201,7 @@ void register_elementwise_binary_ops(OpRegistry& registry) {
                      .attrs = {},
                      .infer = infer_where,
                      .cpu = where_kernel,
+                     .grad = where_grad,
                      .kind = OpKind::Elementwise,
                      .onnx = {"Where"}});
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kiln/kernels/cpu/unary.h"
+#include "kiln/ops/elementwise.h"
 #include "kiln/ops/infer_util.h"
 #include "kiln/ops/registry.h"
 
@@ -97,12 +98,135 @@ void clamp_kernel(const KernelArgs& args) {
   cpu::unary(UnaryOp::Clamp, out, in, a.get_float("min"), a.get_float("max"));
 }
 
+// ---- backward rules ----
+// Each returns one gradient (undefined when x needs none). They are written
+// with kiln ops, so they can be differentiated again; the formulas (and which
+// of x or y = f(x) they read) follow PyTorch's derivatives.yaml, so the
+// conventions at NaN, infinities and kinks match too.
+
+using UnaryGrad = Tensor (*)(const GradContext&, const Tensor& g);
+
+template <UnaryGrad Rule>
+std::vector<Tensor> unary_grad(const GradContext& ctx) {
+  if (!ctx.needs_input_grad(0)) return {Tensor()};
+  return {Rule(ctx, ctx.grad_output(0))};
+}
+
+Tensor neg_grad(const GradContext&, const Tensor& g) {  // d(-x) = -1
+  return neg(g);
+}
+
+// d|x| = sign(x), with sign(0) = sign(NaN) = 0 as PyTorch's sgn.
+Tensor abs_grad(const GradContext& ctx, const Tensor& g) {
+  Tensor x = ctx.input(0);
+  return where(x > 0.0, g, 0.0) - where(x < 0.0, g, 0.0);
+}
+
+Tensor exp_grad(const GradContext& ctx, const Tensor& g) {  // d exp = y
+  return g * ctx.output(0);
+}
+
+Tensor log_grad(const GradContext& ctx, const Tensor& g) {  // d log = 1 / x
+  return g / ctx.input(0);
+}
+
+Tensor sqrt_grad(const GradContext& ctx, const Tensor& g) {  // d sqrt = 1 / (2 y)
+  return g / (2.0 * ctx.output(0));
+}
+
+// d x^(-1/2) = -x^(-3/2) / 2 = -y³ / 2
+Tensor rsqrt_grad(const GradContext& ctx, const Tensor& g) {
+  Tensor y = ctx.output(0);
+  return -0.5 * g * (y * y * y);
+}
+
+Tensor sin_grad(const GradContext& ctx, const Tensor& g) {  // d sin = cos x
+  return g * cos(ctx.input(0));
+}
+
+Tensor cos_grad(const GradContext& ctx, const Tensor& g) {  // d cos = -sin x
+  return g * neg(sin(ctx.input(0)));
+}
+
+Tensor tanh_grad(const GradContext& ctx, const Tensor& g) {  // d tanh = 1 - y²
+  Tensor y = ctx.output(0);
+  return g * (1.0 - y * y);
+}
+
+Tensor sigmoid_grad(const GradContext& ctx, const Tensor& g) {  // d sigmoid = (1 - y) y
+  Tensor y = ctx.output(0);
+  return g * ((1.0 - y) * y);
+}
+
+// d relu = [y > 0]; PyTorch tests the output, so relu(NaN) passes the gradient.
+Tensor relu_grad(const GradContext& ctx, const Tensor& g) {
+  return where(ctx.output(0) <= 0.0, 0.0, g);
+}
+
+Tensor leaky_relu_grad(const GradContext& ctx, const Tensor& g) {  // d = x > 0 ? 1 : slope
+  double slope = ctx.attrs().get_float("negative_slope");
+  return where(ctx.input(0) > 0.0, g, g * slope);
+}
+
+// erf gelu: y = x Φ(x), d y = Φ(x) + x φ(x). kiln has no erf op, so Φ(x) is
+// read back from the forward as gelu(x) / x. At 0 it is 1/2 + x φ(0), which
+// keeps Φ's slope there for a second derivative; the denominator is made safe
+// first so that no NaN reaches one either.
+Tensor gelu_erf_grad(const Tensor& x, const Tensor& g) {
+  constexpr double kInvSqrt2Pi = 0.3989422804014327;  // 1 / sqrt(2 pi) = φ(0)
+  Tensor at_zero = x == 0.0;
+  Tensor safe_x = where(at_zero, 1.0, x);
+  Tensor cdf = where(at_zero, 0.5 + kInvSqrt2Pi * x, gelu(safe_x) / safe_x);
+  Tensor pdf = exp(-0.5 * (x * x)) * kInvSqrt2Pi;
+  return g * (cdf + x * pdf);
+}
+
+// tanh gelu: y = x/2 (1 + t), t = tanh(k (x + c x³)):
+// d y = (1 + t)/2 + x/2 (1 - t²) k (1 + 3 c x²)
+Tensor gelu_tanh_grad(const Tensor& x, const Tensor& g) {
+  constexpr double kBeta = 0.7978845608028654;  // sqrt(2 / pi)
+  constexpr double kKappa = 0.044715;
+  Tensor x_sq = x * x;
+  Tensor t = tanh(kBeta * (x + kKappa * (x_sq * x)));
+  Tensor left = 0.5 * (1.0 + t);
+  Tensor right = (0.5 * x) * (1.0 - t * t) * (kBeta * (1.0 + (3 * kKappa) * x_sq));
+  return g * (left + right);
+}
+
+Tensor gelu_grad(const GradContext& ctx, const Tensor& g) {
+  bool tanh = ctx.attrs().get_string("approximate") == "tanh";
+  return tanh ? gelu_tanh_grad(ctx.input(0), g) : gelu_erf_grad(ctx.input(0), g);
+}
+
+Tensor elu_grad(const GradContext& ctx, const Tensor& g) {  // d elu = x <= 0 ? alpha e^x : 1
+  Tensor x = ctx.input(0);
+  double alpha = ctx.attrs().get_float("alpha");
+  return where(x <= 0.0, g * (alpha * exp(x)), g);
+}
+
+// softplus = log(1 + e^(beta x)) / beta, d = sigmoid(beta x); the identity
+// (d = 1) above the threshold, where the forward is x.
+Tensor softplus_grad(const GradContext& ctx, const Tensor& g) {
+  Tensor bx = ctx.input(0) * ctx.attrs().get_float("beta");
+  return where(bx > ctx.attrs().get_float("threshold"), g, g * sigmoid(bx));
+}
+
+// The gradient passes where min <= x <= max (so NaN gets none), as PyTorch.
+Tensor clamp_grad(const GradContext& ctx, const Tensor& g) {
+  const Attrs& a = ctx.attrs();
+  Tensor x = ctx.input(0);
+  if (!a.has("max")) return where(x >= a.get_float("min"), g, 0.0);
+  if (!a.has("min")) return where(x <= a.get_float("max"), g, 0.0);
+  return where((x >= a.get_float("min")) * (x <= a.get_float("max")), g, 0.0);
+}
+
 OpDef elementwise(std::string name, InferFn infer, KernelFn cpu, std::string onnx_op,
-                  std::vector<AttrSpec> attrs = {}) {
+                  std::vector<AttrSpec> attrs = {}, GradFn grad = nullptr) {
   return OpDef{.name = std::move(name),
                .attrs = std::move(attrs),
                .infer = infer,
                .cpu = cpu,
+               .grad = grad,
                .kind = OpKind::Elementwise,
                .may_run_inplace = true,
                .onnx = {std::move(onnx_op)}};
@@ -111,35 +235,49 @@ OpDef elementwise(std::string name, InferFn infer, KernelFn cpu, std::string onn
 }  // namespace
 
 void register_elementwise_unary_ops(OpRegistry& registry) {
-  registry.add(elementwise("neg", infer_neg, unary_kernel<UnaryOp::Neg>, "Neg"));
-  registry.add(elementwise("abs", infer_numeric, unary_kernel<UnaryOp::Abs>, "Abs"));
+  registry.add(
+      elementwise("neg", infer_neg, unary_kernel<UnaryOp::Neg>, "Neg", {}, unary_grad<neg_grad>));
+  registry.add(elementwise("abs", infer_numeric, unary_kernel<UnaryOp::Abs>, "Abs", {},
+                           unary_grad<abs_grad>));
   // Integer and bool inputs compute in float32, as in PyTorch.
-  registry.add(elementwise("exp", infer_unary_float, unary_kernel<UnaryOp::Exp>, "Exp"));
-  registry.add(elementwise("log", infer_unary_float, unary_kernel<UnaryOp::Log>, "Log"));
-  registry.add(elementwise("sqrt", infer_unary_float, unary_kernel<UnaryOp::Sqrt>, "Sqrt"));
+  registry.add(elementwise("exp", infer_unary_float, unary_kernel<UnaryOp::Exp>, "Exp", {},
+                           unary_grad<exp_grad>));
+  registry.add(elementwise("log", infer_unary_float, unary_kernel<UnaryOp::Log>, "Log", {},
+                           unary_grad<log_grad>));
+  registry.add(elementwise("sqrt", infer_unary_float, unary_kernel<UnaryOp::Sqrt>, "Sqrt", {},
+                           unary_grad<sqrt_grad>));
   // ONNX has no rsqrt; the exporter writes Reciprocal(Sqrt(x)).
-  registry.add(elementwise("rsqrt", infer_unary_float, unary_kernel<UnaryOp::Rsqrt>, ""));
-  registry.add(elementwise("sin", infer_unary_float, unary_kernel<UnaryOp::Sin>, "Sin"));
-  registry.add(elementwise("cos", infer_unary_float, unary_kernel<UnaryOp::Cos>, "Cos"));
-  registry.add(elementwise("tanh", infer_unary_float, unary_kernel<UnaryOp::Tanh>, "Tanh"));
-  registry.add(
-      elementwise("sigmoid", infer_unary_float, unary_kernel<UnaryOp::Sigmoid>, "Sigmoid"));
-  registry.add(elementwise("relu", infer_numeric, unary_kernel<UnaryOp::Relu>, "Relu"));
+  registry.add(elementwise("rsqrt", infer_unary_float, unary_kernel<UnaryOp::Rsqrt>, "", {},
+                           unary_grad<rsqrt_grad>));
+  registry.add(elementwise("sin", infer_unary_float, unary_kernel<UnaryOp::Sin>, "Sin", {},
+                           unary_grad<sin_grad>));
+  registry.add(elementwise("cos", infer_unary_float, unary_kernel<UnaryOp::Cos>, "Cos", {},
+                           unary_grad<cos_grad>));
+  registry.add(elementwise("tanh", infer_unary_float, unary_kernel<UnaryOp::Tanh>, "Tanh", {},
+                           unary_grad<tanh_grad>));
+  registry.add(elementwise("sigmoid", infer_unary_float, unary_kernel<UnaryOp::Sigmoid>, "Sigmoid",
+                           {}, unary_grad<sigmoid_grad>));
+  registry.add(elementwise("relu", infer_numeric, unary_kernel<UnaryOp::Relu>, "Relu", {},
+                           unary_grad<relu_grad>));
   registry.add(elementwise("leaky_relu", infer_floating, leaky_relu_kernel, "LeakyRelu",
-                           {{"negative_slope", AttrKind::Float, 0.01}}));
+                           {{"negative_slope", AttrKind::Float, 0.01}},
+                           unary_grad<leaky_relu_grad>));
   registry.add(elementwise("gelu", infer_gelu, gelu_kernel, "Gelu",
-                           {{"approximate", AttrKind::String, std::string("none")}}));
-  registry.add(
-      elementwise("elu", infer_floating, elu_kernel, "Elu", {{"alpha", AttrKind::Float, 1.0}}));
+                           {{"approximate", AttrKind::String, std::string("none")}},
+                           unary_grad<gelu_grad>));
+  registry.add(elementwise("elu", infer_floating, elu_kernel, "Elu",
+                           {{"alpha", AttrKind::Float, 1.0}}, unary_grad<elu_grad>));
   registry.add(elementwise("softplus", infer_floating, softplus_kernel, "Softplus",
-                           {{"beta", AttrKind::Float, 1.0}, {"threshold", AttrKind::Float, 20.0}}));
+                           {{"beta", AttrKind::Float, 1.0}, {"threshold", AttrKind::Float, 20.0}},
+                           unary_grad<softplus_grad>));
+  // A bool output: no gradient, so no rule.
   OpDef logical_not =
       elementwise("logical_not", infer_logical_not, unary_kernel<UnaryOp::LogicalNot>, "Not");
   logical_not.may_run_inplace = false;  // the output is bool whatever the input is
   registry.add(std::move(logical_not));
-  registry.add(
-      elementwise("clamp", infer_clamp, clamp_kernel, "Clip",
-                  {{"min", AttrKind::Float, {}, true}, {"max", AttrKind::Float, {}, true}}));
+  registry.add(elementwise("clamp", infer_clamp, clamp_kernel, "Clip",
+                           {{"min", AttrKind::Float, {}, true}, {"max", AttrKind::Float, {}, true}},
+                           unary_grad<clamp_grad>));
 }
 
 }  // namespace kiln

@@ -6,8 +6,11 @@
 #include "kiln/core/random.h"
 #include "kiln/kernels/cpu/norm.h"
 #include "kiln/ops/dispatch.h"
+#include "kiln/ops/elementwise.h"
 #include "kiln/ops/infer_util.h"
 #include "kiln/ops/kernel_util.h"
+#include "kiln/ops/reduction.h"
+#include "kiln/ops/view.h"
 
 namespace kiln {
 namespace {
@@ -138,6 +141,79 @@ void layer_norm_kernel(const KernelArgs& args) {
   });
 }
 
+// ---- backward rules ----
+// Only output 0 carries a gradient back: dropout's mask and the saved
+// statistics of batch_norm and layer_norm are treated as non-differentiable,
+// as by PyTorch's native ops.
+
+// y = x mask / (1 - p): dx = g mask / (1 - p) (the kernel's scale is 0 at p = 1).
+std::vector<Tensor> dropout_grad(const GradContext& ctx) {
+  if (!ctx.needs_input_grad(0)) return {Tensor()};
+  const Tensor& g = ctx.grad_output(0);
+  if (!ctx.attrs().get_bool("train")) return {g};
+  double p = ctx.attrs().get_float("p");
+  return {(g * ctx.output(1)) * (p < 1.0 ? 1.0 / (1.0 - p) : 0.0)};
+}
+
+Tensor mean_over(const Tensor& t, const IntList& dims) {
+  return dims.empty() ? t : mean(t, dims, /*keepdim=*/true);
+}
+
+// For y = x̂ w + b with x̂ = (x - mean) rstd, mean and rstd taken over
+// `stat_dims` of x, and dx̂ = g w:
+//   dx = rstd (dx̂ - mean(dx̂) - x̂ mean(dx̂ x̂))
+Tensor normalized_input_grad(const Tensor& g_hat, const Tensor& x_hat, const Tensor& rstd,
+                             const IntList& stat_dims) {
+  return rstd *
+         ((g_hat - mean_over(g_hat, stat_dims)) - x_hat * mean_over(g_hat * x_hat, stat_dims));
+}
+
+// batch_norm: statistics per channel (dim 1), over every other dim. In eval
+// the running statistics are constants, so dx = g w rstd; the running
+// statistics get no gradient (they are buffers, as in PyTorch).
+std::vector<Tensor> batch_norm_grad(const GradContext& ctx) {
+  const IntList& shape = ctx.input_meta(0).shape;
+  IntList stat_dims, channel_shape(shape.size(), 1);
+  channel_shape[1] = shape[1];
+  for (int64_t d = 0; d < int64_t(shape.size()); ++d) {
+    if (d != 1) stat_dims.push_back(d);
+  }
+  const Tensor& g = ctx.grad_output(0);
+  Tensor mean = reshape(ctx.output(1), channel_shape);
+  Tensor rstd = reshape(ctx.output(2), channel_shape);
+  Tensor x_hat = (ctx.input(0) - mean) * rstd;
+  std::vector<Tensor> grads(5);
+  if (ctx.needs_input_grad(1)) grads[1] = sum(g * x_hat, stat_dims);  // dw = Σ g x̂
+  if (ctx.needs_input_grad(2)) grads[2] = sum(g, stat_dims);          // db = Σ g
+  if (!ctx.needs_input_grad(0)) return grads;
+  Tensor g_hat = ctx.input_meta(1).defined ? g * reshape(ctx.input(1), channel_shape) : g;
+  grads[0] = ctx.attrs().get_bool("training") ? normalized_input_grad(g_hat, x_hat, rstd, stat_dims)
+                                              : g_hat * rstd;
+  return grads;
+}
+
+// layer_norm: statistics per row over the trailing normalized dims; weight
+// and bias span those dims, so their gradients sum over the leading ones.
+std::vector<Tensor> layer_norm_grad(const GradContext& ctx) {
+  const IntList& shape = ctx.input_meta(0).shape;
+  int64_t lead = int64_t(shape.size()) - int64_t(ctx.attrs().get_ints("normalized_shape").size());
+  IntList lead_dims, stat_dims;
+  for (int64_t d = 0; d < int64_t(shape.size()); ++d) {
+    (d < lead ? lead_dims : stat_dims).push_back(d);
+  }
+  auto over_rows = [&](const Tensor& t) { return lead_dims.empty() ? t : sum(t, lead_dims); };
+  const Tensor& g = ctx.grad_output(0);
+  Tensor rstd = ctx.output(2);
+  Tensor x_hat = (ctx.input(0) - ctx.output(1)) * rstd;
+  std::vector<Tensor> grads(3);
+  if (ctx.needs_input_grad(1)) grads[1] = over_rows(g * x_hat);  // dw = Σ g x̂
+  if (ctx.needs_input_grad(2)) grads[2] = over_rows(g);          // db = Σ g
+  if (!ctx.needs_input_grad(0)) return grads;
+  Tensor g_hat = ctx.input_meta(1).defined ? g * ctx.input(1) : g;
+  grads[0] = normalized_input_grad(g_hat, x_hat, rstd, stat_dims);
+  return grads;
+}
+
 }  // namespace
 
 void register_nn_ops(OpRegistry& registry) {
@@ -146,6 +222,7 @@ void register_nn_ops(OpRegistry& registry) {
                      .attrs = {{"p", AttrKind::Float, 0.5}, {"train", AttrKind::Bool, true}},
                      .infer = infer_dropout,
                      .cpu = dropout_kernel,
+                     .grad = dropout_grad,
                      .kind = OpKind::Opaque,
                      .is_random = true,
                      .onnx = {"Dropout"}});
@@ -159,6 +236,7 @@ void register_nn_ops(OpRegistry& registry) {
                                {"eps", AttrKind::Float, 1e-5}},
                      .infer = infer_batch_norm,
                      .cpu = batch_norm_kernel,
+                     .grad = batch_norm_grad,
                      .kind = OpKind::Opaque,
                      .has_side_effects = true,  // training updates the running statistics
                      .onnx = {"BatchNormalization"}});
@@ -171,6 +249,7 @@ void register_nn_ops(OpRegistry& registry) {
             .attrs = {{"normalized_shape", AttrKind::Ints, {}}, {"eps", AttrKind::Float, 1e-5}},
             .infer = infer_layer_norm,
             .cpu = layer_norm_kernel,
+            .grad = layer_norm_grad,
             .kind = OpKind::Opaque,
             .onnx = {"LayerNormalization"}});
 }

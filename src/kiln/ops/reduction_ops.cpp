@@ -2,10 +2,17 @@
 // log_softmax: ops that fold a tensor along dims.
 #include "kiln/ops/reduction.h"
 
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "kiln/core/factory.h"
 #include "kiln/kernels/cpu/reduce.h"
 #include "kiln/kernels/cpu/softmax.h"
 #include "kiln/ops/dispatch.h"
+#include "kiln/ops/elementwise.h"
 #include "kiln/ops/infer_util.h"
+#include "kiln/ops/view.h"
 
 namespace kiln {
 namespace {
@@ -180,6 +187,142 @@ void softmax_kernel(const KernelArgs& args) {
   cpu::softmax(args.outputs[0], x, int(dim), Log);
 }
 
+// ---- backward rules ----
+// A reduction's gradient is its output gradient spread back over the reduced
+// dims: `keepdim_view` first puts size-1 dims back where keepdim=false
+// removed them, so that it broadcasts against the input.
+
+DimMask input_mask(const GradContext& ctx, const IntList& dims) {
+  int64_t ndim = ctx.input_meta(0).dim();
+  return ndim == 0 ? 0 : mask_of(dims, ndim);
+}
+
+Tensor keepdim_view(const GradContext& ctx, const Tensor& t, DimMask mask) {
+  if (ctx.attrs().get_bool("keepdim")) return t;
+  const IntList& in_shape = ctx.input_meta(0).shape;
+  return reshape(t, reduced_shape(in_shape, mask, /*keepdim=*/true));
+}
+
+// How many input elements fold into each output element.
+int64_t reduced_count(const GradContext& ctx, DimMask mask) {
+  const IntList& shape = ctx.input_meta(0).shape;
+  int64_t n = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (is_reduced(mask, int(d))) n *= shape[d];
+  }
+  return n;
+}
+
+// d sum = 1 for every element folded in.
+std::vector<Tensor> sum_grad(const GradContext& ctx) {
+  if (!ctx.needs_input_grad(0)) return {Tensor()};
+  DimMask mask = input_mask(ctx, ctx.attrs().get_ints("dims"));
+  return {expand(keepdim_view(ctx, ctx.grad_output(0), mask), ctx.input_meta(0).shape)};
+}
+
+std::vector<Tensor> mean_grad(const GradContext& ctx) {  // d mean = 1 / n
+  if (!ctx.needs_input_grad(0)) return {Tensor()};
+  DimMask mask = input_mask(ctx, ctx.attrs().get_ints("dims"));
+  Tensor g = keepdim_view(ctx, ctx.grad_output(0), mask) / double(reduced_count(ctx, mask));
+  return {expand(g, ctx.input_meta(0).shape)};
+}
+
+// d prod / d x_i = prod_{j != i} x_j: y / x_i without zeros; with one zero,
+// the product of the others at the zero and 0 elsewhere; with two or more,
+// 0 everywhere. Built from where/prod so it stays differentiable.
+std::vector<Tensor> prod_grad(const GradContext& ctx) {
+  if (!ctx.needs_input_grad(0)) return {Tensor()};
+  if (ctx.input_meta(0).dim() == 0) return {ctx.grad_output(0)};
+  const IntList& dims = ctx.attrs().get_ints("dims");
+  DimMask mask = input_mask(ctx, dims);
+  Tensor x = ctx.input(0);
+  Tensor g = keepdim_view(ctx, ctx.grad_output(0), mask);
+  Tensor y = keepdim_view(ctx, ctx.output(0), mask);
+  Tensor is_zero = x == 0.0;
+  Tensor zeros_in_group = sum(is_zero, dims, /*keepdim=*/true);
+  Tensor safe_x = where(is_zero, 1.0, x);
+  Tensor others_at_zero = where(is_zero * (zeros_in_group == int64_t(1)),
+                                g * prod(safe_x, dims, /*keepdim=*/true), 0.0);
+  return {where(zeros_in_group == int64_t(0), g * (y / safe_x), others_at_zero)};
+}
+
+// amax/amin: the gradient is split equally among the elements equal to the
+// result, (g / count) * [x == y] as PyTorch (so a NaN result gives NaN).
+std::vector<Tensor> amax_amin_grad(const GradContext& ctx) {
+  if (!ctx.needs_input_grad(0)) return {Tensor()};
+  const IntList& dims = ctx.attrs().get_ints("dims");
+  DimMask mask = input_mask(ctx, dims);
+  Tensor picked = ctx.input(0) == keepdim_view(ctx, ctx.output(0), mask);
+  Tensor count = sum(picked, dims, /*keepdim=*/true);
+  return {(keepdim_view(ctx, ctx.grad_output(0), mask) / count) * picked};
+}
+
+// max/min along a dim: the values' gradient goes to the element the index
+// output names (indices carry none): where(arange(n) == index, g, 0).
+std::vector<Tensor> max_min_grad(const GradContext& ctx) {
+  if (!ctx.needs_input_grad(0)) return {Tensor()};
+  const IntList& shape = ctx.input_meta(0).shape;
+  if (shape.empty()) return {ctx.grad_output(0)};
+  DimMask mask = input_mask(ctx, {ctx.attrs().get_int("dim")});
+  int64_t dim = std::countr_zero(mask);
+  IntList positions_shape(shape.size(), 1);
+  positions_shape[size_t(dim)] = shape[size_t(dim)];
+  Tensor positions = reshape(arange(shape[size_t(dim)]), positions_shape);
+  Tensor index = keepdim_view(ctx, ctx.output(1), mask);
+  return {where(positions == index, keepdim_view(ctx, ctx.grad_output(0), mask), 0.0)};
+}
+
+// d var = 2 (x - mean) / (n - correction), from g in keepdim form. With no
+// degrees of freedom left over all dims, PyTorch gives NaN at the mean and
+// infinity elsewhere.
+Tensor var_backward(const GradContext& ctx, const Tensor& g, DimMask mask) {
+  const IntList& dims = ctx.attrs().get_ints("dims");
+  Tensor x = ctx.input(0);
+  Tensor centered = x - mean(x, dims, /*keepdim=*/true);
+  int64_t dof = reduced_count(ctx, mask) - ctx.attrs().get_int("correction");
+  if (dof <= 0 && dims.empty()) {
+    return g * where(centered == 0.0, std::numeric_limits<double>::quiet_NaN(),
+                     full_like(x, std::numeric_limits<double>::infinity()));
+  }
+  return (2.0 / double(dof)) * g * centered;
+}
+
+std::vector<Tensor> var_grad(const GradContext& ctx) {
+  if (!ctx.needs_input_grad(0)) return {Tensor()};
+  DimMask mask = input_mask(ctx, ctx.attrs().get_ints("dims"));
+  return {var_backward(ctx, keepdim_view(ctx, ctx.grad_output(0), mask), mask)};
+}
+
+// d std = d var / (2 std), and 0 where std == 0.
+std::vector<Tensor> std_grad(const GradContext& ctx) {
+  if (!ctx.needs_input_grad(0)) return {Tensor()};
+  DimMask mask = input_mask(ctx, ctx.attrs().get_ints("dims"));
+  Tensor y = ctx.output(0);
+  Tensor g_var = where(y == 0.0, 0.0, ctx.grad_output(0) / (2.0 * y));
+  return {var_backward(ctx, keepdim_view(ctx, g_var, mask), mask)};
+}
+
+// sum of t along the op's dim, kept (a 0-d tensor is its own sum).
+Tensor sum_along_dim(const GradContext& ctx, const Tensor& t) {
+  if (t.dim() == 0) return t;
+  return sum(t, {ctx.attrs().get_int("dim")}, /*keepdim=*/true);
+}
+
+// d softmax: y (g - sum(g y))
+std::vector<Tensor> softmax_grad(const GradContext& ctx) {
+  if (!ctx.needs_input_grad(0)) return {Tensor()};
+  const Tensor& g = ctx.grad_output(0);
+  Tensor y = ctx.output(0);
+  return {y * (g - sum_along_dim(ctx, g * y))};
+}
+
+// d log_softmax: g - exp(y) sum(g)
+std::vector<Tensor> log_softmax_grad(const GradContext& ctx) {
+  if (!ctx.needs_input_grad(0)) return {Tensor()};
+  const Tensor& g = ctx.grad_output(0);
+  return {g - exp(ctx.output(0)) * sum_along_dim(ctx, g)};
+}
+
 std::vector<AttrSpec> dims_keepdim_dtype() {
   return {{"dims", AttrKind::Ints, IntList{}},
           {"keepdim", AttrKind::Bool, false},
@@ -191,12 +334,14 @@ std::vector<AttrSpec> dims_keepdim() {
 }
 
 void add_reduction(OpRegistry& registry, std::string name, std::vector<AttrSpec> attrs,
-                   InferFn infer, KernelFn cpu, std::string onnx, int num_outputs = 1) {
+                   InferFn infer, KernelFn cpu, GradFn grad, std::string onnx,
+                   int num_outputs = 1) {
   registry.add(OpDef{.name = std::move(name),
                      .num_outputs = num_outputs,
                      .attrs = std::move(attrs),
                      .infer = infer,
                      .cpu = cpu,
+                     .grad = grad,
                      .kind = OpKind::Reduction,
                      .onnx = {std::move(onnx)}});
 }
@@ -206,35 +351,37 @@ void add_reduction(OpRegistry& registry, std::string name, std::vector<AttrSpec>
 void register_reduction_ops(OpRegistry& registry) {
   using cpu::ReduceKind;
   add_reduction(registry, "sum", dims_keepdim_dtype(), infer_sum_prod,
-                reduce_kernel<ReduceKind::Sum>, "ReduceSum");
+                reduce_kernel<ReduceKind::Sum>, sum_grad, "ReduceSum");
   add_reduction(registry, "prod", dims_keepdim_dtype(), infer_sum_prod,
-                reduce_kernel<ReduceKind::Prod>, "ReduceProd");
+                reduce_kernel<ReduceKind::Prod>, prod_grad, "ReduceProd");
   add_reduction(registry, "mean", dims_keepdim_dtype(), infer_mean, reduce_kernel<ReduceKind::Mean>,
-                "ReduceMean");
+                mean_grad, "ReduceMean");
   add_reduction(registry, "amax", dims_keepdim(), infer_amax_amin, reduce_kernel<ReduceKind::Max>,
-                "ReduceMax");
+                amax_amin_grad, "ReduceMax");
   add_reduction(registry, "amin", dims_keepdim(), infer_amax_amin, reduce_kernel<ReduceKind::Min>,
-                "ReduceMin");
+                amax_amin_grad, "ReduceMin");
 
   // Two outputs (values, indices); ONNX has no single op for both.
   const std::vector<AttrSpec> dim_keepdim = {{"dim", AttrKind::Int, {}},
                                              {"keepdim", AttrKind::Bool, false}};
-  add_reduction(registry, "max", dim_keepdim, infer_max_min, max_min_kernel<true>, "", 2);
-  add_reduction(registry, "min", dim_keepdim, infer_max_min, max_min_kernel<false>, "", 2);
+  add_reduction(registry, "max", dim_keepdim, infer_max_min, max_min_kernel<true>, max_min_grad, "",
+                2);
+  add_reduction(registry, "min", dim_keepdim, infer_max_min, max_min_kernel<false>, max_min_grad,
+                "", 2);
 
-  // No dim: the index within the flattened tensor.
+  // No dim: the index within the flattened tensor. Integer outputs: no rule.
   const std::vector<AttrSpec> optional_dim_keepdim = {{"dim", AttrKind::Int, {}, true},
                                                       {"keepdim", AttrKind::Bool, false}};
   add_reduction(registry, "argmax", optional_dim_keepdim, infer_argmax_argmin,
-                argmax_argmin_kernel<true>, "ArgMax");
+                argmax_argmin_kernel<true>, nullptr, "ArgMax");
   add_reduction(registry, "argmin", optional_dim_keepdim, infer_argmax_argmin,
-                argmax_argmin_kernel<false>, "ArgMin");
+                argmax_argmin_kernel<false>, nullptr, "ArgMin");
 
   const std::vector<AttrSpec> var_attrs = {{"dims", AttrKind::Ints, IntList{}},
                                            {"correction", AttrKind::Int, int64_t(1)},
                                            {"keepdim", AttrKind::Bool, false}};
-  add_reduction(registry, "var", var_attrs, infer_var_std, var_std_kernel<false>, "");
-  add_reduction(registry, "std", var_attrs, infer_var_std, var_std_kernel<true>, "");
+  add_reduction(registry, "var", var_attrs, infer_var_std, var_std_kernel<false>, var_grad, "");
+  add_reduction(registry, "std", var_attrs, infer_var_std, var_std_kernel<true>, std_grad, "");
 
   // Opaque rather than Reduction: the output keeps the input's shape.
   for (bool log : {false, true}) {
@@ -242,6 +389,7 @@ void register_reduction_ops(OpRegistry& registry) {
                        .attrs = {{"dim", AttrKind::Int, {}}},
                        .infer = infer_softmax,
                        .cpu = log ? softmax_kernel<true> : softmax_kernel<false>,
+                       .grad = log ? log_softmax_grad : softmax_grad,
                        .kind = OpKind::Opaque,
                        .onnx = {log ? "LogSoftmax" : "Softmax"}});
   }
