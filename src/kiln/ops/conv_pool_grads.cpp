@@ -29,10 +29,9 @@ void check_grad_shape(const InferArgs& args, const IntList& expected, const char
 // ---- conv2d_backward_input(grad_out, weight; input_size, ...) ----------
 
 InferResult infer_conv_backward_input(const InferArgs& args) {
-  const TensorMeta &dy = args.inputs[0], &w = args.inputs[1];
   DType dtype = result_type(args.inputs);
   KILN_CHECK_TYPE(is_floating(dtype), args.op.name, ": expected floating inputs, got ", dtype);
-  TensorMeta metas[2] = {TensorMeta{dtype, args.attrs.get_ints("input_size")}, w};
+  TensorMeta metas[2] = {TensorMeta{dtype, args.attrs.get_ints("input_size")}, args.inputs[1]};
   check_grad_shape(args, forward_shape("conv2d", metas, args.attrs), "conv2d");
   return InferResult{{metas[0]}, {dtype, dtype}};
 }
@@ -45,12 +44,10 @@ void conv_backward_input_kernel(const KernelArgs& args) {
 // ---- conv2d_backward_weight(grad_out, input; weight_size, ...) ---------
 
 InferResult infer_conv_backward_weight(const InferArgs& args) {
-  const TensorMeta &dy = args.inputs[0], &x = args.inputs[1];
   DType dtype = result_type(args.inputs);
   KILN_CHECK_TYPE(is_floating(dtype), args.op.name, ": expected floating inputs, got ", dtype);
-  TensorMeta metas[2] = {x, TensorMeta{dtype, args.attrs.get_ints("weight_size")}};
+  TensorMeta metas[2] = {args.inputs[1], TensorMeta{dtype, args.attrs.get_ints("weight_size")}};
   check_grad_shape(args, forward_shape("conv2d", metas, args.attrs), "conv2d");
-  (void)dy;
   return InferResult{{metas[1]}, {dtype, dtype}};
 }
 
