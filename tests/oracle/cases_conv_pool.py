@@ -1,9 +1,10 @@
-"""Rows for conv2d and the 2-D pooling ops. For conv, reduce_len is the
-dot-product length C/groups * kh * kw."""
+"""Rows for conv2d and the 2-D pooling ops, and for their backward ops (the
+ops their gradient rules call). For conv, reduce_len is the dot-product
+length C/groups * kh * kw."""
 import torch
 import torch.nn.functional as F
 
-from oracle import Case, absent, ints, randn
+from oracle import Case, absent, ints, randn, values
 
 
 def conv(stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
@@ -148,4 +149,142 @@ ADAPTIVE = [
          name="empty_spatial", error="non-zero size for non-batch dimensions"),
 ]
 
-CASES = CONV + MAX_POOL + AVG_POOL + ADAPTIVE
+# More gradient coverage: stride, dilation and groups together; ties.
+GRAD_ROWS = [
+    Case("conv2d", [randn(2, 6, 9, 8, dtype="float64"), randn(4, 3, 2, 3, dtype="float64"),
+                    randn(4, dtype="float64")],
+         conv(stride=(2, 3), padding=(1, 2), dilation=(2, 1), groups=2),
+         attrs={"stride": [2, 3], "padding": [1, 2], "dilation": [2, 1], "groups": 2},
+         name="f64_stride_dilation_groups", reduce_len=18),
+    Case("conv2d", [randn(2, 6, 9, 8), randn(4, 3, 2, 3), randn(4)],
+         conv(stride=(2, 3), padding=(1, 2), dilation=(2, 1), groups=2),
+         attrs={"stride": [2, 3], "padding": [1, 2], "dilation": [2, 1], "groups": 2},
+         name="stride_dilation_groups", reduce_len=18),
+    Case("conv2d", [randn(3, 7, 7, dtype="float64"), randn(3, 3, 3, 3, dtype="float64"),
+                    randn(3, dtype="float64")], conv(stride=(2, 2)),
+         attrs={"stride": [2, 2]}, name="f64_unbatched_stride_skips_edge", reduce_len=27),
+    # Ties: PyTorch sends the gradient to the first max of each window. The
+    # finite difference at a tie is one-sided (not differentiable), so no FD.
+    Case("max_pool2d", [values([[[[1.0, 1.0, 0.0], [1.0, 0.5, 2.0], [2.0, 2.0, 2.0]]]])],
+         max_pool(2, 1), attrs={"kernel_size": [2, 2], "stride": [1, 1]}, name="ties", fd=False),
+    Case("max_pool2d", [randn(2, 2, 5, 7, dtype="float64", layout="transposed")],
+         max_pool((2, 3), (2, 2), (1, 0), (2, 1), True),
+         attrs={"kernel_size": [2, 3], "stride": [2, 2], "padding": [1, 0],
+                "dilation": [2, 1], "ceil_mode": True}, name="f64_ceil_asymmetric"),
+    Case("avg_pool2d", [randn(2, 2, 5, 6, dtype="float64", layout="strided")],
+         avg_pool((3, 2), (2, 3), (1, 1), ceil=True, include=False),
+         attrs={"kernel_size": [3, 2], "stride": [2, 3], "padding": [1, 1], "ceil_mode": True,
+                "count_include_pad": False}, name="f64_ceil_exclude_asymmetric", reduce_len=6),
+    Case("adaptive_avg_pool2d", [randn(3, 5, 4, dtype="float64", layout="transposed")],
+         lambda x: F.adaptive_avg_pool2d(x, (2, 3)), attrs={"output_size": [2, 3]},
+         name="f64_unbatched_transposed", reduce_len=9),
+]
+
+
+def conv_input(input_size, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    return lambda g, w: torch.nn.grad.conv2d_input(input_size, w, g, stride, padding, dilation,
+                                                   groups)
+
+
+def conv_weight(weight_size, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    return lambda g, x: torch.nn.grad.conv2d_weight(x, weight_size, g, stride, padding, dilation,
+                                                    groups)
+
+
+def conv_attrs(size_name, size, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    return {size_name: list(size), "stride": list(stride), "padding": list(padding),
+            "dilation": list(dilation), "groups": groups}
+
+
+def max_pool_backward(k, s, p=(0, 0), d=(1, 1), ceil=False):
+    def run(g, x):
+        _, indices = F.max_pool2d(x, k, s, p, d, ceil_mode=ceil, return_indices=True)
+        return torch.ops.aten.max_pool2d_with_indices_backward(g, x, k, s, p, d, ceil, indices)
+    return run
+
+
+def avg_pool_backward(k, s, p=(0, 0), ceil=False, include=True):
+    return lambda g, x: torch.ops.aten.avg_pool2d_backward(g, x, k, s, p, ceil, include, None)
+
+
+# The backward ops themselves have no gradient rules (grad=False throughout).
+BACKWARD_OPS = [
+    Case("conv2d_backward_input", [randn(2, 6, 4, 4), randn(6, 2, 3, 3)],
+         conv_input((2, 4, 7, 7), (2, 2), (1, 1), (1, 1), 2),
+         attrs=conv_attrs("input_size", (2, 4, 7, 7), (2, 2), (1, 1), (1, 1), 2),
+         name="stride_groups", reduce_len=27, grad=False),
+    Case("conv2d_backward_input", [randn(1, 3, 4, 4), randn(3, 2, 3, 2, layout="strided")],
+         conv_input((1, 2, 8, 9), (1, 2), (0, 1), (2, 3)),
+         attrs=conv_attrs("input_size", (1, 2, 8, 9), (1, 2), (0, 1), (2, 3)),
+         name="dilation_strided", reduce_len=18, grad=False),
+    Case("conv2d_backward_input", [randn(2, 4, 3, 3, dtype="float64", layout="transposed"),
+                                   randn(4, 3, 3, 3, dtype="float64")],
+         conv_input((2, 3, 8, 8), (2, 2)), attrs=conv_attrs("input_size", (2, 3, 8, 8), (2, 2)),
+         name="f64_stride_skips_edge", reduce_len=36, grad=False),
+    Case("conv2d_backward_input", [randn(4, 5, 5), randn(4, 3, 3, 3)],
+         lambda g, w: torch.nn.grad.conv2d_input((1, 3, 7, 7), w, g[None])[0],
+         attrs=conv_attrs("input_size", (3, 7, 7)), name="unbatched", reduce_len=36, grad=False),
+    Case("conv2d_backward_input", [randn(0, 2, 3, 3), randn(2, 3, 3, 3)],
+         conv_input((0, 3, 5, 5)), attrs=conv_attrs("input_size", (0, 3, 5, 5)),
+         name="empty_batch", grad=False),
+    Case("conv2d_backward_input", [randn(1, 2, 4, 4), randn(2, 3, 3, 3)],
+         attrs=conv_attrs("input_size", (1, 3, 5, 5)), name="wrong_grad_shape",
+         error="expected grad_output of shape [1, 2, 3, 3] (conv2d's output), got [1, 2, 4, 4]"),
+    Case("conv2d_backward_weight", [randn(2, 6, 4, 4), randn(2, 4, 7, 7)],
+         conv_weight((6, 2, 3, 3), (2, 2), (1, 1), (1, 1), 2),
+         attrs=conv_attrs("weight_size", (6, 2, 3, 3), (2, 2), (1, 1), (1, 1), 2),
+         name="stride_groups", reduce_len=18, grad=False),
+    Case("conv2d_backward_weight", [randn(1, 3, 4, 4, layout="transposed"),
+                                    randn(1, 2, 8, 9, layout="expanded")],
+         conv_weight((3, 2, 3, 2), (1, 2), (0, 1), (2, 3)),
+         attrs=conv_attrs("weight_size", (3, 2, 3, 2), (1, 2), (0, 1), (2, 3)),
+         name="dilation_layouts", reduce_len=30, grad=False),
+    Case("conv2d_backward_weight", [randn(2, 4, 3, 3, dtype="float64"),
+                                    randn(2, 3, 8, 8, dtype="float64", layout="strided")],
+         conv_weight((4, 3, 3, 3), (2, 2)), attrs=conv_attrs("weight_size", (4, 3, 3, 3), (2, 2)),
+         name="f64_stride_skips_edge", reduce_len=18, grad=False),
+    Case("conv2d_backward_weight", [randn(4, 5, 5), randn(3, 7, 7)],
+         lambda g, x: torch.nn.grad.conv2d_weight(x[None], (4, 3, 3, 3), g[None]),
+         attrs=conv_attrs("weight_size", (4, 3, 3, 3)), name="unbatched", reduce_len=25,
+         grad=False),
+    Case("conv2d_backward_weight", [randn(0, 2, 3, 3), randn(0, 3, 5, 5)],
+         conv_weight((2, 3, 3, 3)), attrs=conv_attrs("weight_size", (2, 3, 3, 3)),
+         name="empty_batch", grad=False),
+    Case("max_pool2d_backward", [randn(2, 3, 2, 2), randn(2, 3, 4, 4)],
+         max_pool_backward((2, 2), (2, 2)), attrs={"kernel_size": [2, 2]}, grad=False),
+    Case("max_pool2d_backward", [randn(1, 2, 4, 4), randn(1, 2, 7, 6, layout="transposed")],
+         max_pool_backward((3, 2), (2, 2), (1, 1), (1, 2), True),
+         attrs={"kernel_size": [3, 2], "stride": [2], "padding": [1], "dilation": [1, 2],
+                "ceil_mode": True}, name="ceil_dilation_transposed", grad=False),
+    Case("max_pool2d_backward", [randn(2, 3, 3, dtype="float64", layout="strided"),
+                                 values([[[1.0, 1.0, 0.0, 3.0], [1.0, 0.5, 3.0, 2.0],
+                                          [2.0, 2.0, 2.0, 2.0], [0.0, 2.0, 1.0, 1.0]]] * 2,
+                                        "float64")],
+         max_pool_backward((2, 2), (1, 1)), attrs={"kernel_size": [2, 2], "stride": [1, 1]},
+         name="ties_f64_unbatched", grad=False),
+    Case("max_pool2d_backward", [randn(1, 1, 3, 3), randn(1, 1, 4, 4)],
+         attrs={"kernel_size": [2, 2]}, name="wrong_grad_shape",
+         error="expected grad_output of shape [1, 1, 2, 2] (max_pool2d's output)"),
+    Case("avg_pool2d_backward", [randn(1, 2, 4, 4), randn(1, 2, 7, 7)],
+         avg_pool_backward((3, 3), (2, 2), (1, 1)),
+         attrs={"kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1]}, name="include_pad",
+         grad=False),
+    Case("avg_pool2d_backward", [randn(1, 2, 4, 4, layout="transposed"), randn(1, 2, 6, 7)],
+         avg_pool_backward((3, 3), (2, 2), (1, 1), True, False),
+         attrs={"kernel_size": [3], "stride": [2], "padding": [1], "ceil_mode": True,
+                "count_include_pad": False}, name="ceil_exclude_pad", grad=False),
+    Case("avg_pool2d_backward", [randn(2, 4, 4, dtype="float64"), randn(2, 6, 7, dtype="float64")],
+         avg_pool_backward((3, 3), (2, 2), (1, 1), True, True),
+         attrs={"kernel_size": [3], "stride": [2], "padding": [1], "ceil_mode": True},
+         name="f64_ceil_unbatched", grad=False),
+    Case("adaptive_avg_pool2d_backward", [randn(1, 2, 3, 2), randn(1, 2, 7, 5)],
+         torch.ops.aten._adaptive_avg_pool2d_backward, name="non_dividing", grad=False),
+    Case("adaptive_avg_pool2d_backward", [randn(2, 5, 4, dtype="float64", layout="strided"),
+                                          randn(2, 3, 3, dtype="float64", layout="transposed")],
+         torch.ops.aten._adaptive_avg_pool2d_backward, name="f64_upsampling_unbatched",
+         grad=False),
+    Case("adaptive_avg_pool2d_backward", [randn(1, 2, 3), randn(1, 2, 7, 5)],
+         name="rank_mismatch", error="expected grad_output with the input's number of dims"),
+]
+
+CASES = CONV + MAX_POOL + AVG_POOL + ADAPTIVE + GRAD_ROWS + BACKWARD_OPS

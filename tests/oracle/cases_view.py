@@ -1,6 +1,8 @@
 """Rows for the view ops: view, transpose, permute, expand, squeeze,
 unsqueeze, narrow, select, slice, split, chunk. Outputs alias the input in
-kiln; here only their values are compared (view_test.cpp checks aliasing)."""
+kiln; here only their values are compared (view_test.cpp checks aliasing).
+Also slice_scatter and select_scatter, the copying ops the backward rules of
+narrow, slice and select are built from."""
 import torch
 
 from oracle import Case, randn, ints, bools, values
@@ -136,4 +138,51 @@ CASES = [
     Case("chunk", [randn(0, 2)], lambda x: x.chunk(3), attrs={"chunks": 3}, name="empty"),
     Case("chunk", [randn(4)], attrs={"chunks": 0}, name="zero_chunks",
          error="chunk expects `chunks` to be greater than 0, got: 0"),
+    # more gradient coverage: float64, steps, negative dims
+    Case("transpose", [randn(2, 3, 4, dtype="float64", layout="strided")],
+         lambda x: x.transpose(-1, 0), attrs={"dim0": -1, "dim1": 0}, name="f64_strided"),
+    Case("expand", [randn(2, 1, 3, dtype="float64", layout="transposed")],
+         lambda x: x.expand(4, 2, 5, 3), attrs={"size": [4, 2, 5, 3]}, name="middle_f64"),
+    Case("unsqueeze", [randn(3, 2, dtype="float64")], lambda x: x.unsqueeze(-3),
+         attrs={"dim": -3}, name="f64"),
+    Case("squeeze", [randn(1, 3, 1, dtype="float64", layout="strided")], lambda x: x.squeeze(),
+         name="all_f64_strided"),
+    Case("slice", [randn(4, 9, 2, dtype="float64")], lambda x: x[:, 1:8:3],
+         attrs={"dim": -2, "start": 1, "end": 8, "step": 3}, name="step3_f64"),
+    Case("select", [randn(2, 3, 4, layout="transposed")], lambda x: x.select(-1, -2),
+         attrs={"dim": -1, "index": -2}, name="neg_transposed"),
+    Case("split", [randn(7, 2, dtype="float64")], lambda x: x.split([2, 0, 5]),
+         attrs={"sizes": [2, 0, 5]}, name="with_empty_piece_f64"),
+    # slice_scatter / select_scatter
+    Case("slice_scatter", [randn(4, 6), randn(4, 2)],
+         lambda b, s: torch.slice_scatter(b, s, 1, 1, 5, 2),
+         attrs={"dim": 1, "start": 1, "end": 5, "step": 2}),
+    Case("slice_scatter", [randn(5, 3, dtype="float64", layout="transposed"),
+                           randn(2, 3, dtype="float64", layout="strided")],
+         lambda b, s: torch.slice_scatter(b, s, 0, -2), attrs={"dim": 0, "start": -2},
+         name="neg_start_f64_layouts"),
+    Case("slice_scatter", [randn(3, 4), randn(3, 4, layout="expanded")],
+         lambda b, s: torch.slice_scatter(b, s, -1), attrs={"dim": -1}, name="whole"),
+    Case("slice_scatter", [randn(3), randn(0)],
+         lambda b, s: torch.slice_scatter(b, s, 0, 5, 9), attrs={"dim": 0, "start": 5, "end": 9},
+         name="empty_clamped"),
+    Case("slice_scatter", [ints(0, 9, 2, 4), ints(0, 9, 2, 2)],
+         lambda b, s: torch.slice_scatter(b, s, 1, 0, 4, 2),
+         attrs={"dim": 1, "start": 0, "end": 4, "step": 2}, name="int"),
+    Case("slice_scatter", [randn(4, 6), randn(4, 3)], attrs={"dim": 1, "start": 1, "end": 5,
+                                                             "step": 2},
+         name="wrong_src", error="src size = [4, 3], slice size = [4, 2]"),
+    Case("select_scatter", [randn(3, 4), randn(4)],
+         lambda b, s: torch.select_scatter(b, s, 0, 1), attrs={"dim": 0, "index": 1}),
+    Case("select_scatter", [randn(2, 3, 4, dtype="float64", layout="strided"),
+                            randn(2, 3, dtype="float64", layout="transposed")],
+         lambda b, s: torch.select_scatter(b, s, -1, -1), attrs={"dim": -1, "index": -1},
+         name="neg_f64_layouts"),
+    Case("select_scatter", [randn(5), randn()],
+         lambda b, s: torch.select_scatter(b, s, 0, 3), attrs={"dim": 0, "index": 3},
+         name="zero_dim_src"),
+    Case("select_scatter", [randn(3, 4), randn(3)], attrs={"dim": 0, "index": 1},
+         name="wrong_src", error="src size = [3], slice size = [4]"),
+    Case("select_scatter", [randn(3, 4), randn(4)], attrs={"dim": 0, "index": 3},
+         name="out_of_range", error="index 3 out of range"),
 ]

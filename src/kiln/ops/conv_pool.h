@@ -15,4 +15,21 @@ Tensor avg_pool2d(const Tensor& x, IntList kernel_size, IntList stride = {},
                   IntList padding = {0, 0}, bool ceil_mode = false, bool count_include_pad = true);
 Tensor adaptive_avg_pool2d(const Tensor& x, IntList output_size);
 
+// Backward ops (what conv2d's and the pools' gradient rules call): the
+// gradient with respect to the input of the given size, or to the weight,
+// from grad_out, with the forward's attributes.
+Tensor conv2d_backward_input(const Tensor& grad_out, const Tensor& w, IntList input_size,
+                             IntList stride = {1, 1}, IntList padding = {0, 0},
+                             IntList dilation = {1, 1}, int64_t groups = 1);
+Tensor conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, IntList weight_size,
+                              IntList stride = {1, 1}, IntList padding = {0, 0},
+                              IntList dilation = {1, 1}, int64_t groups = 1);
+Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& x, IntList kernel_size,
+                           IntList stride = {}, IntList padding = {0, 0}, IntList dilation = {1, 1},
+                           bool ceil_mode = false);
+Tensor avg_pool2d_backward(const Tensor& grad_out, const Tensor& x, IntList kernel_size,
+                           IntList stride = {}, IntList padding = {0, 0}, bool ceil_mode = false,
+                           bool count_include_pad = true);
+Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& x);
+
 }  // namespace kiln

@@ -5,10 +5,12 @@
 
 #include "kiln/kernels/cpu/conv.h"
 #include "kiln/kernels/cpu/pool.h"
+#include "kiln/ops/conv_pool_util.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/infer_util.h"
 
 namespace kiln {
+namespace conv_pool {
 namespace {
 
 // A one-element list means the same value for height and width.
@@ -27,6 +29,8 @@ void check_spatial_input(const TensorMeta& x, const char* op) {
              ": expected 3-D (unbatched) or 4-D (batched) input, got shape ", x.shape);
 }
 
+}  // namespace
+
 // x as [N, C, H, W] (a 3-D input is one sample) and out to match.
 cpu::StridedView batched(const cpu::StridedView& v) {
   if (v.ndim == 4) return v;
@@ -41,12 +45,16 @@ cpu::StridedView batched(const cpu::StridedView& v) {
   return out;
 }
 
+namespace {
+
 IntList output_shape(const TensorMeta& x, int64_t channels, int64_t oh, int64_t ow) {
   IntList shape = x.dim() == 4 ? IntList{x.shape[0], channels, oh, ow} : IntList{channels, oh, ow};
   return shape;
 }
 
 // ---- conv2d ------------------------------------------------------------
+
+}  // namespace
 
 cpu::Conv2dParams conv_params(const Attrs& attrs) {
   cpu::Conv2dParams p;
@@ -68,6 +76,8 @@ cpu::Conv2dParams conv_params(const Attrs& attrs) {
   KILN_CHECK(p.groups > 0, "conv2d: non-positive groups is not supported, got ", p.groups);
   return p;
 }
+
+namespace {
 
 InferResult infer_conv2d(const InferArgs& args) {
   const TensorMeta &x = args.inputs[0], &w = args.inputs[1];
@@ -188,6 +198,8 @@ InferResult infer_avg_pool2d(const InferArgs& args) {
   return infer_pool(args, "avg_pool2d", false);
 }
 
+}  // namespace
+
 // The kernel glue re-derives the geometry from the input's meta; it is
 // cheap and keeps one definition of every size.
 cpu::Pool2dParams params_for(const OpDef& def, const cpu::StridedView& x, const Attrs& attrs,
@@ -195,6 +207,8 @@ cpu::Pool2dParams params_for(const OpDef& def, const cpu::StridedView& x, const 
   TensorMeta meta{x.dtype, IntList(x.shape, x.shape + x.ndim)};
   return pool_geometry(InferArgs{def, {&meta, 1}, attrs}, def.name.c_str(), has_dilation).params;
 }
+
+namespace {
 
 void max_pool2d_kernel(const KernelArgs& args) {
   static const OpDef& def = op("max_pool2d");
@@ -231,8 +245,10 @@ void adaptive_avg_pool2d_kernel(const KernelArgs& args) {
 }
 
 }  // namespace
+}  // namespace conv_pool
 
 void register_conv_pool_ops(OpRegistry& registry) {
+  using namespace conv_pool;
   registry.add(OpDef{.name = "conv2d",
                      .min_inputs = 2,
                      .max_inputs = 3,
@@ -243,6 +259,7 @@ void register_conv_pool_ops(OpRegistry& registry) {
                                {"groups", AttrKind::Int, int64_t(1)}},
                      .infer = infer_conv2d,
                      .cpu = conv2d_kernel,
+                     .grad = conv2d_grad,
                      .kind = OpKind::Opaque,
                      .onnx = {"Conv"}});
   registry.add(OpDef{.name = "max_pool2d",
@@ -253,6 +270,7 @@ void register_conv_pool_ops(OpRegistry& registry) {
                                {"ceil_mode", AttrKind::Bool, false}},
                      .infer = infer_max_pool2d,
                      .cpu = max_pool2d_kernel,
+                     .grad = max_pool2d_grad,
                      .kind = OpKind::Opaque,
                      .onnx = {"MaxPool"}});
   registry.add(OpDef{.name = "avg_pool2d",
@@ -263,6 +281,7 @@ void register_conv_pool_ops(OpRegistry& registry) {
                                {"count_include_pad", AttrKind::Bool, true}},
                      .infer = infer_avg_pool2d,
                      .cpu = avg_pool2d_kernel,
+                     .grad = avg_pool2d_grad,
                      .kind = OpKind::Opaque,
                      .onnx = {"AveragePool"}});
   // ONNX has GlobalAveragePool for output_size [1, 1]; other sizes need the
@@ -271,8 +290,10 @@ void register_conv_pool_ops(OpRegistry& registry) {
                      .attrs = {{"output_size", AttrKind::Ints, {}}},
                      .infer = infer_adaptive_avg_pool2d,
                      .cpu = adaptive_avg_pool2d_kernel,
+                     .grad = adaptive_avg_pool2d_grad,
                      .kind = OpKind::Opaque,
                      .onnx = {"GlobalAveragePool"}});
+  register_backward_ops(registry);
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, IntList stride, IntList padding,

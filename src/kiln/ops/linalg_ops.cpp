@@ -9,7 +9,11 @@
 #include "kiln/kernels/cpu/copy.h"
 #include "kiln/kernels/cpu/matmul.h"
 #include "kiln/ops/dispatch.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/grad_util.h"
 #include "kiln/ops/infer_util.h"
+#include "kiln/ops/reduction.h"
+#include "kiln/ops/view.h"
 
 namespace kiln {
 namespace {
@@ -196,6 +200,61 @@ void addmm_kernel(const KernelArgs& args) {
   run_product(out, args.inputs[1], args.inputs[2], cpu::StridedView{}, alpha, beta);
 }
 
+// ---- backward rules ----
+
+Tensor mT(const Tensor& x) {
+  return transpose(x, -2, -1);
+}
+
+// C = A B gives dA = dC Bᵀ and dB = Aᵀ dC. A 1-D operand is a row (A) or a
+// column (B) here, as in the forward, and batch dims that were broadcast are
+// summed back with sum_to.
+std::vector<Tensor> matmul_grad(const GradContext& ctx) {
+  const IntList &a_shape = ctx.input_meta(0).shape, &b_shape = ctx.input_meta(1).shape;
+  Tensor a = ctx.input(0), b = ctx.input(1);
+  if (a.dim() == 1) a = unsqueeze(a, 0);
+  if (b.dim() == 1) b = unsqueeze(b, 1);
+  IntList out_shape = broadcast_shapes(IntList(a.shape().begin(), a.shape().end() - 2),
+                                       IntList(b.shape().begin(), b.shape().end() - 2), "matmul");
+  out_shape.push_back(a.shape()[size_t(a.dim() - 2)]);
+  out_shape.push_back(b.shape().back());
+  const Tensor g = reshape(ctx.grad_output(0), out_shape);
+  Tensor ga, gb;
+  if (ctx.needs_input_grad(0)) ga = reshape(sum_to(matmul(g, mT(b)), a.shape()), a_shape);
+  if (ctx.needs_input_grad(1)) gb = reshape(sum_to(matmul(mT(a), g), b.shape()), b_shape);
+  return {ga, gb};
+}
+
+// y = x Wᵀ + b over x's last dim: dx = dy W, dW = dyᵀ x (over all leading
+// dims of x flattened into rows), db = dy summed over the rows.
+std::vector<Tensor> linear_grad(const GradContext& ctx) {
+  const Tensor& g = ctx.grad_output(0);
+  const IntList& x_shape = ctx.input_meta(0).shape;
+  const int64_t K = x_shape.back(), N = ctx.input_meta(1).shape[0];
+  const int64_t rows = numel_of(IntList(x_shape.begin(), x_shape.end() - 1));
+  Tensor gx, gw, gb;
+  if (ctx.needs_input_grad(0)) gx = matmul(g, ctx.input(1));
+  if (ctx.needs_input_grad(1))
+    gw = matmul(t(reshape(g, {rows, N})), reshape(ctx.input(0), {rows, K}));
+  if (ctx.num_inputs() > 2 && ctx.needs_input_grad(2)) gb = sum_to(g, {N});
+  std::vector<Tensor> grads{gx, gw};
+  if (ctx.num_inputs() > 2) grads.push_back(gb);
+  return grads;
+}
+
+// out = beta input + alpha m1 m2: d input = beta dout (summed over broadcast
+// dims), d m1 = alpha dout m2ᵀ, d m2 = alpha m1ᵀ dout.
+std::vector<Tensor> addmm_grad(const GradContext& ctx) {
+  const Tensor& g = ctx.grad_output(0);
+  const double beta = ctx.attrs().get_float("beta"), alpha = ctx.attrs().get_float("alpha");
+  auto scaled = [](const Tensor& x, double s) { return s == 1 ? x : mul(x, Scalar(s)); };
+  Tensor gi, g1, g2;
+  if (ctx.needs_input_grad(0)) gi = sum_to(scaled(g, beta), ctx.input_meta(0).shape);
+  if (ctx.needs_input_grad(1)) g1 = scaled(matmul(g, t(ctx.input(2))), alpha);
+  if (ctx.needs_input_grad(2)) g2 = scaled(matmul(t(ctx.input(1)), g), alpha);
+  return {gi, g1, g2};
+}
+
 }  // namespace
 
 void register_linalg_ops(OpRegistry& registry) {
@@ -205,6 +264,7 @@ void register_linalg_ops(OpRegistry& registry) {
                      .attrs = {},
                      .infer = infer_matmul,
                      .cpu = matmul_kernel,
+                     .grad = matmul_grad,
                      .kind = OpKind::Opaque,
                      .onnx = {"MatMul"}});
   // linear(x, w, b?) = x · Wᵀ + b, with W stored [out_features, in_features].
@@ -215,6 +275,7 @@ void register_linalg_ops(OpRegistry& registry) {
                      .attrs = {},
                      .infer = infer_linear,
                      .cpu = linear_kernel,
+                     .grad = linear_grad,
                      .kind = OpKind::Opaque,
                      .onnx = {"Gemm"}});
   registry.add(OpDef{.name = "addmm",
@@ -223,6 +284,7 @@ void register_linalg_ops(OpRegistry& registry) {
                      .attrs = {{"beta", AttrKind::Float, 1.0}, {"alpha", AttrKind::Float, 1.0}},
                      .infer = infer_addmm,
                      .cpu = addmm_kernel,
+                     .grad = addmm_grad,
                      .kind = OpKind::Opaque,
                      .onnx = {"Gemm"}});
 }

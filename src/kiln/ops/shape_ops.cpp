@@ -1,6 +1,7 @@
 // Ops that rearrange or pick values into a new tensor: reshape (the copying
 // half of the reshape API function), cat, stack, index_select, gather,
-// embedding, one_hot.
+// embedding, one_hot, and the accumulating writes index_add and scatter_add
+// (the backward ops of index_select/embedding and of gather).
 #include "kiln/core/factory.h"
 #include "kiln/kernels/cpu/concat.h"
 #include "kiln/kernels/cpu/copy.h"
@@ -8,6 +9,7 @@
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/registry.h"
 #include "kiln/ops/shape.h"
+#include "kiln/ops/view.h"
 
 namespace kiln {
 namespace {
@@ -200,6 +202,177 @@ void one_hot_kernel(const KernelArgs& args) {
   cpu::one_hot(args.outputs[0], args.inputs[0], args.attrs.get_int("num_classes"));
 }
 
+// A 0-d tensor counts as 1-D of size 1 for scatter_add and index_add, as in PyTorch.
+IntList as_at_least_1d(const IntList& shape) {
+  return shape.empty() ? IntList{1} : shape;
+}
+
+InferResult infer_scatter_add(const InferArgs& args) {
+  const TensorMeta &self = args.inputs[0], &index = args.inputs[1], &src = args.inputs[2];
+  check_index_dtype(args, index);
+  int64_t d = wrap_dim(args.attrs.get_int("dim"), self.dim(), "scatter_add", self.shape);
+  const IntList s = as_at_least_1d(self.shape), i = as_at_least_1d(index.shape),
+                x = as_at_least_1d(src.shape);
+  KILN_CHECK(i.size() == s.size() && x.size() == s.size(),
+             "scatter_add: Index tensor must have the same number of dimensions as self tensor "
+             "and src tensor (index shape ",
+             index.shape, ", self shape ", self.shape, ", src shape ", src.shape, ")");
+  for (size_t k = 0; k < i.size() && numel_of(index.shape) > 0; ++k) {
+    KILN_CHECK((int64_t(k) == d || i[k] <= s[k]) && i[k] <= x[k], "scatter_add: Expected index ",
+               index.shape, " to be smaller than self ", self.shape, " apart from dimension ", d,
+               " and to be smaller size than src ", src.shape);
+  }
+  return InferResult{{TensorMeta{self.dtype, self.shape}}, {self.dtype, index.dtype, self.dtype}};
+}
+
+void scatter_add_kernel(const KernelArgs& args) {
+  const cpu::StridedView& out = args.outputs[0];
+  cpu::scatter_add(out, args.inputs[0], args.inputs[1], args.inputs[2],
+                   wrapped_dim(args.attrs, out.ndim));
+}
+
+InferResult infer_index_add(const InferArgs& args) {
+  const TensorMeta &self = args.inputs[0], &index = args.inputs[1], &src = args.inputs[2];
+  check_index_dtype(args, index);
+  KILN_CHECK_INDEX(index.dim() <= 1, "index_add(): Index is supposed to be a vector, got shape ",
+                   index.shape);
+  int64_t d = wrap_dim(args.attrs.get_int("dim"), self.dim(), "index_add", self.shape);
+  const IntList s = as_at_least_1d(self.shape), x = as_at_least_1d(src.shape);
+  KILN_CHECK(self.dim() == src.dim(),
+             "index_add(): Self and source should have same number of dimensions (self shape ",
+             self.shape, ", source shape ", src.shape, ")");
+  const int64_t count = numel_of(index.shape);
+  KILN_CHECK(x[size_t(d)] == count, "index_add(): Number of indices (", count,
+             ") should be equal to source.size(dim) (", x[size_t(d)], "), dim ", d);
+  for (size_t k = 0; k < s.size(); ++k) {
+    KILN_CHECK(int64_t(k) == d || s[k] == x[k], "index_add(): source shape ", src.shape,
+               " must match self shape ", self.shape, " except at dim ", d);
+  }
+  return InferResult{{TensorMeta{self.dtype, self.shape}}, {self.dtype, index.dtype, self.dtype}};
+}
+
+void index_add_kernel(const KernelArgs& args) {
+  const cpu::StridedView& out = args.outputs[0];
+  cpu::index_add(out, args.inputs[0], args.inputs[1], args.inputs[2],
+                 wrapped_dim(args.attrs, out.ndim));
+}
+
+// ---- backward rules ----
+
+Tensor zeros_of_input(const GradContext& ctx, size_t i) {
+  return zeros(ctx.input_meta(i).shape, ctx.input_meta(i).dtype);
+}
+
+int64_t grad_dim(const GradContext& ctx, int64_t ndim) {
+  int64_t dim = ctx.attrs().get_int("dim");
+  return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
+}
+
+// The copying reshape keeps row-major order: reshape the gradient back.
+std::vector<Tensor> reshape_grad(const GradContext& ctx) {
+  return {reshape(ctx.grad_output(0), ctx.input_meta(0).shape)};
+}
+
+// Each input owns a stretch of the output along dim; its gradient is that
+// stretch. Skipped 1-D empty inputs (see skipped_by_cat) get an empty one.
+std::vector<Tensor> cat_grad(const GradContext& ctx) {
+  const Tensor& g = ctx.grad_output(0);
+  const size_t n = ctx.num_inputs();
+  size_t ref = 0;
+  while (ref < n && skipped_by_cat(ctx.input_meta(ref)))
+    ++ref;
+  if (ref == n) ref = 0;
+  const int64_t d = grad_dim(ctx, ctx.input_meta(ref).dim());
+  std::vector<Tensor> grads(n);
+  int64_t offset = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const TensorMeta& m = ctx.input_meta(i);
+    if (skipped_by_cat(m) && i != ref) {
+      if (ctx.needs_input_grad(i)) grads[i] = zeros_of_input(ctx, i);
+      continue;
+    }
+    const int64_t size = m.shape[size_t(d)];
+    if (ctx.needs_input_grad(i)) grads[i] = narrow(g, d, offset, size);
+    offset += size;
+  }
+  return grads;
+}
+
+// Input i is the output at index i along the new dim.
+std::vector<Tensor> stack_grad(const GradContext& ctx) {
+  const int64_t d = grad_dim(ctx, ctx.input_meta(0).dim() + 1);
+  std::vector<Tensor> grads(ctx.num_inputs());
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (ctx.needs_input_grad(i)) grads[i] = select(ctx.grad_output(0), d, int64_t(i));
+  }
+  return grads;
+}
+
+// out.select(dim, i) = x.select(dim, index[i]): each output slice's gradient
+// is added into the slice it came from (repeated indices add up).
+std::vector<Tensor> index_select_grad(const GradContext& ctx) {
+  if (!ctx.needs_input_grad(0)) return {Tensor(), Tensor()};
+  const Tensor& g = ctx.grad_output(0);
+  if (ctx.input_meta(0).dim() == 0) return {g, Tensor()};  // one index, the element itself
+  const int64_t d = grad_dim(ctx, ctx.input_meta(0).dim());
+  return {index_add(zeros_of_input(ctx, 0), d, ctx.input(1), g), Tensor()};
+}
+
+// out[i][j] = x[index[i][j]][j]: the gradient is scattered back, adding up.
+std::vector<Tensor> gather_grad(const GradContext& ctx) {
+  if (!ctx.needs_input_grad(0)) return {Tensor(), Tensor()};
+  const int64_t d = grad_dim(ctx, ctx.input_meta(0).dim());
+  return {scatter_add(zeros_of_input(ctx, 0), d, ctx.input(1), ctx.grad_output(0)), Tensor()};
+}
+
+// out[..., :] = weight[indices[...], :]: each row's gradient is the sum of
+// the output rows that read it (PyTorch's embedding_backward); the
+// padding_idx row gets none.
+std::vector<Tensor> embedding_grad(const GradContext& ctx) {
+  if (!ctx.needs_input_grad(0)) return {Tensor(), Tensor()};
+  const IntList& w = ctx.input_meta(0).shape;
+  const Tensor indices = ctx.input(1);
+  const int64_t n = indices.numel();
+  Tensor gw = index_add(zeros_of_input(ctx, 0), 0, reshape(indices, {n}),
+                        reshape(ctx.grad_output(0), {n, w[1]}));
+  if (ctx.attrs().has("padding_idx")) {
+    int64_t pad = ctx.attrs().get_int("padding_idx");
+    if (pad < 0) pad += w[0];
+    gw = select_scatter(gw, zeros({w[1]}, gw.dtype()), 0, pad);
+  }
+  return {gw, Tensor()};
+}
+
+// out = self + (src scattered by index): self's gradient passes through;
+// src[i][j] landed at out[index[i][j]][j], so its gradient is gathered from
+// there. Where index is smaller than src, the src entries it never reads get zero.
+std::vector<Tensor> scatter_add_grad(const GradContext& ctx) {
+  const Tensor& g = ctx.grad_output(0);
+  Tensor g_self = ctx.needs_input_grad(0) ? g : Tensor();
+  if (!ctx.needs_input_grad(2)) return {g_self, Tensor(), Tensor()};
+  const int64_t d = grad_dim(ctx, ctx.input_meta(0).dim());
+  Tensor g_src = gather(g, d, ctx.input(1));
+  const IntList& want = ctx.input_meta(2).shape;
+  IntList shape = g_src.shape();
+  for (size_t k = 0; k < want.size(); ++k) {
+    if (shape[k] == want[k]) continue;
+    const int64_t read = shape[k];
+    shape[k] = want[k];
+    g_src = slice_scatter(zeros(shape, g.dtype()), g_src, int64_t(k), 0, read);
+  }
+  return {g_self, Tensor(), g_src};
+}
+
+// out = self + (src added at index along dim): self's gradient passes
+// through; src's slice i went to index[i], so it reads the gradient there.
+std::vector<Tensor> index_add_grad(const GradContext& ctx) {
+  const Tensor& g = ctx.grad_output(0);
+  Tensor g_self = ctx.needs_input_grad(0) ? g : Tensor();
+  if (!ctx.needs_input_grad(2)) return {g_self, Tensor(), Tensor()};
+  const int64_t d = grad_dim(ctx, ctx.input_meta(0).dim());
+  return {g_self, Tensor(), index_select(g, d, ctx.input(1))};
+}
+
 }  // namespace
 
 void register_shape_ops(OpRegistry& registry) {
@@ -210,12 +383,14 @@ void register_shape_ops(OpRegistry& registry) {
                      .attrs = {{"shape", AttrKind::Ints, none}},
                      .infer = infer_reshape_op,
                      .cpu = reshape_kernel,
+                     .grad = reshape_grad,
                      .onnx = {"Reshape"}});
   registry.add(OpDef{.name = "cat",
                      .max_inputs = -1,
                      .attrs = {{"dim", AttrKind::Int, int64_t(0)}},
                      .infer = infer_cat,
                      .cpu = cat_kernel,
+                     .grad = cat_grad,
                      .onnx = {"Concat"}});
   // ONNX has no Stack: the exporter writes Unsqueeze + Concat.
   registry.add(OpDef{.name = "stack",
@@ -223,6 +398,7 @@ void register_shape_ops(OpRegistry& registry) {
                      .attrs = {{"dim", AttrKind::Int, int64_t(0)}},
                      .infer = infer_stack,
                      .cpu = stack_kernel,
+                     .grad = stack_grad,
                      .onnx = {""}});
   registry.add(OpDef{.name = "index_select",
                      .min_inputs = 2,
@@ -230,6 +406,7 @@ void register_shape_ops(OpRegistry& registry) {
                      .attrs = {{"dim", AttrKind::Int, none}},
                      .infer = infer_index_select,
                      .cpu = index_select_kernel,
+                     .grad = index_select_grad,
                      .onnx = {"Gather"}});
   registry.add(OpDef{.name = "gather",
                      .min_inputs = 2,
@@ -237,6 +414,7 @@ void register_shape_ops(OpRegistry& registry) {
                      .attrs = {{"dim", AttrKind::Int, none}},
                      .infer = infer_gather,
                      .cpu = gather_kernel,
+                     .grad = gather_grad,
                      .onnx = {"GatherElements"}});
   // Inputs: weight, indices. padding_idx only matters to the backward rule.
   registry.add(OpDef{.name = "embedding",
@@ -245,7 +423,27 @@ void register_shape_ops(OpRegistry& registry) {
                      .attrs = {{"padding_idx", AttrKind::Int, none, true}},
                      .infer = infer_embedding,
                      .cpu = embedding_kernel,
+                     .grad = embedding_grad,
                      .onnx = {"Gather"}});
+  // scatter_add(self, index, src; dim) and index_add(self, index, src; dim):
+  // src is cast to self's dtype.
+  registry.add(OpDef{.name = "scatter_add",
+                     .min_inputs = 3,
+                     .max_inputs = 3,
+                     .attrs = {{"dim", AttrKind::Int, none}},
+                     .infer = infer_scatter_add,
+                     .cpu = scatter_add_kernel,
+                     .grad = scatter_add_grad,
+                     .onnx = {"ScatterElements"}});
+  registry.add(OpDef{.name = "index_add",
+                     .min_inputs = 3,
+                     .max_inputs = 3,
+                     .attrs = {{"dim", AttrKind::Int, none}},
+                     .infer = infer_index_add,
+                     .cpu = index_add_kernel,
+                     .grad = index_add_grad,
+                     .onnx = {""}});
+  // Integer output: no gradient.
   registry.add(OpDef{.name = "one_hot",
                      .attrs = {{"num_classes", AttrKind::Int, none}},
                      .infer = infer_one_hot,
@@ -283,6 +481,16 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   static const OpDef& embedding_op = op("embedding");
   AttrValue padding = padding_idx ? AttrValue(*padding_idx) : AttrValue();
   return dispatch1(embedding_op, {weight, indices}, {{"padding_idx", padding}});
+}
+
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  static const OpDef& scatter_add_op = op("scatter_add");
+  return dispatch1(scatter_add_op, {self, index, src}, {{"dim", dim}});
+}
+
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
+  static const OpDef& index_add_op = op("index_add");
+  return dispatch1(index_add_op, {self, index, source}, {{"dim", dim}});
 }
 
 // num_classes = -1 reads the values (as PyTorch does), so a trace sees the

@@ -42,4 +42,13 @@ std::vector<Tensor> split(const Tensor& x, const IntList& sizes, int64_t dim = 0
 // At most `chunks` pieces of ceil(size / chunks) each.
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 
+// Not views: copies of `base` with `src` written where slice(base, ...) or
+// select(base, ...) would look (PyTorch's slice_scatter/select_scatter).
+// src must have that part's shape; it is cast to base's dtype. The backward
+// rules of narrow, slice and select are built from them.
+Tensor slice_scatter(const Tensor& base, const Tensor& src, int64_t dim = 0,
+                     std::optional<int64_t> start = std::nullopt,
+                     std::optional<int64_t> end = std::nullopt, int64_t step = 1);
+Tensor select_scatter(const Tensor& base, const Tensor& src, int64_t dim, int64_t index);
+
 }  // namespace kiln

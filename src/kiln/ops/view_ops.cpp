@@ -1,6 +1,8 @@
 // View ops: view, transpose, permute, expand, squeeze, unsqueeze, narrow,
 // select, slice, split, chunk. Each output is new shape/strides/offset over
-// input 0's storage; no kernel runs.
+// input 0's storage; no kernel runs. Also their backward rules, and
+// slice_scatter/select_scatter (copies, not views) that those rules need.
+// The API functions are in view_api.cpp.
 //
 // Each op is written once as a "rule" from the input's (shape, strides,
 // offset) to the outputs'. Shape inference runs the same rule over
@@ -9,8 +11,12 @@
 // allows the new shape), so only its stride check waits for the view step.
 #include <algorithm>
 
+#include "kiln/core/factory.h"
+#include "kiln/kernels/cpu/copy.h"
 #include "kiln/ops/dispatch.h"
+#include "kiln/ops/grad_util.h"
 #include "kiln/ops/registry.h"
+#include "kiln/ops/shape.h"
 #include "kiln/ops/view.h"
 
 namespace kiln {
@@ -289,14 +295,162 @@ std::vector<ViewMeta> chunk_rule(const ViewMeta& in, const Attrs& attrs) {
   return pieces_along(in, d, sizes);
 }
 
+// ---- slice_scatter, select_scatter ----
+// Not views: a copy of base with src written into the part the slice or
+// select view of base would show. Views' backward rules need them ("the
+// gradient placed into zeros"); as ops of their own they keep their history.
+// They reuse the view rules, so the part can never disagree with the view.
+
 template <ViewRule rule>
-OpDef view_op(std::string name, std::vector<AttrSpec> attrs, std::string onnx_type,
+InferResult infer_scatter_into(const InferArgs& args) {
+  const TensorMeta &base = args.inputs[0], &src = args.inputs[1];
+  std::vector<ViewMeta> part =
+      rule(ViewMeta{base.shape, contiguous_strides(base.shape), 0}, args.attrs);
+  KILN_CHECK(src.shape == part[0].shape, args.op.name,
+             ": expected src to have a size equal to the slice of self. src size = ", src.shape,
+             ", slice size = ", part[0].shape);
+  return InferResult{{TensorMeta{base.dtype, base.shape}}, {base.dtype, base.dtype}};
+}
+
+template <ViewRule rule>
+void scatter_into_kernel(const KernelArgs& args) {
+  const cpu::StridedView& out = args.outputs[0];
+  cpu::copy_convert(out, args.inputs[0]);
+  ViewMeta whole{IntList(out.shape, out.shape + out.ndim),
+                 IntList(out.strides, out.strides + out.ndim), 0};
+  ViewMeta part = rule(whole, args.attrs)[0];
+  cpu::StridedView dst = out;
+  dst.ndim = int(part.shape.size());
+  std::copy(part.shape.begin(), part.shape.end(), dst.shape);
+  std::copy(part.strides.begin(), part.strides.end(), dst.strides);
+  dst.data = static_cast<char*>(out.data) + part.offset * int64_t(element_size(out.dtype));
+  cpu::copy_convert(dst, args.inputs[1]);
+}
+
+// out = base outside the part, src inside it: base's gradient is the output
+// gradient with the part zeroed, src's is the part of the output gradient.
+template <const char* view_name>
+std::vector<Tensor> scatter_into_grad(const GradContext& ctx) {
+  static const OpDef& view_op = op(view_name);
+  static const OpDef& scatter_op = op(std::string(view_name) + "_scatter");
+  const Tensor& g = ctx.grad_output(0);
+  Tensor g_base, g_src;
+  if (ctx.needs_input_grad(0)) {
+    const TensorMeta& src = ctx.input_meta(1);
+    g_base = dispatch1(scatter_op, {g, zeros(src.shape, g.dtype())}, ctx.attrs());
+  }
+  if (ctx.needs_input_grad(1)) g_src = dispatch1(view_op, {g}, ctx.attrs());
+  return {g_base, g_src};
+}
+
+constexpr char kSlice[] = "slice";
+constexpr char kSelect[] = "select";
+
+// ---- backward rules ----
+// A view only moves elements, so its gradient moves them back: reshapes and
+// permutations are undone, broadcasts are summed, and a part of the input
+// gets its gradient placed into zeros of the input's shape (slice_scatter,
+// select_scatter: ops of their own, so the result keeps its history).
+
+const IntList& input_shape(const GradContext& ctx) {
+  return ctx.input_meta(0).shape;
+}
+
+Tensor zeros_of_input(const GradContext& ctx) {
+  return zeros(ctx.input_meta(0).shape, ctx.input_meta(0).dtype);
+}
+
+int64_t wrapped_attr_dim(const GradContext& ctx, const char* name) {
+  int64_t ndim = int64_t(input_shape(ctx).size());
+  int64_t dim = ctx.attrs().get_int(name);
+  return dim < 0 ? dim + std::max<int64_t>(ndim, 1) : dim;
+}
+
+// view, squeeze, unsqueeze: same elements in the same order, so the
+// gradient is the output gradient in the input's shape.
+std::vector<Tensor> reshape_back_grad(const GradContext& ctx) {
+  return {reshape(ctx.grad_output(0), input_shape(ctx))};
+}
+
+// transpose swaps two dims; swapping them again undoes it.
+std::vector<Tensor> transpose_grad(const GradContext& ctx) {
+  const Attrs& a = ctx.attrs();
+  return {transpose(ctx.grad_output(0), a.get_int("dim0"), a.get_int("dim1"))};
+}
+
+// out dim i is input dim dims[i]: the inverse permutation puts them back.
+std::vector<Tensor> permute_grad(const GradContext& ctx) {
+  const IntList& dims = ctx.attrs().get_ints("dims");
+  const int64_t ndim = int64_t(dims.size());
+  IntList inverse(dims.size());
+  for (int64_t i = 0; i < ndim; ++i) {
+    int64_t d = dims[size_t(i)] < 0 ? dims[size_t(i)] + ndim : dims[size_t(i)];
+    inverse[size_t(d)] = i;
+  }
+  return {permute(ctx.grad_output(0), inverse)};
+}
+
+// Every output element along an expanded dim reads the same input element:
+// d expand(x) = sum over the expanded dims.
+std::vector<Tensor> expand_grad(const GradContext& ctx) {
+  return {sum_to(ctx.grad_output(0), input_shape(ctx))};
+}
+
+// x[start : start + length] along dim: the gradient lands there, zeros elsewhere.
+std::vector<Tensor> narrow_grad(const GradContext& ctx) {
+  const Attrs& a = ctx.attrs();
+  const int64_t d = wrapped_attr_dim(ctx, "dim");
+  int64_t start = a.get_int("start");
+  if (start < 0) start += input_shape(ctx)[size_t(d)];
+  return {slice_scatter(zeros_of_input(ctx), ctx.grad_output(0), d, start,
+                        start + a.get_int("length"))};
+}
+
+std::vector<Tensor> select_grad(const GradContext& ctx) {
+  const Attrs& a = ctx.attrs();
+  return {select_scatter(zeros_of_input(ctx), ctx.grad_output(0), a.get_int("dim"),
+                         a.get_int("index"))};
+}
+
+std::vector<Tensor> slice_grad(const GradContext& ctx) {
+  const Attrs& a = ctx.attrs();
+  auto bound = [&](const char* name) {
+    return a.has(name) ? std::optional<int64_t>(a.get_int(name)) : std::nullopt;
+  };
+  return {slice_scatter(zeros_of_input(ctx), ctx.grad_output(0), a.get_int("dim"), bound("start"),
+                        bound("end"), a.get_int("step"))};
+}
+
+// split, chunk: the pieces tile the input along dim in order, so their
+// gradients (zeros for pieces that got none) are joined back with cat.
+// GradContext does not count outputs; the op's own shape inference does.
+std::vector<Tensor> pieces_grad(const GradContext& ctx, const OpDef& def) {
+  const size_t count = infer_meta(def, {&ctx.input_meta(0), 1}, ctx.attrs()).outputs.size();
+  std::vector<Tensor> pieces;
+  for (size_t k = 0; k < count; ++k)
+    pieces.push_back(ctx.grad_output(k));
+  return {cat(pieces, wrapped_attr_dim(ctx, "dim"))};
+}
+
+std::vector<Tensor> split_grad(const GradContext& ctx) {
+  static const OpDef& split_op = op("split");
+  return pieces_grad(ctx, split_op);
+}
+
+std::vector<Tensor> chunk_grad(const GradContext& ctx) {
+  static const OpDef& chunk_op = op("chunk");
+  return pieces_grad(ctx, chunk_op);
+}
+
+template <ViewRule rule>
+OpDef view_op(std::string name, std::vector<AttrSpec> attrs, std::string onnx_type, GradFn grad,
               int num_outputs = 1) {
   return OpDef{.name = std::move(name),
                .num_outputs = num_outputs,
                .attrs = std::move(attrs),
                .infer = infer_view<rule>,
                .view = apply_view<rule>,
+               .grad = grad,
                .kind = OpKind::View,
                .onnx = {std::move(onnx_type)}};
 }
@@ -305,144 +459,62 @@ OpDef view_op(std::string name, std::vector<AttrSpec> attrs, std::string onnx_ty
 
 void register_view_ops(OpRegistry& registry) {
   const AttrValue none;
-  registry.add(view_op<view_rule>("view", {{"shape", AttrKind::Ints, none}}, "Reshape"));
+  registry.add(
+      view_op<view_rule>("view", {{"shape", AttrKind::Ints, none}}, "Reshape", reshape_back_grad));
   registry.add(view_op<transpose_rule>(
-      "transpose", {{"dim0", AttrKind::Int, none}, {"dim1", AttrKind::Int, none}}, "Transpose"));
-  registry.add(view_op<permute_rule>("permute", {{"dims", AttrKind::Ints, none}}, "Transpose"));
-  registry.add(view_op<expand_rule>("expand", {{"size", AttrKind::Ints, none}}, "Expand"));
+      "transpose", {{"dim0", AttrKind::Int, none}, {"dim1", AttrKind::Int, none}}, "Transpose",
+      transpose_grad));
+  registry.add(view_op<permute_rule>("permute", {{"dims", AttrKind::Ints, none}}, "Transpose",
+                                     permute_grad));
+  registry.add(
+      view_op<expand_rule>("expand", {{"size", AttrKind::Ints, none}}, "Expand", expand_grad));
   // dims None: every size-1 dim.
-  registry.add(view_op<squeeze_rule>("squeeze", {{"dims", AttrKind::Ints, none, true}}, "Squeeze"));
-  registry.add(view_op<unsqueeze_rule>("unsqueeze", {{"dim", AttrKind::Int, none}}, "Unsqueeze"));
+  registry.add(view_op<squeeze_rule>("squeeze", {{"dims", AttrKind::Ints, none, true}}, "Squeeze",
+                                     reshape_back_grad));
+  registry.add(view_op<unsqueeze_rule>("unsqueeze", {{"dim", AttrKind::Int, none}}, "Unsqueeze",
+                                       reshape_back_grad));
   registry.add(view_op<narrow_rule>("narrow",
                                     {{"dim", AttrKind::Int, none},
                                      {"start", AttrKind::Int, none},
                                      {"length", AttrKind::Int, none}},
-                                    "Slice"));
-  registry.add(view_op<select_rule>(
-      "select", {{"dim", AttrKind::Int, none}, {"index", AttrKind::Int, none}}, "Gather"));
+                                    "Slice", narrow_grad));
+  registry.add(view_op<select_rule>("select",
+                                    {{"dim", AttrKind::Int, none}, {"index", AttrKind::Int, none}},
+                                    "Gather", select_grad));
   registry.add(view_op<slice_rule>("slice",
                                    {{"dim", AttrKind::Int, none},
                                     {"start", AttrKind::Int, none, true},
                                     {"end", AttrKind::Int, none, true},
                                     {"step", AttrKind::Int, int64_t(1)}},
-                                   "Slice"));
+                                   "Slice", slice_grad));
   // Exactly one of split_size and sizes is given (torch.split takes either).
   registry.add(view_op<split_rule>("split",
                                    {{"split_size", AttrKind::Int, none, true},
                                     {"sizes", AttrKind::Ints, none, true},
                                     {"dim", AttrKind::Int, int64_t(0)}},
-                                   "Split", -1));
+                                   "Split", split_grad, -1));
+  registry.add(OpDef{.name = "slice_scatter",
+                     .min_inputs = 2,
+                     .max_inputs = 2,
+                     .attrs = {{"dim", AttrKind::Int, int64_t(0)},
+                               {"start", AttrKind::Int, none, true},
+                               {"end", AttrKind::Int, none, true},
+                               {"step", AttrKind::Int, int64_t(1)}},
+                     .infer = infer_scatter_into<slice_rule>,
+                     .cpu = scatter_into_kernel<slice_rule>,
+                     .grad = scatter_into_grad<kSlice>,
+                     .onnx = {""}});
+  registry.add(OpDef{.name = "select_scatter",
+                     .min_inputs = 2,
+                     .max_inputs = 2,
+                     .attrs = {{"dim", AttrKind::Int, none}, {"index", AttrKind::Int, none}},
+                     .infer = infer_scatter_into<select_rule>,
+                     .cpu = scatter_into_kernel<select_rule>,
+                     .grad = scatter_into_grad<kSelect>,
+                     .onnx = {""}});
   registry.add(view_op<chunk_rule>(
-      "chunk", {{"chunks", AttrKind::Int, none}, {"dim", AttrKind::Int, int64_t(0)}}, "Split", -1));
-}
-
-}  // namespace kiln
-
-namespace kiln {
-
-Tensor view(const Tensor& x, const IntList& shape) {
-  static const OpDef& view_op = op("view");
-  return dispatch1(view_op, {x}, {{"shape", shape}});
-}
-
-// A view when the strides allow one (PyTorch's rule), else a copy.
-Tensor reshape(const Tensor& x, const IntList& shape) {
-  IntList target = infer_reshape(shape, x.numel(), "reshape", x.shape());
-  if (view_strides(x.shape(), x.strides(), target)) return view(x, target);
-  static const OpDef& reshape_op = op("reshape");
-  return dispatch1(reshape_op, {x}, {{"shape", target}});
-}
-
-Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
-  static const OpDef& transpose_op = op("transpose");
-  return dispatch1(transpose_op, {x}, {{"dim0", dim0}, {"dim1", dim1}});
-}
-
-Tensor t(const Tensor& x) {
-  KILN_CHECK(x.dim() <= 2, "t() expects a tensor with <= 2 dimensions, but self is ", x.dim(),
-             "D (shape ", x.shape(), ")");
-  return transpose(x, 0, x.dim() < 2 ? 0 : 1);
-}
-
-Tensor permute(const Tensor& x, const IntList& dims) {
-  static const OpDef& permute_op = op("permute");
-  return dispatch1(permute_op, {x}, {{"dims", dims}});
-}
-
-Tensor expand(const Tensor& x, const IntList& size) {
-  static const OpDef& expand_op = op("expand");
-  return dispatch1(expand_op, {x}, {{"size", size}});
-}
-
-Tensor expand_as(const Tensor& x, const Tensor& other) {
-  return expand(x, other.shape());
-}
-
-Tensor squeeze(const Tensor& x) {
-  static const OpDef& squeeze_op = op("squeeze");
-  return dispatch1(squeeze_op, {x});
-}
-
-Tensor squeeze(const Tensor& x, int64_t dim) {
-  static const OpDef& squeeze_op = op("squeeze");
-  return dispatch1(squeeze_op, {x}, {{"dims", IntList{dim}}});
-}
-
-Tensor unsqueeze(const Tensor& x, int64_t dim) {
-  static const OpDef& unsqueeze_op = op("unsqueeze");
-  return dispatch1(unsqueeze_op, {x}, {{"dim", dim}});
-}
-
-Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
-  if (x.dim() == 0) return reshape(x, {1});
-  int64_t start = wrap_dim(start_dim, x.dim(), "flatten", x.shape());
-  int64_t end = wrap_dim(end_dim, x.dim(), "flatten", x.shape());
-  KILN_CHECK(start <= end, "flatten() has invalid args: start_dim cannot come after end_dim (",
-             start_dim, " and ", end_dim, " for shape ", x.shape(), ")");
-  if (start == end) return x;
-  IntList shape(x.shape().begin(), x.shape().begin() + start);
-  int64_t merged = 1;
-  for (int64_t d = start; d <= end; ++d)
-    merged *= x.shape()[size_t(d)];
-  shape.push_back(merged);
-  shape.insert(shape.end(), x.shape().begin() + end + 1, x.shape().end());
-  return reshape(x, shape);
-}
-
-Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
-  static const OpDef& narrow_op = op("narrow");
-  return dispatch1(narrow_op, {x}, {{"dim", dim}, {"start", start}, {"length", length}});
-}
-
-Tensor select(const Tensor& x, int64_t dim, int64_t index) {
-  static const OpDef& select_op = op("select");
-  return dispatch1(select_op, {x}, {{"dim", dim}, {"index", index}});
-}
-
-Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
-             int64_t step) {
-  static const OpDef& slice_op = op("slice");
-  auto or_none = [](std::optional<int64_t> v) -> AttrValue {
-    return v ? AttrValue(*v) : AttrValue();
-  };
-  return dispatch1(
-      slice_op, {x},
-      {{"dim", dim}, {"start", or_none(start)}, {"end", or_none(end)}, {"step", step}});
-}
-
-std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
-  static const OpDef& split_op = op("split");
-  return dispatch(split_op, {x}, {{"split_size", split_size}, {"dim", dim}});
-}
-
-std::vector<Tensor> split(const Tensor& x, const IntList& sizes, int64_t dim) {
-  static const OpDef& split_op = op("split");
-  return dispatch(split_op, {x}, {{"sizes", sizes}, {"dim", dim}});
-}
-
-std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
-  static const OpDef& chunk_op = op("chunk");
-  return dispatch(chunk_op, {x}, {{"chunks", chunks}, {"dim", dim}});
+      "chunk", {{"chunks", AttrKind::Int, none}, {"dim", AttrKind::Int, int64_t(0)}}, "Split",
+      chunk_grad, -1));
 }
 
 }  // namespace kiln

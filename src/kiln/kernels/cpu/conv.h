@@ -25,4 +25,18 @@ void conv2d_onednn_f32(const StridedView& out, const StridedView& x, const Strid
 void conv2d_reference(const StridedView& out, const StridedView& x, const StridedView& w,
                       const StridedView& bias, const Conv2dParams& p);
 
+// conv2d's backward (conv_backward.cpp), with the forward's geometry:
+// dx[N, C, H, W] (contiguous) from dy[N, OC, OH, OW] and w; dw[OC, C / groups,
+// KH, KW] (contiguous) from dy and x[N, C, H, W]. oneDNN for float32, loops
+// for float64; inputs may have any strides.
+void conv2d_backward_input(const StridedView& dx, const StridedView& dy, const StridedView& w,
+                           const Conv2dParams& p);
+void conv2d_backward_weight(const StridedView& dw, const StridedView& dy, const StridedView& x,
+                            const Conv2dParams& p);
+// The loops behind them, for tests that cross-check.
+void conv2d_backward_input_reference(const StridedView& dx, const StridedView& dy,
+                                     const StridedView& w, const Conv2dParams& p);
+void conv2d_backward_weight_reference(const StridedView& dw, const StridedView& dy,
+                                      const StridedView& x, const Conv2dParams& p);
+
 }  // namespace kiln::cpu

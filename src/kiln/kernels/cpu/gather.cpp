@@ -1,7 +1,9 @@
 #include "kiln/kernels/cpu/gather.h"
 
 #include <algorithm>
+#include <type_traits>
 
+#include "kiln/kernels/cpu/binary.h"
 #include "kiln/kernels/cpu/copy.h"
 #include "kiln/kernels/cpu/sub_view.h"
 #include "kiln/util/error.h"
@@ -77,6 +79,48 @@ void gather(const StridedView& out, const StridedView& in, const StridedView& in
       dst[offset_at(out, coord, out.ndim)] = src[from];
     });
   });
+}
+
+void scatter_add(const StridedView& out, const StridedView& self, const StridedView& index,
+                 const StridedView& src, int dim) {
+  copy_convert(out, self);
+  int64_t size = out.ndim == 0 ? 1 : out.shape[dim];
+  visit_dtype(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* dst = out.ptr<T>();
+    const T* from = src.ptr<const T>();
+    for_each_position(index, [&](const int64_t* coord) {
+      int64_t at = read_index(index, offset_at(index, coord, index.ndim));
+      KILN_CHECK_INDEX(at >= 0 && at < size, "scatter_add: index ", at,
+                       " is out of bounds for dimension ", dim, " with size ", size,
+                       " (self shape ", shape_of(out), ")");
+      int64_t to = 0;
+      for (int d = 0; d < out.ndim; ++d)
+        to += (d == dim ? at : coord[d]) * out.strides[d];
+      if constexpr (std::is_same_v<T, bool>) {
+        dst[to] = dst[to] || from[offset_at(src, coord, src.ndim)];
+      } else {
+        dst[to] += from[offset_at(src, coord, src.ndim)];
+      }
+    });
+  });
+}
+
+void index_add(const StridedView& out, const StridedView& self, const StridedView& index,
+               const StridedView& src, int dim) {
+  copy_convert(out, self);
+  int64_t size = out.ndim == 0 ? 1 : out.shape[dim];
+  for (int64_t i = 0; i < index.numel(); ++i) {
+    int64_t at = read_index(index, offset_of(index, i));
+    KILN_CHECK_INDEX(at >= 0 && at < size, "index_add: index ", at, " is out of range for dim ",
+                     dim, " of size ", size, " (self shape ", shape_of(out), ")");
+    if (out.ndim == 0) {
+      binary(BinaryOp::Add, out, out, src);
+      continue;
+    }
+    StridedView slot = select_view(out, dim, at);
+    binary(BinaryOp::Add, slot, slot, select_view(src, dim, i));
+  }
 }
 
 void embedding(const StridedView& out, const StridedView& weight, const StridedView& indices) {

@@ -30,6 +30,14 @@ void max_pool2d_onednn(const StridedView& out, const StridedView& x, const Pool2
 bool avg_pool2d_onednn_matches(const StridedView& out, const StridedView& x, const Pool2dParams& p);
 void avg_pool2d_onednn(const StridedView& out, const StridedView& x, const Pool2dParams& p);
 
+// Backward (pool_backward.cpp): dx [N, C, H, W] (contiguous, floating) from
+// dy [N, C, OH, OW] with the forward's parameters; max pooling also reads x
+// to find each window's max (the first one, NaN winning, as the forward).
+void max_pool2d_backward(const StridedView& dx, const StridedView& dy, const StridedView& x,
+                         const Pool2dParams& p);
+void avg_pool2d_backward(const StridedView& dx, const StridedView& dy, const Pool2dParams& p);
+void adaptive_avg_pool2d_backward(const StridedView& dx, const StridedView& dy);
+
 // The reference loops behind the above, for tests that cross-check them.
 void max_pool2d_reference(const StridedView& out, const StridedView& x, const Pool2dParams& p);
 void avg_pool2d_reference(const StridedView& out, const StridedView& x, const Pool2dParams& p);

@@ -1,0 +1,29 @@
+// Internal to the conv/pool family: the geometry helpers conv_pool_ops.cpp
+// defines and conv_pool_grads.cpp (the backward ops and rules) shares, so
+// forward and backward agree about every size.
+#pragma once
+
+#include "kiln/kernels/cpu/conv.h"
+#include "kiln/kernels/cpu/pool.h"
+#include "kiln/ops/op.h"
+#include "kiln/ops/registry.h"
+
+namespace kiln::conv_pool {
+
+// x as [N, C, H, W] (a 3-D input is one sample).
+cpu::StridedView batched(const cpu::StridedView& v);
+cpu::Conv2dParams conv_params(const Attrs& attrs);
+// The pooling parameters of `def` (max_pool2d or avg_pool2d) for input x.
+cpu::Pool2dParams params_for(const OpDef& def, const cpu::StridedView& x, const Attrs& attrs,
+                             bool has_dilation);
+
+// Backward rules (conv_pool_grads.cpp).
+std::vector<Tensor> conv2d_grad(const GradContext& ctx);
+std::vector<Tensor> max_pool2d_grad(const GradContext& ctx);
+std::vector<Tensor> avg_pool2d_grad(const GradContext& ctx);
+std::vector<Tensor> adaptive_avg_pool2d_grad(const GradContext& ctx);
+
+// conv2d_backward_input, conv2d_backward_weight and the pooling backward ops.
+void register_backward_ops(OpRegistry& registry);
+
+}  // namespace kiln::conv_pool
