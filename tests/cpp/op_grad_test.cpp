@@ -167,5 +167,18 @@ TEST(OpTable, EveryOpWithABackwardRuleHasAGradientRow) {
   }
 }
 
+// Every row PyTorch differentiates must be differentiable in kiln too, so a
+// missing rule cannot hide behind grad_rows()'s filter.
+TEST(OpTable, EveryOpPyTorchDifferentiatesHasABackwardRule) {
+  std::set<std::string> missing;
+  for (const json& row : op_refs()["cases"]) {
+    if (!row.contains("grads")) continue;
+    const std::string name = row["op"];
+    if (op(name).grad == nullptr) missing.insert(name);
+  }
+  EXPECT_TRUE(missing.empty()) << "ops with PyTorch gradient rows but no backward rule: "
+                               << ::testing::PrintToString(missing);
+}
+
 }  // namespace
 }  // namespace kiln
