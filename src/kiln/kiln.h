@@ -1,4 +1,5 @@
-// kiln's C++ API in one include: tensors, factories and every op.
+// kiln's C++ API in one include: tensors, factories, every op, and the
+// training kit (datasets, loaders, progress bar).
 //
 //   #include <kiln/kiln.h>
 //   auto x = kiln::randn({1, 512});
@@ -8,6 +9,10 @@
 
 #include "kiln/core/factory.h"
 #include "kiln/core/tensor.h"
+#include "kiln/data/dataloader.h"
+#include "kiln/data/dataset.h"
+#include "kiln/data/datasets.h"
+#include "kiln/data/progress.h"
 #include "kiln/ops/conv_pool.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/dispatch.h"
