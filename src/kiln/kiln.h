@@ -7,6 +7,7 @@
 //   std::cout << y << "\n";
 #pragma once
 
+#include "kiln/autograd/autograd.h"
 #include "kiln/core/factory.h"
 #include "kiln/core/tensor.h"
 #include "kiln/data/dataloader.h"

@@ -21,6 +21,8 @@ CASES = [
     Case("clone", [randn(3, 4, layout="transposed")], lambda x: x.clone(), name="transposed"),
     Case("clone", [randn(2, 3, layout="expanded")], lambda x: x.clone(), name="expanded"),
     Case("fill", [randn(2, 3)], lambda x: torch.full_like(x, 2.5), attrs={"value": 2.5}),
+    # The filled value ignores x, so x's gradient is zero (x * 0 + v has the same).
+    Case("fill", [randn(2, 3)], lambda x: x * 0 + 2.5, attrs={"value": 2.5}, name="grad"),
     Case("fill", [ints(0, 5, 3)], lambda x: torch.full_like(x, 7), attrs={"int_value": 7},
          name="int"),
 ]

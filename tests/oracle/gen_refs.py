@@ -88,7 +88,51 @@ def run_case(case: Case) -> dict:
     rtol, atol = default_tolerances(dtypes, case.reduce_len)
     entry["rtol"] = case.rtol if case.rtol is not None else rtol
     entry["atol"] = case.atol if case.atol is not None else atol
+    add_gradients(case, arrays, entry)
     return entry
+
+
+def differentiable(spec, arr) -> bool:
+    return (arr is not None and not spec.wrapped and spec.requires_grad
+            and spec.dtype in ("float32", "float64"))
+
+
+def add_gradients(case: Case, arrays, entry: dict) -> None:
+    """PyTorch's gradients of the row's floating outputs w.r.t. its floating
+    inputs, for a fixed random upstream gradient."""
+    if not case.grad or any(a is not None and a.size > 4096 for a in arrays):
+        return  # large rows are there for forward accuracy; they would bloat the file
+    wanted = [i for i, (s, a) in enumerate(zip(case.inputs, arrays)) if differentiable(s, a)]
+    if not wanted:
+        return
+    tensors = []
+    for i, (spec, arr) in enumerate(zip(case.inputs, arrays)):
+        t = to_torch(arr, spec)
+        if i in wanted:
+            t = t.clone().requires_grad_(True)
+        tensors.append(t)
+    try:
+        result = case.torch_fn(*tensors)
+    except RuntimeError:
+        return  # e.g. an in-place lambda on a leaf: no gradient row
+    outputs = list(result) if isinstance(result, (tuple, list)) else [result]
+    with_grad = [k for k, o in enumerate(outputs) if o.is_floating_point() and o.requires_grad]
+    if not with_grad:
+        return
+    rng = np.random.RandomState((case.seed() + 1) % (2**31))
+    grad_outputs = [torch.from_numpy(rng.standard_normal(outputs[k].shape)
+                                     .astype(outputs[k].detach().numpy().dtype))
+                    for k in with_grad]
+    grads = torch.autograd.grad([outputs[k] for k in with_grad], [tensors[i] for i in wanted],
+                                grad_outputs, allow_unused=True)
+    entry["grad_outputs"] = [None] * len(outputs)
+    for k, g in zip(with_grad, grad_outputs):
+        entry["grad_outputs"][k] = encode_array(g.numpy())
+    entry["grads"] = [None] * len(case.inputs)
+    for i, g in zip(wanted, grads):
+        g = torch.zeros_like(tensors[i]) if g is None else g
+        entry["grads"][i] = encode_array(g.detach().numpy())
+    entry["fd"] = case.fd
 
 
 def main() -> None:

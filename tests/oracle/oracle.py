@@ -110,7 +110,8 @@ class Case:
     error: Optional[str] = None  # expected substring of kiln's error message
     # kiln outputs to compare (some ops return extra outputs PyTorch does not)
     compare_outputs: Optional[Sequence[int]] = None
-    grad: bool = True  # whether gradient checks apply (issue 3 uses this)
+    grad: bool = True  # check gradients against PyTorch (floating inputs and outputs only)
+    fd: bool = True  # also check them by float64 finite differences (off at kinks, ties)
 
     def case_id(self) -> str:
         return f"{self.op}/{self.name}" if self.name else self.op

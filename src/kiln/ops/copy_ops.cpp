@@ -13,7 +13,9 @@ InferResult infer_cast(const InferArgs& args) {
   return InferResult{{TensorMeta{args.attrs.get_dtype("dtype"), args.inputs[0].shape}}, {}};
 }
 
-void copy_kernel(const KernelArgs& args) { cpu::copy_convert(args.outputs[0], args.inputs[0]); }
+void copy_kernel(const KernelArgs& args) {
+  cpu::copy_convert(args.outputs[0], args.inputs[0]);
+}
 
 InferResult infer_fill(const InferArgs& args) {
   return InferResult{{TensorMeta{args.inputs[0].dtype, args.inputs[0].shape}}, {}};
@@ -25,6 +27,22 @@ void fill_kernel(const KernelArgs& args) {
   cpu::fill(args.outputs[0], value);
 }
 
+// d cast(x) = cast back to x's dtype (no gradient flows into integer inputs).
+std::vector<Tensor> cast_grad(const GradContext& ctx) {
+  if (!ctx.needs_input_grad(0)) return {Tensor()};
+  return {to(ctx.grad_output(0), ctx.input_meta(0).dtype)};
+}
+
+std::vector<Tensor> clone_grad(const GradContext& ctx) {
+  return {ctx.grad_output(0)};
+}
+
+// The filled value does not depend on x: x's gradient is zero.
+std::vector<Tensor> fill_grad(const GradContext& ctx) {
+  if (!ctx.needs_input_grad(0)) return {Tensor()};
+  return {zeros_like(ctx.grad_output(0))};
+}
+
 }  // namespace
 
 void register_copy_ops(OpRegistry& registry) {
@@ -32,6 +50,7 @@ void register_copy_ops(OpRegistry& registry) {
                      .attrs = {{"dtype", AttrKind::DType, {}}},
                      .infer = infer_cast,
                      .cpu = copy_kernel,
+                     .grad = cast_grad,
                      .kind = OpKind::Elementwise,
                      .onnx = {"Cast"}});
   // Always a fresh contiguous copy (clone); `contiguous` is the API function
@@ -40,17 +59,19 @@ void register_copy_ops(OpRegistry& registry) {
                      .attrs = {},
                      .infer = infer_same,
                      .cpu = copy_kernel,
+                     .grad = clone_grad,
                      .kind = OpKind::Elementwise,
                      .onnx = {"Identity"}});
   // fill(x) -> a tensor shaped like x holding one value. `int_value` keeps
   // integers beyond 2^53 exact.
-  registry.add(OpDef{.name = "fill",
-                     .attrs = {{"value", AttrKind::Float, 0.0},
-                               {"int_value", AttrKind::Int, {}, true}},
-                     .infer = infer_fill,
-                     .cpu = fill_kernel,
-                     .kind = OpKind::Elementwise,
-                     .onnx = {}});
+  registry.add(
+      OpDef{.name = "fill",
+            .attrs = {{"value", AttrKind::Float, 0.0}, {"int_value", AttrKind::Int, {}, true}},
+            .infer = infer_fill,
+            .cpu = fill_kernel,
+            .grad = fill_grad,
+            .kind = OpKind::Elementwise,
+            .onnx = {}});
 }
 
 }  // namespace kiln
@@ -68,7 +89,9 @@ Tensor clone(const Tensor& x) {
   return dispatch1(clone_op, {x});
 }
 
-Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : clone(x); }
+Tensor contiguous(const Tensor& x) {
+  return x.is_contiguous() ? x : clone(x);
+}
 
 const Tensor& copy_(const Tensor& dst, const Tensor& src) {
   static const OpDef& cast_op = op("cast");
@@ -87,7 +110,9 @@ const Tensor& fill_(const Tensor& x, Scalar value) {
   return x;
 }
 
-const Tensor& zero_(const Tensor& x) { return fill_(x, int64_t(0)); }
+const Tensor& zero_(const Tensor& x) {
+  return fill_(x, int64_t(0));
+}
 
 Tensor wrap_scalar(Scalar value) {
   Tensor t = scalar_tensor(value, TensorOptions(value.kind()));

@@ -7,6 +7,7 @@ namespace {
 
 thread_local DispatchObserver* t_observer = nullptr;
 AutogradHook g_autograd_hook = nullptr;
+InplaceCheck g_inplace_check = nullptr;
 
 bool kind_matches(AttrKind kind, const AttrValue& v) {
   switch (kind) {
@@ -195,6 +196,7 @@ void dispatch_into(const OpDef& op, std::vector<Tensor> inputs, const Attrs& giv
              " doesn't match the broadcast shape ", result.shape);
   KILN_CHECK_TYPE(can_cast(result.dtype, out.dtype()), op.name, ": result type ", result.dtype,
                   " can't be cast to the desired output type ", out.dtype());
+  if (g_inplace_check && out.requires_grad()) g_inplace_check(op, out);
   cast_inputs(op, inputs, inferred);
   if (result.dtype == out.dtype()) {
     run_kernel(op, inputs, {out}, attrs);
@@ -217,6 +219,10 @@ void set_dispatch_observer(DispatchObserver* observer) {
 }
 void set_autograd_hook(AutogradHook hook) {
   g_autograd_hook = hook;
+}
+
+void set_inplace_check(InplaceCheck check) {
+  g_inplace_check = check;
 }
 
 }  // namespace kiln

@@ -40,8 +40,12 @@ struct DispatchObserver {
 DispatchObserver* dispatch_observer();
 void set_dispatch_observer(DispatchObserver* observer);
 
-using AutogradHook = void (*)(const OpDef& op, std::span<const Tensor> inputs,
-                              const Attrs& attrs, std::span<const Tensor> outputs);
+using AutogradHook = void (*)(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                              std::span<const Tensor> outputs);
 void set_autograd_hook(AutogradHook hook);
+// Runs before an in-place write into `out` (PyTorch refuses to overwrite a
+// leaf that requires grad while recording, before touching its data).
+using InplaceCheck = void (*)(const OpDef& op, const Tensor& out);
+void set_inplace_check(InplaceCheck check);
 
 }  // namespace kiln

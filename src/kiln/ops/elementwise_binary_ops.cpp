@@ -3,6 +3,8 @@
 // maximum, minimum, the comparisons, and where. Kernels in
 // kernels/cpu/binary.cpp.
 #include "kiln/kernels/cpu/binary.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/grad_util.h"
 #include "kiln/ops/infer_util.h"
 #include "kiln/ops/registry.h"
 
@@ -61,6 +63,29 @@ void where_kernel(const KernelArgs& args) {
   cpu::where(args.outputs[0], args.inputs[0], args.inputs[1], args.inputs[2]);
 }
 
+// ---- backward rules: gradients are summed back over broadcast dims ----
+
+Tensor reduce_to_input(const GradContext& ctx, size_t i, const Tensor& grad) {
+  return ctx.needs_input_grad(i) ? sum_to(grad, ctx.input_meta(i).shape) : Tensor();
+}
+
+std::vector<Tensor> add_grad(const GradContext& ctx) {  // d(a + b) = da + db
+  const Tensor& g = ctx.grad_output(0);
+  return {reduce_to_input(ctx, 0, g), reduce_to_input(ctx, 1, g)};
+}
+
+std::vector<Tensor> mul_grad(const GradContext& ctx) {  // d(a * b) = b da + a db
+  const Tensor& g = ctx.grad_output(0);
+  Tensor ga = ctx.needs_input_grad(0) ? g * ctx.input(1) : Tensor();
+  Tensor gb = ctx.needs_input_grad(1) ? g * ctx.input(0) : Tensor();
+  return {reduce_to_input(ctx, 0, ga), reduce_to_input(ctx, 1, gb)};
+}
+
+OpDef with_grad(OpDef def, GradFn grad) {
+  def.grad = grad;
+  return def;
+}
+
 OpDef binary(std::string name, InferFn infer, KernelFn cpu, std::string onnx_op,
              bool may_run_inplace = true) {
   return OpDef{.name = std::move(name),
@@ -82,9 +107,11 @@ OpDef comparison(std::string name, KernelFn cpu, std::string onnx_op) {
 }  // namespace
 
 void register_elementwise_binary_ops(OpRegistry& registry) {
-  registry.add(binary("add", infer_arithmetic, binary_kernel<BinaryOp::Add>, "Add"));
+  registry.add(
+      with_grad(binary("add", infer_arithmetic, binary_kernel<BinaryOp::Add>, "Add"), add_grad));
   registry.add(binary("sub", infer_sub, binary_kernel<BinaryOp::Sub>, "Sub"));
-  registry.add(binary("mul", infer_arithmetic, binary_kernel<BinaryOp::Mul>, "Mul"));
+  registry.add(
+      with_grad(binary("mul", infer_arithmetic, binary_kernel<BinaryOp::Mul>, "Mul"), mul_grad));
   // True division: integer and bool operands compute in float32.
   registry.add(binary("div", infer_broadcast_float, binary_kernel<BinaryOp::Div>, "Div"));
   registry.add(binary("pow", infer_pow, binary_kernel<BinaryOp::Pow>, "Pow"));
