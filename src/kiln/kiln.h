@@ -1,5 +1,5 @@
 // kiln's C++ API in one include: tensors, factories, every op, and the
-// training kit (datasets, loaders, progress bar).
+// training kit (optimizers, schedulers, datasets, loaders, progress bar).
 //
 //   #include <kiln/kiln.h>
 //   auto x = kiln::randn({1, 512});
@@ -23,3 +23,7 @@
 #include "kiln/ops/reduction.h"
 #include "kiln/ops/shape.h"
 #include "kiln/ops/view.h"
+#include "kiln/optim/adam.h"
+#include "kiln/optim/optimizer.h"
+#include "kiln/optim/scheduler.h"
+#include "kiln/optim/sgd.h"
