@@ -158,7 +158,7 @@ TEST(Progress, FormatsCountRateAndPostfix) {
 TEST(Progress, PlainLinesWhenNotATerminal) {
   std::ostringstream out;
   {
-    ProgressBar bar(4, "train", {.out = &out, .is_terminal = 0, .print_interval = 0});
+    ProgressBar bar(4, "train", {.out = &out, .is_terminal = false, .print_interval = 0});
     bar.update();
     bar.set_postfix("loss 1.5");
     bar.update(3);
@@ -173,7 +173,7 @@ TEST(Progress, PlainLinesWhenNotATerminal) {
 
 TEST(Progress, RedrawsOneLineOnATerminal) {
   std::ostringstream out;
-  ProgressBar bar(3, "", {.out = &out, .is_terminal = 1, .redraw_interval = 0});
+  ProgressBar bar(3, "", {.out = &out, .is_terminal = true, .redraw_interval = 0});
   bar.set_postfix("a much longer postfix");
   bar.update();
   bar.set_postfix("short");

@@ -88,11 +88,7 @@ std::string ProgressBar::format(const std::string& description, int64_t current,
 ProgressBar::ProgressBar(int64_t total, std::string description, ProgressOptions options)
     : total_(total), description_(std::move(description)), options_(options) {
   if (!options_.out) options_.out = &std::cout;
-  if (options_.is_terminal >= 0) {
-    terminal_ = options_.is_terminal != 0;
-  } else {
-    terminal_ = options_.out == &std::cout && isatty(STDOUT_FILENO);
-  }
+  terminal_ = options_.is_terminal.value_or(options_.out == &std::cout && isatty(STDOUT_FILENO));
   start_ = last_draw_ = Clock::now();
   if (terminal_) draw(false);
 }

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -22,7 +23,7 @@ struct ProgressOptions {
   std::ostream* out = nullptr;  // null: std::cout
   // Whether `out` is a terminal; unset asks isatty() when out is std::cout
   // and says no for any other stream.
-  int is_terminal = -1;
+  std::optional<bool> is_terminal;
   double redraw_interval = 0.1;  // seconds, terminal mode
   double print_interval = 10.0;  // seconds, plain-line mode
   int bar_width = 20;            // cells of the bar itself
