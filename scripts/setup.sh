@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config clang-format
-  libdnnl-dev libgtest-dev nlohmann-json3-dev libfmt-dev
+  libdnnl-dev libgtest-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
+  dataset-fashion-mnist
   python3 python3-venv python3-dev
 )
 

@@ -1,4 +1,5 @@
-// kiln's C++ API in one include: tensors, factories, every op and nn.
+// kiln's C++ API in one include: tensors, factories, every op, autograd, nn
+// and the training kit (optimizers, schedulers, datasets, loaders, progress bar).
 //
 //   #include <kiln/kiln.h>
 //   auto x = kiln::randn({1, 512});
@@ -9,6 +10,10 @@
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/factory.h"
 #include "kiln/core/tensor.h"
+#include "kiln/data/dataloader.h"
+#include "kiln/data/dataset.h"
+#include "kiln/data/datasets.h"
+#include "kiln/data/progress.h"
 #include "kiln/nn/nn.h"
 #include "kiln/ops/conv_pool.h"
 #include "kiln/ops/copy.h"
@@ -19,3 +24,7 @@
 #include "kiln/ops/reduction.h"
 #include "kiln/ops/shape.h"
 #include "kiln/ops/view.h"
+#include "kiln/optim/adam.h"
+#include "kiln/optim/optimizer.h"
+#include "kiln/optim/scheduler.h"
+#include "kiln/optim/sgd.h"
