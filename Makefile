@@ -15,6 +15,9 @@ build: setup
 
 demo: build
 	@$(BUILD)/kiln_demo
+	@echo
+	@echo "== Training the digits MLP (64-128-10), eager C++"
+	@$(BUILD)/kiln_train_digits
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j2
