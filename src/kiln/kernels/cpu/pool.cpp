@@ -54,23 +54,13 @@ void avg_pool_reference_typed(const StridedView& out, const StridedView& x, cons
   for_each_plane<T>(out, x, p.kernel[0] * p.kernel[1], [&](const T* src, T* dst) {
     for (int64_t oh = 0; oh < OH; ++oh) {
       for (int64_t ow = 0; ow < OW; ++ow) {
-        // PyTorch's divisor: the window clipped to the padded input (so
-        // ceil_mode's overhang never counts), or to the input itself.
-        int64_t h0 = oh * p.stride[0] - p.padding[0], w0 = ow * p.stride[1] - p.padding[1];
-        int64_t h1 = std::min(h0 + p.kernel[0], H + p.padding[0]);
-        int64_t w1 = std::min(w0 + p.kernel[1], W + p.padding[1]);
-        const int64_t padded_count = (h1 - h0) * (w1 - w0);
-        h0 = std::max<int64_t>(h0, 0);
-        w0 = std::max<int64_t>(w0, 0);
-        h1 = std::min(h1, H);
-        w1 = std::min(w1, W);
+        const AvgWindow win = avg_pool_window(oh, ow, H, W, p);
         T sum = 0;
-        for (int64_t ih = h0; ih < h1; ++ih) {
-          for (int64_t iw = w0; iw < w1; ++iw)
+        for (int64_t ih = win.h0; ih < win.h1; ++ih) {
+          for (int64_t iw = win.w0; iw < win.w1; ++iw)
             sum += src[ih * sh + iw * sw];
         }
-        const int64_t count = p.count_include_pad ? padded_count : (h1 - h0) * (w1 - w0);
-        dst[oh * OW + ow] = sum / T(count);
+        dst[oh * OW + ow] = sum / T(win.count);
       }
     }
   });

@@ -3,6 +3,7 @@
 // adaptive pooling and remains available for the benchmark and cross-checks.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kiln/kernels/cpu/strided.h"
@@ -16,6 +17,26 @@ struct Pool2dParams {
   int64_t dilation[2] = {1, 1};
   bool count_include_pad = true;  // avg only
 };
+
+// The input rows [h0, h1) and columns [w0, w1) that output (oh, ow) of an
+// average pool reads, and PyTorch's divisor for it: the window clipped to
+// the padded input (so ceil_mode's overhang never counts), or to the input
+// itself when padding is not counted. Shared by forward and backward.
+struct AvgWindow {
+  int64_t h0, h1, w0, w1, count;
+};
+inline AvgWindow avg_pool_window(int64_t oh, int64_t ow, int64_t H, int64_t W,
+                                 const Pool2dParams& p) {
+  int64_t h0 = oh * p.stride[0] - p.padding[0], w0 = ow * p.stride[1] - p.padding[1];
+  int64_t h1 = std::min(h0 + p.kernel[0], H + p.padding[0]);
+  int64_t w1 = std::min(w0 + p.kernel[1], W + p.padding[1]);
+  const int64_t padded_count = (h1 - h0) * (w1 - w0);
+  h0 = std::max<int64_t>(h0, 0);
+  w0 = std::max<int64_t>(w0, 0);
+  h1 = std::min(h1, H);
+  w1 = std::min(w1, W);
+  return {h0, h1, w0, w1, p.count_include_pad ? padded_count : (h1 - h0) * (w1 - w0)};
+}
 
 // x: [N, C, H, W], any strides; out: [N, C, OH, OW], contiguous. The output
 // size already says whether ceil_mode added a last, partial window.

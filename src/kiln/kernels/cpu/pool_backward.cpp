@@ -62,7 +62,7 @@ void max_pool_backward_typed(const StridedView& dx, const StridedView& dy, const
 }
 
 // Each window element gets the output's gradient divided by the forward's
-// divisor (the same clipping as avg_pool_reference_typed in pool.cpp).
+// divisor (avg_pool_window, shared with the forward).
 template <typename T>
 void avg_pool_backward_typed(const StridedView& dx, const StridedView& dy, const Pool2dParams& p) {
   const int64_t H = dx.shape[2], W = dx.shape[3], OH = dy.shape[2], OW = dy.shape[3];
@@ -71,18 +71,10 @@ void avg_pool_backward_typed(const StridedView& dx, const StridedView& dy, const
   for_each_plane<T>(dx, dy, none, p.kernel[0] * p.kernel[1], [&](const T* g, const T*, T* out) {
     for (int64_t oh = 0; oh < OH; ++oh) {
       for (int64_t ow = 0; ow < OW; ++ow) {
-        int64_t h0 = oh * p.stride[0] - p.padding[0], w0 = ow * p.stride[1] - p.padding[1];
-        int64_t h1 = std::min(h0 + p.kernel[0], H + p.padding[0]);
-        int64_t w1 = std::min(w0 + p.kernel[1], W + p.padding[1]);
-        const int64_t padded_count = (h1 - h0) * (w1 - w0);
-        h0 = std::max<int64_t>(h0, 0);
-        w0 = std::max<int64_t>(w0, 0);
-        h1 = std::min(h1, H);
-        w1 = std::min(w1, W);
-        const int64_t count = p.count_include_pad ? padded_count : (h1 - h0) * (w1 - w0);
-        const T share = g[oh * gh + ow * gw] / T(count);
-        for (int64_t ih = h0; ih < h1; ++ih) {
-          for (int64_t iw = w0; iw < w1; ++iw)
+        const AvgWindow win = avg_pool_window(oh, ow, H, W, p);
+        const T share = g[oh * gh + ow * gw] / T(win.count);
+        for (int64_t ih = win.h0; ih < win.h1; ++ih) {
+          for (int64_t iw = win.w0; iw < win.w1; ++iw)
             out[ih * W + iw] += share;
         }
       }
