@@ -4,7 +4,7 @@ PRESET ?= release
 BUILD := build/$(PRESET)
 PY := .venv/bin/python
 
-.PHONY: setup build demo test bench format clean
+.PHONY: setup build demo test bench sanitize format clean
 
 setup:
 	@bash scripts/setup.sh
@@ -24,6 +24,12 @@ test: build
 
 bench: build
 	@OMP_NUM_THREADS=1 $(BUILD)/bench/kiln_bench_kernels
+
+# The C++ suite under AddressSanitizer and UBSan (slow; not part of make test).
+sanitize: setup
+	@cmake --preset debug > /dev/null
+	@cmake --build --preset debug --target kiln_tests
+	@build/debug/tests/cpp/kiln_tests --gtest_brief=1
 
 format:
 	@clang-format -i $$(git ls-files '*.cpp' '*.h')

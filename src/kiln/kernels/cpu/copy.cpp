@@ -1,5 +1,6 @@
 #include "kiln/kernels/cpu/copy.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "kiln/kernels/cpu/loops.h"
@@ -21,8 +22,14 @@ void fill(const StridedView& out, Scalar value) {
   visit_dtype(out.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T v = value.to<T>();
-    StridedView none = out;  // the input view is unused; any valid pointer will do
-    unary_loop<T, T>(out, none, [v](T) { return v; });
+    // Writes only: the output's old contents may be uninitialized memory.
+    for_each_run<1>({out}, [v](const std::array<char*, 1>& p, const int64_t* s, int64_t n) {
+      if (s[0] == int64_t(sizeof(T))) {
+        std::fill_n(reinterpret_cast<T*>(p[0]), n, v);
+        return;
+      }
+      for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(p[0] + i * s[0]) = v;
+    });
   });
 }
 
