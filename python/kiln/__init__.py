@@ -11,6 +11,7 @@ from kiln._factories import (tensor, zeros, ones, empty, full, arange, linspace,
                              randn, randint, zeros_like, ones_like, empty_like, full_like,
                              rand_like, randn_like)
 from kiln._grad_mode import no_grad, enable_grad, set_grad_enabled
+from kiln import autograd
 from kiln._ops import *  # noqa: F401,F403  one function per op of the table
 from kiln._ops import __all__ as _op_names
 

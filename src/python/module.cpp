@@ -148,6 +148,24 @@ void bind_factories(nb::module_& m) {
   m.def("from_numpy", &from_numpy, nb::arg("array"));
 }
 
+// torch.autograd.grad: None where an input got no gradient.
+std::vector<std::optional<Tensor>> autograd_grad(const std::vector<Tensor>& outputs,
+                                                 const std::vector<Tensor>& inputs,
+                                                 const std::vector<Tensor>& grad_outputs,
+                                                 bool retain_graph, bool create_graph,
+                                                 bool allow_unused) {
+  std::vector<Tensor> grads;
+  {
+    nb::gil_scoped_release no_gil;
+    grads = grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused);
+  }
+  std::vector<std::optional<Tensor>> out;
+  for (Tensor& g : grads) {
+    out.push_back(g.defined() ? std::optional<Tensor>(std::move(g)) : std::nullopt);
+  }
+  return out;
+}
+
 nb::list op_schemas() {
   nb::list out;
   for (const OpDef* def : op_registry().all()) {
@@ -217,6 +235,9 @@ NB_MODULE(_C, m) {
         "or None) with `attrs` (a dict); returns a Tensor, or a tuple for ops with "
         "several outputs.");
   m.def("op_schemas", &op_schemas);
+  m.def("autograd_grad", &autograd_grad, nb::arg("outputs"), nb::arg("inputs"),
+        nb::arg("grad_outputs"), nb::arg("retain_graph") = false, nb::arg("create_graph") = false,
+        nb::arg("allow_unused") = false);
   m.def("is_grad_enabled", &grad_mode_enabled);
   m.def("set_grad_enabled", &set_grad_mode, nb::arg("mode"));
 }
