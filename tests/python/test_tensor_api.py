@@ -138,3 +138,32 @@ def test_import_from_the_venv_prints_a_tensor():
                          capture_output=True, text=True, check=True, cwd="/")
     assert out.stdout.startswith("tensor([[") and out.stdout.count("\n") == 2
     assert kiln.__version__ == "0.1.0"
+
+
+def test_op_functions_and_methods_take_pytorch_arguments():
+    x_np = np.arange(6, dtype=np.float32).reshape(2, 3)
+    x, tx = kiln.tensor(x_np), torch.tensor(x_np)
+    checks = [
+        (x.sum(), tx.sum()),
+        (x.sum(1), tx.sum(1)),
+        (x.sum(dim=0, keepdim=True), tx.sum(dim=0, keepdim=True)),
+        (x.mean(dim=(0, 1)), tx.mean(dim=(0, 1))),
+        (x.view(3, 2), tx.view(3, 2)),
+        (x.reshape([-1]), tx.reshape([-1])),
+        (x.permute(1, 0), tx.permute(1, 0)),
+        (x.transpose(0, 1), tx.transpose(0, 1)),
+        (kiln.softmax(x, 1), torch.softmax(tx, 1)),
+        (kiln.cat([x, x], 0), torch.cat([tx, tx], 0)),
+        (kiln.relu(x - 2), torch.relu(tx - 2)),
+        (x.max(1)[0], tx.max(1)[0]),
+    ]
+    for got, want in checks:
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    with pytest.raises(TypeError, match="extra positional arguments"):
+        kiln.relu(x, 1)
+
+
+def test_every_user_op_is_a_kiln_function():
+    for name, *_ in kiln._C.op_schemas():
+        if not name.endswith("_backward"):
+            assert callable(getattr(kiln, name)), name
