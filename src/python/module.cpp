@@ -8,6 +8,7 @@
 
 #include "convert.h"
 #include "kiln/autograd/autograd.h"
+#include "kiln/core/allocator.h"
 #include "kiln/core/factory.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/dispatch.h"
@@ -238,6 +239,7 @@ NB_MODULE(_C, m) {
   m.def("autograd_grad", &autograd_grad, nb::arg("outputs"), nb::arg("inputs"),
         nb::arg("grad_outputs"), nb::arg("retain_graph") = false, nb::arg("create_graph") = false,
         nb::arg("allow_unused") = false);
+  m.def("_allocator_live_bytes", [] { return allocator_stats().live_bytes; });
   m.def("is_grad_enabled", &grad_mode_enabled);
   m.def("set_grad_enabled", &set_grad_mode, nb::arg("mode"));
 }

@@ -72,3 +72,18 @@ def test_numpy_refuses_a_tensor_that_requires_grad():
 def test_unsupported_dtype_is_a_type_error():
     with pytest.raises(TypeError, match="can't convert np.ndarray"):
         kiln.from_numpy(np.zeros(3, dtype=np.float16))
+
+
+def test_memory_returns_to_the_allocator_when_python_drops_it():
+    gc.collect()
+    before = kiln._C._allocator_live_bytes()
+    x = kiln.randn(256, 256, requires_grad=True)
+    loss = ((x @ x).relu() * 2).sum()
+    loss.backward()
+    array = (x.detach() + 1).numpy()
+    assert kiln._C._allocator_live_bytes() > before
+    del x, loss
+    assert kiln._C._allocator_live_bytes() > before  # `array` still holds its tensor
+    del array
+    gc.collect()
+    assert kiln._C._allocator_live_bytes() == before
