@@ -1,5 +1,5 @@
 # The two commands of the README: `make demo` and `make test`. Each sets up
-# (apt packages + .venv), builds, and runs.
+# (apt packages + .venv + the kiln Python package), builds, and runs.
 PRESET ?= release
 BUILD := build/$(PRESET)
 PY := .venv/bin/python
@@ -19,8 +19,10 @@ demo: build
 	@echo "== Training the digits MLP (64-128-10), eager C++"
 	@$(BUILD)/kiln_train_digits
 
+# pytest exits 5 when it collects no tests: that fails the target too.
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j2
+	@$(PY) -m pytest -q tests/python
 
 bench: build
 	@OMP_NUM_THREADS=1 $(BUILD)/bench/kiln_bench_kernels

@@ -37,4 +37,21 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet -r "$REQ"
   echo "$want" > "$STAMP"
 fi
+# The kiln package itself, (re)installed into the venv when a file it is built
+# from changed. --no-build-isolation uses the venv's pinned nanobind and
+# scikit-build-core; the build folder (build/py) persists, so a reinstall only
+# recompiles what changed.
+KILN_STAMP=.venv/.kiln-install.sha
+kiln_sources=$(git ls-files -co --exclude-standard -- src python pyproject.toml CMakeLists.txt \
+  | sort | xargs sha256sum | sha256sum | cut -d' ' -f1)
+if [ ! -f "$KILN_STAMP" ] || [ "$(cat "$KILN_STAMP")" != "$kiln_sources" ] \
+   || ! .venv/bin/python -c "import kiln" 2>/dev/null; then
+  echo "setup: building and installing the kiln Python package"
+  if ! .venv/bin/python -m pip install --no-build-isolation --no-deps . > .venv/kiln-install.log 2>&1; then
+    grep -v "^WARNING: Location" .venv/kiln-install.log | tail -60
+    echo "setup: building the kiln Python package failed (full log: .venv/kiln-install.log)"
+    exit 1
+  fi
+  echo "$kiln_sources" > "$KILN_STAMP"
+fi
 echo "setup: ok"

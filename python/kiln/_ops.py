@@ -1,0 +1,55 @@
+"""One Python function per op of the table, under the op's (PyTorch's) name:
+kiln.relu(x), kiln.sum(x, 1), x.view(2, 3). Inputs are positional; further
+positional arguments fill the op's attributes in their declared order, and
+attributes may be given by keyword (`dim` is accepted for an op's `dims`, as
+PyTorch spells it). Each function is a direct call of kiln._C.dispatch."""
+from kiln import _C
+
+__all__ = []
+
+
+# Ops whose one list attribute PyTorch also takes as varargs: x.view(2, 3).
+_SIZE_VARARGS = {"view", "reshape", "permute", "expand"}
+
+
+def _make_op(name, min_inputs, max_inputs, attr_names):
+    variadic = max_inputs < 0
+    size_varargs = name in _SIZE_VARARGS
+    takes_dims = "dims" in attr_names
+
+    def op(*args, **kwargs):
+        if variadic:
+            inputs, rest = list(args[0]), args[1:]
+        else:
+            inputs, rest = list(args[:max_inputs]), args[max_inputs:]
+            if len(inputs) < min_inputs:
+                raise TypeError(f"{name}() takes at least {min_inputs} tensor arguments, "
+                                f"got {len(inputs)}")
+        if size_varargs and rest and isinstance(rest[0], int):
+            rest = (list(rest),)
+        if len(rest) > len(attr_names):
+            raise TypeError(f"{name}() got {len(rest)} extra positional arguments; its "
+                            f"attributes are {attr_names}")
+        attrs = dict(zip(attr_names, rest))
+        attrs.update(kwargs)
+        if takes_dims:  # PyTorch's dim=1 or dim=(0, 1) is the op's dims list
+            if "dim" in attrs:
+                attrs["dims"] = attrs.pop("dim")
+            if isinstance(attrs.get("dims"), int):
+                attrs["dims"] = [attrs["dims"]]
+        return _C.dispatch(name, inputs, attrs)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"kiln op `{name}`: attributes {', '.join(attr_names) or '(none)'}"
+    return op
+
+
+def _install():
+    for name, min_inputs, max_inputs, _, attrs in _C.op_schemas():
+        if name.endswith("_backward"):
+            continue  # gradient kernels, not user API
+        globals()[name] = _make_op(name, min_inputs, max_inputs, [a[0] for a in attrs])
+        __all__.append(name)
+
+
+_install()

@@ -1,0 +1,50 @@
+"""The parts of kiln.Tensor that are naturally Python: repr, tolist,
+__array__, conversions to Python numbers, and the ops as methods."""
+import numpy as np
+
+from kiln import _C
+
+
+def _repr(self):
+    text = self._to_string()
+    grad_fn = self._grad_fn_name
+    if grad_fn:
+        return f"{text[:-1]}, grad_fn=<{grad_fn}>)"
+    if self.requires_grad:
+        return f"{text[:-1]}, requires_grad=True)"
+    return text
+
+
+def _tolist(self):
+    return self.detach().numpy().tolist()
+
+
+def _array(self, dtype=None, copy=None):
+    array = self.detach().numpy()
+    if dtype is not None:
+        array = array.astype(dtype, copy=False)
+    return array.copy() if copy else array
+
+
+def _op_method(fn):
+    def method(self, *args, **kwargs):
+        return fn(self, *args, **kwargs)
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
+
+
+def install_tensor_methods():
+    from kiln import _ops
+    cls = _C.Tensor
+    cls.__repr__ = _repr
+    cls.__str__ = _repr
+    cls.tolist = _tolist
+    cls.__array__ = _array
+    cls.__bool__ = lambda self: bool(self.item())
+    cls.__float__ = lambda self: float(self.item())
+    cls.__int__ = lambda self: int(self.item())
+    cls.__index__ = lambda self: int(self.item())
+    for name in _ops.__all__:
+        if not hasattr(cls, name):
+            setattr(cls, name, _op_method(getattr(_ops, name)))

@@ -1,0 +1,17 @@
+"""kiln.autograd: gradients without touching .grad, as torch.autograd.grad."""
+from kiln import _C
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=False):
+    """d(outputs)/d(inputs), one entry per input (None where unused)."""
+    outputs = [outputs] if isinstance(outputs, _C.Tensor) else list(outputs)
+    single = isinstance(inputs, _C.Tensor)
+    inputs = [inputs] if single else list(inputs)
+    if grad_outputs is None:
+        grad_outputs = []
+    elif isinstance(grad_outputs, _C.Tensor):
+        grad_outputs = [grad_outputs]
+    retain = create_graph if retain_graph is None else retain_graph
+    return tuple(_C.autograd_grad(outputs, inputs, list(grad_outputs), retain, create_graph,
+                                  allow_unused))

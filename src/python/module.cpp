@@ -1,0 +1,245 @@
+// kiln._C: the module. Errors, dtypes, the generic dispatch, factories, grad
+// mode and NumPy import. Every function here only converts arguments and
+// calls the C++ API; kiln/ (the Python package) shapes it like PyTorch.
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "convert.h"
+#include "kiln/autograd/autograd.h"
+#include "kiln/core/allocator.h"
+#include "kiln/core/factory.h"
+#include "kiln/ops/copy.h"
+#include "kiln/ops/dispatch.h"
+
+namespace kiln::python {
+namespace {
+
+PyObject* python_exception_of(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::Value:
+      return PyExc_ValueError;
+    case ErrorKind::Type:
+      return PyExc_TypeError;
+    case ErrorKind::Index:
+      return PyExc_IndexError;
+    case ErrorKind::NotImplemented:
+      return PyExc_NotImplementedError;
+    case ErrorKind::Runtime:
+      break;
+  }
+  return PyExc_RuntimeError;
+}
+
+void translate_error(const std::exception_ptr& error, void*) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    PyErr_SetString(python_exception_of(e.kind()), e.what());
+  }
+}
+
+AttrValue attr_of_python(nb::handle value, const AttrSpec* spec) {
+  if (value.is_none()) return std::monostate{};
+  if (nb::isinstance<DType>(value)) return nb::cast<DType>(value);
+  if (PyBool_Check(value.ptr())) return nb::cast<bool>(value);
+  if (nb::isinstance<nb::str>(value)) {
+    std::string text = nb::cast<std::string>(value);
+    if (spec && spec->kind == AttrKind::DType) return dtype_from_string(text);
+    return text;
+  }
+  if (PyLong_Check(value.ptr())) {
+    if (spec && spec->kind == AttrKind::Float) return nb::cast<double>(value);
+    return nb::cast<int64_t>(value);
+  }
+  if (PyFloat_Check(value.ptr())) return nb::cast<double>(value);
+  if (nb::isinstance<nb::sequence>(value)) return nb::cast<IntList>(value);
+  throw nb::type_error(
+      ("attribute '" + (spec ? spec->name : std::string("?")) + "' got an unsupported type")
+          .c_str());
+}
+
+// One Tensor for a one-output op, else a tuple (max_pool2d's indices, split).
+nb::object results_of(const OpDef& def, std::vector<Tensor> outputs) {
+  if (def.num_outputs == 1 && outputs.size() == 1) return nb::cast(std::move(outputs[0]));
+  nb::list out;
+  for (Tensor& t : outputs)
+    out.append(nb::cast(std::move(t)));
+  return nb::tuple(out);
+}
+
+nb::object run_dispatch(const std::string& name, nb::handle inputs, nb::handle attrs) {
+  const OpDef& def = op(name);
+  std::vector<Tensor> operands = to_operands(inputs);
+  Attrs typed = attrs.is_none() ? Attrs() : to_attrs(def, attrs);
+  return results_of(def, dispatch(def, std::move(operands), typed));
+}
+
+std::optional<DType> dtype_of_ndarray(const nb::dlpack::dtype& dt) {
+  if (dt == nb::dtype<float>()) return DType::Float32;
+  if (dt == nb::dtype<double>()) return DType::Float64;
+  if (dt == nb::dtype<int32_t>()) return DType::Int32;
+  if (dt == nb::dtype<int64_t>()) return DType::Int64;
+  if (dt == nb::dtype<bool>()) return DType::Bool;
+  return std::nullopt;
+}
+
+// Shares the array's memory; the array stays alive (held by the storage's
+// release callback) until the last kiln view of it is gone.
+Tensor from_numpy(nb::ndarray<nb::numpy, nb::device::cpu> array) {
+  std::optional<DType> dtype = dtype_of_ndarray(array.dtype());
+  KILN_CHECK_TYPE(dtype.has_value(),
+                  "can't convert np.ndarray of this dtype. The only supported types are: "
+                  "float64, float32, int64, int32, and bool.");
+  IntList shape(array.shape_ptr(), array.shape_ptr() + array.ndim());
+  IntList strides(array.stride_ptr(), array.stride_ptr() + array.ndim());
+  auto* keep_alive = new nb::ndarray<nb::numpy, nb::device::cpu>(array);
+  auto release = [keep_alive] {
+    if (!Py_IsInitialized()) return;  // interpreter gone: nothing left to free
+    nb::gil_scoped_acquire gil;
+    delete keep_alive;
+  };
+  return kiln::from_blob(array.data(), shape, *dtype, release, strides);
+}
+
+TensorOptions options_of(std::optional<DType> dtype, bool requires_grad, DType fallback) {
+  TensorOptions options(dtype.value_or(fallback));
+  options.requires_grad = requires_grad;
+  return options;
+}
+
+void bind_factories(nb::module_& m) {
+  using OptDType = std::optional<DType>;
+  m.def("zeros", [](const IntList& shape, OptDType dtype, bool requires_grad) {
+    return zeros(shape, options_of(dtype, requires_grad, kDefaultFloat));
+  });
+  m.def("ones", [](const IntList& shape, OptDType dtype, bool requires_grad) {
+    return ones(shape, options_of(dtype, requires_grad, kDefaultFloat));
+  });
+  m.def("empty", [](const IntList& shape, OptDType dtype, bool requires_grad) {
+    return empty(shape, options_of(dtype, requires_grad, kDefaultFloat));
+  });
+  m.def("full", [](const IntList& shape, Scalar value, OptDType dtype, bool requires_grad) {
+    DType fallback = value.kind() == DType::Float64 ? kDefaultFloat : value.kind();
+    return full(shape, value, options_of(dtype, requires_grad, fallback));
+  });
+  m.def("arange", [](Scalar start, Scalar end, Scalar step, OptDType dtype, bool requires_grad) {
+    if (!dtype && !requires_grad) return arange(start, end, step);
+    Tensor natural = arange(start, end, step);
+    return arange(start, end, step, options_of(dtype, requires_grad, natural.dtype()));
+  });
+  m.def("linspace",
+        [](double start, double end, int64_t steps, OptDType dtype, bool requires_grad) {
+          return linspace(start, end, steps, options_of(dtype, requires_grad, kDefaultFloat));
+        });
+  m.def("eye", [](int64_t n, int64_t cols, OptDType dtype, bool requires_grad) {
+    return eye(n, cols, options_of(dtype, requires_grad, kDefaultFloat));
+  });
+  m.def("rand", [](const IntList& shape, OptDType dtype, bool requires_grad) {
+    return rand(shape, options_of(dtype, requires_grad, kDefaultFloat));
+  });
+  m.def("randn", [](const IntList& shape, OptDType dtype, bool requires_grad) {
+    return randn(shape, options_of(dtype, requires_grad, kDefaultFloat));
+  });
+  m.def("randint", [](int64_t low, int64_t high, const IntList& shape, OptDType dtype) {
+    return randint(low, high, shape, options_of(dtype, false, DType::Int64));
+  });
+  m.def("manual_seed", [](uint64_t seed) { manual_seed(seed); });
+  m.def("from_numpy", &from_numpy, nb::arg("array"));
+}
+
+// torch.autograd.grad: None where an input got no gradient.
+std::vector<std::optional<Tensor>> autograd_grad(const std::vector<Tensor>& outputs,
+                                                 const std::vector<Tensor>& inputs,
+                                                 const std::vector<Tensor>& grad_outputs,
+                                                 bool retain_graph, bool create_graph,
+                                                 bool allow_unused) {
+  std::vector<Tensor> grads;
+  {
+    nb::gil_scoped_release no_gil;
+    grads = grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused);
+  }
+  std::vector<std::optional<Tensor>> out;
+  for (Tensor& g : grads) {
+    out.push_back(g.defined() ? std::optional<Tensor>(std::move(g)) : std::nullopt);
+  }
+  return out;
+}
+
+nb::list op_schemas() {
+  nb::list out;
+  for (const OpDef* def : op_registry().all()) {
+    nb::list attrs;
+    for (const AttrSpec& spec : def->attrs) {
+      attrs.append(nb::make_tuple(spec.name, to_string(spec.kind), spec.optional));
+    }
+    out.append(
+        nb::make_tuple(def->name, def->min_inputs, def->max_inputs, def->num_outputs, attrs));
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor to_operand(nb::handle obj) {
+  if (obj.is_none()) return Tensor();
+  if (nb::isinstance<Tensor>(obj)) return nb::cast<Tensor>(obj);
+  return wrap_scalar(nb::cast<Scalar>(obj));
+}
+
+std::vector<Tensor> to_operands(nb::handle sequence) {
+  std::vector<Tensor> out;
+  for (nb::handle item : sequence)
+    out.push_back(to_operand(item));
+  return out;
+}
+
+Attrs to_attrs(const OpDef& op, nb::handle dict) {
+  Attrs out;
+  for (auto [key, value] : nb::borrow<nb::dict>(dict)) {
+    std::string name = nb::cast<std::string>(key);
+    const AttrSpec* spec = nullptr;
+    for (const AttrSpec& s : op.attrs) {
+      if (s.name == name) spec = &s;
+    }
+    out.set(name, attr_of_python(value, spec));
+  }
+  return out;
+}
+
+}  // namespace kiln::python
+
+NB_MODULE(_C, m) {
+  namespace nb = nanobind;
+  using namespace kiln;
+  using namespace kiln::python;
+  nb::register_exception_translator(&translate_error);
+  init_autograd();
+
+  nb::enum_<DType>(m, "dtype")
+      .value("bool", DType::Bool)
+      .value("int32", DType::Int32)
+      .value("int64", DType::Int64)
+      .value("float32", DType::Float32)
+      .value("float64", DType::Float64)
+      .def_prop_ro("is_floating_point", [](DType d) { return is_floating(d); })
+      .def_prop_ro("itemsize", [](DType d) { return element_size(d); })
+      .def("__repr__", [](DType d) { return "kiln." + to_string(d); })
+      .def("__str__", [](DType d) { return "kiln." + to_string(d); });
+
+  bind_tensor(m);
+  bind_factories(m);
+
+  m.def("dispatch", &run_dispatch, nb::arg("op"), nb::arg("inputs"), nb::arg("attrs") = nb::none(),
+        "Runs op `op` (a name from the op table) on `inputs` (tensors, Python numbers "
+        "or None) with `attrs` (a dict); returns a Tensor, or a tuple for ops with "
+        "several outputs.");
+  m.def("op_schemas", &op_schemas);
+  m.def("autograd_grad", &autograd_grad, nb::arg("outputs"), nb::arg("inputs"),
+        nb::arg("grad_outputs"), nb::arg("retain_graph") = false, nb::arg("create_graph") = false,
+        nb::arg("allow_unused") = false);
+  m.def("_allocator_live_bytes", [] { return allocator_stats().live_bytes; });
+  m.def("is_grad_enabled", &grad_mode_enabled);
+  m.def("set_grad_enabled", &set_grad_mode, nb::arg("mode"));
+}
