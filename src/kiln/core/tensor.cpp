@@ -4,8 +4,7 @@
 
 namespace kiln {
 
-TensorImpl::TensorImpl(Storage storage, IntList shape, IntList strides, int64_t offset,
-                       DType dtype)
+TensorImpl::TensorImpl(Storage storage, IntList shape, IntList strides, int64_t offset, DType dtype)
     : storage_(std::move(storage)),
       shape_(std::move(shape)),
       strides_(std::move(strides)),
@@ -21,7 +20,9 @@ bool Tensor::is_alias_of(const Tensor& other) const {
   return defined() && other.defined() && storage() == other.storage();
 }
 
-int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "size", shape())]; }
+int64_t Tensor::size(int64_t d) const {
+  return shape()[wrap_dim(d, dim(), "size", shape())];
+}
 
 int64_t Tensor::stride(int64_t d) const {
   return strides()[wrap_dim(d, dim(), "stride", shape())];
@@ -33,8 +34,8 @@ void* Tensor::data_ptr() const {
 }
 
 Scalar Tensor::item() const {
-  KILN_CHECK_VALUE(numel() == 1, "item: a tensor with ", numel(),
-                   " elements cannot be converted to a scalar (shape ", shape(), ")");
+  KILN_CHECK(numel() == 1, "item: a tensor with ", numel(),
+             " elements cannot be converted to a scalar (shape ", shape(), ")");
   return read_element(*this, 0);
 }
 
@@ -50,9 +51,12 @@ Scalar read_element(const Tensor& t, int64_t linear_index) {
     using T = decltype(tag);
     T value;
     std::memcpy(&value, p, sizeof(T));
-    if constexpr (std::is_same_v<T, bool>) return Scalar(value);
-    else if constexpr (std::is_floating_point_v<T>) return Scalar(double(value));
-    else return Scalar(int64_t(value));
+    if constexpr (std::is_same_v<T, bool>)
+      return Scalar(value);
+    else if constexpr (std::is_floating_point_v<T>)
+      return Scalar(double(value));
+    else
+      return Scalar(int64_t(value));
   });
 }
 
@@ -62,15 +66,17 @@ Tensor make_tensor(const IntList& shape, DType dtype) {
                      " of requested shape ", shape);
   }
   auto storage = std::make_shared<StorageImpl>(size_t(numel_of(shape)) * element_size(dtype));
-  return Tensor(std::make_shared<TensorImpl>(std::move(storage), shape,
-                                             contiguous_strides(shape), 0, dtype));
+  return Tensor(
+      std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape), 0, dtype));
 }
 
 Tensor make_view(const Tensor& base, IntList shape, IntList strides, int64_t offset) {
-  return Tensor(std::make_shared<TensorImpl>(base.storage(), std::move(shape),
-                                             std::move(strides), offset, base.dtype()));
+  return Tensor(std::make_shared<TensorImpl>(base.storage(), std::move(shape), std::move(strides),
+                                             offset, base.dtype()));
 }
 
-std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.to_string(); }
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  return os << t.to_string();
+}
 
 }  // namespace kiln
