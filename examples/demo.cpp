@@ -31,7 +31,8 @@ struct Conv2d {
   Tensor w, b;
   int64_t padding;
   Conv2d(int64_t in, int64_t out, int64_t k, int64_t pad = 0)
-      : w(init_uniform({out, in, k, k}, in * k * k)), b(init_uniform({out}, in * k * k)),
+      : w(init_uniform({out, in, k, k}, in * k * k)),
+        b(init_uniform({out}, in * k * k)),
         padding(pad) {}
   Tensor operator()(const Tensor& x) const {
     return kiln::conv2d(x, w, b, {1, 1}, {padding, padding});
@@ -40,9 +41,7 @@ struct Conv2d {
 
 struct Mlp {  // W1
   Linear l1{512, 256}, l2{256, 128}, l3{128, 2};
-  Tensor operator()(const Tensor& x) const {
-    return l3(kiln::relu(l2(kiln::relu(l1(x)))));
-  }
+  Tensor operator()(const Tensor& x) const { return l3(kiln::relu(l2(kiln::relu(l1(x))))); }
 };
 
 struct LeNet {  // W2
@@ -57,9 +56,11 @@ struct LeNet {  // W2
 };
 
 double micros_per_call(const std::function<Tensor()>& f, int calls = 1000) {
-  for (int i = 0; i < 10; ++i) f();  // warm up: oneDNN builds its primitives on first use
+  for (int i = 0; i < 10; ++i)
+    f();  // warm up: oneDNN builds its primitives on first use
   auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < calls; ++i) f();
+  for (int i = 0; i < calls; ++i)
+    f();
   std::chrono::duration<double, std::micro> elapsed = std::chrono::steady_clock::now() - start;
   return elapsed.count() / calls;
 }

@@ -22,9 +22,12 @@ struct Args {
 Args parse_args(int argc, char** argv) {
   Args args;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--epochs")) args.epochs = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--min-accuracy")) args.min_accuracy = std::atof(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--digits")) args.digits_path = argv[i + 1];
+    if (!std::strcmp(argv[i], "--epochs"))
+      args.epochs = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--min-accuracy"))
+      args.min_accuracy = std::atof(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--digits"))
+      args.digits_path = argv[i + 1];
   }
   return args;
 }

@@ -27,11 +27,16 @@ Args parse_args(int argc, char** argv) {
   Args args;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
-    if (flag == "--epochs") args.epochs = std::atoi(argv[i + 1]);
-    else if (flag == "--train-limit") args.train_limit = std::atoll(argv[i + 1]);
-    else if (flag == "--test-limit") args.test_limit = std::atoll(argv[i + 1]);
-    else if (flag == "--min-accuracy") args.min_accuracy = std::atof(argv[i + 1]);
-    else if (flag == "--data") args.data_dir = argv[i + 1];
+    if (flag == "--epochs")
+      args.epochs = std::atoi(argv[i + 1]);
+    else if (flag == "--train-limit")
+      args.train_limit = std::atoll(argv[i + 1]);
+    else if (flag == "--test-limit")
+      args.test_limit = std::atoll(argv[i + 1]);
+    else if (flag == "--min-accuracy")
+      args.min_accuracy = std::atof(argv[i + 1]);
+    else if (flag == "--data")
+      args.data_dir = argv[i + 1];
   }
   return args;
 }
@@ -73,8 +78,10 @@ int main(int argc, char** argv) {
   Args args = parse_args(argc, argv);
   try {
     kiln::manual_seed(0);
-    kiln::LabeledImages train = first(kiln::load_fashion_mnist(args.data_dir, true), args.train_limit);
-    kiln::LabeledImages test = first(kiln::load_fashion_mnist(args.data_dir, false), args.test_limit);
+    kiln::LabeledImages train =
+        first(kiln::load_fashion_mnist(args.data_dir, true), args.train_limit);
+    kiln::LabeledImages test =
+        first(kiln::load_fashion_mnist(args.data_dir, false), args.test_limit);
     auto model = lenet();
     kiln::Adam optimizer(model->parameters(), {.lr = 2e-3});
     kiln::DataLoader loader(std::make_shared<kiln::TensorDataset>(train.images, train.labels),

@@ -109,7 +109,8 @@ TEST(Random, DistributionsHaveTheRightMoments) {
   const int n = 200000;
   auto normal = randn({n}, DType::Float64).to_vector<double>();
   double mean = 0, sq = 0;
-  for (double v : normal) mean += v, sq += v * v;
+  for (double v : normal)
+    mean += v, sq += v * v;
   mean /= n;
   EXPECT_NEAR(mean, 0.0, 0.01);
   EXPECT_NEAR(sq / n - mean * mean, 1.0, 0.02);
@@ -128,7 +129,8 @@ TEST(Random, DistributionsHaveTheRightMoments) {
     ASSERT_LT(v, 4);
     counts[size_t(v + 3)]++;
   }
-  for (int c : counts) EXPECT_NEAR(c, n / 7.0, n / 7.0 * 0.05);
+  for (int c : counts)
+    EXPECT_NEAR(c, n / 7.0, n / 7.0 * 0.05);
 }
 
 TEST(Printing, MatchesPyTorchFormat) {
@@ -137,15 +139,13 @@ TEST(Printing, MatchesPyTorchFormat) {
   EXPECT_EQ(tensor({1, 2, 3}).to_string(), "tensor([1, 2, 3])");
   EXPECT_EQ(tensor({1, 2}, DType::Int32).to_string(), "tensor([1, 2], dtype=kiln.int32)");
   EXPECT_EQ(tensor({true, false}).to_string(), "tensor([ True, False])");
-  EXPECT_EQ(tensor({1.0, 2.0}, DType::Float64).to_string(),
-            "tensor([1., 2.], dtype=kiln.float64)");
+  EXPECT_EQ(tensor({1.0, 2.0}, DType::Float64).to_string(), "tensor([1., 2.], dtype=kiln.float64)");
   EXPECT_EQ(scalar_tensor(3.5).to_string(), "tensor(3.5000)");
   EXPECT_EQ(zeros({0}).to_string(), "tensor([])");
   EXPECT_EQ(zeros({0, 3}).to_string(), "tensor([], size=(0, 3))");
   EXPECT_EQ(tensor({1e-5f, 1.f}).to_string(), "tensor([1.0000e-05, 1.0000e+00])");
   EXPECT_EQ(tensor({{1, 2}, {3, 4}}).to_string(), "tensor([[1, 2],\n        [3, 4]])");
-  EXPECT_EQ(zeros({2, 1, 2}).to_string(),
-            "tensor([[[0., 0.]],\n\n        [[0., 0.]]])");
+  EXPECT_EQ(zeros({2, 1, 2}).to_string(), "tensor([[[0., 0.]],\n\n        [[0., 0.]]])");
 }
 
 TEST(Printing, SummarizesLargeTensors) {
@@ -175,7 +175,8 @@ TEST(Copy, CastCloneFillAndVersionCounter) {
   EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{7, 7}));
   Tensor ints = zeros({2}, DType::Int64);
   EXPECT_THROW(copy_(a, zeros({3})), Error);
-  EXPECT_EQ(fill_(ints, 1.5).to_vector<int64_t>(), (std::vector<int64_t>{1, 1}));  // truncates, as PyTorch
+  EXPECT_EQ(fill_(ints, 1.5).to_vector<int64_t>(),
+            (std::vector<int64_t>{1, 1}));  // truncates, as PyTorch
 }
 
 TEST(FromBlob, SharesExternalMemoryAndReleasesIt) {

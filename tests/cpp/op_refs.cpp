@@ -38,7 +38,8 @@ Tensor contiguous_from_json(const json& spec) {
   visit_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data<T>();
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] = T(json_number(data[size_t(i)]));
+    for (int64_t i = 0; i < t.numel(); ++i)
+      p[i] = T(json_number(data[size_t(i)]));
   });
   return t;
 }
@@ -71,7 +72,8 @@ Tensor relayout(const Tensor& src, const std::string& layout) {
   if (layout == "expanded") {
     IntList row_shape(shape.begin() + 1, shape.end());
     Tensor row = empty(row_shape, src.dtype());
-    copy_(row, make_view(src, row_shape, IntList(src.strides().begin() + 1, src.strides().end()), 0));
+    copy_(row,
+          make_view(src, row_shape, IntList(src.strides().begin() + 1, src.strides().end()), 0));
     IntList strides = contiguous_strides(shape);
     strides[0] = 0;
     return make_view(row, shape, strides, 0);
@@ -114,7 +116,8 @@ Attrs attrs_from_json(const OpDef& def, const json& attrs) {
 
 std::string test_name_of(const std::string& case_id) {
   std::string name;
-  for (char ch : case_id) name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  for (char ch : case_id)
+    name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
   return name;
 }
 

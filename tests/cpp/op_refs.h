@@ -8,7 +8,7 @@
 
 namespace kiln {
 
-const nlohmann::json& op_refs();  // loaded once from KILN_OP_REFS
+const nlohmann::json& op_refs();              // loaded once from KILN_OP_REFS
 double json_number(const nlohmann::json& v);  // numbers, or "nan"/"inf" strings
 // Builds an input in the layout the row asks for (contiguous, transposed,
 // strided, expanded), holding the row's values.

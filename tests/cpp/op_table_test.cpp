@@ -29,7 +29,8 @@ void expect_close(const Tensor& got, const json& want, double rtol, double atol,
   for (int64_t i = 0; i < got.numel(); ++i) {
     Scalar g = read_element(got, i);
     if (got.dtype() == DType::Bool || is_integral(got.dtype())) {
-      ASSERT_EQ(g.to_int(), data[i].is_boolean() ? int64_t(data[i].get<bool>()) : data[i].get<int64_t>())
+      ASSERT_EQ(g.to_int(),
+                data[i].is_boolean() ? int64_t(data[i].get<bool>()) : data[i].get<int64_t>())
           << where << " at flat index " << i;
       continue;
     }
@@ -53,7 +54,8 @@ TEST_P(OpTableTest, MatchesPyTorch) {
   const std::string id = c["id"];
   const OpDef& def = op(c["op"].get<std::string>());
   std::vector<Tensor> inputs;
-  for (const json& in : c["inputs"]) inputs.push_back(tensor_from_json(in));
+  for (const json& in : c["inputs"])
+    inputs.push_back(tensor_from_json(in));
   if (c.contains("error")) {
     const std::string expected = c["error"];
     try {
@@ -68,9 +70,11 @@ TEST_P(OpTableTest, MatchesPyTorch) {
   std::vector<Tensor> outputs = dispatch(def, inputs, attrs_from_json(def, c["attrs"]));
   std::vector<size_t> compared;
   if (c.contains("compare_outputs")) {
-    for (const json& i : c["compare_outputs"]) compared.push_back(i.get<size_t>());
+    for (const json& i : c["compare_outputs"])
+      compared.push_back(i.get<size_t>());
   } else {
-    for (size_t i = 0; i < c["outputs"].size(); ++i) compared.push_back(i);
+    for (size_t i = 0; i < c["outputs"].size(); ++i)
+      compared.push_back(i);
   }
   ASSERT_EQ(compared.size(), c["outputs"].size()) << id;
   for (size_t k = 0; k < compared.size(); ++k) {
@@ -82,7 +86,8 @@ TEST_P(OpTableTest, MatchesPyTorch) {
 
 std::vector<size_t> case_indices() {
   std::vector<size_t> idx(op_refs()["cases"].size());
-  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  for (size_t i = 0; i < idx.size(); ++i)
+    idx[i] = i;
   return idx;
 }
 

@@ -188,8 +188,9 @@ TEST(Reduction, ErrorsNameTheOpShapeAndDim) {
               mean(x, {0, -2});
             }),
             "mean: dim 0 appears multiple times in the list of dims (shape [2, 3])");
-  EXPECT_NE(error_text([&] { mean(zeros({2}, DType::Int64)); }).find("could not infer output dtype"),
-            std::string::npos);
+  EXPECT_NE(
+      error_text([&] { mean(zeros({2}, DType::Int64)); }).find("could not infer output dtype"),
+      std::string::npos);
   EXPECT_EQ(error_text([&] {
               amax(zeros({2, 0}), {1});
             }),

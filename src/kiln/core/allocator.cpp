@@ -47,6 +47,8 @@ AllocatorStats allocator_stats() {
           g_total_allocations.load()};
 }
 
-void reset_peak_bytes() { g_peak_bytes.store(g_live_bytes.load()); }
+void reset_peak_bytes() {
+  g_peak_bytes.store(g_live_bytes.load());
+}
 
 }  // namespace kiln

@@ -10,8 +10,8 @@ namespace kiln {
 inline constexpr size_t kAlignment = 64;
 
 struct AllocatorStats {
-  int64_t live_bytes = 0;     // allocated and not yet freed
-  int64_t peak_bytes = 0;     // highest live_bytes since the last reset_peak
+  int64_t live_bytes = 0;  // allocated and not yet freed
+  int64_t peak_bytes = 0;  // highest live_bytes since the last reset_peak
   int64_t live_blocks = 0;
   int64_t total_allocations = 0;  // ever made: a steady-state loop keeps this flat
 };

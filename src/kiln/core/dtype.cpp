@@ -8,22 +8,32 @@ namespace kiln {
 
 size_t element_size(DType dtype) {
   switch (dtype) {
-    case DType::Bool: return 1;
-    case DType::Int32: return 4;
-    case DType::Int64: return 8;
-    case DType::Float32: return 4;
-    case DType::Float64: return 8;
+    case DType::Bool:
+      return 1;
+    case DType::Int32:
+      return 4;
+    case DType::Int64:
+      return 8;
+    case DType::Float32:
+      return 4;
+    case DType::Float64:
+      return 8;
   }
   return 0;
 }
 
 std::string to_string(DType dtype) {
   switch (dtype) {
-    case DType::Bool: return "bool";
-    case DType::Int32: return "int32";
-    case DType::Int64: return "int64";
-    case DType::Float32: return "float32";
-    case DType::Float64: return "float64";
+    case DType::Bool:
+      return "bool";
+    case DType::Int32:
+      return "int32";
+    case DType::Int64:
+      return "int64";
+    case DType::Float32:
+      return "float32";
+    case DType::Float64:
+      return "float64";
   }
   return "?";
 }

@@ -13,11 +13,15 @@ enum class DType : uint8_t { Bool, Int32, Int64, Float32, Float64 };
 inline constexpr int kNumDTypes = 5;
 
 size_t element_size(DType dtype);
-std::string to_string(DType dtype);  // "float32"
+std::string to_string(DType dtype);                // "float32"
 DType dtype_from_string(const std::string& name);  // throws on an unknown name
 
-inline bool is_floating(DType d) { return d == DType::Float32 || d == DType::Float64; }
-inline bool is_integral(DType d) { return d == DType::Int32 || d == DType::Int64; }
+inline bool is_floating(DType d) {
+  return d == DType::Float32 || d == DType::Float64;
+}
+inline bool is_integral(DType d) {
+  return d == DType::Int32 || d == DType::Int64;
+}
 
 // The category ordering PyTorch uses when a Python scalar or a 0-d tensor
 // meets a dimensioned tensor: bool < integral < floating.
@@ -46,11 +50,26 @@ class ResultTypeState {
 // Maps a C++ element type to its DType: dtype_of<float>() == DType::Float32.
 template <typename T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::Int32; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::Int64; }
-template <> constexpr DType dtype_of<float>() { return DType::Float32; }
-template <> constexpr DType dtype_of<double>() { return DType::Float64; }
+template <>
+constexpr DType dtype_of<bool>() {
+  return DType::Bool;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::Int32;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::Int64;
+}
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::Float32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::Float64;
+}
 
 }  // namespace kiln
 
@@ -61,11 +80,16 @@ namespace kiln {
 template <typename Fn>
 decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::Bool: return fn(bool{});
-    case DType::Int32: return fn(int32_t{});
-    case DType::Int64: return fn(int64_t{});
-    case DType::Float64: return fn(double{});
-    case DType::Float32: break;
+    case DType::Bool:
+      return fn(bool{});
+    case DType::Int32:
+      return fn(int32_t{});
+    case DType::Int64:
+      return fn(int64_t{});
+    case DType::Float64:
+      return fn(double{});
+    case DType::Float32:
+      break;
   }
   return fn(float{});
 }
@@ -82,11 +106,16 @@ decltype(auto) visit_floating(DType dtype, Fn&& fn) {
 template <typename Fn>
 decltype(auto) visit_numeric(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::Int32: return fn(int32_t{});
-    case DType::Int64: return fn(int64_t{});
-    case DType::Float64: return fn(double{});
-    case DType::Bool: KILN_ASSERT(false, "bool reached a numeric kernel");
-    case DType::Float32: break;
+    case DType::Int32:
+      return fn(int32_t{});
+    case DType::Int64:
+      return fn(int64_t{});
+    case DType::Float64:
+      return fn(double{});
+    case DType::Bool:
+      KILN_ASSERT(false, "bool reached a numeric kernel");
+    case DType::Float32:
+      break;
   }
   return fn(float{});
 }

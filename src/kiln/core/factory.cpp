@@ -18,11 +18,14 @@ void fill_each(const Tensor& t, Fn value_at) {
   visit_dtype(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* p = static_cast<T*>(t.data_ptr());
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] = T(value_at(i));
+    for (int64_t i = 0; i < t.numel(); ++i)
+      p[i] = T(value_at(i));
   });
 }
 
-Generator& pick(Generator* gen) { return gen ? *gen : default_generator(); }
+Generator& pick(Generator* gen) {
+  return gen ? *gen : default_generator();
+}
 
 }  // namespace
 
@@ -36,7 +39,9 @@ Tensor zeros(const IntList& shape, TensorOptions options) {
   return t;
 }
 
-Tensor ones(const IntList& shape, TensorOptions options) { return full(shape, 1, options); }
+Tensor ones(const IntList& shape, TensorOptions options) {
+  return full(shape, 1, options);
+}
 
 Tensor full(const IntList& shape, Scalar value, TensorOptions options) {
   Tensor t = empty(shape, options);
@@ -47,14 +52,18 @@ Tensor full(const IntList& shape, Scalar value, TensorOptions options) {
   return t;
 }
 
-Tensor scalar_tensor(Scalar value, TensorOptions options) { return full({}, value, options); }
+Tensor scalar_tensor(Scalar value, TensorOptions options) {
+  return full({}, value, options);
+}
 
 Tensor scalar_tensor(Scalar value) {
   DType dtype = value.kind() == DType::Float64 ? kDefaultFloat : value.kind();
   return full({}, value, TensorOptions(dtype));
 }
 
-Tensor arange(Scalar end) { return arange(int64_t(0), end, int64_t(1)); }
+Tensor arange(Scalar end) {
+  return arange(int64_t(0), end, int64_t(1));
+}
 
 Tensor arange(Scalar start, Scalar end, Scalar step) {
   bool integral = !start.is_floating() && !end.is_floating() && !step.is_floating();
@@ -135,12 +144,24 @@ Tensor randperm(int64_t n, Generator* gen) {
   return t;
 }
 
-Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
-Tensor full_like(const Tensor& t, Scalar value) { return full(t.shape(), value, t.dtype()); }
-Tensor rand_like(const Tensor& t) { return rand(t.shape(), t.dtype()); }
-Tensor randn_like(const Tensor& t) { return randn(t.shape(), t.dtype()); }
+Tensor empty_like(const Tensor& t) {
+  return empty(t.shape(), t.dtype());
+}
+Tensor zeros_like(const Tensor& t) {
+  return zeros(t.shape(), t.dtype());
+}
+Tensor ones_like(const Tensor& t) {
+  return ones(t.shape(), t.dtype());
+}
+Tensor full_like(const Tensor& t, Scalar value) {
+  return full(t.shape(), value, t.dtype());
+}
+Tensor rand_like(const Tensor& t) {
+  return rand(t.shape(), t.dtype());
+}
+Tensor randn_like(const Tensor& t) {
+  return randn(t.shape(), t.dtype());
+}
 
 Tensor from_blob(void* data, const IntList& shape, DType dtype, std::function<void()> release,
                  const IntList& strides) {
@@ -149,13 +170,13 @@ Tensor from_blob(void* data, const IntList& shape, DType dtype, std::function<vo
                    " differ in length");
   int64_t extent = 1;  // elements spanned, to size the storage honestly
   for (size_t d = 0; d < shape.size(); ++d) {
-    KILN_CHECK_VALUE(shape[d] >= 0 && st[d] >= 0, "from_blob: negative size or stride at dim ",
-                     d, " (shape ", shape, ", strides ", st, ")");
+    KILN_CHECK_VALUE(shape[d] >= 0 && st[d] >= 0, "from_blob: negative size or stride at dim ", d,
+                     " (shape ", shape, ", strides ", st, ")");
     if (shape[d] == 0) extent = 0;
     if (extent) extent += (shape[d] - 1) * st[d];
   }
-  auto storage = std::make_shared<StorageImpl>(data, size_t(extent) * element_size(dtype),
-                                               std::move(release));
+  auto storage =
+      std::make_shared<StorageImpl>(data, size_t(extent) * element_size(dtype), std::move(release));
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), shape, st, 0, dtype));
 }
 
@@ -168,7 +189,8 @@ Tensor tensor_from_data(const void* data, DType src_dtype, const IntList& shape,
     visit_dtype(t.dtype(), [&](auto dst_tag) {
       using D = decltype(dst_tag);
       D* dst = static_cast<D*>(t.data_ptr());
-      for (int64_t i = 0; i < t.numel(); ++i) dst[i] = static_cast<D>(src[i]);
+      for (int64_t i = 0; i < t.numel(); ++i)
+        dst[i] = static_cast<D>(src[i]);
     });
   });
   return t;

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <functional>
-#include <optional>
 #include <initializer_list>
+#include <optional>
 #include <vector>
 
 #include "kiln/core/random.h"
@@ -63,9 +63,12 @@ Tensor tensor_from_data(const void* data, DType src_dtype, const IntList& shape,
 namespace detail {
 template <typename T>
 constexpr DType default_dtype_for() {
-  if constexpr (std::is_same_v<T, bool>) return DType::Bool;
-  else if constexpr (std::is_floating_point_v<T>) return kDefaultFloat;
-  else return kDefaultInt;
+  if constexpr (std::is_same_v<T, bool>)
+    return DType::Bool;
+  else if constexpr (std::is_floating_point_v<T>)
+    return kDefaultFloat;
+  else
+    return kDefaultInt;
 }
 template <typename T>
 Tensor tensor_from_vector(const std::vector<T>& values, const IntList& shape,
@@ -84,8 +87,8 @@ void flatten_rows(std::initializer_list<std::initializer_list<T>> rows, std::vec
                   int64_t& cols) {
   cols = rows.size() ? int64_t(rows.begin()->size()) : 0;
   for (const auto& row : rows) {
-    KILN_CHECK_VALUE(int64_t(row.size()) == cols, "tensor: rows have different lengths (",
-                     cols, " and ", row.size(), ")");
+    KILN_CHECK_VALUE(int64_t(row.size()) == cols, "tensor: rows have different lengths (", cols,
+                     " and ", row.size(), ")");
     out.insert(out.end(), row.begin(), row.end());
   }
 }
@@ -120,8 +123,7 @@ Tensor tensor(std::initializer_list<std::initializer_list<std::initializer_list<
   }
   rows = std::max<int64_t>(rows, 0);
   cols = std::max<int64_t>(cols, 0);
-  return detail::tensor_from_vector(flat, {int64_t(blocks.size()), rows, cols},
-                                    dtype);
+  return detail::tensor_from_vector(flat, {int64_t(blocks.size()), rows, cols}, dtype);
 }
 template <typename T>
 Tensor tensor(const std::vector<T>& values, const IntList& shape,

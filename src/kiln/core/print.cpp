@@ -62,12 +62,15 @@ class Formatter {
 std::vector<int64_t> shown_indices(int64_t size, bool summarize) {
   std::vector<int64_t> out;
   if (!summarize || size <= 2 * kEdgeItems) {
-    for (int64_t i = 0; i < size; ++i) out.push_back(i);
+    for (int64_t i = 0; i < size; ++i)
+      out.push_back(i);
     return out;
   }
-  for (int64_t i = 0; i < kEdgeItems; ++i) out.push_back(i);
+  for (int64_t i = 0; i < kEdgeItems; ++i)
+    out.push_back(i);
   out.push_back(-1);  // the "..." marker
-  for (int64_t i = size - kEdgeItems; i < size; ++i) out.push_back(i);
+  for (int64_t i = size - kEdgeItems; i < size; ++i)
+    out.push_back(i);
   return out;
 }
 
@@ -140,7 +143,8 @@ std::string Tensor::to_string() const {
     body = "[]";
     if (dim() != 1) {
       std::string size = "(";
-      for (int64_t d = 0; d < dim(); ++d) size += (d ? ", " : "") + std::to_string(shape()[d]);
+      for (int64_t d = 0; d < dim(); ++d)
+        size += (d ? ", " : "") + std::to_string(shape()[d]);
       if (dim() == 1) size += ",";
       body += ", size=" + size + ")";
     }
@@ -150,7 +154,8 @@ std::string Tensor::to_string() const {
     printer.collect(0, 0, values);
     Formatter fmt(dtype(), values);
     size_t width = 0;
-    for (const Scalar& v : values) width = std::max(width, fmt.format(v).size());
+    for (const Scalar& v : values)
+      width = std::max(width, fmt.format(v).size());
     body = dim() == 0 ? fmt.format(values[0])
                       : printer.render(0, 0, int64_t(prefix.size()), fmt, width);
   }

@@ -53,7 +53,9 @@ Generator& default_generator() {
   return gen;
 }
 
-void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+void manual_seed(uint64_t seed) {
+  default_generator().manual_seed(seed);
+}
 
 namespace {
 

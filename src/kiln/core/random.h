@@ -37,7 +37,9 @@ Generator& default_generator();
 void manual_seed(uint64_t seed);
 
 // Conversions from random words to numbers.
-inline float uniform_float(uint32_t word) { return float(word >> 8) * (1.0f / 16777216.0f); }
+inline float uniform_float(uint32_t word) {
+  return float(word >> 8) * (1.0f / 16777216.0f);
+}
 inline double uniform_double(uint32_t hi, uint32_t lo) {
   uint64_t bits = (uint64_t(hi) << 21) ^ (uint64_t(lo) >> 11);  // 53 random bits
   return double(bits) * (1.0 / 9007199254740992.0);

@@ -8,7 +8,8 @@ namespace kiln {
 
 int64_t numel_of(const IntList& shape) {
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape)
+    n *= s;
   return n;
 }
 
@@ -68,7 +69,8 @@ std::optional<IntList> view_strides(const IntList& shape, const IntList& strides
   int64_t tensor_numel = 1, view_numel = 1;
   for (int64_t d = int64_t(shape.size()) - 1; d >= 0; --d) {
     tensor_numel *= shape[d];
-    bool chunk_ends = d == 0 || (shape[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base_stride);
+    bool chunk_ends =
+        d == 0 || (shape[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base_stride);
     if (!chunk_ends) continue;
     while (view_d >= 0 && (view_numel < tensor_numel || new_shape[view_d] == 1)) {
       out[view_d] = view_numel * chunk_base_stride;

@@ -123,7 +123,8 @@ template <typename T>
 std::vector<T> Tensor::to_vector() const {
   std::vector<T> out;
   out.reserve(size_t(numel()));
-  for (int64_t i = 0; i < numel(); ++i) out.push_back(read_element(*this, i).template to<T>());
+  for (int64_t i = 0; i < numel(); ++i)
+    out.push_back(read_element(*this, i).template to<T>());
   return out;
 }
 

@@ -6,12 +6,18 @@ namespace kiln {
 
 std::string to_string(AttrKind kind) {
   switch (kind) {
-    case AttrKind::Bool: return "bool";
-    case AttrKind::Int: return "int";
-    case AttrKind::Float: return "float";
-    case AttrKind::Ints: return "int[]";
-    case AttrKind::DType: return "dtype";
-    case AttrKind::String: return "str";
+    case AttrKind::Bool:
+      return "bool";
+    case AttrKind::Int:
+      return "int";
+    case AttrKind::Float:
+      return "float";
+    case AttrKind::Ints:
+      return "int[]";
+    case AttrKind::DType:
+      return "dtype";
+    case AttrKind::String:
+      return "str";
   }
   return "?";
 }
@@ -54,7 +60,9 @@ const T& get_as(const AttrValue& value, const std::string& name, const char* kin
 }
 }  // namespace
 
-bool Attrs::get_bool(const std::string& name) const { return get_as<bool>(get(name), name, "bool"); }
+bool Attrs::get_bool(const std::string& name) const {
+  return get_as<bool>(get(name), name, "bool");
+}
 int64_t Attrs::get_int(const std::string& name) const {
   return get_as<int64_t>(get(name), name, "int");
 }

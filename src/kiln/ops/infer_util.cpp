@@ -43,7 +43,8 @@ InferResult infer_broadcast_float(const InferArgs& args) {
   DType common = r.outputs[0].dtype;
   if (is_floating(common)) return r;
   r.outputs[0].dtype = kDefaultFloat;
-  for (DType& d : r.input_dtypes) d = kDefaultFloat;
+  for (DType& d : r.input_dtypes)
+    d = kDefaultFloat;
   return r;
 }
 
@@ -55,8 +56,8 @@ void check_not_bool(const InferArgs& args, size_t input) {
 
 void check_floating(const InferArgs& args, size_t input) {
   KILN_CHECK_TYPE(is_floating(args.inputs[input].dtype), args.op.name,
-                  ": expected a floating input, got ", args.inputs[input].dtype, " (input ",
-                  input, ", shape ", args.inputs[input].shape, ")");
+                  ": expected a floating input, got ", args.inputs[input].dtype, " (input ", input,
+                  ", shape ", args.inputs[input].shape, ")");
 }
 
 }  // namespace kiln

@@ -29,7 +29,9 @@ class OpRegistry {
 
 // The process-wide table, filled on first use.
 OpRegistry& op_registry();
-inline const OpDef& op(const std::string& name) { return op_registry().get(name); }
+inline const OpDef& op(const std::string& name) {
+  return op_registry().get(name);
+}
 
 void register_builtin_ops(OpRegistry& registry);
 
@@ -39,7 +41,7 @@ void register_elementwise_binary_ops(OpRegistry& registry);
 void register_reduction_ops(OpRegistry& registry);
 void register_copy_ops(OpRegistry& registry);  // cast, clone, contiguous, fill
 void register_view_ops(OpRegistry& registry);
-void register_shape_ops(OpRegistry& registry);  // cat, stack, gather, embedding, one_hot, ...
+void register_shape_ops(OpRegistry& registry);   // cat, stack, gather, embedding, one_hot, ...
 void register_linalg_ops(OpRegistry& registry);  // matmul, linear, addmm
 void register_conv_pool_ops(OpRegistry& registry);
 void register_nn_ops(OpRegistry& registry);  // dropout, batch_norm, layer_norm

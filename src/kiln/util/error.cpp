@@ -2,6 +2,8 @@
 
 namespace kiln {
 
-void throw_error(ErrorKind kind, const std::string& message) { throw Error(kind, message); }
+void throw_error(ErrorKind kind, const std::string& message) {
+  throw Error(kind, message);
+}
 
 }  // namespace kiln

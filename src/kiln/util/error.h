@@ -31,7 +31,9 @@ class Error : public std::runtime_error {
 namespace detail {
 
 template <typename T>
-concept Streamable = requires(std::ostream& os, const T& v) { os << v; };
+concept Streamable = requires(std::ostream& os, const T& v) {
+  os << v;
+};
 
 template <typename T>
 void append_piece(std::ostringstream& os, const T& value) {
@@ -56,11 +58,11 @@ std::string str(const Args&... args) {
 
 }  // namespace kiln
 
-#define KILN_CHECK_KIND(kind, cond, ...)                             \
-  do {                                                               \
-    if (!(cond)) [[unlikely]] {                                      \
-      ::kiln::throw_error((kind), ::kiln::str(__VA_ARGS__));         \
-    }                                                                \
+#define KILN_CHECK_KIND(kind, cond, ...)                     \
+  do {                                                       \
+    if (!(cond)) [[unlikely]] {                              \
+      ::kiln::throw_error((kind), ::kiln::str(__VA_ARGS__)); \
+    }                                                        \
   } while (false)
 
 // KILN_CHECK(x.dim() == 4, "conv2d: expected 4-D input, got shape ", x.shape());

@@ -28,7 +28,8 @@ void fill(const StridedView& out, Scalar value) {
         std::fill_n(reinterpret_cast<T*>(p[0]), n, v);
         return;
       }
-      for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(p[0] + i * s[0]) = v;
+      for (int64_t i = 0; i < n; ++i)
+        *reinterpret_cast<T*>(p[0] + i * s[0]) = v;
     });
   });
 }

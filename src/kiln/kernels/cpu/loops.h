@@ -30,7 +30,8 @@ template <int N>
 LoopPlan<N> make_loop_plan(const std::array<StridedView, N>& operands) {
   LoopPlan<N> plan;
   const StridedView& out = operands[0];
-  for (int k = 0; k < N; ++k) plan.base[k] = static_cast<char*>(operands[k].data);
+  for (int k = 0; k < N; ++k)
+    plan.base[k] = static_cast<char*>(operands[k].data);
   // Walk dims innermost first, merging a dim into the previous kept one when
   // every operand steps through it contiguously.
   int kept = 0;
@@ -58,7 +59,8 @@ LoopPlan<N> make_loop_plan(const std::array<StridedView, N>& operands) {
   plan.ndim = kept;
   for (int d = 0; d < kept; ++d) {
     plan.shape[d] = rev_shape[kept - 1 - d];
-    for (int k = 0; k < N; ++k) plan.byte_strides[k][d] = rev_strides[k][kept - 1 - d];
+    for (int k = 0; k < N; ++k)
+      plan.byte_strides[k][d] = rev_strides[k][kept - 1 - d];
   }
   return plan;
 }
@@ -71,7 +73,8 @@ void run_range(const LoopPlan<N>& plan, int64_t begin, int64_t end, Inner& inner
     if (begin < end) {
       std::array<char*, N> ptrs;
       int64_t zero[N] = {};
-      for (int k = 0; k < N; ++k) ptrs[k] = plan.base[k];
+      for (int k = 0; k < N; ++k)
+        ptrs[k] = plan.base[k];
       inner(ptrs, zero, int64_t(1));
     }
     return;
@@ -84,13 +87,15 @@ void run_range(const LoopPlan<N>& plan, int64_t begin, int64_t end, Inner& inner
     rem /= plan.shape[d];
   }
   int64_t inner_strides[N];
-  for (int k = 0; k < N; ++k) inner_strides[k] = plan.byte_strides[k][last];
+  for (int k = 0; k < N; ++k)
+    inner_strides[k] = plan.byte_strides[k][last];
   int64_t pos = begin;
   while (pos < end) {
     std::array<char*, N> ptrs;
     for (int k = 0; k < N; ++k) {
       char* p = plan.base[k];
-      for (int d = 0; d <= last; ++d) p += index[d] * plan.byte_strides[k][d];
+      for (int d = 0; d <= last; ++d)
+        p += index[d] * plan.byte_strides[k][d];
       ptrs[k] = p;
     }
     int64_t n = std::min(plan.shape[last] - index[last], end - pos);
@@ -131,7 +136,8 @@ void unary_loop(const StridedView& out, const StridedView& in, F f) {
     auto* o = reinterpret_cast<TOut*>(p[0]);
     auto* a = reinterpret_cast<const TIn*>(p[1]);
     if (s[0] == sizeof(TOut) && s[1] == sizeof(TIn)) {
-      for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = f(a[i]);
       return;
     }
     for (int64_t i = 0; i < n; ++i) {
@@ -150,24 +156,26 @@ void binary_loop(const StridedView& out, const StridedView& a, const StridedView
     auto* y = reinterpret_cast<const TB*>(p[2]);
     if (s[0] == sizeof(TOut)) {
       if (s[1] == sizeof(TA) && s[2] == sizeof(TB)) {
-        for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+        for (int64_t i = 0; i < n; ++i)
+          o[i] = f(x[i], y[i]);
         return;
       }
       if (s[1] == sizeof(TA) && s[2] == 0) {
         const TB yv = *y;
-        for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
+        for (int64_t i = 0; i < n; ++i)
+          o[i] = f(x[i], yv);
         return;
       }
       if (s[1] == 0 && s[2] == sizeof(TB)) {
         const TA xv = *x;
-        for (int64_t i = 0; i < n; ++i) o[i] = f(xv, y[i]);
+        for (int64_t i = 0; i < n; ++i)
+          o[i] = f(xv, y[i]);
         return;
       }
     }
     for (int64_t i = 0; i < n; ++i) {
-      *reinterpret_cast<TOut*>(p[0] + i * s[0]) =
-          f(*reinterpret_cast<const TA*>(p[1] + i * s[1]),
-            *reinterpret_cast<const TB*>(p[2] + i * s[2]));
+      *reinterpret_cast<TOut*>(p[0] + i * s[0]) = f(*reinterpret_cast<const TA*>(p[1] + i * s[1]),
+                                                    *reinterpret_cast<const TB*>(p[2] + i * s[2]));
     }
   };
   for_each_run<3>({out, broadcast_to(a, out.shape, out.ndim), broadcast_to(b, out.shape, out.ndim)},

@@ -20,7 +20,8 @@ struct StridedView {
 
   int64_t numel() const {
     int64_t n = 1;
-    for (int d = 0; d < ndim; ++d) n *= shape[d];
+    for (int d = 0; d < ndim; ++d)
+      n *= shape[d];
     return n;
   }
   bool is_contiguous() const;
