@@ -28,3 +28,5 @@ long = int64
 int = int32  # noqa: A001
 
 install_tensor_methods()
+
+from kiln import nn, optim, utils  # noqa: E402  (they use the ops above)

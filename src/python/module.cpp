@@ -230,6 +230,7 @@ NB_MODULE(_C, m) {
 
   bind_tensor(m);
   bind_factories(m);
+  bind_optim(m);
 
   m.def("dispatch", &run_dispatch, nb::arg("op"), nb::arg("inputs"), nb::arg("attrs") = nb::none(),
         "Runs op `op` (a name from the op table) on `inputs` (tensors, Python numbers "

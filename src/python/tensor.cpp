@@ -81,7 +81,8 @@ void def_binary(nb::class_<Tensor>& cls, const char* name, const char* rname, Fn
 
 void bind_tensor(nb::module_& m) {
   nb::class_<Tensor> cls(m, "Tensor");
-  cls.def_prop_ro("shape", &shape_of)
+  cls.def(nb::init<const Tensor&>())  // a new handle on the same tensor (nn.Parameter)
+      .def_prop_ro("shape", &shape_of)
       .def("size", &shape_of)
       .def("size", [](const Tensor& t, int64_t dim) { return t.size(dim); })
       .def_prop_ro("dtype", &Tensor::dtype)

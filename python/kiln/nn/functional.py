@@ -1,0 +1,246 @@
+"""kiln.nn.functional: PyTorch's functional API, each function composed from
+kiln ops (kiln._C.dispatch through kiln._ops)."""
+from kiln import _ops as K
+from kiln._factories import ones
+
+__all__ = ["flatten", "relu", "sigmoid", "tanh", "gelu", "leaky_relu", "softmax", "log_softmax", "linear",
+           "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "dropout", "batch_norm",
+           "layer_norm", "embedding", "one_hot", "nll_loss", "cross_entropy", "mse_loss",
+           "l1_loss", "binary_cross_entropy_with_logits"]
+
+
+def _first(out):
+    """The op's main output, for ops that also return saved statistics."""
+    return out[0] if isinstance(out, tuple) else out
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    shape = list(input.shape)
+    if not shape:
+        return K.reshape(input, [1])
+    start, end = start_dim % len(shape), end_dim % len(shape)
+    size = 1
+    for d in shape[start:end + 1]:
+        size *= d
+    return K.reshape(input, shape[:start] + [size] + shape[end + 1:])
+
+
+def _pair(v):
+    return [v, v] if isinstance(v, int) else list(v)
+
+
+def relu(input, inplace=False):
+    return K.relu(input)
+
+
+def sigmoid(input):
+    return K.sigmoid(input)
+
+
+def tanh(input):
+    return K.tanh(input)
+
+
+def gelu(input, approximate="none"):
+    return K.gelu(input, approximate=approximate) if approximate != "none" else K.gelu(input)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    return K.leaky_relu(input, negative_slope)
+
+
+def softmax(input, dim=None, dtype=None):
+    return K.softmax(input if dtype is None else input.to(dtype), dim)
+
+
+def log_softmax(input, dim=None, dtype=None):
+    return K.log_softmax(input if dtype is None else input.to(dtype), dim)
+
+
+def linear(input, weight, bias=None):
+    return K.linear(input, weight, bias)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return K.conv2d(input, weight, bias, stride=_pair(stride), padding=_pair(padding),
+                    dilation=_pair(dilation), groups=groups)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    stride = kernel_size if stride is None else stride
+    out = K.max_pool2d(input, kernel_size=_pair(kernel_size), stride=_pair(stride),
+                       padding=_pair(padding), dilation=_pair(dilation), ceil_mode=ceil_mode)
+    if return_indices:
+        raise NotImplementedError("max_pool2d: return_indices is not supported yet")
+    return _first(out)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True):
+    stride = kernel_size if stride is None else stride
+    return K.avg_pool2d(input, kernel_size=_pair(kernel_size), stride=_pair(stride),
+                        padding=_pair(padding), ceil_mode=ceil_mode,
+                        count_include_pad=count_include_pad)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    return K.adaptive_avg_pool2d(input, _pair(output_size))
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    return _first(K.dropout(input, p=float(p), train=True))
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    out = K.batch_norm(input, weight, bias, running_mean, running_var, training=training,
+                       momentum=float(momentum), eps=float(eps))
+    return _first(out)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    shape = [normalized_shape] if isinstance(normalized_shape, int) else list(normalized_shape)
+    return _first(K.layer_norm(input, weight, bias, normalized_shape=shape, eps=float(eps)))
+
+
+def embedding(input, weight, padding_idx=None):
+    return K.embedding(weight, input, padding_idx=padding_idx)
+
+
+def one_hot(tensor, num_classes=-1):
+    return K.one_hot(tensor, num_classes)
+
+
+# -- losses -------------------------------------------------------------------
+
+def _check_reduction(reduction, fn):
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{fn}: {reduction} is not a valid value for reduction "
+                         "(use mean, sum or none)")
+
+
+def _reduce(loss, reduction):
+    if reduction == "sum":
+        return K.sum(loss)
+    if reduction == "mean":
+        return K.mean(loss)
+    return loss
+
+
+def _class_weight_view(weight, input):
+    shape = [1] * input.ndim
+    shape[1] = weight.numel()
+    return K.reshape(weight, shape)
+
+
+def _target_weights(weight, safe_target, ignored, dtype):
+    if weight is not None:
+        w = K.reshape(K.index_select(weight, flatten(safe_target), 0), list(safe_target.shape))
+    else:
+        w = ones(safe_target.shape, dtype=dtype)
+    return K.where(ignored, 0.0, w)
+
+
+def _batch_of_one(input, target, target_dims, reduction, fn, loss):
+    if target.ndim != target_dims:
+        raise ValueError(f"{fn}: expected a {target_dims}-d target for a 1-d input, "
+                         f"got shape {list(target.shape)}")
+    out = loss(K.unsqueeze(input, 0), K.unsqueeze(target, 0))
+    return K.squeeze(out, 0) if reduction == "none" else out
+
+
+def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
+    _check_reduction(reduction, "nll_loss")
+    if str(target.dtype) != "kiln.int64":
+        raise TypeError("nll_loss: expected a target of dtype int64 (class indices), got "
+                        f"{target.dtype}")
+    if input.ndim == 1:
+        return _batch_of_one(input, target, 0, reduction, "nll_loss",
+                             lambda x, t: nll_loss(x, t, weight, ignore_index, reduction))
+    expected = [input.shape[0], *input.shape[2:]]
+    if input.ndim < 2 or list(target.shape) != expected:
+        raise ValueError(f"nll_loss: expected a target of shape {expected} for an input of "
+                         f"shape {list(input.shape)}, got {list(target.shape)}")
+    ignored = K.eq(target, ignore_index)
+    safe_target = K.where(ignored, 0, target)
+    picked = K.squeeze(K.gather(input, K.unsqueeze(safe_target, 1), 1), 1)
+    weights = _target_weights(weight, safe_target, ignored, input.dtype)
+    loss = K.where(ignored, 0.0, -picked * weights if weight is not None else -picked)
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return K.sum(loss)
+    return K.sum(loss) / K.sum(weights)
+
+
+def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
+                  label_smoothing=0.0):
+    """Cross-entropy over class indices (int64 target, with ignore_index) or
+    class probabilities (a floating target of the input's shape)."""
+    _check_reduction(reduction, "cross_entropy")
+    s = float(label_smoothing)
+    if not 0.0 <= s <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got {s}")
+    probability_target = target.dtype.is_floating_point
+    if input.ndim == 1:
+        return _batch_of_one(input, target, 1 if probability_target else 0, reduction,
+                             "cross_entropy",
+                             lambda x, t: cross_entropy(x, t, weight, ignore_index, reduction, s))
+    classes = input.shape[1]
+    log_probs = K.log_softmax(input, 1)
+    if probability_target:
+        if tuple(target.shape) != tuple(input.shape):
+            raise ValueError("cross_entropy: a probability target must have the input's shape "
+                             f"{list(input.shape)}, got {list(target.shape)}")
+        probs = target * (1.0 - s) + s / classes if s > 0 else target
+        terms = log_probs * probs
+        if weight is not None:
+            terms = terms * _class_weight_view(weight, input)
+        loss = -K.sum(terms, 1)
+        if reduction == "none":
+            return loss
+        if reduction == "sum":
+            return K.sum(loss)
+        return K.sum(loss) / (input.numel() / classes)
+    nll = nll_loss(log_probs, target, weight, ignore_index, reduction)
+    if s == 0.0:
+        return nll
+    terms = log_probs if weight is None else log_probs * _class_weight_view(weight, input)
+    ignored = K.eq(target, ignore_index)
+    smooth = K.where(ignored, 0.0, -K.sum(terms, 1))
+    if reduction == "sum":
+        smooth = K.sum(smooth)
+    elif reduction == "mean":
+        safe_target = K.where(ignored, 0, target)
+        smooth = K.sum(smooth) / K.sum(_target_weights(weight, safe_target, ignored, input.dtype))
+    return nll * (1.0 - s) + smooth * (s / classes)
+
+
+def mse_loss(input, target, reduction="mean"):
+    _check_reduction(reduction, "mse_loss")
+    diff = input - target
+    return _reduce(diff * diff, reduction)
+
+
+def l1_loss(input, target, reduction="mean"):
+    _check_reduction(reduction, "l1_loss")
+    return _reduce(K.abs(input - target), reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean",
+                                     pos_weight=None):
+    _check_reduction(reduction, "binary_cross_entropy_with_logits")
+    log_sig = -K.softplus(-input) if hasattr(K, "softplus") else K.log(K.sigmoid(input))
+    log_one_minus = log_sig - input
+    if pos_weight is not None:
+        loss = -(pos_weight * target * log_sig + (1 - target) * log_one_minus)
+    else:
+        loss = -(target * log_sig + (1 - target) * log_one_minus)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)

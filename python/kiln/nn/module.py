@@ -1,0 +1,245 @@
+"""nn.Module in Python, so that user models subclass it as in PyTorch:
+attributes that are Parameters, Modules or registered buffers are recorded in
+assignment order and reached by parameters(), named_parameters(),
+state_dict() and friends with dotted names."""
+from collections import OrderedDict
+
+import numpy as np
+
+from kiln import _C
+from kiln.nn.parameter import Parameter
+
+
+def _as_tensor(value, like):
+    if isinstance(value, _C.Tensor):
+        return value
+    array = np.ascontiguousarray(np.asarray(value))
+    if hasattr(like, "numpy"):
+        array = array.astype(like.detach().numpy().dtype, copy=False)
+    return _C.from_numpy(array)
+
+
+class Module:
+    """Base class of all layers and models. Subclasses call
+    super().__init__() first, assign their parts as attributes and define
+    forward(); calling the module calls forward."""
+
+    def __init__(self):
+        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_modules", OrderedDict())
+
+    # -- registration ------------------------------------------------------
+    def __setattr__(self, name, value):
+        if "_parameters" not in self.__dict__:
+            if isinstance(value, (Parameter, Module)):
+                raise AttributeError(
+                    f"cannot assign '{name}' before Module.__init__() call")
+            object.__setattr__(self, name, value)
+            return
+        params, modules, buffers = self._parameters, self._modules, self._buffers
+        if isinstance(value, Parameter):
+            self.__dict__.pop(name, None)
+            modules.pop(name, None)
+            buffers.pop(name, None)
+            params[name] = value
+        elif isinstance(value, Module):
+            self.__dict__.pop(name, None)
+            params.pop(name, None)
+            buffers.pop(name, None)
+            modules[name] = value
+        elif name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as parameter "
+                                f"'{name}' (kiln.nn.Parameter or None expected)")
+            params[name] = None
+        elif name in modules:
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as child module "
+                                f"'{name}' (kiln.nn.Module or None expected)")
+            modules[name] = None
+        elif name in buffers:
+            if value is not None and not isinstance(value, _C.Tensor):
+                raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
+                                "(kiln.Tensor or None expected)")
+            buffers[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):
+        d = self.__dict__
+        for table in ("_parameters", "_buffers", "_modules"):
+            if table in d and name in d[table]:
+                return d[table][name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name):
+        for table in (self._parameters, self._buffers, self._modules):
+            if name in table:
+                del table[name]
+                return
+        object.__delattr__(self, name)
+
+    def register_parameter(self, name, param):
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{type(param).__name__}' as parameter '{name}' "
+                            "(kiln.nn.Parameter or None expected)")
+        self._parameters[name] = param
+
+    def register_buffer(self, name, tensor, persistent=True):
+        if tensor is not None and not isinstance(tensor, _C.Tensor):
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' as buffer '{name}'")
+        self._buffers[name] = tensor
+        if not persistent:
+            self.__dict__.setdefault("_non_persistent", set()).add(name)
+
+    def add_module(self, name, module):
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        self._modules[name] = module
+
+    # -- traversal ---------------------------------------------------------
+    def named_modules(self, memo=None, prefix=""):
+        memo = set() if memo is None else memo
+        if id(self) in memo:
+            return
+        memo.add(id(self))
+        yield prefix, self
+        for name, child in self._modules.items():
+            if child is not None:
+                yield from child.named_modules(memo, f"{prefix}.{name}" if prefix else name)
+
+    def modules(self):
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self):
+        for name, child in self._modules.items():
+            if child is not None:
+                yield name, child
+
+    def children(self):
+        for _, child in self.named_children():
+            yield child
+
+    def _named_members(self, table, prefix, recurse):
+        seen = set()
+        modules = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        for module_prefix, module in modules:
+            for name, value in getattr(module, table).items():
+                if value is None or id(value) in seen:
+                    continue
+                seen.add(id(value))
+                yield (f"{module_prefix}.{name}" if module_prefix else name), value
+
+    def named_parameters(self, prefix="", recurse=True):
+        yield from self._named_members("_parameters", prefix, recurse)
+
+    def parameters(self, recurse=True):
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix="", recurse=True):
+        yield from self._named_members("_buffers", prefix, recurse)
+
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    # -- state -------------------------------------------------------------
+    def state_dict(self, destination=None, prefix="", keep_vars=False):
+        out = OrderedDict() if destination is None else destination
+        for name, p in self._parameters.items():
+            if p is not None:
+                out[prefix + name] = p if keep_vars else p.detach()
+        skip = self.__dict__.get("_non_persistent", set())
+        for name, b in self._buffers.items():
+            if b is not None and name not in skip:
+                out[prefix + name] = b if keep_vars else b.detach()
+        for name, child in self._modules.items():
+            if child is not None:
+                child.state_dict(out, prefix + name + ".", keep_vars)
+        return out
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copies `state_dict`'s values (kiln tensors or anything NumPy takes)
+        into this module's parameters and buffers, in place. strict: the keys
+        must match exactly; errors name the missing and unexpected keys."""
+        own = self.state_dict(keep_vars=True)
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        errors = []
+        if strict and unexpected:
+            errors.append("Unexpected key(s) in state_dict: " +
+                          ", ".join(f'"{k}"' for k in unexpected) + ".")
+        if strict and missing:
+            errors.append("Missing key(s) in state_dict: " +
+                          ", ".join(f'"{k}"' for k in missing) + ".")
+        for key, target in own.items():
+            if key not in state_dict:
+                continue
+            value = _as_tensor(state_dict[key], target)
+            if tuple(value.shape) != tuple(target.shape):
+                errors.append(f"size mismatch for {key}: copying a param with shape "
+                              f"{list(value.shape)} from checkpoint, the shape in current "
+                              f"model is {list(target.shape)}.")
+        if errors:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" +
+                               "\n\t".join(errors))
+        for key, target in own.items():
+            if key in state_dict:
+                _C._copy_no_grad(target, _as_tensor(state_dict[key], target))
+        return missing, unexpected
+
+    # -- modes and grads ---------------------------------------------------
+    def train(self, mode=True):
+        for m in self.modules():
+            object.__setattr__(m, "training", mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad=True):
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.parameters():
+            p.grad = None
+
+    def apply(self, fn):
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    # -- calling -----------------------------------------------------------
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(
+            f'Module [{type(self).__name__}] is missing the required "forward" function')
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # -- printing ----------------------------------------------------------
+    def extra_repr(self):
+        return ""
+
+    def __repr__(self):
+        lines = [line for line in self.extra_repr().split("\n") if line]
+        for name, child in self._modules.items():
+            child_text = repr(child).replace("\n", "\n  ")
+            lines.append(f"({name}): {child_text}")
+        head = type(self).__name__ + "("
+        if not lines:
+            return head + ")"
+        if len(lines) == 1 and not self._modules:
+            return head + lines[0] + ")"
+        return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._parameters) | set(self._modules) |
+                      set(self._buffers))

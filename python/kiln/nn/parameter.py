@@ -1,0 +1,21 @@
+"""nn.Parameter: a Tensor that a Module registers as one of its parameters."""
+from kiln import _C
+
+
+class Parameter(_C.Tensor):
+    """A leaf tensor sharing `data`'s memory, with requires_grad set (as
+    torch.nn.Parameter). Assigning one to a Module attribute registers it."""
+
+    def __init__(self, data=None, requires_grad=True):
+        if data is None:
+            data = _C.empty([0], None, False)
+        super().__init__(data.detach())
+        self.requires_grad_(requires_grad)
+
+    def __repr__(self):
+        return "Parameter containing:\n" + _C.Tensor.__repr__(self)
+
+    __str__ = __repr__
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("kiln Parameters can't be pickled yet; save module.state_dict()")

@@ -1,0 +1,2 @@
+"""kiln.utils: data loading (kiln.utils.data)."""
+from kiln.utils import data  # noqa: F401

@@ -1,0 +1,93 @@
+"""DataLoader: batches of a map-style dataset, in order or shuffled, collated
+by stacking (kiln.stack) in one process."""
+import numbers
+import random
+
+from kiln import _C, _ops
+from kiln._factories import randint, tensor
+
+
+def _permutation(n, generator=None):
+    """A permutation of range(n). generator: None (drawn from kiln's RNG, so
+    kiln.manual_seed makes it reproducible), an int seed, or a random.Random."""
+    if generator is None:
+        rng = random.Random(int(randint(0, 2**62, (1,)).item()))
+    elif isinstance(generator, numbers.Integral):
+        rng = random.Random(int(generator))
+    elif isinstance(generator, random.Random):
+        rng = generator
+    else:
+        raise TypeError("generator: expected None, an int seed or a random.Random, got "
+                        f"{type(generator).__name__}")
+    order = list(range(n))
+    rng.shuffle(order)
+    return order
+
+
+def default_collate(batch):
+    """Stacks a list of samples: tensors into one tensor with a new first
+    dim, numbers into a tensor, and tuples/lists/dicts element by element."""
+    first = batch[0]
+    if isinstance(first, _C.Tensor):
+        return _ops.stack(list(batch), 0)
+    if isinstance(first, (bool, numbers.Number)):
+        return tensor(list(batch))
+    if isinstance(first, str):
+        return list(batch)
+    if isinstance(first, dict):
+        return {key: default_collate([sample[key] for sample in batch]) for key in first}
+    if isinstance(first, (tuple, list)):
+        if any(len(sample) != len(first) for sample in batch):
+            raise RuntimeError("each element in list of batch should be of equal size")
+        columns = [default_collate(list(column)) for column in zip(*batch)]
+        return tuple(columns) if isinstance(first, tuple) else columns
+    raise TypeError(f"default_collate: batch must contain tensors, numbers, dicts or lists; "
+                    f"found {type(first).__name__}")
+
+
+class DataLoader:
+    """for batch in DataLoader(dataset, batch_size=10, shuffle=True): ...
+
+    shuffle draws a new order each epoch, from `generator` (an int seed or a
+    random.Random) or else from kiln's RNG (kiln.manual_seed)."""
+
+    def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, collate_fn=None,
+                 generator=None, sampler=None, num_workers=0):
+        if batch_size is not None and batch_size < 1:
+            raise ValueError(f"batch_size should be a positive integer value, but got "
+                             f"batch_size={batch_size}")
+        if num_workers != 0:
+            raise NotImplementedError("kiln's DataLoader loads in one process (num_workers=0)")
+        if sampler is not None and shuffle:
+            raise ValueError("sampler option is mutually exclusive with shuffle")
+        self.dataset, self.batch_size, self.shuffle = dataset, batch_size, shuffle
+        self.drop_last, self.sampler = drop_last, sampler
+        self.collate_fn = collate_fn or default_collate
+        if isinstance(generator, numbers.Integral):
+            generator = random.Random(int(generator))  # one stream over all epochs
+        self.generator = generator
+
+    def _indices(self):
+        if self.sampler is not None:
+            return list(self.sampler)
+        if self.shuffle:
+            return _permutation(len(self.dataset), self.generator)
+        return list(range(len(self.dataset)))
+
+    def __iter__(self):
+        indices = self._indices()
+        if self.batch_size is None:  # no batching: samples one by one
+            for i in indices:
+                yield self.dataset[i]
+            return
+        for start in range(0, len(indices), self.batch_size):
+            chunk = indices[start:start + self.batch_size]
+            if len(chunk) < self.batch_size and self.drop_last:
+                return
+            yield self.collate_fn([self.dataset[i] for i in chunk])
+
+    def __len__(self):
+        n = len(self.sampler) if self.sampler is not None else len(self.dataset)
+        if self.batch_size is None:
+            return n
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
