@@ -51,8 +51,12 @@ class DataLoader:
     shuffle draws a new order each epoch, from `generator` (an int seed or a
     random.Random) or else from kiln's RNG (kiln.manual_seed)."""
 
-    def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, collate_fn=None,
-                 generator=None, sampler=None, num_workers=0):
+    def __init__(self, dataset, batch_size=1, shuffle=False, sampler=None, batch_sampler=None,
+                 num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
+                 worker_init_fn=None, multiprocessing_context=None, generator=None):
+        # torch's signature; the multi-process and batch_sampler options are not supported.
+        if batch_sampler is not None:
+            raise NotImplementedError("kiln's DataLoader: batch_sampler is not supported yet")
         if batch_size is not None and batch_size < 1:
             raise ValueError(f"batch_size should be a positive integer value, but got "
                              f"batch_size={batch_size}")
