@@ -26,8 +26,7 @@ void bind_optim(nb::module_& m) {
            [](Optimizer& o, std::vector<Tensor> params, const Hyperparams& options) {
              o.add_param_group({std::move(params), options});
            })
-      .def("state_buffers",
-           [](const Optimizer& o, int64_t i) { return o.state(i).buffers; })
+      .def("state_buffers", [](const Optimizer& o, int64_t i) { return o.state(i).buffers; })
       .def("state_step", [](const Optimizer& o, int64_t i) { return o.state(i).step; });
 
   nb::class_<SGD, Optimizer>(m, "SGD").def(
