@@ -76,3 +76,22 @@ def test_optimizer_errors():
         optim.SGD([1.0], lr=0.1)
     with pytest.raises(ValueError):
         optim.SGD(nn.Linear(2, 2).parameters(), lr=-1.0)
+
+
+def test_training_frees_all_tensor_memory():
+    import gc
+    before = kiln._C._allocator_live_bytes()
+
+    def train():
+        m = nn.Sequential(nn.Linear(10, 5), nn.BatchNorm1d(5), nn.ReLU(), nn.Linear(5, 2))
+        opt = optim.Adam(m.parameters(), lr=0.1)
+        sched = optim.lr_scheduler.StepLR(opt, 1)
+        for _ in range(3):
+            loss = nn.functional.cross_entropy(m(kiln.randn(4, 10)), kiln.randint(0, 2, (4,)))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            sched.step()
+    train()
+    gc.collect()
+    assert kiln._C._allocator_live_bytes() == before
