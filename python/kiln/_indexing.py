@@ -132,8 +132,21 @@ def _write(view, value):
         view.fill_(value)
 
 
+def _check_autograd(self, target, value):
+    # Autograd doesn't yet follow a write through a view back to its base
+    # (PyTorch rebases the base's history); refuse rather than give wrong
+    # gradients. Writing into the whole tensor, or under no_grad, is fine.
+    if target is self or not _C.is_grad_enabled():
+        return
+    if self.requires_grad or (isinstance(value, _C.Tensor) and value.requires_grad):
+        raise RuntimeError("kiln: assignment into part of a tensor that takes part in autograd "
+                           "is not supported yet (use kiln.where, or do it under "
+                           "kiln.no_grad())")
+
+
 def setitem(self, index, value):
     x, advanced = _walk(self, index)
+    _check_autograd(self, x, value)
     if advanced is None:
         _write(x, value)
         return

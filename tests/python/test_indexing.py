@@ -165,3 +165,27 @@ def test_index_errors_like_torch():
             np.zeros((2, 3))[index]
         with pytest.raises(IndexError):
             k[index]
+
+
+def test_assignment_and_autograd():
+    for lib in (kiln, torch):  # a mask over the whole tensor, and x[...] = w: right gradients
+        x = lib.tensor([1.0, -2.0, 3.0], requires_grad=True)
+        y = x * 2
+        y[y < 0] = 5.0
+        (y * y).sum().backward()
+        w = lib.zeros(3, requires_grad=True)
+        z = lib.zeros(3)
+        z[...] = w * 2
+        z.sum().backward()
+        assert x.grad.tolist() == [8.0, 0.0, 24.0] and w.grad.tolist() == [2.0, 2.0, 2.0]
+    # A write into part of a tensor in a graph: refused until autograd follows
+    # writes through views (PyTorch would give x.grad == [0, 2, 2] here).
+    x = kiln.ones(3, requires_grad=True)
+    y = x * 2
+    with pytest.raises(RuntimeError, match="not supported yet"):
+        y[0] = 5.0
+    with pytest.raises(RuntimeError, match="not supported yet"):
+        kiln.zeros(3)[1:] = x[1:] * 2
+    with kiln.no_grad():
+        y[0] = 5.0
+    assert y.tolist() == [5.0, 2.0, 2.0]
