@@ -33,7 +33,7 @@ def tensor(data, dtype=None, requires_grad=False):
             array = array.astype(np.float32)
         elif array.dtype.kind in "iu" and not from_numpy_array:
             array = array.astype(np.int64)
-    result = _C.from_numpy(np.ascontiguousarray(array)).clone()
+    result = _C.from_numpy(np.asarray(array, order="C")).clone()  # keeps 0-d arrays 0-d
     if requires_grad:
         result.requires_grad_()
     return result

@@ -26,6 +26,17 @@ def _array(self, dtype=None, copy=None):
     return array.copy() if copy else array
 
 
+def _transpose_all(self):
+    """x.T: the dims reversed (the matrix transpose of a 2-D tensor)."""
+    return self.permute(list(range(self.ndim))[::-1])
+
+
+def _cast(dtype):
+    def method(self):
+        return self.to(dtype)
+    return method
+
+
 def _op_method(fn):
     def method(self, *args, **kwargs):
         return fn(self, *args, **kwargs)
@@ -35,7 +46,7 @@ def _op_method(fn):
 
 
 def install_tensor_methods():
-    from kiln import _ops
+    from kiln import _indexing, _ops
     cls = _C.Tensor
     cls.__repr__ = _repr
     cls.__str__ = _repr
@@ -45,6 +56,13 @@ def install_tensor_methods():
     cls.__float__ = lambda self: float(self.item())
     cls.__int__ = lambda self: int(self.item())
     cls.__index__ = lambda self: int(self.item())
+    cls.__getitem__ = _indexing.getitem
+    cls.__setitem__ = _indexing.setitem
+    cls.T = property(_transpose_all)
+    for name, dtype in (("float", _C.dtype.float32), ("double", _C.dtype.float64),
+                        ("long", _C.dtype.int64), ("int", _C.dtype.int32),
+                        ("bool", _C.dtype.bool)):
+        setattr(cls, name, _cast(dtype))
     for name in _ops.__all__:
         if not hasattr(cls, name):
             setattr(cls, name, _op_method(getattr(_ops, name)))

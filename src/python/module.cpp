@@ -86,15 +86,17 @@ std::optional<DType> dtype_of_ndarray(const nb::dlpack::dtype& dt) {
 }
 
 // Shares the array's memory; the array stays alive (held by the storage's
-// release callback) until the last kiln view of it is gone.
-Tensor from_numpy(nb::ndarray<nb::numpy, nb::device::cpu> array) {
+// release callback) until the last kiln view of it is gone. from_dlpack takes
+// any object with __dlpack__ (a torch tensor, a NumPy array) on the CPU.
+template <typename Array>
+Tensor from_array(Array array) {
   std::optional<DType> dtype = dtype_of_ndarray(array.dtype());
   KILN_CHECK_TYPE(dtype.has_value(),
                   "can't convert np.ndarray of this dtype. The only supported types are: "
                   "float64, float32, int64, int32, and bool.");
   IntList shape(array.shape_ptr(), array.shape_ptr() + array.ndim());
   IntList strides(array.stride_ptr(), array.stride_ptr() + array.ndim());
-  auto* keep_alive = new nb::ndarray<nb::numpy, nb::device::cpu>(array);
+  auto* keep_alive = new Array(array);
   auto release = [keep_alive] {
     if (!Py_IsInitialized()) return;  // interpreter gone: nothing left to free
     nb::gil_scoped_acquire gil;
@@ -146,7 +148,8 @@ void bind_factories(nb::module_& m) {
     return randint(low, high, shape, options_of(dtype, false, DType::Int64));
   });
   m.def("manual_seed", [](uint64_t seed) { manual_seed(seed); });
-  m.def("from_numpy", &from_numpy, nb::arg("array"));
+  m.def("from_numpy", &from_array<nb::ndarray<nb::numpy, nb::device::cpu>>, nb::arg("array"));
+  m.def("from_dlpack", &from_array<nb::ndarray<nb::device::cpu>>, nb::arg("ext_tensor"));
 }
 
 // torch.autograd.grad: None where an input got no gradient.

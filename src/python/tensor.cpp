@@ -30,24 +30,56 @@ nb::dlpack::dtype dlpack_dtype_of(DType dtype) {
   return nb::dtype<float>();
 }
 
-// A NumPy array over the tensor's memory; the capsule holds a handle to the
-// tensor, so the storage lives as long as the array does.
-nb::object to_numpy(const Tensor& t) {
-  KILN_CHECK(!t.requires_grad(),
-             "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
-             "instead.");
+// An array over the tensor's memory (a NumPy array, or nanobind's framework-
+// free ndarray for DLPack and the buffer protocol); the capsule holds a
+// handle to the tensor, so the storage lives as long as the array does.
+template <typename... Framework>
+nb::object export_tensor(const Tensor& t, const char* what) {
+  KILN_CHECK(!t.requires_grad(), "Can't call ", what,
+             " on Tensor that requires grad. Use tensor.detach().", what, " instead.");
   std::vector<size_t> shape(t.shape().begin(), t.shape().end());
   nb::capsule owner(new Tensor(t), [](void* p) noexcept { delete static_cast<Tensor*>(p); });
-  nb::ndarray<nb::numpy> array(t.data_ptr(), shape.size(), shape.data(), owner, t.strides().data(),
-                               dlpack_dtype_of(t.dtype()));
+  nb::ndarray<Framework...> array(t.data_ptr(), shape.size(), shape.data(), owner,
+                                  t.strides().data(), dlpack_dtype_of(t.dtype()),
+                                  nb::device::cpu::value);
   return array.cast();
 }
 
+nb::object to_numpy(const Tensor& t) {
+  return export_tensor<nb::numpy>(t, "numpy()");
+}
+
+// __dlpack__(stream=None, max_version=None, dl_device=None, copy=None): the
+// DLPack capsule of the framework-free ndarray over the tensor.
+nb::object to_dlpack(const Tensor& t, nb::kwargs kwargs) {
+  return export_tensor<nb::array_api>(t, "__dlpack__()").attr("__dlpack__")(**kwargs);
+}
+
+// The buffer protocol (memoryview(x), np.asarray(x) without __array__): the
+// request goes to the ndarray over the tensor, which becomes the buffer's
+// owner (view->obj), so releasing the buffer releases that ndarray.
+int get_buffer(PyObject* self, Py_buffer* view, int flags) noexcept {
+  try {
+    nb::object array =
+        export_tensor<nb::array_api>(nb::cast<const Tensor&>(nb::handle(self)), "memoryview()");
+    return PyObject_GetBuffer(array.ptr(), view, flags);
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_BufferError, e.what());
+    return -1;
+  }
+}
+
+PyType_Slot tensor_slots[] = {{Py_bf_getbuffer, (void*)get_buffer}, {0, nullptr}};
+
+nb::tuple tuple_of(const IntList& values) {
+  nb::list out;
+  for (int64_t v : values)
+    out.append(v);
+  return nb::tuple(out);
+}
+
 nb::tuple shape_of(const Tensor& t) {
-  nb::list dims;
-  for (int64_t d : t.shape())
-    dims.append(d);
-  return nb::tuple(dims);
+  return tuple_of(t.shape());
 }
 
 std::optional<Tensor> grad_of(const Tensor& t) {
@@ -77,10 +109,27 @@ void def_binary(nb::class_<Tensor>& cls, const char* name, const char* rname, Fn
   }
 }
 
+// In-place methods and operators (x.add_(y), x += y): the C++ in-place call
+// on the tensor inside `self`, then `self` itself, so `x += y` keeps x the
+// same Python object, as in PyTorch.
+template <typename Fn>
+void def_inplace(nb::class_<Tensor>& cls, const char* name, const char* iname, Fn fn) {
+  auto with_tensor = [fn](nb::handle self, const Tensor& b) {
+    fn(nb::cast<const Tensor&>(self), b);
+    return nb::borrow(self);
+  };
+  auto with_scalar = [fn](nb::handle self, Scalar b) {
+    fn(nb::cast<const Tensor&>(self), b);
+    return nb::borrow(self);
+  };
+  cls.def(name, with_tensor).def(name, with_scalar);
+  cls.def(iname, with_tensor, nb::is_operator()).def(iname, with_scalar, nb::is_operator());
+}
+
 }  // namespace
 
 void bind_tensor(nb::module_& m) {
-  nb::class_<Tensor> cls(m, "Tensor");
+  nb::class_<Tensor> cls(m, "Tensor", nb::type_slots(tensor_slots));
   cls.def(nb::init<const Tensor&>())  // a new handle on the same tensor (nn.Parameter)
       .def_prop_ro("shape", &shape_of)
       .def("size", &shape_of)
@@ -90,11 +139,14 @@ void bind_tensor(nb::module_& m) {
       .def("dim", &Tensor::dim)
       .def("numel", &Tensor::numel)
       .def("__len__", [](const Tensor& t) { return t.size(0); })
-      .def("stride", [](const Tensor& t) { return t.strides(); })
+      .def("stride", [](const Tensor& t) { return tuple_of(t.strides()); })
+      .def("stride", [](const Tensor& t, int64_t dim) { return t.stride(dim); })
       .def("is_contiguous", &Tensor::is_contiguous)
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
       .def("item", [](const Tensor& t) { return t.item(); })
       .def("numpy", &to_numpy)
+      .def("__dlpack__", &to_dlpack)
+      .def("__dlpack_device__", [](const Tensor&) { return nb::make_tuple(1, 0); })  // kDLCPU
       .def("_to_string", &Tensor::to_string)
       .def("__hash__", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl()); })
       .def("_is_same", &Tensor::is_same)
@@ -103,7 +155,11 @@ void bind_tensor(nb::module_& m) {
   cls.def_prop_rw("requires_grad", &Tensor::requires_grad,
                   [](const Tensor& t, bool value) { requires_grad_(t, value); })
       .def(
-          "requires_grad_", [](const Tensor& t, bool value) { return requires_grad_(t, value); },
+          "requires_grad_",
+          [](nb::handle self, bool value) {
+            requires_grad_(nb::cast<const Tensor&>(self), value);
+            return nb::borrow(self);
+          },
           nb::arg("requires_grad") = true)
       .def_prop_rw(
           "grad", &grad_of,
@@ -138,6 +194,25 @@ void bind_tensor(nb::module_& m) {
       "__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); },
       nb::is_operator());
   cls.def("__neg__", [](const Tensor& a) { return neg(a); });
+
+  def_inplace(cls, "add_", "__iadd__", [](const Tensor& a, const auto& b) { add_(a, b); });
+  def_inplace(cls, "sub_", "__isub__", [](const Tensor& a, const auto& b) { sub_(a, b); });
+  def_inplace(cls, "mul_", "__imul__", [](const Tensor& a, const auto& b) { mul_(a, b); });
+  def_inplace(cls, "div_", "__itruediv__", [](const Tensor& a, const auto& b) { div_(a, b); });
+  cls.def("zero_",
+          [](nb::handle self) {
+            zero_(nb::cast<const Tensor&>(self));
+            return nb::borrow(self);
+          })
+      .def("fill_",
+           [](nb::handle self, Scalar value) {
+             fill_(nb::cast<const Tensor&>(self), value);
+             return nb::borrow(self);
+           })
+      .def("copy_", [](nb::handle self, const Tensor& src) {
+        copy_(nb::cast<const Tensor&>(self), src);
+        return nb::borrow(self);
+      });
 }
 
 }  // namespace kiln::python

@@ -194,8 +194,8 @@ void dispatch_into(const OpDef& op, std::vector<Tensor> inputs, const Attrs& giv
                   : result.shape == out.shape();
   KILN_CHECK(fits, op.name, ": output with shape ", out.shape(),
              " doesn't match the broadcast shape ", result.shape);
-  KILN_CHECK_TYPE(can_cast(result.dtype, out.dtype()), op.name, ": result type ", result.dtype,
-                  " can't be cast to the desired output type ", out.dtype());
+  KILN_CHECK(can_cast(result.dtype, out.dtype()), op.name, ": result type ", result.dtype,
+             " can't be cast to the desired output type ", out.dtype());
   if (g_inplace_check && out.requires_grad()) g_inplace_check(op, out);
   cast_inputs(op, inputs, inferred);
   if (result.dtype == out.dtype()) {

@@ -1,0 +1,177 @@
+"""Tensor.__getitem__ / __setitem__: a Python index (ints, slices, None,
+Ellipsis, one index tensor or boolean mask) turned into kiln's view ops.
+
+Basic indices (ints, slices, None, ...) compose select/slice/unsqueeze, so a
+read is a view of the tensor and a write goes through that view with copy_ or
+fill_ (an in-place write: the version counter moves). One advanced index (an
+integer tensor or list, or a boolean mask) reads with index_select, a copy, as
+in PyTorch; a mask's positions come from NumPy's flatnonzero (the result's
+shape depends on the data). Several advanced indices in one subscript are not
+supported yet."""
+import operator
+
+import numpy as np
+
+from kiln import _C
+
+_BAD_INDEX = ("only integers, slices (`:`), ellipsis (`...`), None and long or byte "
+              "Variables are valid indices (got {})")
+
+
+def _as_advanced(item):
+    """An index tensor for an advanced index, or None for a basic one."""
+    if isinstance(item, _C.Tensor):
+        if item.ndim == 0 and item.dtype != _C.dtype.bool:
+            return None  # a 0-d integer tensor indexes like an int
+        return item
+    if isinstance(item, (list, np.ndarray)):
+        from kiln._factories import tensor
+        return tensor(item)
+    return None
+
+
+def _dims_used(item):
+    """How many dims of the indexed tensor an index item consumes."""
+    if item is None or item is Ellipsis or isinstance(item, bool):
+        return 0
+    adv = _as_advanced(item)
+    if adv is not None and adv.dtype == _C.dtype.bool:
+        return adv.ndim
+    return 1
+
+
+def _walk(x, index):
+    """Applies the basic part of `index`; returns the view and, for the one
+    advanced index if any, (dim in the view, index tensor)."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    if sum(item is Ellipsis for item in index) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    used = sum(_dims_used(item) for item in index)
+    if used > x.ndim:
+        raise IndexError(f"too many indices for tensor of dimension {x.ndim}")
+    ellipsis_dims = x.ndim - used
+    dim, advanced = 0, None
+    for item in index:
+        if item is None:
+            x = _C.dispatch("unsqueeze", [x], {"dim": dim})
+            dim += 1
+        elif item is Ellipsis:
+            dim += ellipsis_dims
+        elif isinstance(item, bool):  # x[True] adds a dim, as x[None]
+            x = _C.dispatch("unsqueeze", [x], {"dim": dim})
+            if not item:
+                x = _C.dispatch("slice", [x], {"dim": dim, "start": 0, "end": 0, "step": 1})
+            dim += 1
+        elif isinstance(item, slice):
+            step = 1 if item.step is None else operator.index(item.step)
+            if step <= 0:
+                raise ValueError("step must be greater than zero")
+            attrs = {"dim": dim, "step": step}
+            if item.start is not None:
+                attrs["start"] = operator.index(item.start)
+            if item.stop is not None:
+                attrs["end"] = operator.index(item.stop)
+            x = _C.dispatch("slice", [x], attrs)
+            dim += 1
+        elif (adv := _as_advanced(item)) is not None:
+            if advanced is not None:
+                raise NotImplementedError("kiln supports one advanced index (an index tensor "
+                                          "or a boolean mask) per subscript")
+            advanced = (dim, adv)
+            dim += _dims_used(item)
+        else:
+            try:
+                i = operator.index(item)
+            except TypeError:
+                raise IndexError(_BAD_INDEX.format(type(item).__name__)) from None
+            x = _C.dispatch("select", [x], {"dim": dim, "index": i})
+    return x, advanced
+
+
+def _mask_positions(x, dim, mask):
+    shape = tuple(x.shape[dim:dim + mask.ndim])
+    if tuple(mask.shape) != shape:
+        raise IndexError(f"The shape of the mask {list(mask.shape)} at index {dim} does not "
+                         f"match the shape of the indexed tensor {list(shape)} at index {dim}")
+    positions = np.flatnonzero(mask.detach().numpy()).astype(np.int64)
+    merged = list(x.shape[:dim]) + [-1] + list(x.shape[dim + mask.ndim:])
+    return _C.dispatch("reshape", [x], {"shape": merged}), _C.from_numpy(positions)
+
+
+def _index_tensor(x, dim, index):
+    if index.dtype == _C.dtype.bool:
+        return _mask_positions(x, dim, index)
+    if index.dtype not in (_C.dtype.int64, _C.dtype.int32):
+        raise IndexError("tensors used as indices must be long, int or bool tensors")
+    size = x.shape[dim]
+    flat = index.numpy().reshape(-1).astype(np.int64)
+    bad = flat[(flat < -size) | (flat >= size)]
+    if bad.size:
+        raise IndexError(f"index {bad[0]} is out of bounds for dimension {dim} with size {size}")
+    return x, _C.from_numpy(np.where(flat < 0, flat + size, flat))  # negatives count from the end
+
+
+def getitem(self, index):
+    x, advanced = _walk(self, index)
+    if advanced is None:
+        return x
+    dim, index = advanced
+    source, flat = _index_tensor(x, dim, index)
+    out = _C.dispatch("index_select", [source, flat], {"dim": dim})
+    if index.dtype != _C.dtype.bool and index.ndim != 1:
+        shape = list(x.shape[:dim]) + list(index.shape) + list(x.shape[dim + 1:])
+        out = _C.dispatch("reshape", [out], {"shape": shape})
+    return out
+
+
+def _write(view, value):
+    if isinstance(value, _C.Tensor):
+        view.copy_(value)
+    else:
+        view.fill_(value)
+
+
+def _check_autograd(self, target, value):
+    # Autograd doesn't yet follow a write through a view back to its base
+    # (PyTorch rebases the base's history); refuse rather than give wrong
+    # gradients. Writing into the whole tensor, or under no_grad, is fine.
+    if target is self or not _C.is_grad_enabled():
+        return
+    if self.requires_grad or (isinstance(value, _C.Tensor) and value.requires_grad):
+        raise RuntimeError("kiln: assignment into part of a tensor that takes part in autograd "
+                           "is not supported yet (use kiln.where, or do it under "
+                           "kiln.no_grad())")
+
+
+def setitem(self, index, value):
+    x, advanced = _walk(self, index)
+    _check_autograd(self, x, value)
+    if advanced is None:
+        _write(x, value)
+        return
+    dim, index = advanced
+    _, flat = _index_tensor(x, dim, index)
+    if index.dtype == _C.dtype.bool and not (isinstance(value, _C.Tensor) and value.numel() != 1):
+        # x[mask] = v (a number or one element): one where, written back in place.
+        tail = [1] * (x.ndim - dim - index.ndim)
+        mask = _C.dispatch("reshape", [index], {"shape": list(index.shape) + tail})
+        x.copy_(_C.dispatch("where", [mask, value, x]))
+        return
+    # One write per selected position (a tuple of indices into dims dim.. of
+    # x), each through a view of x.
+    if index.dtype == _C.dtype.bool:
+        positions = [tuple(p) for p in np.argwhere(index.numpy()).tolist()]
+    else:
+        positions = [(i,) for i in flat.tolist()]
+    k = index.ndim if index.dtype == _C.dtype.bool else 1
+    picked = list(x.shape[:dim]) + [len(positions)] + list(x.shape[dim + k:])
+    if isinstance(value, _C.Tensor):
+        value = _C.dispatch("expand", [value], {"size": picked})
+    for j, position in enumerate(positions):
+        target = x
+        for i in position:
+            target = _C.dispatch("select", [target], {"dim": dim, "index": i})
+        part = (_C.dispatch("select", [value], {"dim": dim, "index": j})
+                if isinstance(value, _C.Tensor) else value)
+        _write(target, part)
