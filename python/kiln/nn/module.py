@@ -13,7 +13,8 @@ from kiln.nn.parameter import Parameter
 def _as_tensor(value, like):
     if isinstance(value, _C.Tensor):
         return value
-    array = np.ascontiguousarray(np.asarray(value))
+    # np.asarray(order="C"), not ascontiguousarray: that one turns 0-d into 1-d.
+    array = np.asarray(value, order="C")
     if hasattr(like, "numpy"):
         array = array.astype(like.detach().numpy().dtype, copy=False)
     return _C.from_numpy(array)
