@@ -1,0 +1,264 @@
+#include "kiln/jit/ir/graph.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "kiln/ops/dispatch.h"
+
+namespace kiln::jit {
+
+std::string to_string(ValueKind kind) {
+  switch (kind) {
+    case ValueKind::Input:
+      return "input";
+    case ValueKind::Param:
+      return "param";
+    case ValueKind::Constant:
+      return "const";
+    case ValueKind::NodeOutput:
+      return "node output";
+  }
+  return "?";
+}
+
+// ---------------------------------------------------------------- Value
+
+void Value::set_data(Tensor data) {
+  KILN_CHECK(kind_ == ValueKind::Param || kind_ == ValueKind::Constant,
+             "only a parameter or a constant holds a tensor (", to_string(kind_), " %", id_, ")");
+  KILN_CHECK_VALUE(!data.defined() || (data.dtype() == type_.dtype && data.shape() == type_.shape),
+                   "value '", name_, "' is ", type_.dtype, type_.shape, ", the tensor given is ",
+                   data.dtype(), data.shape());
+  data_ = std::move(data);
+}
+
+void Value::replace_all_uses_with(Value* other) {
+  KILN_CHECK(other != this, "replace_all_uses_with: a value cannot replace itself");
+  KILN_CHECK(other->type_.dtype == type_.dtype && other->type_.shape == type_.shape,
+             "replace_all_uses_with: %", id_, " is ", type_.dtype, type_.shape, " but %",
+             other->id_, " is ", other->type_.dtype, other->type_.shape);
+  for (const Use& use : std::vector<Use>(uses_))
+    use.user->set_input(use.index, other);
+  Graph* graph = producer_ ? &producer_->graph() : nullptr;
+  if (!graph && !other->uses_.empty()) graph = &other->uses_.front().user->graph();
+  if (!graph) return;
+  std::vector<Value*> outputs = graph->outputs();
+  std::replace(outputs.begin(), outputs.end(), this, other);
+  graph->set_outputs(std::move(outputs));
+}
+
+// ---------------------------------------------------------------- Node
+
+void Node::set_input(size_t i, Value* value) {
+  KILN_CHECK(i < inputs_.size(), op_->name, ": input ", i, " out of range (", inputs_.size(),
+             " inputs)");
+  KILN_CHECK(value || op_->input_may_be_absent(i), op_->name, ": input ", i,
+             " is required and cannot be absent");
+  if (Value* old = inputs_[i]) {
+    auto& uses = old->uses_;
+    uses.erase(std::find(uses.begin(), uses.end(), Use{this, i}));
+  }
+  inputs_[i] = value;
+  if (value) value->uses_.push_back(Use{this, i});
+}
+
+void Node::set_attrs(const Attrs& attrs) {
+  attrs_ = normalize_attrs(*op_, attrs);
+}
+
+// ---------------------------------------------------------------- Graph
+
+std::vector<TensorMeta> infer_types(const OpDef& op, const std::vector<Value*>& inputs,
+                                    const Attrs& attrs) {
+  std::vector<TensorMeta> metas;
+  metas.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    KILN_CHECK_VALUE(inputs[i] || op.input_may_be_absent(i), op.name, ": input ", i,
+                     " is required but was not given");
+    metas.push_back(inputs[i] ? inputs[i]->type() : TensorMeta{DType::Float32, {}, false, false});
+  }
+  InferResult inferred = infer_meta(op, metas, attrs);
+  for (size_t i = 0; i < inferred.input_dtypes.size(); ++i) {
+    KILN_CHECK_TYPE(!inputs[i] || inputs[i]->dtype() == inferred.input_dtypes[i], op.name,
+                    ": input ", i, " is ", inputs[i]->dtype(), " but the kernel takes ",
+                    inferred.input_dtypes[i], " (a graph needs an explicit cast node)");
+  }
+  for (TensorMeta& m : inferred.outputs) {
+    m.wrapped_number = false;
+    m.defined = true;
+  }
+  return inferred.outputs;
+}
+
+std::unique_ptr<Graph> Graph::clone() const {
+  auto copy = std::make_unique<Graph>();
+  std::unordered_map<const Value*, Value*> map;
+  auto copy_value = [&](const Value* v) {
+    Value* c = copy->new_value(v->kind_, v->type_);
+    c->name_ = v->name_;
+    c->data_ = v->data_;
+    map[v] = c;
+    return c;
+  };
+  for (const Value* v : inputs_)
+    copy->inputs_.push_back(copy_value(v));
+  for (const Value* v : params_)
+    copy->params_.push_back(copy_value(v));
+  for (const Value* v : constants_)
+    copy->constants_.push_back(copy_value(v));
+  for (const auto& node : nodes_) {
+    std::vector<Value*> ins;
+    for (const Value* v : node->inputs_)
+      ins.push_back(v ? map.at(v) : nullptr);
+    std::vector<TensorMeta> types;
+    for (const Value* v : node->outputs_)
+      types.push_back(v->type_);
+    Node* n = copy->insert_at(copy->nodes_.size(), *node->op_, std::move(ins), node->attrs_,
+                              std::move(types));
+    for (size_t i = 0; i < n->outputs_.size(); ++i)
+      map[node->outputs_[i]] = n->outputs_[i];
+  }
+  std::vector<Value*> outs;
+  for (const Value* v : outputs_)
+    outs.push_back(map.at(v));
+  copy->outputs_ = std::move(outs);
+  return copy;
+}
+
+Value* Graph::new_value(ValueKind kind, TensorMeta type) {
+  type.defined = true;
+  values_.push_back(std::unique_ptr<Value>(new Value(kind, std::move(type), next_value_id_++)));
+  return values_.back().get();
+}
+
+Value* Graph::add_input(TensorMeta type, std::string name) {
+  type.wrapped_number = false;
+  Value* v = new_value(ValueKind::Input, std::move(type));
+  v->name_ = std::move(name);
+  inputs_.push_back(v);
+  return v;
+}
+
+Value* Graph::add_param(std::string name, TensorMeta type, Tensor data) {
+  KILN_CHECK_VALUE(!name.empty(), "a graph parameter needs a name");
+  KILN_CHECK_VALUE(find_param(name) == nullptr, "graph parameter '", name, "' already exists");
+  type.wrapped_number = false;
+  Value* v = new_value(ValueKind::Param, std::move(type));
+  v->name_ = std::move(name);
+  v->set_data(std::move(data));
+  params_.push_back(v);
+  return v;
+}
+
+Value* Graph::add_constant(Tensor data, bool wrapped_number) {
+  KILN_CHECK_VALUE(data.defined(), "a graph constant needs a tensor");
+  Value* v = new_value(ValueKind::Constant, TensorMeta{data.dtype(), data.shape(), wrapped_number});
+  v->data_ = std::move(data);
+  constants_.push_back(v);
+  return v;
+}
+
+void Graph::erase_value(std::vector<Value*>& list, const Value* value) {
+  list.erase(std::remove(list.begin(), list.end(), value), list.end());
+}
+
+void Graph::remove_unused(Value* value) {
+  KILN_CHECK(value->kind_ != ValueKind::NodeOutput, "remove_unused: %", value->id_,
+             " is a node output; erase its node instead");
+  KILN_CHECK(value->uses_.empty() && output_uses(value) == 0, "remove_unused: %", value->id_,
+             " still has uses");
+  erase_value(inputs_, value);
+  erase_value(params_, value);
+  erase_value(constants_, value);
+  values_.erase(std::find_if(values_.begin(), values_.end(),
+                             [&](const auto& p) { return p.get() == value; }));
+}
+
+Node* Graph::insert_at(size_t position, const OpDef& op, std::vector<Value*> inputs,
+                       const Attrs& attrs, std::vector<TensorMeta> output_types) {
+  auto node = std::unique_ptr<Node>(new Node(this, &op, attrs));
+  Node* n = node.get();
+  n->inputs_.resize(inputs.size(), nullptr);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i]) n->set_input(i, inputs[i]);
+  }
+  for (size_t i = 0; i < output_types.size(); ++i) {
+    Value* out = new_value(ValueKind::NodeOutput, std::move(output_types[i]));
+    out->producer_ = n;
+    out->output_index_ = i;
+    n->outputs_.push_back(out);
+  }
+  nodes_.insert(nodes_.begin() + std::ptrdiff_t(position), std::move(node));
+  return n;
+}
+
+Node* Graph::append(const OpDef& op, std::vector<Value*> inputs, const Attrs& attrs) {
+  Attrs full = normalize_attrs(op, attrs);
+  std::vector<TensorMeta> types = infer_types(op, inputs, full);
+  return insert_at(nodes_.size(), op, std::move(inputs), full, std::move(types));
+}
+
+Node* Graph::insert_before(Node* position, const OpDef& op, std::vector<Value*> inputs,
+                           const Attrs& attrs) {
+  Attrs full = normalize_attrs(op, attrs);
+  std::vector<TensorMeta> types = infer_types(op, inputs, full);
+  return insert_at(position_of(position), op, std::move(inputs), full, std::move(types));
+}
+
+Node* Graph::append_typed(const OpDef& op, std::vector<Value*> inputs, const Attrs& attrs,
+                          std::vector<TensorMeta> output_types) {
+  return insert_at(nodes_.size(), op, std::move(inputs), normalize_attrs(op, attrs),
+                   std::move(output_types));
+}
+
+void Graph::erase(Node* node) {
+  for (Value* out : node->outputs_) {
+    KILN_CHECK(out->uses_.empty() && output_uses(out) == 0, "erase: ", node->op_->name, " output %",
+               out->id_, " still has uses");
+  }
+  for (size_t i = 0; i < node->inputs_.size(); ++i) {
+    if (Value* in = node->inputs_[i]) {
+      in->uses_.erase(std::find(in->uses_.begin(), in->uses_.end(), Use{node, i}));
+    }
+  }
+  size_t position = position_of(node);
+  for (Value* out : node->outputs_) {
+    values_.erase(std::find_if(values_.begin(), values_.end(),
+                               [&](const auto& p) { return p.get() == out; }));
+  }
+  nodes_.erase(nodes_.begin() + std::ptrdiff_t(position));
+}
+
+void Graph::set_outputs(std::vector<Value*> outputs) {
+  for (const Value* v : outputs)
+    KILN_CHECK_VALUE(v != nullptr, "a graph output cannot be absent");
+  outputs_ = std::move(outputs);
+}
+
+std::vector<Node*> Graph::nodes() const {
+  std::vector<Node*> out;
+  out.reserve(nodes_.size());
+  for (const auto& n : nodes_)
+    out.push_back(n.get());
+  return out;
+}
+
+Value* Graph::find_param(const std::string& name) const {
+  for (Value* v : params_) {
+    if (v->name_ == name) return v;
+  }
+  return nullptr;
+}
+
+size_t Graph::output_uses(const Value* value) const {
+  return size_t(std::count(outputs_.begin(), outputs_.end(), value));
+}
+
+size_t Graph::position_of(const Node* node) const {
+  auto it =
+      std::find_if(nodes_.begin(), nodes_.end(), [&](const auto& p) { return p.get() == node; });
+  KILN_CHECK(it != nodes_.end(), "node ", node->op_->name, " is not in this graph");
+  return size_t(it - nodes_.begin());
+}
+
+}  // namespace kiln::jit

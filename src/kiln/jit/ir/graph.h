@@ -1,0 +1,156 @@
+// The graph IR: SSA values typed by dtype + shape, nodes that each name one
+// OpDef of the table, kept in topological order in a vector so every walk is
+// deterministic. Graph inputs, named parameters (the module's weights, by
+// their state_dict names) and constants are values without a producer.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/ops/op.h"
+
+namespace kiln::jit {
+
+class Graph;
+class Node;
+
+enum class ValueKind { Input, Param, Constant, NodeOutput };
+std::string to_string(ValueKind kind);
+
+struct Use {
+  Node* user;
+  size_t index;  // which input of `user`
+  bool operator==(const Use&) const = default;
+};
+
+class Value {
+ public:
+  ValueKind kind() const { return kind_; }
+  // dtype + shape (+ wrapped_number for a Python number captured as a 0-d
+  // constant, which changes type promotion). `defined` is always true.
+  const TensorMeta& type() const { return type_; }
+  DType dtype() const { return type_.dtype; }
+  const IntList& shape() const { return type_.shape; }
+  // A parameter's state_dict name, an input's name if it has one, or "".
+  const std::string& name() const { return name_; }
+  // The node computing this value; null for inputs, parameters, constants.
+  Node* producer() const { return producer_; }
+  size_t output_index() const { return output_index_; }
+  const std::vector<Use>& uses() const { return uses_; }
+  // The tensor of a constant, or a parameter's weight (undefined for a
+  // parameter of a graph parsed from text without its weights).
+  const Tensor& data() const { return data_; }
+  void set_data(Tensor data);  // a parameter's weight; shape and dtype must match
+  // A number unique within the graph, in creation order (never reused).
+  size_t id() const { return id_; }
+
+  // Points every use of this value at `other` (same type) instead.
+  void replace_all_uses_with(Value* other);
+
+ private:
+  friend class Graph;
+  friend class Node;
+  Value(ValueKind kind, TensorMeta type, size_t id)
+      : kind_(kind), type_(std::move(type)), id_(id) {}
+
+  ValueKind kind_;
+  TensorMeta type_;
+  size_t id_;
+  std::string name_;
+  Node* producer_ = nullptr;
+  size_t output_index_ = 0;
+  std::vector<Use> uses_;
+  Tensor data_;
+};
+
+class Node {
+ public:
+  const OpDef& op() const { return *op_; }
+  // Complete (normalize_attrs'ed): every attribute of the op, in its order.
+  const Attrs& attrs() const { return attrs_; }
+  // nullptr marks an absent optional input (linear without a bias).
+  const std::vector<Value*>& inputs() const { return inputs_; }
+  const std::vector<Value*>& outputs() const { return outputs_; }
+  Value* input(size_t i) const { return inputs_.at(i); }
+  Value* output(size_t i = 0) const { return outputs_.at(i); }
+  Graph& graph() const { return *graph_; }
+
+  void set_input(size_t i, Value* value);
+  // Re-checks the attributes against the op (normalize_attrs); output types
+  // are not re-inferred (the verifier does that).
+  void set_attrs(const Attrs& attrs);
+
+ private:
+  friend class Graph;
+  Node(Graph* graph, const OpDef* op, Attrs attrs)
+      : graph_(graph), op_(op), attrs_(std::move(attrs)) {}
+
+  Graph* graph_;
+  const OpDef* op_;
+  Attrs attrs_;
+  std::vector<Value*> inputs_;
+  std::vector<Value*> outputs_;
+};
+
+class Graph {
+ public:
+  Graph() = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  // A deep copy (parameter and constant tensors are shared, not copied).
+  std::unique_ptr<Graph> clone() const;
+
+  // ---- values without a producer ----
+  Value* add_input(TensorMeta type, std::string name = "");
+  // Names are unique among parameters (they are state_dict keys).
+  Value* add_param(std::string name, TensorMeta type, Tensor data = {});
+  Value* add_constant(Tensor data, bool wrapped_number = false);
+  // Drops an input/parameter/constant that has no uses left.
+  void remove_unused(Value* value);
+
+  // ---- nodes ----
+  // Checks the inputs and attributes against the op and infers the output
+  // types from the op table (errors name the op and shapes, as in eager).
+  Node* append(const OpDef& op, std::vector<Value*> inputs, const Attrs& attrs = {});
+  Node* insert_before(Node* position, const OpDef& op, std::vector<Value*> inputs,
+                      const Attrs& attrs = {});
+  // As append, with the output types given rather than inferred (the parser
+  // and the tracer use it; the verifier checks them against inference).
+  Node* append_typed(const OpDef& op, std::vector<Value*> inputs, const Attrs& attrs,
+                     std::vector<TensorMeta> output_types);
+  // Removes a node whose outputs have no uses.
+  void erase(Node* node);
+
+  void set_outputs(std::vector<Value*> outputs);
+
+  // ---- reading ----
+  const std::vector<Value*>& inputs() const { return inputs_; }
+  const std::vector<Value*>& params() const { return params_; }
+  const std::vector<Value*>& constants() const { return constants_; }
+  const std::vector<Value*>& outputs() const { return outputs_; }
+  // Topological order.
+  std::vector<Node*> nodes() const;
+  size_t num_nodes() const { return nodes_.size(); }
+  Value* find_param(const std::string& name) const;  // null when absent
+  // How many graph outputs `value` is (outputs count as uses too).
+  size_t output_uses(const Value* value) const;
+
+ private:
+  Value* new_value(ValueKind kind, TensorMeta type);
+  Node* insert_at(size_t position, const OpDef& op, std::vector<Value*> inputs, const Attrs& attrs,
+                  std::vector<TensorMeta> output_types);
+  size_t position_of(const Node* node) const;
+  static void erase_value(std::vector<Value*>& list, const Value* value);
+
+  std::vector<std::unique_ptr<Value>> values_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<Value*> inputs_, params_, constants_, outputs_;
+  size_t next_value_id_ = 0;
+};
+
+// Inferred output types of `op` over these input values (absent = null).
+std::vector<TensorMeta> infer_types(const OpDef& op, const std::vector<Value*>& inputs,
+                                    const Attrs& attrs);
+
+}  // namespace kiln::jit
