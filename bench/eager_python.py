@@ -81,6 +81,8 @@ def main():
     parser.add_argument("--calls", type=int, default=1000, help="calls per repetition")
     parser.add_argument("--warmup", type=int, default=200, help="untimed calls first")
     args = parser.parse_args()
+    if args.reps < 5 or args.calls < 1:
+        parser.error("--reps must be at least 5 (the median of fewer is noise) and --calls >= 1")
     torch.set_num_threads(1)
 
     variants = []  # (workload, mode, framework, model, input, grad context)
