@@ -38,7 +38,7 @@ def _cast(dtype):
 
 
 def install_tensor_methods():
-    from kiln import _indexing, _ops
+    from kiln import _indexing, _ops, _torch_forms
     cls = _C.Tensor
     cls.__repr__ = _repr
     cls.__str__ = _repr
@@ -57,6 +57,8 @@ def install_tensor_methods():
         setattr(cls, name, _cast(dtype))
     # The op functions themselves: a Python function on a class is a method
     # whose first argument is the tensor, with no wrapper frame in between.
-    for name in _ops.__all__:
-        if not hasattr(cls, name):
-            setattr(cls, name, getattr(_ops, name))
+    # PyTorch's forms first, where they differ from the op's (x.max(1)).
+    for module in (_torch_forms, _ops):
+        for name in module.__all__:
+            if not hasattr(cls, name):
+                setattr(cls, name, getattr(module, name))

@@ -54,10 +54,13 @@ AttrValue attr_of_python(nb::handle value, const AttrSpec* spec) {
     return nb::cast<int64_t>(value);
   }
   if (PyFloat_Check(value.ptr())) return nb::cast<double>(value);
-  if (nb::isinstance<nb::sequence>(value)) return nb::cast<IntList>(value);
-  throw nb::type_error(
-      ("attribute '" + (spec ? spec->name : std::string("?")) + "' got an unsupported type")
-          .c_str());
+  // A tensor is a Python sequence too: it must not reach the int-list cast.
+  IntList list;
+  if (!nb::isinstance<Tensor>(value) && nb::try_cast(value, list)) return list;
+  std::string type_name = nb::cast<std::string>(nb::type_name(value.type()));
+  throw nb::type_error(("attribute '" + (spec ? spec->name : std::string("?")) +
+                        "' got an unsupported value of type " + type_name)
+                           .c_str());
 }
 
 // One Tensor for a one-output op, else a tuple (max_pool2d's indices, split).

@@ -64,6 +64,7 @@ void bind_linear_conv_pool(nb::module_& m) {
 void bind_shapes(nb::module_& m) {
   m.def("reshape", &reshape, arg("input"), arg("shape"));
   m.def("flatten", &flatten, arg("input"), arg("start_dim") = 0, arg("end_dim") = -1);
+  m.def("t", &t, arg("input"));
 }
 
 }  // namespace
