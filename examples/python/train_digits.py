@@ -110,7 +110,8 @@ def main(argv=None):
         history["loss"].append(total / len(loader))
         history["train_acc"].append(accuracy(model, x_train, y_train))
         history["test_acc"].append(accuracy(model, x_test, y_test))
-        bar.set_postfix(loss=f"{history['loss'][-1]:.4f}", test_acc=f"{history['test_acc'][-1]:.3f}")
+        bar.set_postfix(loss=f"{history['loss'][-1]:.4f}",
+                        test_acc=f"{history['test_acc'][-1]:.3f}")
         bar.close()
 
     plot(history, args.out)
