@@ -14,6 +14,7 @@ from kiln._grad_mode import no_grad, enable_grad, set_grad_enabled
 from kiln import autograd
 from kiln._ops import *  # noqa: F401,F403  one function per op of the table
 from kiln._ops import __all__ as _op_names
+from kiln._torch_forms import *  # noqa: F401,F403  PyTorch's forms where they differ
 
 __version__ = "0.1.0"
 

@@ -2,7 +2,9 @@
 kiln.relu(x), kiln.sum(x, 1), x.view(2, 3). Inputs are positional; further
 positional arguments fill the op's attributes in their declared order, and
 attributes may be given by keyword (`dim` is accepted for an op's `dims`, as
-PyTorch spells it). Each function is a direct call of kiln._C.dispatch."""
+PyTorch spells it). Each function is a direct call of kiln._C.dispatch with
+the op's OpDef. (kiln.nn's layers call the few ops a forward pass needs
+through their typed bindings instead, kiln._C.linear and friends.)"""
 from kiln import _C
 
 __all__ = []
@@ -16,15 +18,20 @@ def _make_op(name, min_inputs, max_inputs, attr_names):
     variadic = max_inputs < 0
     size_varargs = name in _SIZE_VARARGS
     takes_dims = "dims" in attr_names
+    op_def = _C.op(name)  # looked up once, not by name on every call
+    dispatch = _C.dispatch
 
     def op(*args, **kwargs):
-        if variadic:
-            inputs, rest = list(args[0]), args[1:]
-        else:
-            inputs, rest = list(args[:max_inputs]), args[max_inputs:]
+        if not variadic:
+            # The common call: tensors only, every attribute at its default.
+            if not kwargs and min_inputs <= len(args) <= max_inputs:
+                return dispatch(op_def, args)
+            inputs, rest = args[:max_inputs], args[max_inputs:]
             if len(inputs) < min_inputs:
                 raise TypeError(f"{name}() takes at least {min_inputs} tensor arguments, "
                                 f"got {len(inputs)}")
+        else:
+            inputs, rest = list(args[0]), args[1:]
         if size_varargs and rest and isinstance(rest[0], int):
             rest = (list(rest),)
         if len(rest) > len(attr_names):
@@ -37,7 +44,7 @@ def _make_op(name, min_inputs, max_inputs, attr_names):
                 attrs["dims"] = attrs.pop("dim")
             if isinstance(attrs.get("dims"), int):
                 attrs["dims"] = [attrs["dims"]]
-        return _C.dispatch(name, inputs, attrs)
+        return dispatch(op_def, inputs, attrs)
 
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"kiln op `{name}`: attributes {', '.join(attr_names) or '(none)'}"

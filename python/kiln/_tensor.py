@@ -37,16 +37,8 @@ def _cast(dtype):
     return method
 
 
-def _op_method(fn):
-    def method(self, *args, **kwargs):
-        return fn(self, *args, **kwargs)
-    method.__name__ = fn.__name__
-    method.__doc__ = fn.__doc__
-    return method
-
-
 def install_tensor_methods():
-    from kiln import _indexing, _ops
+    from kiln import _indexing, _ops, _torch_forms
     cls = _C.Tensor
     cls.__repr__ = _repr
     cls.__str__ = _repr
@@ -63,6 +55,10 @@ def install_tensor_methods():
                         ("long", _C.dtype.int64), ("int", _C.dtype.int32),
                         ("bool", _C.dtype.bool)):
         setattr(cls, name, _cast(dtype))
-    for name in _ops.__all__:
-        if not hasattr(cls, name):
-            setattr(cls, name, _op_method(getattr(_ops, name)))
+    # The op functions themselves: a Python function on a class is a method
+    # whose first argument is the tensor, with no wrapper frame in between.
+    # PyTorch's forms first, where they differ from the op's (x.max(1)).
+    for module in (_torch_forms, _ops):
+        for name in module.__all__:
+            if not hasattr(cls, name):
+                setattr(cls, name, getattr(module, name))

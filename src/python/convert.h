@@ -60,6 +60,7 @@ std::vector<Tensor> to_operands(nb::handle sequence);
 Attrs to_attrs(const OpDef& op, nb::handle dict);
 
 void bind_tensor(nb::module_& m);
+void bind_ops(nb::module_& m);
 void bind_optim(nb::module_& m);
 
 }  // namespace kiln::python

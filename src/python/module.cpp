@@ -54,10 +54,13 @@ AttrValue attr_of_python(nb::handle value, const AttrSpec* spec) {
     return nb::cast<int64_t>(value);
   }
   if (PyFloat_Check(value.ptr())) return nb::cast<double>(value);
-  if (nb::isinstance<nb::sequence>(value)) return nb::cast<IntList>(value);
-  throw nb::type_error(
-      ("attribute '" + (spec ? spec->name : std::string("?")) + "' got an unsupported type")
-          .c_str());
+  // A tensor is a Python sequence too: it must not reach the int-list cast.
+  IntList list;
+  if (!nb::isinstance<Tensor>(value) && nb::try_cast(value, list)) return list;
+  std::string type_name = nb::cast<std::string>(nb::type_name(value.type()));
+  throw nb::type_error(("attribute '" + (spec ? spec->name : std::string("?")) +
+                        "' got an unsupported value of type " + type_name)
+                           .c_str());
 }
 
 // One Tensor for a one-output op, else a tuple (max_pool2d's indices, split).
@@ -69,8 +72,7 @@ nb::object results_of(const OpDef& def, std::vector<Tensor> outputs) {
   return nb::tuple(out);
 }
 
-nb::object run_dispatch(const std::string& name, nb::handle inputs, nb::handle attrs) {
-  const OpDef& def = op(name);
+nb::object run_dispatch(const OpDef& def, nb::handle inputs, nb::handle attrs) {
   std::vector<Tensor> operands = to_operands(inputs);
   Attrs typed = attrs.is_none() ? Attrs() : to_attrs(def, attrs);
   return results_of(def, dispatch(def, std::move(operands), typed));
@@ -232,13 +234,28 @@ NB_MODULE(_C, m) {
       .def("__str__", [](DType d) { return "kiln." + to_string(d); });
 
   bind_tensor(m);
+  bind_ops(m);
   bind_factories(m);
   bind_optim(m);
 
+  // An entry of the op table, by reference (the table lives as long as the
+  // process): kiln._ops looks each op up once and dispatches through it.
+  nb::class_<OpDef>(m, "OpDef").def_ro("name", &OpDef::name).def("__repr__", [](const OpDef& def) {
+    return "<kiln op " + def.name + ">";
+  });
+  m.def(
+      "op", [](const std::string& name) -> const OpDef& { return op(name); }, nb::arg("name"),
+      nb::rv_policy::reference);
   m.def("dispatch", &run_dispatch, nb::arg("op"), nb::arg("inputs"), nb::arg("attrs") = nb::none(),
-        "Runs op `op` (a name from the op table) on `inputs` (tensors, Python numbers "
-        "or None) with `attrs` (a dict); returns a Tensor, or a tuple for ops with "
-        "several outputs.");
+        "Runs op `op` (an OpDef from kiln._C.op(name), or its name) on `inputs` (tensors, "
+        "Python numbers or None) with `attrs` (a dict); returns a Tensor, or a tuple for "
+        "ops with several outputs.");
+  m.def(
+      "dispatch",
+      [](const std::string& name, nb::handle inputs, nb::handle attrs) {
+        return run_dispatch(op(name), inputs, attrs);
+      },
+      nb::arg("op"), nb::arg("inputs"), nb::arg("attrs") = nb::none());
   m.def("op_schemas", &op_schemas);
   m.def("autograd_grad", &autograd_grad, nb::arg("outputs"), nb::arg("inputs"),
         nb::arg("grad_outputs"), nb::arg("retain_graph") = false, nb::arg("create_graph") = false,

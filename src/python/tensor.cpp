@@ -10,6 +10,7 @@
 #include "kiln/ops/copy.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/linalg.h"
+#include "kiln/ops/view.h"
 
 namespace kiln::python {
 namespace {
@@ -172,7 +173,11 @@ void bind_tensor(nb::module_& m) {
       .def("detach", [](const Tensor& t) { return detach(t); })
       .def("clone", [](const Tensor& t) { return clone(t); })
       .def("contiguous", [](const Tensor& t) { return contiguous(t); })
-      .def("to", [](const Tensor& t, DType dtype) { return to(t, dtype); });
+      .def("to", [](const Tensor& t, DType dtype) { return to(t, dtype); })
+      // Not ops of the table (they are reshape and transpose), so not among
+      // the op methods kiln/_tensor.py installs.
+      .def("flatten", &flatten, nb::arg("start_dim") = 0, nb::arg("end_dim") = -1)
+      .def("t", &kiln::t);
 
   def_binary(cls, "__add__", "__radd__",
              [](const Tensor& a, const Tensor& b) { return add(a, b); });

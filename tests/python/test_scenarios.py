@@ -1,6 +1,6 @@
-"""SCENARIOS.md §1 and the eager part of §6, as written there (§6 without
-model.hybridize() and the final kiln.jit.trace line, which belong to the
-compiler issue)."""
+"""SCENARIOS.md §1, the eager part of §6 and §7, as written there (§6
+without model.hybridize() and the final kiln.jit.trace line, which belong to
+the compiler issue)."""
 import re
 
 import pytest
@@ -114,3 +114,18 @@ def test_scenario_6_loss_decreases_over_longer_training(int_indexing):
             total += loss.item()
         epoch_losses.append(total / len(loader))
     assert epoch_losses[-1] < 0.8 * epoch_losses[0], epoch_losses
+
+
+def test_scenario_7_share_memory_with_numpy():
+    import numpy as np
+    a = np.ones(3, dtype=np.float32)
+    t = kiln.from_numpy(a)     # no copy
+    a += 1                     # t sees it: tensor([2., 2., 2.])
+    b = t.numpy()              # no copy either
+
+    assert repr(t) == "tensor([2., 2., 2.])"
+    assert np.shares_memory(a, b) and b.ctypes.data == a.ctypes.data == t.data_ptr()
+    t.add_(1)                  # an in-place edit on the kiln side: NumPy sees it
+    t[0] = 7
+    np.testing.assert_array_equal(a, [7.0, 3.0, 3.0])
+    np.testing.assert_array_equal(b, [7.0, 3.0, 3.0])

@@ -1,5 +1,7 @@
 """kiln.nn.functional: PyTorch's functional API, each function composed from
-kiln ops (kiln._C.dispatch through kiln._ops)."""
+kiln ops: the ones a forward pass runs through their typed bindings
+(kiln._C.linear, ...), the rest through kiln._ops (kiln._C.dispatch)."""
+from kiln import _C
 from kiln import _ops as K
 from kiln._factories import ones
 
@@ -14,78 +16,72 @@ def _first(out):
     return out[0] if isinstance(out, tuple) else out
 
 
-def flatten(input, start_dim=0, end_dim=-1):
-    shape = list(input.shape)
-    if not shape:
-        return K.reshape(input, [1])
-    start, end = start_dim % len(shape), end_dim % len(shape)
-    size = 1
-    for d in shape[start:end + 1]:
-        size *= d
-    return K.reshape(input, shape[:start] + [size] + shape[end + 1:])
+# flatten(input, start_dim=0, end_dim=-1) and linear(input, weight, bias=None)
+# are the bindings themselves: nothing to adapt, so no Python frame.
+flatten = _C.flatten
+linear = _C.linear
 
 
 def _pair(v):
-    return [v, v] if isinstance(v, int) else list(v)
+    """An int or a sequence of two, as the binding's int list."""
+    return (v, v) if isinstance(v, int) else v
 
 
 def relu(input, inplace=False):
-    return K.relu(input)
+    return _C.relu(input)
 
 
 def sigmoid(input):
-    return K.sigmoid(input)
+    return _C.sigmoid(input)
 
 
 def tanh(input):
-    return K.tanh(input)
+    return _C.tanh(input)
 
 
 def gelu(input, approximate="none"):
-    return K.gelu(input, approximate=approximate) if approximate != "none" else K.gelu(input)
+    return _C.gelu(input, approximate)
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    return K.leaky_relu(input, negative_slope)
+    return _C.leaky_relu(input, negative_slope)
 
 
 def softmax(input, dim=None, dtype=None):
-    return K.softmax(input if dtype is None else input.to(dtype), dim)
+    input = input if dtype is None else input.to(dtype)
+    if dim is None:  # the op's own error: dim is required
+        return K.softmax(input, dim)
+    return _C.softmax(input, dim)
 
 
 def log_softmax(input, dim=None, dtype=None):
-    return K.log_softmax(input if dtype is None else input.to(dtype), dim)
-
-
-def linear(input, weight, bias=None):
-    return K.linear(input, weight, bias)
+    input = input if dtype is None else input.to(dtype)
+    if dim is None:
+        return K.log_softmax(input, dim)
+    return _C.log_softmax(input, dim)
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    return K.conv2d(input, weight, bias, stride=_pair(stride), padding=_pair(padding),
-                    dilation=_pair(dilation), groups=groups)
+    return _C.conv2d(input, weight, bias, _pair(stride), _pair(padding), _pair(dilation), groups)
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
-    stride = kernel_size if stride is None else stride
-    out = K.max_pool2d(input, kernel_size=_pair(kernel_size), stride=_pair(stride),
-                       padding=_pair(padding), dilation=_pair(dilation), ceil_mode=ceil_mode)
     if return_indices:
         raise NotImplementedError("max_pool2d: return_indices is not supported yet")
-    return _first(out)
+    # stride=None (PyTorch's default) is the kernel size: an empty list to the op.
+    return _C.max_pool2d(input, _pair(kernel_size), () if stride is None else _pair(stride),
+                         _pair(padding), _pair(dilation), ceil_mode)
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True):
-    stride = kernel_size if stride is None else stride
-    return K.avg_pool2d(input, kernel_size=_pair(kernel_size), stride=_pair(stride),
-                        padding=_pair(padding), ceil_mode=ceil_mode,
-                        count_include_pad=count_include_pad)
+    return _C.avg_pool2d(input, _pair(kernel_size), () if stride is None else _pair(stride),
+                         _pair(padding), ceil_mode, count_include_pad)
 
 
 def adaptive_avg_pool2d(input, output_size):
-    return K.adaptive_avg_pool2d(input, _pair(output_size))
+    return _C.adaptive_avg_pool2d(input, _pair(output_size))
 
 
 def dropout(input, p=0.5, training=True, inplace=False):
@@ -192,7 +188,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
                              "cross_entropy",
                              lambda x, t: cross_entropy(x, t, weight, ignore_index, reduction, s))
     classes = input.shape[1]
-    log_probs = K.log_softmax(input, 1)
+    log_probs = _C.log_softmax(input, 1)
     if probability_target:
         if tuple(target.shape) != tuple(input.shape):
             raise ValueError("cross_entropy: a probability target must have the input's shape "

@@ -1,8 +1,12 @@
 """The layers, in Python over kiln.nn.functional, with PyTorch's default
-initialization and reprs."""
+initialization and reprs. The layers of a typical forward pass (Linear,
+Conv2d, the activations, pooling, Flatten) call their op's typed binding
+(kiln._C.linear, ...) directly with arguments prepared in __init__: per call,
+a forward is one attribute read per parameter and one call into C++."""
 import math
 from collections import OrderedDict
 
+from kiln import _C
 from kiln import _ops as K
 from kiln._factories import arange, ones, rand, randn, tensor, zeros
 from kiln._grad_mode import no_grad
@@ -39,7 +43,7 @@ class Linear(Module):
             self.register_parameter("bias", None)
 
     def forward(self, input):
-        return F.linear(input, self.weight, self.bias)
+        return _C.linear(input, self.weight, self.bias)
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
@@ -64,8 +68,8 @@ class Conv2d(Module):
             self.register_parameter("bias", None)
 
     def forward(self, input):
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                        self.groups)
+        return _C.conv2d(input, self.weight, self.bias, self.stride, self.padding,
+                         self.dilation, self.groups)
 
     def extra_repr(self):
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
@@ -86,17 +90,17 @@ class ReLU(Module):
         super().__init__()
 
     def forward(self, input):
-        return F.relu(input)
+        return _C.relu(input)
 
 
 class Sigmoid(Module):
     def forward(self, input):
-        return F.sigmoid(input)
+        return _C.sigmoid(input)
 
 
 class Tanh(Module):
     def forward(self, input):
-        return F.tanh(input)
+        return _C.tanh(input)
 
 
 class GELU(Module):
@@ -154,8 +158,8 @@ class MaxPool2d(_Pool2d):
         self.dilation, self.ceil_mode = dilation, ceil_mode
 
     def forward(self, input):
-        return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                            self.ceil_mode)
+        return _C.max_pool2d(input, _pair(self.kernel_size), _pair(self.stride),
+                             _pair(self.padding), _pair(self.dilation), self.ceil_mode)
 
     def extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
@@ -169,8 +173,8 @@ class AvgPool2d(_Pool2d):
         self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
 
     def forward(self, input):
-        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad)
+        return _C.avg_pool2d(input, _pair(self.kernel_size), _pair(self.stride),
+                             _pair(self.padding), self.ceil_mode, self.count_include_pad)
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
@@ -194,7 +198,7 @@ class Flatten(Module):
         self.start_dim, self.end_dim = start_dim, end_dim
 
     def forward(self, input):
-        return F.flatten(input, self.start_dim, self.end_dim)
+        return _C.flatten(input, self.start_dim, self.end_dim)
 
     def extra_repr(self):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"

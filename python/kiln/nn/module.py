@@ -32,6 +32,18 @@ class Module:
         object.__setattr__(self, "_modules", OrderedDict())
 
     # -- registration ------------------------------------------------------
+    # Parameters, buffers and children live in their ordered tables and are
+    # mirrored in the instance __dict__, so that `self.weight` in a forward is
+    # a plain attribute read: a miss that falls back to __getattr__ costs a
+    # formatted AttributeError first, about a microsecond per access. Every
+    # write goes through _set_member or __delattr__, which keep both in step.
+    def _set_member(self, table, name, value):
+        for other in (self._parameters, self._buffers, self._modules):
+            if other is not table:
+                other.pop(name, None)
+        table[name] = value
+        self.__dict__[name] = value
+
     def __setattr__(self, name, value):
         if "_parameters" not in self.__dict__:
             if isinstance(value, (Parameter, Module)):
@@ -41,34 +53,29 @@ class Module:
             return
         params, modules, buffers = self._parameters, self._modules, self._buffers
         if isinstance(value, Parameter):
-            self.__dict__.pop(name, None)
-            modules.pop(name, None)
-            buffers.pop(name, None)
-            params[name] = value
+            self._set_member(params, name, value)
         elif isinstance(value, Module):
-            self.__dict__.pop(name, None)
-            params.pop(name, None)
-            buffers.pop(name, None)
-            modules[name] = value
+            self._set_member(modules, name, value)
         elif name in params:
             if value is not None:
                 raise TypeError(f"cannot assign '{type(value).__name__}' as parameter "
                                 f"'{name}' (kiln.nn.Parameter or None expected)")
-            params[name] = None
+            self._set_member(params, name, None)
         elif name in modules:
             if value is not None:
                 raise TypeError(f"cannot assign '{type(value).__name__}' as child module "
                                 f"'{name}' (kiln.nn.Module or None expected)")
-            modules[name] = None
+            self._set_member(modules, name, None)
         elif name in buffers:
             if value is not None and not isinstance(value, _C.Tensor):
                 raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
                                 "(kiln.Tensor or None expected)")
-            buffers[name] = value
+            self._set_member(buffers, name, value)
         else:
             object.__setattr__(self, name, value)
 
     def __getattr__(self, name):
+        # Only reached for names not in __dict__ (members are mirrored there).
         d = self.__dict__
         for table in ("_parameters", "_buffers", "_modules"):
             if table in d and name in d[table]:
@@ -79,6 +86,7 @@ class Module:
         for table in (self._parameters, self._buffers, self._modules):
             if name in table:
                 del table[name]
+                self.__dict__.pop(name, None)
                 return
         object.__delattr__(self, name)
 
@@ -86,19 +94,19 @@ class Module:
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"cannot assign '{type(param).__name__}' as parameter '{name}' "
                             "(kiln.nn.Parameter or None expected)")
-        self._parameters[name] = param
+        self._set_member(self._parameters, name, param)
 
     def register_buffer(self, name, tensor, persistent=True):
         if tensor is not None and not isinstance(tensor, _C.Tensor):
             raise TypeError(f"cannot assign '{type(tensor).__name__}' as buffer '{name}'")
-        self._buffers[name] = tensor
+        self._set_member(self._buffers, name, tensor)
         if not persistent:
             self.__dict__.setdefault("_non_persistent", set()).add(name)
 
     def add_module(self, name, module):
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
-        self._modules[name] = module
+        self._set_member(self._modules, name, module)
 
     # -- traversal ---------------------------------------------------------
     def named_modules(self, memo=None, prefix=""):

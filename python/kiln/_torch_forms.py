@@ -1,0 +1,95 @@
+"""PyTorch's argument forms for the functions whose op-table form differs.
+
+kiln._ops has one function per op with the op's own form: tensor inputs
+first, then attributes in declared order. Where PyTorch spells a call
+differently, the function under kiln.<name> (and the Tensor method) takes
+PyTorch's form and calls the op:
+
+    kiln.max(x)              full reduction (amax), a 0-d tensor
+    kiln.max(x, 1)           (values, indices), also as .values / .indices
+    kiln.max(x, y)           elementwise (maximum); the same for min
+    kiln.split(x, [1, 2], 1) sizes or a split size
+    kiln.index_select(x, dim, index), gather(x, dim, index),
+    scatter_add(x, dim, index, src), index_add(x, dim, index, source, alpha=1)
+    kiln.var(x, dim, unbiased, keepdim) or correction=; the same for std
+    kiln.flatten(x, start_dim, end_dim), kiln.t(x)
+"""
+from collections import namedtuple
+
+from kiln import _C, _ops
+
+__all__ = ["max", "min", "split", "index_select", "gather", "scatter_add", "index_add", "var",
+           "std", "flatten", "t"]
+
+flatten = _C.flatten
+t = _C.t
+
+
+def _extreme(name, full, elementwise, along_dim):
+    # torch.return_types.max / min: a tuple whose parts also have names.
+    result = namedtuple(name, ["values", "indices"])
+
+    def fn(input, dim=None, keepdim=False, *, other=None):
+        if other is not None or isinstance(dim, _C.Tensor):
+            if keepdim or (other is not None and dim is not None):
+                raise TypeError(f"{name}(input, other) takes no dim or keepdim")
+            return elementwise(input, dim if other is None else other)
+        if dim is None:
+            if keepdim:
+                raise TypeError(f"{name}(): keepdim needs a dim")
+            return full(input)
+        return result(*along_dim(input, dim, keepdim))
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"{name}(input): over every element; {name}(input, dim, keepdim=False): "
+                  f"(values, indices) along dim; {name}(input, other): elementwise.")
+    return fn
+
+
+max = _extreme("max", _ops.amax, _ops.maximum, _ops.max)  # noqa: A001
+min = _extreme("min", _ops.amin, _ops.minimum, _ops.min)  # noqa: A001
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    """Pieces of split_size along dim (the last may be smaller), or of the
+    given sizes."""
+    if isinstance(split_size_or_sections, int):
+        return _ops.split(tensor, split_size=split_size_or_sections, dim=dim)
+    return _ops.split(tensor, sizes=list(split_size_or_sections), dim=dim)
+
+
+def index_select(input, dim, index):
+    return _ops.index_select(input, index, dim)
+
+
+def gather(input, dim, index, *, sparse_grad=False):
+    return _ops.gather(input, index, dim)
+
+
+def scatter_add(input, dim, index, src):
+    return _ops.scatter_add(input, index, src, dim)
+
+
+def index_add(input, dim, index, source, *, alpha=1):
+    return _ops.index_add(input, index, source if alpha == 1 else source * alpha, dim)
+
+
+def _variance(name, op):
+    def fn(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        if isinstance(dim, bool):  # torch.var(x, False): the unbiased flag
+            dim, unbiased = None, dim
+        if unbiased is not None and correction is not None:
+            raise TypeError(f"{name}(): give either unbiased or correction, not both")
+        if correction is None:
+            correction = 0 if unbiased is not None and not unbiased else 1
+        dims = [] if dim is None else [dim] if isinstance(dim, int) else list(dim)
+        return op(input, dims, int(correction), keepdim)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"{name}(input, dim=None, unbiased=True, keepdim=False, *, correction=None)"
+                  ": as torch; unbiased=False is correction=0.")
+    return fn
+
+
+var = _variance("var", _ops.var)
+std = _variance("std", _ops.std)

@@ -1,0 +1,78 @@
+// The ops a model calls on every forward, bound one by one with typed
+// arguments (kiln._C.linear, kiln._C.conv2d, ...). kiln._C.dispatch reaches
+// every op too, but by name with a dict of attributes that it converts and
+// checks on each call; these go straight to the C++ API functions (which hold
+// their OpDef in a static), so the path from a layer's forward to the kernel
+// is one nanobind call. kiln.nn's layers and functional use them; nothing
+// here holds logic.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "convert.h"
+#include "kiln/ops/conv_pool.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/linalg.h"
+#include "kiln/ops/nn.h"
+#include "kiln/ops/reduction.h"
+#include "kiln/ops/view.h"
+
+namespace kiln::python {
+namespace {
+
+using OptTensor = std::optional<Tensor>;
+using nb::arg;
+
+// An absent optional input (bias=None) is an undefined Tensor in C++.
+Tensor or_undefined(OptTensor t) {
+  return t ? std::move(*t) : Tensor();
+}
+
+void bind_activations(nb::module_& m) {
+  using Unary = Tensor (*)(const Tensor&);
+  m.def("relu", static_cast<Unary>(&relu), arg("input"));
+  m.def("sigmoid", static_cast<Unary>(&sigmoid), arg("input"));
+  m.def("tanh", static_cast<Unary>(&tanh), arg("input"));
+  m.def("leaky_relu", &leaky_relu, arg("input"), arg("negative_slope") = 0.01);
+  m.def("gelu", &gelu, arg("input"), arg("approximate") = "none");
+  m.def("softmax", &softmax, arg("input"), arg("dim"));
+  m.def("log_softmax", &log_softmax, arg("input"), arg("dim"));
+}
+
+void bind_linear_conv_pool(nb::module_& m) {
+  m.def(
+      "linear",
+      [](const Tensor& x, const Tensor& w, OptTensor b) { return linear(x, w, or_undefined(b)); },
+      arg("input"), arg("weight"), arg("bias").none() = nb::none());
+  m.def("matmul", &matmul, arg("input"), arg("other"));
+  m.def(
+      "conv2d",
+      [](const Tensor& x, const Tensor& w, OptTensor b, IntList stride, IntList padding,
+         IntList dilation, int64_t groups) {
+        return conv2d(x, w, or_undefined(b), std::move(stride), std::move(padding),
+                      std::move(dilation), groups);
+      },
+      arg("input"), arg("weight"), arg("bias").none(), arg("stride"), arg("padding"),
+      arg("dilation"), arg("groups"));
+  m.def("max_pool2d", &max_pool2d, arg("input"), arg("kernel_size"), arg("stride"), arg("padding"),
+        arg("dilation"), arg("ceil_mode"));
+  m.def("avg_pool2d", &avg_pool2d, arg("input"), arg("kernel_size"), arg("stride"), arg("padding"),
+        arg("ceil_mode"), arg("count_include_pad"));
+  m.def("adaptive_avg_pool2d", &adaptive_avg_pool2d, arg("input"), arg("output_size"));
+}
+
+void bind_shapes(nb::module_& m) {
+  m.def("reshape", &reshape, arg("input"), arg("shape"));
+  m.def("flatten", &flatten, arg("input"), arg("start_dim") = 0, arg("end_dim") = -1);
+  m.def("t", &t, arg("input"));
+}
+
+}  // namespace
+
+void bind_ops(nb::module_& m) {
+  bind_activations(m);
+  bind_linear_conv_pool(m);
+  bind_shapes(m);
+}
+
+}  // namespace kiln::python
