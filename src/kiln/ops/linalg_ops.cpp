@@ -74,11 +74,20 @@ bool use_matvec(const Product& p) {
          (b.strides[b.ndim - 2] == 1 || K == 1);
 }
 
-void run_matvec(const Product& p) {
-  const int64_t K = p.a.shape[p.a.ndim - 1], N = p.out.shape[p.out.ndim - 1];
-  cpu::matvec_f32(p.out.ptr<float>(), p.a.ptr<const float>(), p.b.ptr<const float>(),
-                  p.b.strides[p.b.ndim - 1], p.bias.ptr<const float>(),
-                  p.bias.data ? p.bias.strides[0] : 0, N, K);
+// The numbers matvec_f32 needs beside the pointers.
+struct Matvec {
+  int64_t n = 0, k = 0, w_row_stride = 0, bias_stride = 0;
+};
+
+Matvec matvec_of(const Product& p) {
+  return Matvec{p.out.shape[p.out.ndim - 1], p.a.shape[p.a.ndim - 1], p.b.strides[p.b.ndim - 1],
+                p.bias.data ? p.bias.strides[0] : 0};
+}
+
+void run_matvec(const Matvec& m, void* out, const void* a, const void* b, const void* bias) {
+  cpu::matvec_f32(static_cast<float*>(out), static_cast<const float*>(a),
+                  static_cast<const float*>(b), m.w_row_stride, static_cast<const float*>(bias),
+                  m.bias_stride, m.n, m.k);
 }
 
 // a and b broadcast to out's batch dims (stride 0 where they repeat).
@@ -97,7 +106,7 @@ Product make_product(const cpu::StridedView& out, const cpu::StridedView& a,
 
 void run_product(const Product& p) {
   if (use_matvec(p)) {
-    run_matvec(p);
+    run_matvec(matvec_of(p), p.out.data, p.a.data, p.b.data, p.bias.data);
     return;
   }
   cpu::matmul(p.out, p.a, p.b, p.bias, p.alpha, p.beta);
@@ -116,22 +125,29 @@ class PreparedProduct final : public PreparedKernel {
  public:
   PreparedProduct(const ProductOp& op, const KernelArgs& args)
       : op_(op), product_(op.make(args)), matvec_(use_matvec(product_)) {
-    if (matvec_) return;
+    if (matvec_) {
+      matvec_shape_ = matvec_of(product_);
+      return;
+    }
     plan_ = std::make_unique<cpu::MatmulPlan>(product_.out, product_.a, product_.b, product_.bias,
                                               product_.alpha, product_.beta);
   }
 
   void run(const KernelArgs& args) const override {
     if (op_.before) op_.before(args);
-    Product p = product_;
-    p.out.data = args.outputs[0].data;
-    p.a.data = args.inputs[size_t(op_.a)].data;
-    p.b.data = args.inputs[size_t(op_.b)].data;
-    if (p.bias.data) p.bias.data = args.inputs[size_t(op_.bias)].data;
+    void* out = args.outputs[0].data;
+    const void* a = args.inputs[size_t(op_.a)].data;
+    const void* b = args.inputs[size_t(op_.b)].data;
+    const void* bias = product_.bias.data ? args.inputs[size_t(op_.bias)].data : nullptr;
     if (matvec_) {
-      run_matvec(p);
+      run_matvec(matvec_shape_, out, a, b, bias);
       return;
     }
+    Product p = product_;
+    p.out.data = out;
+    p.a.data = const_cast<void*>(a);
+    p.b.data = const_cast<void*>(b);
+    p.bias.data = const_cast<void*>(bias);
     plan_->run(p.out, p.a, p.b, p.bias);
   }
 
@@ -139,6 +155,7 @@ class PreparedProduct final : public PreparedKernel {
   ProductOp op_;
   Product product_;
   bool matvec_;
+  Matvec matvec_shape_;
   std::unique_ptr<cpu::MatmulPlan> plan_;
 };
 

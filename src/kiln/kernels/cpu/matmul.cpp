@@ -356,32 +356,45 @@ float dot_f32_scalar(const float* x, const float* w, int64_t k) {
 
 }  // namespace
 
+namespace {
+
+// Rows j0 .. j0 + 3 of matvec_f32 (fewer at the end).
+void matvec_block(float* y, const float* x, const float* w, int64_t w_row_stride, const float* bias,
+                  int64_t bias_stride, int64_t n, int64_t k, int64_t j0) {
+#if defined(__AVX2__) && defined(__FMA__)
+  if (j0 + 4 <= n) {
+    dot4_f32_avx2(x, w + j0 * w_row_stride, w_row_stride, k, y + j0);
+  } else {
+    for (int64_t j = j0; j < n; ++j)
+      y[j] = dot_f32_scalar(x, w + j * w_row_stride, k);
+  }
+#else
+  for (int64_t j = j0; j < std::min(n, j0 + 4); ++j) {
+    y[j] = dot_f32_scalar(x, w + j * w_row_stride, k);
+  }
+#endif
+  if (!bias) return;
+  for (int64_t j = j0; j < std::min(n, j0 + 4); ++j)
+    y[j] += bias[j * bias_stride];
+}
+
+}  // namespace
+
 void matvec_f32(float* y, const float* x, const float* w, int64_t w_row_stride, const float* bias,
                 int64_t bias_stride, int64_t n, int64_t k) {
+  const int64_t blocks = (n + 3) / 4;
   // Splitting rows across threads pays only for large weights: for the W1
   // shapes (<= 128K weights) waking a second thread cost more than it saved
-  // (bench/linear_small.cpp).
-  const bool work_is_large = n * k >= (int64_t(1) << 18);
-  const int64_t blocks = (n + 3) / 4;
-#pragma omp parallel for if (work_is_large)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t j0 = blk * 4;
-#if defined(__AVX2__) && defined(__FMA__)
-    if (j0 + 4 <= n) {
-      dot4_f32_avx2(x, w + j0 * w_row_stride, w_row_stride, k, y + j0);
-    } else {
-      for (int64_t j = j0; j < n; ++j)
-        y[j] = dot_f32_scalar(x, w + j * w_row_stride, k);
-    }
-#else
-    for (int64_t j = j0; j < std::min(n, j0 + 4); ++j) {
-      y[j] = dot_f32_scalar(x, w + j * w_row_stride, k);
-    }
-#endif
-    if (!bias) continue;
-    for (int64_t j = j0; j < std::min(n, j0 + 4); ++j)
-      y[j] += bias[j * bias_stride];
+  // (bench/linear_small.cpp). Small ones skip OpenMP altogether: even a
+  // region that runs on one thread (`if` false) costs libgomp a team setup.
+  if (n * k < (int64_t(1) << 18)) {
+    for (int64_t blk = 0; blk < blocks; ++blk)
+      matvec_block(y, x, w, w_row_stride, bias, bias_stride, n, k, blk * 4);
+    return;
   }
+#pragma omp parallel for
+  for (int64_t blk = 0; blk < blocks; ++blk)
+    matvec_block(y, x, w, w_row_stride, bias, bias_stride, n, k, blk * 4);
 }
 
 }  // namespace kiln::cpu
