@@ -185,6 +185,10 @@ class Lowering {
     const Attrs* no_attrs = &plan_.attrs.emplace_back();
     const std::vector<Value*>& outputs = graph_.outputs();
     for (size_t j = 0; j < outputs.size(); ++j) {
+      KILN_CHECK(slots_.count(outputs[j]), "graph output ", j, " (", label(outputs[j]),
+                 ") is not a value of this graph");
+    }
+    for (size_t j = 0; j < outputs.size(); ++j) {
       const Value* v = outputs[j];
       auto direct = direct_outputs_.find(v);
       if (direct != direct_outputs_.end() && direct->second == j) continue;
