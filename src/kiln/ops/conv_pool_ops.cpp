@@ -116,10 +116,32 @@ InferResult infer_conv2d(const InferArgs& args) {
                      std::vector<DType>(args.inputs.size(), dtype)};
 }
 
+cpu::StridedView conv_bias(const KernelArgs& args) {
+  return args.inputs.size() > 2 ? args.inputs[2] : cpu::StridedView{};
+}
+
 void conv2d_kernel(const KernelArgs& args) {
-  const cpu::StridedView bias = args.inputs.size() > 2 ? args.inputs[2] : cpu::StridedView{};
-  cpu::conv2d(batched(args.outputs[0]), batched(args.inputs[0]), args.inputs[1], bias,
+  cpu::conv2d(batched(args.outputs[0]), batched(args.inputs[0]), args.inputs[1], conv_bias(args),
               conv_params(args.attrs));
+}
+
+// The primitive created once for the plan's fixed geometry.
+class PreparedConv2d final : public PreparedKernel {
+ public:
+  explicit PreparedConv2d(const KernelArgs& args)
+      : plan_(batched(args.outputs[0]), batched(args.inputs[0]), args.inputs[1], conv_bias(args),
+              conv_params(args.attrs)) {}
+
+  void run(const KernelArgs& args) const override {
+    plan_.run(batched(args.outputs[0]), batched(args.inputs[0]), args.inputs[1], conv_bias(args));
+  }
+
+ private:
+  cpu::Conv2dPlan plan_;
+};
+
+std::unique_ptr<PreparedKernel> prepare_conv2d(const KernelArgs& args) {
+  return std::make_unique<PreparedConv2d>(args);
 }
 
 // ---- pooling -----------------------------------------------------------
@@ -260,6 +282,7 @@ void register_conv_pool_ops(OpRegistry& registry) {
                      .infer = infer_conv2d,
                      .cpu = conv2d_kernel,
                      .grad = conv2d_grad,
+                     .prepare = prepare_conv2d,
                      .kind = OpKind::Opaque,
                      .onnx = {"Conv"}});
   registry.add(OpDef{.name = "max_pool2d",

@@ -56,35 +56,108 @@ IntList batch_dims(const cpu::StridedView& v) {
 // dot-product kernel beats oneDNN's matmul at batch 1.
 constexpr int64_t kMatvecMaxWeights = int64_t(1) << 20;
 
+// One product as the kernels take it: out[..., M, N] = alpha a[..., M, K]
+// @ b[..., K, N] + beta out + bias, with a and b already broadcast to out's
+// batch dims. Every view keeps its tensor's data pointer, so a prepared
+// kernel can work this out once and only swap the pointers per call.
+struct Product {
+  cpu::StridedView out, a, b, bias;
+  double alpha = 1, beta = 0;
+};
+
 // A batch-1 float32 product with weight rows contiguous in K: b is Wᵀ.
-bool use_matvec(const cpu::StridedView& out, const cpu::StridedView& a, const cpu::StridedView& b,
-                double alpha, double beta) {
+bool use_matvec(const Product& p) {
+  const cpu::StridedView &out = p.out, &a = p.a, &b = p.b;
   const int64_t K = a.shape[a.ndim - 1], N = out.shape[out.ndim - 1];
-  return out.dtype == DType::Float32 && alpha == 1 && beta == 0 && out.numel() == N && K > 0 &&
+  return out.dtype == DType::Float32 && p.alpha == 1 && p.beta == 0 && out.numel() == N && K > 0 &&
          N * K <= kMatvecMaxWeights && (a.strides[a.ndim - 1] == 1 || K == 1) &&
          (b.strides[b.ndim - 2] == 1 || K == 1);
 }
 
-// out[..., M, N] = a[..., M, K] @ b[..., K, N] (+ bias, scaled as addmm asks);
-// a and b are broadcast to out's batch dims here.
-void run_product(const cpu::StridedView& out, cpu::StridedView a, cpu::StridedView b,
-                 const cpu::StridedView& bias, double alpha = 1, double beta = 0) {
-  if (use_matvec(out, a, b, alpha, beta)) {
-    const int64_t K = a.shape[a.ndim - 1], N = out.shape[out.ndim - 1];
-    cpu::matvec_f32(out.ptr<float>(), a.ptr<const float>(), b.ptr<const float>(),
-                    b.strides[b.ndim - 1], bias.ptr<const float>(), bias.data ? bias.strides[0] : 0,
-                    N, K);
-    return;
-  }
+// The numbers matvec_f32 needs beside the pointers.
+struct Matvec {
+  int64_t n = 0, k = 0, w_row_stride = 0, bias_stride = 0;
+};
+
+Matvec matvec_of(const Product& p) {
+  return Matvec{p.out.shape[p.out.ndim - 1], p.a.shape[p.a.ndim - 1], p.b.strides[p.b.ndim - 1],
+                p.bias.data ? p.bias.strides[0] : 0};
+}
+
+void run_matvec(const Matvec& m, void* out, const void* a, const void* b, const void* bias) {
+  cpu::matvec_f32(static_cast<float*>(out), static_cast<const float*>(a),
+                  static_cast<const float*>(b), m.w_row_stride, static_cast<const float*>(bias),
+                  m.bias_stride, m.n, m.k);
+}
+
+// a and b broadcast to out's batch dims (stride 0 where they repeat).
+Product make_product(const cpu::StridedView& out, const cpu::StridedView& a,
+                     const cpu::StridedView& b, const cpu::StridedView& bias, double alpha = 1,
+                     double beta = 0) {
   const int nd = out.ndim;
   int64_t a_shape[cpu::kMaxDims], b_shape[cpu::kMaxDims];
   std::copy(out.shape, out.shape + nd, a_shape);
   std::copy(out.shape, out.shape + nd, b_shape);
   a_shape[nd - 1] = a.shape[a.ndim - 1];
   b_shape[nd - 2] = b.shape[b.ndim - 2];
-  cpu::matmul(out, cpu::broadcast_to(a, a_shape, nd), cpu::broadcast_to(b, b_shape, nd), bias,
-              alpha, beta);
+  return Product{
+      out, cpu::broadcast_to(a, a_shape, nd), cpu::broadcast_to(b, b_shape, nd), bias, alpha, beta};
 }
+
+void run_product(const Product& p) {
+  if (use_matvec(p)) {
+    run_matvec(matvec_of(p), p.out.data, p.a.data, p.b.data, p.bias.data);
+    return;
+  }
+  cpu::matmul(p.out, p.a, p.b, p.bias, p.alpha, p.beta);
+}
+
+// How an op feeds one product: which inputs are a, b and the bias.
+struct ProductOp {
+  Product (*make)(const KernelArgs&);
+  int a, b, bias;                     // bias -1: none
+  void (*before)(const KernelArgs&);  // work before the product (addmm's copy), or null
+};
+
+// A product whose geometry is fixed: matvec or a cpu::MatmulPlan is chosen
+// once, as run_product would choose it per call.
+class PreparedProduct final : public PreparedKernel {
+ public:
+  PreparedProduct(const ProductOp& op, const KernelArgs& args)
+      : op_(op), product_(op.make(args)), matvec_(use_matvec(product_)) {
+    if (matvec_) {
+      matvec_shape_ = matvec_of(product_);
+      return;
+    }
+    plan_ = std::make_unique<cpu::MatmulPlan>(product_.out, product_.a, product_.b, product_.bias,
+                                              product_.alpha, product_.beta);
+  }
+
+  void run(const KernelArgs& args) const override {
+    if (op_.before) op_.before(args);
+    void* out = args.outputs[0].data;
+    const void* a = args.inputs[size_t(op_.a)].data;
+    const void* b = args.inputs[size_t(op_.b)].data;
+    const void* bias = product_.bias.data ? args.inputs[size_t(op_.bias)].data : nullptr;
+    if (matvec_) {
+      run_matvec(matvec_shape_, out, a, b, bias);
+      return;
+    }
+    Product p = product_;
+    p.out.data = out;
+    p.a.data = const_cast<void*>(a);
+    p.b.data = const_cast<void*>(b);
+    p.bias.data = const_cast<void*>(bias);
+    plan_->run(p.out, p.a, p.b, p.bias);
+  }
+
+ private:
+  ProductOp op_;
+  Product product_;
+  bool matvec_;
+  Matvec matvec_shape_;
+  std::unique_ptr<cpu::MatmulPlan> plan_;
+};
 
 // Whether `from` expands to `to` (NumPy rules, `to` fixed).
 bool broadcasts_to(const IntList& from, const IntList& to) {
@@ -127,15 +200,17 @@ InferResult infer_matmul(const InferArgs& args) {
   return InferResult{{TensorMeta{dtype, shape}}, {dtype, dtype}};
 }
 
-void matmul_kernel(const KernelArgs& args) {
+Product matmul_product(const KernelArgs& args) {
   cpu::StridedView a = args.inputs[0], b = args.inputs[1];
   if (a.ndim == 1) a = insert_unit_dim(a, 0);
   if (b.ndim == 1) b = insert_unit_dim(b, 1);
   IntList shape = broadcast_shapes(batch_dims(a), batch_dims(b), "matmul");
   shape.push_back(a.shape[a.ndim - 2]);
   shape.push_back(b.shape[b.ndim - 1]);
-  run_product(contiguous_as(args.outputs[0], shape), a, b, cpu::StridedView{});
+  return make_product(contiguous_as(args.outputs[0], shape), a, b, cpu::StridedView{});
 }
+
+const ProductOp kMatmul{matmul_product, 0, 1, -1, nullptr};
 
 InferResult infer_linear(const InferArgs& args) {
   const TensorMeta &x = args.inputs[0], &w = args.inputs[1];
@@ -158,7 +233,7 @@ InferResult infer_linear(const InferArgs& args) {
   return InferResult{{TensorMeta{dtype, shape}}, std::vector<DType>(args.inputs.size(), dtype)};
 }
 
-void linear_kernel(const KernelArgs& args) {
+Product linear_product(const KernelArgs& args) {
   cpu::StridedView x = args.inputs[0], w = args.inputs[1];
   cpu::StridedView bias = args.inputs.size() > 2 ? args.inputs[2] : cpu::StridedView{};
   if (x.ndim == 1) x = insert_unit_dim(x, 0);
@@ -167,8 +242,10 @@ void linear_kernel(const KernelArgs& args) {
   std::swap(w_t.strides[0], w_t.strides[1]);
   IntList shape(x.shape, x.shape + x.ndim);
   shape.back() = w.shape[0];
-  run_product(contiguous_as(args.outputs[0], shape), x, w_t, bias);
+  return make_product(contiguous_as(args.outputs[0], shape), x, w_t, bias);
 }
+
+const ProductOp kLinear{linear_product, 0, 1, 2, nullptr};
 
 InferResult infer_addmm(const InferArgs& args) {
   const TensorMeta &input = args.inputs[0], &m1 = args.inputs[1], &m2 = args.inputs[2];
@@ -192,12 +269,35 @@ InferResult infer_addmm(const InferArgs& args) {
   return InferResult{{TensorMeta{dtype, shape}}, {dtype, dtype, dtype}};
 }
 
-void addmm_kernel(const KernelArgs& args) {
+Product addmm_product(const KernelArgs& args) {
+  return make_product(args.outputs[0], args.inputs[1], args.inputs[2], cpu::StridedView{},
+                      args.attrs.get_float("alpha"), args.attrs.get_float("beta"));
+}
+
+// out = input, which the product then scales by beta. beta == 0 ignores
+// input entirely (NaN included), as in PyTorch.
+void addmm_copy_input(const KernelArgs& args) {
   const cpu::StridedView& out = args.outputs[0];
-  const double beta = args.attrs.get_float("beta"), alpha = args.attrs.get_float("alpha");
-  // beta == 0 ignores input entirely (NaN included), as in PyTorch.
-  if (beta != 0) cpu::copy_convert(out, cpu::broadcast_to(args.inputs[0], out.shape, out.ndim));
-  run_product(out, args.inputs[1], args.inputs[2], cpu::StridedView{}, alpha, beta);
+  if (args.attrs.get_float("beta") != 0) {
+    cpu::copy_convert(out, cpu::broadcast_to(args.inputs[0], out.shape, out.ndim));
+  }
+}
+
+const ProductOp kAddmm{addmm_product, 1, 2, -1, addmm_copy_input};
+
+void product_kernel(const ProductOp& op, const KernelArgs& args) {
+  if (op.before) op.before(args);
+  run_product(op.make(args));
+}
+
+template <const ProductOp& op>
+void kernel_of(const KernelArgs& args) {
+  product_kernel(op, args);
+}
+
+template <const ProductOp& op>
+std::unique_ptr<PreparedKernel> prepare_of(const KernelArgs& args) {
+  return std::make_unique<PreparedProduct>(op, args);
 }
 
 // ---- backward rules ----
@@ -263,8 +363,9 @@ void register_linalg_ops(OpRegistry& registry) {
                      .max_inputs = 2,
                      .attrs = {},
                      .infer = infer_matmul,
-                     .cpu = matmul_kernel,
+                     .cpu = kernel_of<kMatmul>,
                      .grad = matmul_grad,
+                     .prepare = prepare_of<kMatmul>,
                      .kind = OpKind::Opaque,
                      .onnx = {"MatMul"}});
   // linear(x, w, b?) = x · Wᵀ + b, with W stored [out_features, in_features].
@@ -274,8 +375,9 @@ void register_linalg_ops(OpRegistry& registry) {
                      .optional_inputs = {2},
                      .attrs = {},
                      .infer = infer_linear,
-                     .cpu = linear_kernel,
+                     .cpu = kernel_of<kLinear>,
                      .grad = linear_grad,
+                     .prepare = prepare_of<kLinear>,
                      .kind = OpKind::Opaque,
                      .onnx = {"Gemm"}});
   registry.add(OpDef{.name = "addmm",
@@ -283,8 +385,9 @@ void register_linalg_ops(OpRegistry& registry) {
                      .max_inputs = 3,
                      .attrs = {{"beta", AttrKind::Float, 1.0}, {"alpha", AttrKind::Float, 1.0}},
                      .infer = infer_addmm,
-                     .cpu = addmm_kernel,
+                     .cpu = kernel_of<kAddmm>,
                      .grad = addmm_grad,
+                     .prepare = prepare_of<kAddmm>,
                      .kind = OpKind::Opaque,
                      .onnx = {"Gemm"}});
 }

@@ -105,6 +105,12 @@ void batch_norm_kernel(const KernelArgs& args) {
   });
 }
 
+// Training moves running_mean and running_var (inputs 3 and 4) in place.
+std::vector<int> batch_norm_mutated_inputs(const Attrs& attrs) {
+  if (!attrs.get_bool("training")) return {};
+  return {3, 4};
+}
+
 // ---- layer_norm(x, weight?, bias?; normalized_shape, eps) -> (y, mean, rstd) ----
 
 InferResult infer_layer_norm(const InferArgs& args) {
@@ -239,6 +245,7 @@ void register_nn_ops(OpRegistry& registry) {
                      .grad = batch_norm_grad,
                      .kind = OpKind::Opaque,
                      .has_side_effects = true,  // training updates the running statistics
+                     .mutated_inputs = batch_norm_mutated_inputs,
                      .onnx = {"BatchNormalization"}});
   registry.add(
       OpDef{.name = "layer_norm",

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -78,11 +79,32 @@ class GradContext {
   virtual const Attrs& attrs() const = 0;
 };
 
+// Kernel state made once for a fixed geometry, so a compiled plan does per
+// call only the work that depends on the data: a oneDNN primitive already
+// created, the choice between kiln's batch-1 matvec and oneDNN already made.
+// run() gives exactly what the op's plain kernel gives for the same views
+// (same algorithm, so the bits are equal) and may be called from several
+// threads at once.
+class PreparedKernel {
+ public:
+  virtual ~PreparedKernel() = default;
+  virtual void run(const KernelArgs& args) const = 0;
+};
+
 using InferFn = InferResult (*)(const InferArgs&);
 using KernelFn = void (*)(const KernelArgs&);
 using ViewFn = std::vector<ViewMeta> (*)(const ViewArgs&);
 // One gradient per input, each of that input's shape (undefined where none).
 using GradFn = std::vector<Tensor> (*)(const GradContext&);
+// Prepares the kernel for views of exactly these shapes, strides and dtypes
+// and these attributes. The views' data pointers are placeholders (non-null
+// exactly for present inputs) and must not be read or kept: the data changes
+// per call, and parameters may be updated in place between calls. Null
+// result: nothing worth preparing, run the plain kernel.
+using PrepareFn = std::unique_ptr<PreparedKernel> (*)(const KernelArgs&);
+// Inputs the kernel writes in place under these attributes (batch_norm's
+// running statistics when training).
+using MutatedInputsFn = std::vector<int> (*)(const Attrs&);
 
 enum class OpKind {
   Elementwise,  // output[i] depends on input[i] only (after broadcasting)
@@ -109,11 +131,14 @@ struct OpDef {
   KernelFn cpu = nullptr;  // null for view ops
   ViewFn view = nullptr;   // only for view ops
   GradFn grad = nullptr;
+  PrepareFn prepare = nullptr;  // optional: what a compiled plan calls instead of `cpu`
 
   OpKind kind = OpKind::Opaque;
   bool may_run_inplace = false;   // output may share input 0's buffer
   bool has_side_effects = false;  // never folded or removed (batch_norm's running stats)
   bool is_random = false;         // draws from the generator (dropout)
+  // With has_side_effects: which inputs are written (null: none).
+  MutatedInputsFn mutated_inputs = nullptr;
 
   OnnxInfo onnx;
 

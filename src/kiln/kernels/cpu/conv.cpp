@@ -45,10 +45,40 @@ void conv2d_reference_typed(const StridedView& out, const StridedView& x, const 
 
 using dims = dnnl::memory::dims;
 
+// What a oneDNN convolution is created from (shapes, bias, geometry).
+struct ConvGeometry {
+  dims src, weights, dst;
+  bool has_bias = false;
+  Conv2dParams params;
+};
+
+ConvGeometry conv_geometry(const StridedView& out, const StridedView& x, const StridedView& w,
+                           const StridedView& bias, const Conv2dParams& p) {
+  const int64_t G = p.groups, OC = w.shape[0];
+  ConvGeometry g;
+  g.src = dims(x.shape, x.shape + 4);
+  g.dst = dims(out.shape, out.shape + 4);
+  g.weights =
+      G > 1 ? dims{G, OC / G, w.shape[1], w.shape[2], w.shape[3]} : dims(w.shape, w.shape + 4);
+  g.has_bias = bias.data != nullptr;
+  g.params = p;
+  return g;
+}
+
+onednn::Key key_of(const ConvGeometry& g) {
+  const Conv2dParams& p = g.params;
+  onednn::Key key;
+  key.add(g.src.data(), 4).add(g.weights.data(), int(g.weights.size())).add(g.dst.data(), 4);
+  key.add(p.groups).add(g.has_bias);
+  key.add(p.stride, 2).add(p.padding, 2).add(p.dilation, 2);
+  return key;
+}
+
 // A convolution primitive plus what it needs around it: the weight layout it
 // chose (format `any`) and the reorder from the user's plain weights.
 struct ConvEntry {
   dnnl::convolution_forward conv;
+  dnnl::memory::desc src, dst, bias;
   dnnl::memory::desc weights_desc;
   dnnl::memory::desc user_weights_desc;
   dnnl::memory::desc scratchpad;
@@ -62,30 +92,29 @@ onednn::PrimitiveCache<ConvEntry>& conv_cache() {
   return cache;
 }
 
-ConvEntry make_conv(const dims& src_dims, const dims& wei_dims, const dims& dst_dims, bool has_bias,
-                    const Conv2dParams& p) {
+ConvEntry make_conv(const ConvGeometry& g) {
   using tag = dnnl::memory::format_tag;
   const auto f32 = dnnl::memory::data_type::f32;
-  dnnl::memory::desc src(src_dims, f32, tag::nchw), dst(dst_dims, f32, tag::nchw);
-  dnnl::memory::desc user_wei(wei_dims, f32, p.groups > 1 ? tag::goihw : tag::oihw);
-  dnnl::memory::desc any_wei(wei_dims, f32, tag::any);
-  dnnl::memory::desc bias_desc =
-      has_bias ? dnnl::memory::desc({dst_dims[1]}, f32, tag::x) : dnnl::memory::desc();
+  const Conv2dParams& p = g.params;
+  ConvEntry entry;
+  entry.src = dnnl::memory::desc(g.src, f32, tag::nchw);
+  entry.dst = dnnl::memory::desc(g.dst, f32, tag::nchw);
+  dnnl::memory::desc user_wei(g.weights, f32, p.groups > 1 ? tag::goihw : tag::oihw);
+  dnnl::memory::desc any_wei(g.weights, f32, tag::any);
+  if (g.has_bias) entry.bias = dnnl::memory::desc({g.dst[1]}, f32, tag::x);
   // oneDNN counts dilation from 0 (no gap), PyTorch from 1.
   dims strides{p.stride[0], p.stride[1]}, dilation{p.dilation[0] - 1, p.dilation[1] - 1};
   dims pad_l{p.padding[0], p.padding[1]};
   // Right padding that makes oneDNN's output-size formula give dst's size.
   dims pad_r(2);
-  for (int i = 0; i < 2; ++i) {
-    int64_t eff_kernel = (wei_dims[wei_dims.size() - 2 + size_t(i)] - 1) * p.dilation[i] + 1;
-    pad_r[size_t(i)] = (dst_dims[2 + size_t(i)] - 1) * p.stride[i] + eff_kernel -
-                       src_dims[2 + size_t(i)] - p.padding[i];
+  for (size_t i = 0; i < 2; ++i) {
+    int64_t eff_kernel = (g.weights[g.weights.size() - 2 + i] - 1) * p.dilation[i] + 1;
+    pad_r[i] = (g.dst[2 + i] - 1) * p.stride[i] + eff_kernel - g.src[2 + i] - p.padding[i];
   }
   dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                       dnnl::algorithm::convolution_direct, src, any_wei, bias_desc,
-                                       dst, strides, dilation, pad_l, pad_r);
+                                       dnnl::algorithm::convolution_direct, entry.src, any_wei,
+                                       entry.bias, entry.dst, strides, dilation, pad_l, pad_r);
   dnnl::convolution_forward::primitive_desc pd(desc, onednn::default_attr(), onednn::engine());
-  ConvEntry entry;
   entry.conv = dnnl::convolution_forward(pd);
   entry.weights_desc = pd.weights_desc();
   entry.user_weights_desc = user_wei;
@@ -100,6 +129,37 @@ ConvEntry make_conv(const dims& src_dims, const dims& wei_dims, const dims& dst_
   return entry;
 }
 
+void execute_conv(const ConvEntry& entry, const StridedView& out, const StridedView& x,
+                  const StridedView& w, const StridedView& bias) {
+  std::vector<float> x_copy, w_copy, bias_copy;
+  const float* x_data = onednn::dense_f32(x, x_copy);
+  const float* w_data = onednn::dense_f32(w, w_copy);
+  const float* bias_data = bias.data ? onednn::dense_f32(bias, bias_copy) : nullptr;
+  dnnl::memory weights = onednn::wrap(entry.user_weights_desc, w_data);
+  // The weights may change between calls (an optimizer step), so they are
+  // reordered every call, into a per-thread buffer.
+  if (entry.needs_reorder) {
+    dnnl::memory reordered = onednn::reorder_buffer(entry.weights_desc);
+    onednn::execute(entry.weight_reorder,
+                    {{DNNL_ARG_FROM, weights},
+                     {DNNL_ARG_TO, reordered},
+                     {DNNL_ARG_SCRATCHPAD, onednn::scratchpad(entry.reorder_scratchpad)}});
+    weights = reordered;
+  }
+  onednn::execute(entry.conv, {{DNNL_ARG_SRC, onednn::wrap(entry.src, x_data)},
+                               {DNNL_ARG_WEIGHTS, weights},
+                               {DNNL_ARG_DST, onednn::wrap(entry.dst, out.data)},
+                               {DNNL_ARG_BIAS,
+                                bias_data ? onednn::wrap(entry.bias, bias_data) : dnnl::memory()},
+                               {DNNL_ARG_SCRATCHPAD, onednn::scratchpad(entry.scratchpad)}});
+}
+
+// conv2d() takes the loop where oneDNN cannot: float64, or zero input
+// channels (the loop gives bias, or 0, there).
+bool needs_reference(const StridedView& out, const StridedView& w) {
+  return out.dtype != DType::Float32 || w.shape[1] == 0;
+}
+
 }  // namespace
 
 void conv2d_reference(const StridedView& out, const StridedView& x, const StridedView& w,
@@ -112,51 +172,42 @@ void conv2d_reference(const StridedView& out, const StridedView& x, const Stride
 
 void conv2d_onednn_f32(const StridedView& out, const StridedView& x, const StridedView& w,
                        const StridedView& bias, const Conv2dParams& p) {
-  std::vector<float> x_copy, w_copy, bias_copy;
-  const float* x_data = onednn::dense_f32(x, x_copy);
-  const float* w_data = onednn::dense_f32(w, w_copy);
-  const float* bias_data = bias.data ? onednn::dense_f32(bias, bias_copy) : nullptr;
-  const int64_t G = p.groups, OC = w.shape[0];
-  dims src_dims(x.shape, x.shape + 4), dst_dims(out.shape, out.shape + 4);
-  dims wei_dims =
-      G > 1 ? dims{G, OC / G, w.shape[1], w.shape[2], w.shape[3]} : dims(w.shape, w.shape + 4);
+  const ConvGeometry g = conv_geometry(out, x, w, bias, p);
   onednn::guarded("conv2d", [&] {
-    onednn::Key key;
-    key.add(x.shape, 4).add(w.shape, 4).add(out.shape, 4).add(G).add(bias.data != nullptr);
-    key.add(p.stride, 2).add(p.padding, 2).add(p.dilation, 2);
-    ConvEntry entry = conv_cache().get(
-        key, [&] { return make_conv(src_dims, wei_dims, dst_dims, bias.data != nullptr, p); });
-    dnnl::memory weights = onednn::wrap(entry.user_weights_desc, w_data);
-    // Without the storage version the kernel cannot know whether the weights
-    // changed since the last call, so a reordered copy is made every call.
-    if (entry.needs_reorder) {
-      dnnl::memory reordered(entry.weights_desc, onednn::engine());
-      entry.weight_reorder.execute(
-          onednn::stream(), {{DNNL_ARG_FROM, weights},
-                             {DNNL_ARG_TO, reordered},
-                             {DNNL_ARG_SCRATCHPAD, onednn::scratchpad(entry.reorder_scratchpad)}});
-      weights = reordered;
-    }
-    using tag = dnnl::memory::format_tag;
-    const auto f32 = dnnl::memory::data_type::f32;
-    std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, onednn::wrap(dnnl::memory::desc(src_dims, f32, tag::nchw), x_data)},
-        {DNNL_ARG_WEIGHTS, weights},
-        {DNNL_ARG_DST, onednn::wrap(dnnl::memory::desc(dst_dims, f32, tag::nchw), out.data)},
-        {DNNL_ARG_SCRATCHPAD, onednn::scratchpad(entry.scratchpad)}};
-    if (bias_data) {
-      args.emplace(DNNL_ARG_BIAS, onednn::wrap(dnnl::memory::desc({OC}, f32, tag::x), bias_data));
-    }
-    entry.conv.execute(onednn::stream(), args);
-    onednn::stream().wait();
+    ConvEntry entry = conv_cache().get(key_of(g), [&] { return make_conv(g); });
+    execute_conv(entry, out, x, w, bias);
   });
+}
+
+struct Conv2dPlan::OneDnn {
+  ConvEntry entry;
+};
+
+Conv2dPlan::Conv2dPlan(const StridedView& out, const StridedView& x, const StridedView& w,
+                       const StridedView& bias, const Conv2dParams& p)
+    : params_(p), empty_(out.numel() == 0) {
+  if (empty_ || needs_reference(out, w)) return;
+  auto state = std::make_unique<OneDnn>();
+  onednn::guarded("conv2d", [&] { state->entry = make_conv(conv_geometry(out, x, w, bias, p)); });
+  onednn_ = std::move(state);
+}
+
+Conv2dPlan::~Conv2dPlan() = default;
+
+void Conv2dPlan::run(const StridedView& out, const StridedView& x, const StridedView& w,
+                     const StridedView& bias) const {
+  if (empty_) return;
+  if (!onednn_) {
+    conv2d_reference(out, x, w, bias, params_);
+    return;
+  }
+  onednn::guarded("conv2d", [&] { execute_conv(onednn_->entry, out, x, w, bias); });
 }
 
 void conv2d(const StridedView& out, const StridedView& x, const StridedView& w,
             const StridedView& bias, const Conv2dParams& p) {
   if (out.numel() == 0) return;
-  // oneDNN rejects zero input channels; the loop gives bias (or 0) there.
-  if (out.dtype != DType::Float32 || w.shape[1] == 0) {
+  if (needs_reference(out, w)) {
     conv2d_reference(out, x, w, bias, p);
     return;
   }

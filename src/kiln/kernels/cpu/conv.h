@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "kiln/kernels/cpu/strided.h"
 
@@ -24,6 +25,29 @@ void conv2d_onednn_f32(const StridedView& out, const StridedView& x, const Strid
                        const StridedView& bias, const Conv2dParams& p);
 void conv2d_reference(const StridedView& out, const StridedView& x, const StridedView& w,
                       const StridedView& bias, const Conv2dParams& p);
+
+// conv2d() for one fixed geometry (shapes, dtypes, bias or not, params),
+// with the oneDNN primitive (and weight reorder) created up front, so run()
+// skips the primitive cache. The constructor's views only lend their
+// geometry; run() gives exactly what conv2d() gives for views of that
+// geometry. run() may be called from several threads at once.
+class Conv2dPlan {
+ public:
+  Conv2dPlan(const StridedView& out, const StridedView& x, const StridedView& w,
+             const StridedView& bias, const Conv2dParams& p);
+  ~Conv2dPlan();
+  Conv2dPlan(const Conv2dPlan&) = delete;
+  Conv2dPlan& operator=(const Conv2dPlan&) = delete;
+
+  void run(const StridedView& out, const StridedView& x, const StridedView& w,
+           const StridedView& bias) const;
+
+ private:
+  struct OneDnn;
+  std::unique_ptr<const OneDnn> onednn_;  // null: nothing to do, or the reference loop
+  Conv2dParams params_;
+  bool empty_;
+};
 
 // conv2d's backward (conv_backward.cpp), with the forward's geometry:
 // dx[N, C, H, W] (contiguous) from dy[N, OC, OH, OW] and w; dw[OC, C / groups,

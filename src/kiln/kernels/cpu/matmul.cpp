@@ -56,12 +56,13 @@ void matmul_reference_typed(const StridedView& out, const StridedView& a, const 
   }
 }
 
-// One operand of a oneDNN matmul as a 3-D [batch, rows, cols] strided array.
+// How one operand of a oneDNN matmul is seen as a 3-D [batch, rows, cols]
+// strided array. Shapes and strides alone decide it, so a plan can work it
+// out once; `packed` operands are copied into a contiguous array per call.
 struct Matrix3 {
-  const float* data = nullptr;
   int64_t batch = 1, rows = 0, cols = 0;
   int64_t batch_stride = 0, row_stride = 0, col_stride = 0;
-  std::vector<float> owned;  // a contiguous copy when the layout did not fit
+  bool packed = false;
 };
 
 // Merges the batch dims into one (or into none when all are broadcast).
@@ -106,26 +107,16 @@ bool normalize_inner_strides(Matrix3& m) {
   return false;
 }
 
-Matrix3 as_matrix3(const StridedView& v) {
+Matrix3 layout_of(const StridedView& v) {
   Matrix3 m;
   const int nd = v.ndim;
-  m.data = v.ptr<const float>();
   m.rows = v.shape[nd - 2];
   m.cols = v.shape[nd - 1];
   m.row_stride = v.strides[nd - 2];
   m.col_stride = v.strides[nd - 1];
   if (normalize_inner_strides(m) && merge_batch_dims(v, m)) return m;
-  // Copy into a contiguous [batch..., rows, cols] array (repeats included).
-  m.owned.resize(size_t(v.numel()));
-  StridedView dense = v;
-  dense.data = m.owned.data();
-  int64_t stride = 1;
-  for (int d = nd - 1; d >= 0; --d) {
-    dense.strides[d] = stride;
-    stride *= v.shape[d];
-  }
-  copy_convert(dense, v);
-  m.data = m.owned.data();
+  // A contiguous [batch..., rows, cols] copy (repeats included).
+  m.packed = true;
   m.batch = v.numel() / std::max<int64_t>(1, m.rows * m.cols);
   m.row_stride = m.cols;
   m.col_stride = 1;
@@ -133,19 +124,127 @@ Matrix3 as_matrix3(const StridedView& v) {
   return m;
 }
 
+// v's data as `m` describes it: v's own pointer, or a contiguous copy of v
+// made in `storage`.
+const float* data_in(const Matrix3& m, const StridedView& v, std::vector<float>& storage) {
+  if (!m.packed) return v.ptr<const float>();
+  storage.resize(size_t(v.numel()));
+  StridedView dense = v;
+  dense.data = storage.data();
+  int64_t stride = 1;
+  for (int d = v.ndim - 1; d >= 0; --d) {
+    dense.strides[d] = stride;
+    stride *= v.shape[d];
+  }
+  copy_convert(dense, v);
+  return storage.data();
+}
+
 dnnl::memory::desc desc_of(const Matrix3& m) {
   return onednn::plain_desc({m.batch, m.rows, m.cols},
                             {m.batch_stride, m.row_stride, m.col_stride});
 }
 
+// Everything about a oneDNN matmul call that shapes, strides and the scalars
+// decide: what the primitive is created from and how the data is passed.
+struct MatmulGeometry {
+  Matrix3 lhs, rhs;
+  int64_t out_batch = 1, out_rows = 0, n = 0;
+  bool has_bias = false;
+  double alpha = 1, beta = 0;
+};
+
+MatmulGeometry matmul_geometry(const StridedView& out, const StridedView& a, const StridedView& b,
+                               const StridedView& bias, double alpha, double beta) {
+  MatmulGeometry g;
+  g.lhs = layout_of(a);
+  g.rhs = layout_of(b);
+  const int64_t M = g.lhs.rows;
+  g.n = g.rhs.cols;
+  const int64_t batch = out.numel() / std::max<int64_t>(1, M * g.n);
+  // A shared right-hand matrix lets the batch fold into the rows: one big
+  // GEMM instead of many small ones (linear on [B, T, K] inputs).
+  Matrix3& lhs = g.lhs;
+  if (g.rhs.batch == 1 && lhs.batch > 1 && lhs.col_stride == 1 &&
+      lhs.batch_stride == M * lhs.row_stride) {
+    lhs.rows *= lhs.batch;
+    lhs.batch = 1;
+    lhs.batch_stride = lhs.rows * lhs.row_stride;
+  }
+  g.out_batch = lhs.rows == M ? batch : 1;
+  g.out_rows = lhs.rows;
+  g.has_bias = bias.data != nullptr;
+  g.alpha = alpha;
+  g.beta = beta;
+  return g;
+}
+
+onednn::Key key_of(const MatmulGeometry& g) {
+  const Matrix3 &lhs = g.lhs, &rhs = g.rhs;
+  onednn::Key key;
+  key.add(lhs.batch).add(lhs.rows).add(lhs.cols).add(lhs.batch_stride).add(lhs.row_stride);
+  key.add(lhs.col_stride).add(rhs.batch).add(rhs.rows).add(rhs.cols).add(rhs.batch_stride);
+  key.add(rhs.row_stride).add(rhs.col_stride).add(g.out_batch).add(g.has_bias);
+  key.add_double(g.alpha).add_double(g.beta);
+  return key;
+}
+
 struct MatmulEntry {
   dnnl::matmul prim;
-  dnnl::memory::desc scratchpad;
+  dnnl::memory::desc src, weights, dst, bias, scratchpad;
 };
+
+MatmulEntry make_matmul(const MatmulGeometry& g) {
+  MatmulEntry entry;
+  entry.src = desc_of(g.lhs);
+  entry.weights = desc_of(g.rhs);
+  entry.dst = onednn::plain_desc({g.out_batch, g.out_rows, g.n}, {g.out_rows * g.n, g.n, 1});
+  if (g.has_bias) entry.bias = onednn::plain_desc({1, 1, g.n}, {g.n, g.n, 1});
+  dnnl::primitive_attr attr = onednn::default_attr();
+  if (g.alpha != 1) attr.set_output_scales(0, {float(g.alpha)});
+  if (g.beta != 0) {
+    dnnl::post_ops ops;
+    ops.append_sum(float(g.beta));
+    attr.set_post_ops(ops);
+  }
+  dnnl::matmul::desc desc =
+      g.has_bias ? dnnl::matmul::desc(entry.src, entry.weights, entry.bias, entry.dst)
+                 : dnnl::matmul::desc(entry.src, entry.weights, entry.dst);
+  dnnl::matmul::primitive_desc pd(desc, attr, onednn::engine());
+  entry.prim = dnnl::matmul(pd);
+  entry.scratchpad = pd.scratchpad_desc();
+  return entry;
+}
+
+void execute_matmul(const MatmulEntry& entry, const MatmulGeometry& g, const StridedView& out,
+                    const StridedView& a, const StridedView& b, const StridedView& bias) {
+  std::vector<float> lhs_copy, rhs_copy, bias_copy;
+  const float* lhs = data_in(g.lhs, a, lhs_copy);
+  const float* rhs = data_in(g.rhs, b, rhs_copy);
+  const float* bias_data = bias.ptr<const float>();
+  if (g.has_bias && bias.strides[0] != 1) {
+    bias_copy.resize(size_t(g.n));
+    for (int64_t n = 0; n < g.n; ++n)
+      bias_copy[size_t(n)] = bias_data[n * bias.strides[0]];
+    bias_data = bias_copy.data();
+  }
+  onednn::execute(entry.prim, {{DNNL_ARG_SRC, onednn::wrap(entry.src, lhs)},
+                               {DNNL_ARG_WEIGHTS, onednn::wrap(entry.weights, rhs)},
+                               {DNNL_ARG_DST, onednn::wrap(entry.dst, out.data)},
+                               {DNNL_ARG_BIAS,
+                                g.has_bias ? onednn::wrap(entry.bias, bias_data) : dnnl::memory()},
+                               {DNNL_ARG_SCRATCHPAD, onednn::scratchpad(entry.scratchpad)}});
+}
 
 onednn::PrimitiveCache<MatmulEntry>& matmul_cache() {
   static onednn::PrimitiveCache<MatmulEntry> cache;
   return cache;
+}
+
+// matmul() takes kiln's loop for what oneDNN cannot do.
+bool needs_reference(const StridedView& out, const StridedView& a) {
+  // An empty sum is 0, so out = beta * out + bias; oneDNN rejects K == 0.
+  return a.shape[a.ndim - 1] == 0 || out.dtype != DType::Float32;
 }
 
 }  // namespace
@@ -160,68 +259,45 @@ void matmul_reference(const StridedView& out, const StridedView& a, const Stride
 
 void matmul_onednn_f32(const StridedView& out, const StridedView& a, const StridedView& b,
                        const StridedView& bias, double alpha, double beta) {
-  Matrix3 lhs = as_matrix3(a), rhs = as_matrix3(b);
-  const int64_t M = lhs.rows, N = rhs.cols;
-  const int64_t batch = out.numel() / std::max<int64_t>(1, M * N);
-  // A shared right-hand matrix lets the batch fold into the rows: one big
-  // GEMM instead of many small ones (linear on [B, T, K] inputs).
-  if (rhs.batch == 1 && lhs.batch > 1 && lhs.col_stride == 1 &&
-      lhs.batch_stride == M * lhs.row_stride) {
-    lhs.rows *= lhs.batch;
-    lhs.batch = 1;
-    lhs.batch_stride = lhs.rows * lhs.row_stride;
-  }
-  const int64_t out_batch = lhs.rows == M ? batch : 1;
-  const int64_t out_rows = lhs.rows;
-  std::vector<float> bias_copy;
-  const float* bias_data = bias.ptr<const float>();
-  if (bias.data && bias.strides[0] != 1) {
-    bias_copy.resize(size_t(N));
-    for (int64_t n = 0; n < N; ++n)
-      bias_copy[size_t(n)] = bias_data[n * bias.strides[0]];
-    bias_data = bias_copy.data();
-  }
-
+  const MatmulGeometry g = matmul_geometry(out, a, b, bias, alpha, beta);
   onednn::guarded("matmul", [&] {
-    dnnl::memory::desc src = desc_of(lhs), wei = desc_of(rhs);
-    dnnl::memory::desc dst = onednn::plain_desc({out_batch, out_rows, N}, {out_rows * N, N, 1});
-    dnnl::memory::desc bias_desc =
-        bias.data ? onednn::plain_desc({1, 1, N}, {N, N, 1}) : dnnl::memory::desc();
-    onednn::Key key;
-    key.add(lhs.batch).add(lhs.rows).add(lhs.cols).add(lhs.batch_stride).add(lhs.row_stride);
-    key.add(lhs.col_stride).add(rhs.batch).add(rhs.rows).add(rhs.cols).add(rhs.batch_stride);
-    key.add(rhs.row_stride).add(rhs.col_stride).add(out_batch).add(bias.data != nullptr);
-    key.add_double(alpha).add_double(beta);
-    MatmulEntry entry = matmul_cache().get(key, [&] {
-      dnnl::primitive_attr attr = onednn::default_attr();
-      if (alpha != 1) attr.set_output_scales(0, {float(alpha)});
-      if (beta != 0) {
-        dnnl::post_ops ops;
-        ops.append_sum(float(beta));
-        attr.set_post_ops(ops);
-      }
-      dnnl::matmul::desc desc = bias.data ? dnnl::matmul::desc(src, wei, bias_desc, dst)
-                                          : dnnl::matmul::desc(src, wei, dst);
-      dnnl::matmul::primitive_desc pd(desc, attr, onednn::engine());
-      return MatmulEntry{dnnl::matmul(pd), pd.scratchpad_desc()};
-    });
-    std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, onednn::wrap(src, lhs.data)},
-        {DNNL_ARG_WEIGHTS, onednn::wrap(wei, rhs.data)},
-        {DNNL_ARG_DST, onednn::wrap(dst, out.data)},
-        {DNNL_ARG_SCRATCHPAD, onednn::scratchpad(entry.scratchpad)}};
-    if (bias.data) args.emplace(DNNL_ARG_BIAS, onednn::wrap(bias_desc, bias_data));
-    entry.prim.execute(onednn::stream(), args);
-    onednn::stream().wait();
+    MatmulEntry entry = matmul_cache().get(key_of(g), [&] { return make_matmul(g); });
+    execute_matmul(entry, g, out, a, b, bias);
   });
+}
+
+struct MatmulPlan::OneDnn {
+  MatmulGeometry geometry;
+  MatmulEntry entry;
+};
+
+MatmulPlan::MatmulPlan(const StridedView& out, const StridedView& a, const StridedView& b,
+                       const StridedView& bias, double alpha, double beta)
+    : alpha_(alpha), beta_(beta), empty_(out.numel() == 0) {
+  if (empty_ || needs_reference(out, a)) return;
+  auto state = std::make_unique<OneDnn>();
+  state->geometry = matmul_geometry(out, a, b, bias, alpha, beta);
+  onednn::guarded("matmul", [&] { state->entry = make_matmul(state->geometry); });
+  onednn_ = std::move(state);
+}
+
+MatmulPlan::~MatmulPlan() = default;
+
+void MatmulPlan::run(const StridedView& out, const StridedView& a, const StridedView& b,
+                     const StridedView& bias) const {
+  if (empty_) return;
+  if (!onednn_) {
+    matmul_reference(out, a, b, bias, alpha_, beta_);
+    return;
+  }
+  onednn::guarded("matmul",
+                  [&] { execute_matmul(onednn_->entry, onednn_->geometry, out, a, b, bias); });
 }
 
 void matmul(const StridedView& out, const StridedView& a, const StridedView& b,
             const StridedView& bias, double alpha, double beta) {
   if (out.numel() == 0) return;
-  const int64_t K = a.shape[a.ndim - 1];
-  if (K == 0 || out.dtype != DType::Float32) {
-    // An empty sum is 0, so out = beta * out + bias; oneDNN rejects K == 0.
+  if (needs_reference(out, a)) {
     matmul_reference(out, a, b, bias, alpha, beta);
     return;
   }
@@ -280,32 +356,45 @@ float dot_f32_scalar(const float* x, const float* w, int64_t k) {
 
 }  // namespace
 
+namespace {
+
+// Rows j0 .. j0 + 3 of matvec_f32 (fewer at the end).
+void matvec_block(float* y, const float* x, const float* w, int64_t w_row_stride, const float* bias,
+                  int64_t bias_stride, int64_t n, int64_t k, int64_t j0) {
+#if defined(__AVX2__) && defined(__FMA__)
+  if (j0 + 4 <= n) {
+    dot4_f32_avx2(x, w + j0 * w_row_stride, w_row_stride, k, y + j0);
+  } else {
+    for (int64_t j = j0; j < n; ++j)
+      y[j] = dot_f32_scalar(x, w + j * w_row_stride, k);
+  }
+#else
+  for (int64_t j = j0; j < std::min(n, j0 + 4); ++j) {
+    y[j] = dot_f32_scalar(x, w + j * w_row_stride, k);
+  }
+#endif
+  if (!bias) return;
+  for (int64_t j = j0; j < std::min(n, j0 + 4); ++j)
+    y[j] += bias[j * bias_stride];
+}
+
+}  // namespace
+
 void matvec_f32(float* y, const float* x, const float* w, int64_t w_row_stride, const float* bias,
                 int64_t bias_stride, int64_t n, int64_t k) {
+  const int64_t blocks = (n + 3) / 4;
   // Splitting rows across threads pays only for large weights: for the W1
   // shapes (<= 128K weights) waking a second thread cost more than it saved
-  // (bench/linear_small.cpp).
-  const bool work_is_large = n * k >= (int64_t(1) << 18);
-  const int64_t blocks = (n + 3) / 4;
-#pragma omp parallel for if (work_is_large)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t j0 = blk * 4;
-#if defined(__AVX2__) && defined(__FMA__)
-    if (j0 + 4 <= n) {
-      dot4_f32_avx2(x, w + j0 * w_row_stride, w_row_stride, k, y + j0);
-    } else {
-      for (int64_t j = j0; j < n; ++j)
-        y[j] = dot_f32_scalar(x, w + j * w_row_stride, k);
-    }
-#else
-    for (int64_t j = j0; j < std::min(n, j0 + 4); ++j) {
-      y[j] = dot_f32_scalar(x, w + j * w_row_stride, k);
-    }
-#endif
-    if (!bias) continue;
-    for (int64_t j = j0; j < std::min(n, j0 + 4); ++j)
-      y[j] += bias[j * bias_stride];
+  // (bench/linear_small.cpp). Small ones skip OpenMP altogether: even a
+  // region that runs on one thread (`if` false) costs libgomp a team setup.
+  if (n * k < (int64_t(1) << 18)) {
+    for (int64_t blk = 0; blk < blocks; ++blk)
+      matvec_block(y, x, w, w_row_stride, bias, bias_stride, n, k, blk * 4);
+    return;
   }
+#pragma omp parallel for
+  for (int64_t blk = 0; blk < blocks; ++blk)
+    matvec_block(y, x, w, w_row_stride, bias, bias_stride, n, k, blk * 4);
 }
 
 }  // namespace kiln::cpu

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "kiln/kernels/cpu/strided.h"
 
@@ -23,6 +24,30 @@ void matmul_onednn_f32(const StridedView& out, const StridedView& a, const Strid
                        const StridedView& bias, double alpha, double beta);
 void matmul_reference(const StridedView& out, const StridedView& a, const StridedView& b,
                       const StridedView& bias, double alpha, double beta);
+
+// matmul() for one fixed set of shapes, strides, dtypes, alpha and beta,
+// with the implementation chosen and the oneDNN primitive created up front,
+// so run() skips the primitive cache. The views given to the constructor
+// only lend their geometry (data is not read); run() takes views of that same
+// geometry and gives exactly what matmul() gives for them (same primitive).
+// run() may be called from several threads at once.
+class MatmulPlan {
+ public:
+  MatmulPlan(const StridedView& out, const StridedView& a, const StridedView& b,
+             const StridedView& bias, double alpha = 1, double beta = 0);
+  ~MatmulPlan();
+  MatmulPlan(const MatmulPlan&) = delete;
+  MatmulPlan& operator=(const MatmulPlan&) = delete;
+
+  void run(const StridedView& out, const StridedView& a, const StridedView& b,
+           const StridedView& bias) const;
+
+ private:
+  struct OneDnn;
+  std::unique_ptr<const OneDnn> onednn_;  // null: nothing to do, or the reference loop
+  double alpha_, beta_;
+  bool empty_;
+};
 
 // y[j] = dot(x, w + j * w_row_stride) + bias[j * bias_stride] for j < n:
 // a linear layer at batch 1 with weight rows of k contiguous floats. bias

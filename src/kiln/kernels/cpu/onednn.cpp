@@ -1,5 +1,8 @@
 #include "kiln/kernels/cpu/onednn.h"
 
+#include <cstdlib>
+#include <memory>
+
 #include "kiln/kernels/cpu/copy.h"
 
 namespace kiln::cpu::onednn {
@@ -25,6 +28,48 @@ dnnl::memory scratchpad(const dnnl::memory::desc& desc) {
   const size_t size = desc.get_size();
   if (buffer.size() < size) buffer.resize(size);
   return dnnl::memory(desc, engine(), buffer.data());
+}
+
+namespace {
+
+// 64-byte aligned, as oneDNN's own buffers are.
+class AlignedBuffer {
+ public:
+  void* reserve(size_t size) {
+    if (size > size_) {
+      data_.reset(static_cast<char*>(std::aligned_alloc(64, (size + 63) / 64 * 64)));
+      KILN_CHECK(data_ != nullptr, "out of memory reserving ", size, " bytes for oneDNN");
+      size_ = size;
+    }
+    return data_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::unique_ptr<char, Free> data_;
+  size_t size_ = 0;
+};
+
+}  // namespace
+
+dnnl::memory reorder_buffer(const dnnl::memory::desc& desc) {
+  thread_local AlignedBuffer buffer;
+  return dnnl::memory(desc, engine(), buffer.reserve(desc.get_size()));
+}
+
+void execute(const dnnl::primitive& prim, std::initializer_list<ExecArg> args) {
+  constexpr size_t kMaxArgs = 8;
+  KILN_ASSERT(args.size() <= kMaxArgs, "a oneDNN primitive got ", args.size(), " arguments");
+  dnnl_exec_arg_t c_args[kMaxArgs];
+  int count = 0;
+  for (const ExecArg& arg : args) {
+    if (arg.memory) c_args[count++] = dnnl_exec_arg_t{arg.index, arg.memory.get()};
+  }
+  dnnl::error::wrap_c_api(dnnl_primitive_execute(prim.get(), stream().get(), count, c_args),
+                          "could not execute a primitive");
+  stream().wait();
 }
 
 dnnl::memory::desc plain_desc(const dnnl::memory::dims& shape, const dnnl::memory::dims& strides) {

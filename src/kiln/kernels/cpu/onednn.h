@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
@@ -25,6 +26,20 @@ dnnl::stream& stream();
 dnnl::primitive_attr default_attr();
 // A per-thread scratchpad buffer big enough for `desc` (grown on demand).
 dnnl::memory scratchpad(const dnnl::memory::desc& desc);
+
+// A second per-thread buffer, for weights reordered into the layout a
+// primitive chose: it must stay alive while the primitive (and its
+// scratchpad) runs. Valid until the next call on the same thread.
+dnnl::memory reorder_buffer(const dnnl::memory::desc& desc);
+
+// One argument of a primitive; an empty memory marks an absent one (no bias).
+struct ExecArg {
+  int index;
+  dnnl::memory memory;
+};
+// Runs `prim` on the stream and waits. Arguments go through the C API as a
+// plain array, so a call builds no hash map.
+void execute(const dnnl::primitive& prim, std::initializer_list<ExecArg> args);
 
 // A plain (strided) memory descriptor of `v`'s shape and strides.
 dnnl::memory::desc plain_desc(const StridedView& v);

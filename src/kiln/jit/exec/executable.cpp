@@ -1,0 +1,144 @@
+#include "kiln/jit/exec/executable.h"
+
+#include <algorithm>
+
+#include "kiln/jit/exec/workspace.h"
+
+namespace kiln::jit {
+namespace {
+
+std::string input_label(const Value* v, size_t i) {
+  return v->name().empty() ? str("input ", i) : str("input ", i, " ('", v->name(), "')");
+}
+
+}  // namespace
+
+Executable::Executable(std::shared_ptr<const Graph> graph) : graph_(std::move(graph)) {
+  KILN_CHECK_VALUE(graph_ != nullptr, "Executable: no graph given");
+  plan_ = lower(*graph_);
+  // One workspace up front, so a single-threaded caller allocates nothing
+  // but results, from the first call on.
+  pool_.push_back(std::make_unique<Workspace>(plan_));
+  workspaces_made_ = 1;
+}
+
+Executable::~Executable() = default;
+
+size_t Executable::num_workspaces() const {
+  std::lock_guard<std::mutex> lock(pool_mutex_);
+  return workspaces_made_;
+}
+
+void Executable::check_inputs(std::span<const Tensor> inputs) const {
+  const std::vector<Value*>& expected = graph_->inputs();
+  KILN_CHECK_VALUE(inputs.size() == expected.size(), "compiled graph: expected ", expected.size(),
+                   " inputs, got ", inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Value* v = expected[i];
+    const Tensor& t = inputs[i];
+    KILN_CHECK_VALUE(t.defined(), "compiled graph: ", input_label(v, i),
+                     " is an undefined tensor; expected ", v->dtype(), v->shape());
+    KILN_CHECK_TYPE(t.dtype() == v->dtype(), "compiled graph: ", input_label(v, i),
+                    " expected dtype ", v->dtype(), " (shape ", v->shape(), "), got ", t.dtype());
+    KILN_CHECK_VALUE(t.shape() == v->shape(), "compiled graph: ", input_label(v, i),
+                     " expected shape ", v->shape(), ", got ", t.shape(),
+                     " (the graph was compiled for fixed shapes)");
+  }
+}
+
+void Executable::check_outputs(std::span<const Tensor> outputs,
+                               std::span<const Tensor> inputs) const {
+  const std::vector<Value*>& expected = graph_->outputs();
+  KILN_CHECK_VALUE(outputs.size() == expected.size(), "compiled graph: run_into expected ",
+                   expected.size(), " output tensors, got ", outputs.size());
+  auto overlaps = [](const Tensor& out, std::span<const Tensor> others) {
+    return std::any_of(others.begin(), others.end(),
+                       [&](const Tensor& t) { return t.defined() && out.is_alias_of(t); });
+  };
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    const Value* v = expected[j];
+    const Tensor& out = outputs[j];
+    KILN_CHECK_VALUE(out.defined(), "compiled graph: output ", j, " is an undefined tensor");
+    KILN_CHECK_TYPE(out.dtype() == v->dtype(), "compiled graph: output ", j, " expected dtype ",
+                    v->dtype(), ", got ", out.dtype());
+    KILN_CHECK_VALUE(out.shape() == v->shape(), "compiled graph: output ", j, " expected shape ",
+                     v->shape(), ", got ", out.shape());
+    KILN_CHECK_VALUE(!overlaps(out, outputs.first(j)), "compiled graph: output ", j,
+                     " shares memory with an earlier output");
+    KILN_CHECK_VALUE(!overlaps(out, inputs), "compiled graph: output ", j,
+                     " shares memory with an input");
+    KILN_CHECK_VALUE(!overlaps(out, plan_.held), "compiled graph: output ", j,
+                     " shares memory with a parameter or constant of the graph");
+  }
+}
+
+std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
+  check_inputs(inputs);
+  std::vector<Tensor> outputs;
+  outputs.reserve(graph_->outputs().size());
+  for (const Value* v : graph_->outputs())
+    outputs.push_back(make_tensor(v->shape(), v->dtype()));
+  execute(inputs, outputs);
+  return outputs;
+}
+
+void Executable::run_into(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const {
+  check_inputs(inputs);
+  check_outputs(outputs, inputs);
+  execute(inputs, outputs);
+}
+
+std::unique_ptr<Workspace> Executable::take_workspace() const {
+  {
+    std::lock_guard<std::mutex> lock(pool_mutex_);
+    if (!pool_.empty()) {
+      std::unique_ptr<Workspace> ws = std::move(pool_.back());
+      pool_.pop_back();
+      return ws;
+    }
+    ++workspaces_made_;
+  }
+  return std::make_unique<Workspace>(plan_);  // outside the lock: allocates the arena
+}
+
+void Executable::give_back(std::unique_ptr<Workspace> ws) const {
+  std::lock_guard<std::mutex> lock(pool_mutex_);
+  pool_.push_back(std::move(ws));
+}
+
+void Executable::execute(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const {
+  bool inputs_strided = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const cpu::StridedView& assumed = plan_.slots[size_t(plan_.input_slots[i])].view;
+    const IntList& strides = inputs[i].strides();
+    inputs_strided |= !std::equal(strides.begin(), strides.end(), assumed.strides);
+  }
+  struct Lease {
+    const Executable* exe;
+    std::unique_ptr<Workspace> ws;
+    ~Lease() { exe->give_back(std::move(ws)); }
+  } lease{this, take_workspace()};
+  lease.ws->bind(inputs, outputs, inputs_strided);
+  run_steps(*lease.ws, inputs_strided);
+  lease.ws->finish(outputs);
+  for (const Mutation& m : plan_.mutations) {
+    const Tensor& written = m.root == RootKind::Fixed ? plan_.held[m.index] : inputs[m.index];
+    written.bump_version();
+  }
+}
+
+void Executable::run_steps(Workspace& ws, bool inputs_strided) const {
+  const cpu::StridedView* args = ws.args();
+  for (const Step& step : plan_.steps) {
+    const cpu::StridedView* first = args + step.first_arg;
+    KernelArgs kernel_args{
+        {first, step.num_inputs}, {first + step.num_inputs, step.num_outputs}, *step.attrs};
+    if (step.prepared && !(inputs_strided && step.touches_inputs)) {
+      step.prepared->run(kernel_args);
+    } else {
+      step.kernel(kernel_args);
+    }
+  }
+}
+
+}  // namespace kiln::jit

@@ -1,0 +1,90 @@
+// Executable: a graph lowered once to a flat plan (see plan.h) and run many
+// times, from any number of threads at once.
+//
+//   auto graph = std::make_shared<jit::Graph>();
+//   ... build it (or trace it), bind the parameters' tensors ...
+//   jit::Executable exe(graph);
+//   std::vector<Tensor> y = exe.run({x});   // same values as eager, bit for bit
+//
+// What run() does per call: checks the inputs, takes a workspace (its arena
+// holds every intermediate), patches the input and output pointers into the
+// prepared kernel arguments, and runs the steps. No op dispatch, attribute
+// normalization, shape inference, map lookup or Tensor per step; the only
+// allocations are the result tensors (run_into has none).
+//
+// Semantics, and where they differ from eager:
+// - Results are fresh tensors: never an input, a parameter, a constant or a
+//   view of one (a graph that returns an input returns a copy of it), so the
+//   caller may keep or write them without touching the model.
+// - Parameters and constants are referenced, not copied: an optimizer's
+//   in-place update is seen by the next call. Rebinding a parameter to a
+//   new tensor (Value::set_data) after compiling is not seen; compile again.
+// - Inputs may have any strides. The plan assumes contiguous inputs; an input
+//   with other strides takes a slower path that re-derives the views over it
+//   and runs the plain kernels where a prepared one assumed those strides.
+// - Random ops draw from the default generator per call, as eager does (same
+//   sequence for the same seed). batch_norm in training updates its running
+//   statistics in place and bumps their version counters, as eager does.
+// - No autograd: results do not require grad. Calls are independent of grad
+//   mode; training through a compiled graph is not supported yet.
+// - The graph must not change after compiling (the executable keeps it for
+//   graph() and for its parameter tensors, and assumes it is frozen).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "kiln/jit/exec/plan.h"
+#include "kiln/jit/ir/graph.h"
+
+namespace kiln::jit {
+
+class Workspace;
+
+class Executable {
+ public:
+  // Lowers the graph: checks it, places every value, prepares the kernels
+  // (oneDNN primitives are created here). Throws kiln::Error naming the node
+  // when the graph cannot run.
+  explicit Executable(std::shared_ptr<const Graph> graph);
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  // One result per graph output, freshly allocated. Inputs are checked
+  // against the graph inputs (count, dtype, shape).
+  std::vector<Tensor> run(std::span<const Tensor> inputs) const;
+  std::vector<Tensor> run(std::initializer_list<Tensor> inputs) const {
+    return run(std::span<const Tensor>(inputs.begin(), inputs.size()));
+  }
+  // Writes the results into `outputs` (each of its output's exact dtype and
+  // shape; any strides). They must not share memory with each other, the
+  // inputs, or the parameters and constants. Allocates nothing when the
+  // outputs are contiguous.
+  void run_into(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const;
+
+  const Graph& graph() const { return *graph_; }
+  const Plan& plan() const { return plan_; }
+  // Workspaces made so far: at most the number of calls that ever ran at once.
+  size_t num_workspaces() const;
+
+ private:
+  void check_inputs(std::span<const Tensor> inputs) const;
+  void check_outputs(std::span<const Tensor> outputs, std::span<const Tensor> inputs) const;
+  void execute(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const;
+  void run_steps(Workspace& ws, bool inputs_strided) const;
+  std::unique_ptr<Workspace> take_workspace() const;
+  void give_back(std::unique_ptr<Workspace> ws) const;
+
+  std::shared_ptr<const Graph> graph_;
+  Plan plan_;
+  // Free workspaces; a call takes one and gives it back, so concurrent calls
+  // never share one. The lock is held only to pop or push.
+  mutable std::mutex pool_mutex_;
+  mutable std::vector<std::unique_ptr<Workspace>> pool_;
+  mutable size_t workspaces_made_ = 0;
+};
+
+}  // namespace kiln::jit

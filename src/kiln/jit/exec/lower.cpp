@@ -1,0 +1,299 @@
+// Graph -> Plan. Walks the nodes in order once: view nodes become slots over
+// their input's memory, every other node a step; graph outputs computed by a
+// kernel are written straight into the caller's result tensor, and any other
+// output (an input, a parameter, a view, a repeat) gets a copy step at the
+// end, so results never alias the workspace or the model's weights.
+#include <unordered_map>
+
+#include "kiln/jit/exec/plan.h"
+#include "kiln/ops/dispatch.h"
+
+namespace kiln::jit {
+namespace {
+
+// What prepare() sees as data: non-null marks a present argument.
+alignas(64) char kPlaceholder[64] = {};
+
+std::string label(const Value* v) {
+  return str("%", v->id());
+}
+
+cpu::StridedView contiguous_view(const Value* v) {
+  const IntList& shape = v->shape();
+  KILN_CHECK(shape.size() <= size_t(cpu::kMaxDims), label(v), ": values of more than ",
+             cpu::kMaxDims, " dims are not supported (shape ", shape, ")");
+  cpu::StridedView view;
+  view.dtype = v->dtype();
+  view.ndim = int(shape.size());
+  IntList strides = contiguous_strides(shape);
+  std::copy(shape.begin(), shape.end(), view.shape);
+  std::copy(strides.begin(), strides.end(), view.strides);
+  return view;
+}
+
+// A tensor with the slot's geometry for a view op's rule to look at: over
+// the real storage for a Fixed slot, else over no memory at all.
+Tensor geometry_tensor(const Slot& slot, const std::vector<Tensor>& held) {
+  static const Storage no_memory = std::make_shared<StorageImpl>(nullptr, 0, [] {});
+  const cpu::StridedView& v = slot.view;
+  const int64_t itemsize = int64_t(element_size(v.dtype));
+  Storage storage = slot.root == RootKind::Fixed ? held[slot.root_index].storage() : no_memory;
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), IntList(v.shape, v.shape + v.ndim),
+                                             IntList(v.strides, v.strides + v.ndim),
+                                             slot.byte_offset / itemsize, v.dtype));
+}
+
+class Lowering {
+ public:
+  explicit Lowering(const Graph& graph) : graph_(graph) {}
+
+  Plan run() {
+    plan_.num_inputs = graph_.inputs().size();
+    plan_.num_outputs = graph_.outputs().size();
+    for (size_t i = 0; i < graph_.inputs().size(); ++i)
+      add_input(graph_.inputs()[i], i);
+    for (const Value* v : graph_.params())
+      add_held(v);
+    for (const Value* v : graph_.constants())
+      add_held(v);
+    find_direct_outputs();
+    for (const Node* node : graph_.nodes()) {
+      check_types(*node);
+      if (node->op().kind == OpKind::View) {
+        lower_view(*node);
+      } else {
+        lower_kernel(*node);
+      }
+    }
+    add_output_copies();
+    place_buffers();
+    return std::move(plan_);
+  }
+
+ private:
+  int32_t new_slot(const Value* v, Slot slot) {
+    slot.value_id = v->id();
+    plan_.slots.push_back(slot);
+    return int32_t(plan_.slots.size() - 1);
+  }
+
+  void add_input(const Value* v, size_t index) {
+    Slot slot{.root = RootKind::Input, .root_index = uint32_t(index), .view = contiguous_view(v)};
+    int32_t id = new_slot(v, slot);
+    plan_.input_slots.push_back(id);
+    slots_[v] = id;
+  }
+
+  void add_held(const Value* v) {
+    const Tensor& t = v->data();
+    KILN_CHECK_VALUE(t.defined(), "parameter '", v->name(), "' (", label(v),
+                     ") has no tensor bound; bind the weights before compiling");
+    Slot slot{.root = RootKind::Fixed,
+              .root_index = uint32_t(plan_.held.size()),
+              .byte_offset = t.offset() * int64_t(t.itemsize()),
+              .view = view_of(t)};
+    plan_.held.push_back(t);
+    slots_[v] = new_slot(v, slot);
+  }
+
+  void find_direct_outputs() {
+    const std::vector<Value*>& outputs = graph_.outputs();
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      const Value* v = outputs[j];
+      bool computed =
+          v->kind() == ValueKind::NodeOutput && v->producer()->op().kind != OpKind::View;
+      if (computed && !direct_outputs_.count(v)) direct_outputs_[v] = uint32_t(j);
+    }
+  }
+
+  int32_t slot_of(const Value* v, const Node& user) const {
+    auto it = slots_.find(v);
+    KILN_CHECK(it != slots_.end(), user.op().name, ": input ", label(v),
+               " is used before it is defined (the graph's nodes are out of order, or the value "
+               "belongs to another graph)");
+    return it->second;
+  }
+
+  // Arena sizes and view geometry come from the value types, so they must be
+  // what the op table infers (a hand-typed or edited graph could disagree).
+  void check_types(const Node& node) const {
+    std::vector<TensorMeta> inferred = infer_types(node.op(), node.inputs(), node.attrs());
+    KILN_CHECK(inferred.size() == node.outputs().size(), node.op().name, ": the node has ",
+               node.outputs().size(), " outputs but the op infers ", inferred.size());
+    for (size_t i = 0; i < inferred.size(); ++i) {
+      const Value* out = node.output(i);
+      KILN_CHECK(inferred[i].dtype == out->dtype() && inferred[i].shape == out->shape(),
+                 node.op().name, ": output ", label(out), " is typed ", out->dtype(), out->shape(),
+                 " but the op infers ", inferred[i].dtype, inferred[i].shape);
+    }
+  }
+
+  void lower_view(const Node& node) {
+    const int32_t base_id = slot_of(node.input(0), node);
+    const Slot base = plan_.slots[size_t(base_id)];
+    const Attrs* attrs = &plan_.attrs.emplace_back(node.attrs());
+    std::vector<ViewMeta> views =
+        node.op().view(ViewArgs{geometry_tensor(base, plan_.held), *attrs});
+    KILN_CHECK(views.size() == node.outputs().size(), node.op().name, ": the node has ",
+               node.outputs().size(), " outputs but the view gives ", views.size());
+    const int64_t itemsize = int64_t(element_size(base.view.dtype));
+    for (size_t k = 0; k < node.outputs().size(); ++k) {
+      const Value* out = node.output(k);
+      Slot slot = base;
+      slot.byte_offset = views[k].offset * itemsize;
+      slot.view = contiguous_view(out);
+      std::copy(views[k].strides.begin(), views[k].strides.end(), slot.view.strides);
+      if (base.root == RootKind::Fixed) {
+        char* start = static_cast<char*>(plan_.held[base.root_index].storage()->data());
+        slot.view.data = start + slot.byte_offset;
+      }
+      slot.view_base = base_id;
+      slot.view_op = &node.op();
+      slot.view_attrs = attrs;
+      slot.view_output = k;
+      slots_[out] = new_slot(out, slot);
+    }
+  }
+
+  void lower_kernel(const Node& node) {
+    KILN_CHECK(node.op().cpu != nullptr, node.op().name, ": the op has no CPU kernel");
+    std::vector<int32_t> ins, outs;
+    for (const Value* v : node.inputs())
+      ins.push_back(v ? slot_of(v, node) : -1);
+    for (const Value* v : node.outputs()) {
+      Slot slot{.view = contiguous_view(v)};
+      auto direct = direct_outputs_.find(v);
+      if (direct != direct_outputs_.end()) {
+        slot.root = RootKind::Output;
+        slot.root_index = direct->second;
+      } else {
+        slot.root_index = uint32_t(plan_.buffers.size());
+        const int64_t nbytes = int64_t(element_size(v->dtype())) * numel_of(v->shape());
+        plan_.buffers.push_back(BufferRequest{nbytes, plan_.steps.size(), plan_.steps.size()});
+      }
+      int32_t id = new_slot(v, slot);
+      slots_[v] = id;
+      outs.push_back(id);
+    }
+    const Attrs* attrs = &plan_.attrs.emplace_back(node.attrs());
+    add_step(node.op(), attrs, ins, outs, /*prepare=*/true);
+  }
+
+  // Outputs that no kernel writes straight into the caller's tensor.
+  void add_output_copies() {
+    static const OpDef& clone_op = op("clone");
+    const Attrs* no_attrs = &plan_.attrs.emplace_back();
+    const std::vector<Value*>& outputs = graph_.outputs();
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      KILN_CHECK(slots_.count(outputs[j]), "graph output ", j, " (", label(outputs[j]),
+                 ") is not a value of this graph");
+    }
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      const Value* v = outputs[j];
+      auto direct = direct_outputs_.find(v);
+      if (direct != direct_outputs_.end() && direct->second == j) continue;
+      const int32_t source = slots_.at(v);
+      Slot target{.root = RootKind::Output, .root_index = uint32_t(j), .view = contiguous_view(v)};
+      add_step(clone_op, no_attrs, {source}, {new_slot(v, target)}, /*prepare=*/false);
+    }
+  }
+
+  void add_step(const OpDef& op, const Attrs* attrs, const std::vector<int32_t>& ins,
+                const std::vector<int32_t>& outs, bool prepare) {
+    Step step{.op = &op,
+              .kernel = op.cpu,
+              .attrs = attrs,
+              .first_arg = uint32_t(plan_.args.size()),
+              .num_inputs = uint32_t(ins.size()),
+              .num_outputs = uint32_t(outs.size())};
+    for (const std::vector<int32_t>* list : {&ins, &outs}) {
+      for (int32_t id : *list)
+        add_arg(id, step);
+    }
+    if (prepare && op.prepare) prepare_step(step);
+    note_mutations(step);
+    plan_.steps.push_back(step);
+  }
+
+  void add_arg(int32_t id, Step& step) {
+    plan_.arg_slots.push_back(id);
+    if (id < 0) {
+      plan_.args.emplace_back();  // data == nullptr: an absent optional input
+      return;
+    }
+    const Slot& slot = plan_.slots[size_t(id)];
+    plan_.args.push_back(slot.view);
+    if (slot.root == RootKind::Input) step.touches_inputs = true;
+    if (slot.root == RootKind::Arena) {
+      BufferRequest& buffer = plan_.buffers[slot.root_index];
+      buffer.last_step = std::max(buffer.last_step, plan_.steps.size());
+    }
+  }
+
+  void prepare_step(Step& step) {
+    std::vector<cpu::StridedView> views(plan_.args.begin() + step.first_arg, plan_.args.end());
+    for (size_t i = 0; i < views.size(); ++i) {
+      if (plan_.arg_slots[step.first_arg + i] >= 0 && !views[i].data) views[i].data = kPlaceholder;
+    }
+    std::span<const cpu::StridedView> all(views);
+    std::unique_ptr<PreparedKernel> prepared = step.op->prepare(
+        KernelArgs{all.first(step.num_inputs), all.subspan(step.num_inputs), *step.attrs});
+    if (!prepared) return;
+    step.prepared = prepared.get();
+    plan_.prepared.push_back(std::move(prepared));
+  }
+
+  void note_mutations(const Step& step) {
+    if (!step.op->has_side_effects || !step.op->mutated_inputs) return;
+    for (int input : step.op->mutated_inputs(*step.attrs)) {
+      if (size_t(input) >= step.num_inputs) continue;
+      int32_t id = plan_.arg_slots[step.first_arg + size_t(input)];
+      if (id < 0) continue;
+      const Slot& slot = plan_.slots[size_t(id)];
+      // Arena and output memory is the plan's own or fresh: nobody else sees it.
+      if (slot.root == RootKind::Fixed || slot.root == RootKind::Input) {
+        plan_.mutations.push_back(Mutation{slot.root, slot.root_index});
+      }
+    }
+  }
+
+  void place_buffers() {
+    plan_.memory = plan_memory(plan_.buffers);
+    const uint32_t first_output_base = 1 + uint32_t(plan_.num_inputs);
+    for (size_t a = 0; a < plan_.args.size(); ++a) {
+      if (plan_.arg_slots[a] < 0) continue;
+      const Slot& slot = plan_.slots[size_t(plan_.arg_slots[a])];
+      const uint32_t arg = uint32_t(a);
+      switch (slot.root) {
+        case RootKind::Fixed:
+          break;
+        case RootKind::Arena:
+          plan_.arena_patches.push_back(
+              Patch{arg, 0, plan_.memory.offsets[slot.root_index] + slot.byte_offset});
+          break;
+        case RootKind::Input:
+          plan_.call_patches.push_back(Patch{arg, 1 + slot.root_index, slot.byte_offset});
+          plan_.input_rooted_args.push_back(arg);
+          break;
+        case RootKind::Output:
+          plan_.call_patches.push_back(
+              Patch{arg, first_output_base + slot.root_index, slot.byte_offset});
+          break;
+      }
+    }
+  }
+
+  const Graph& graph_;
+  Plan plan_;
+  // Compile time only: the hot path never looks anything up.
+  std::unordered_map<const Value*, int32_t> slots_;
+  std::unordered_map<const Value*, uint32_t> direct_outputs_;  // -> its first output index
+};
+
+}  // namespace
+
+Plan lower(const Graph& graph) {
+  return Lowering(graph).run();
+}
+
+}  // namespace kiln::jit

@@ -1,0 +1,102 @@
+// The flat plan a graph is lowered to: a list of steps, each a kernel (or
+// prepared kernel) with its argument views already built, over memory
+// described as slots. Running the plan is a loop over the steps; everything
+// that does not depend on the data (shapes, strides, view offsets, which
+// kernel, oneDNN primitives, arena offsets) was decided by lower().
+//
+// A slot is where one value lives: a root plus a byte offset. The roots are
+//   Fixed   a parameter's or constant's storage (a pointer known now),
+//   Arena   one planned buffer of the per-call workspace,
+//   Input   graph input i: the caller's tensor, known per call,
+//   Output  graph output i: the caller's result tensor, known per call.
+// View ops become slots over their input's root (no step runs for them).
+// Per call only the arguments rooted at inputs and outputs get their data
+// pointer patched; arena arguments are patched once per workspace.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/jit/exec/memory_plan.h"
+#include "kiln/jit/ir/graph.h"
+
+namespace kiln::jit {
+
+enum class RootKind : uint8_t { Fixed, Arena, Input, Output };
+
+struct Slot {
+  RootKind root = RootKind::Arena;
+  uint32_t root_index = 0;  // the held tensor, arena buffer, input or output
+  int64_t byte_offset = 0;  // from the root's start (a storage's start for Fixed)
+  // Shape, strides and dtype as the kernels see them; data only for Fixed.
+  cpu::StridedView view;
+  size_t value_id = 0;  // the graph value, for printing
+  // A view op's output: how to re-derive it from `view_base` when a graph
+  // input arrives with other strides than the plan assumed.
+  int32_t view_base = -1;
+  const OpDef* view_op = nullptr;
+  const Attrs* view_attrs = nullptr;
+  size_t view_output = 0;
+};
+
+struct Step {
+  const OpDef* op = nullptr;
+  KernelFn kernel = nullptr;
+  const PreparedKernel* prepared = nullptr;  // run instead of `kernel` when set
+  const Attrs* attrs = nullptr;
+  uint32_t first_arg = 0;  // inputs then outputs, in Plan::args
+  uint32_t num_inputs = 0, num_outputs = 0;
+  // Reads or writes a slot rooted at a graph input: when an input comes
+  // with other strides, the plain kernel runs (prepared state assumed them).
+  bool touches_inputs = false;
+};
+
+// Sets args[arg].data = bases[base] + byte_offset.
+struct Patch {
+  uint32_t arg;
+  uint32_t base;  // 0: the arena; 1 + i: input i; 1 + num_inputs + j: output j
+  int64_t byte_offset;
+};
+
+// After a call, the version counter of what a step wrote in place
+// (batch_norm's running statistics in training) is bumped, as eager does.
+struct Mutation {
+  RootKind root;  // Fixed (a held tensor) or Input
+  uint32_t index;
+};
+
+struct Plan {
+  size_t num_inputs = 0, num_outputs = 0;
+  std::vector<Slot> slots;
+  std::vector<int32_t> input_slots;  // the slot of each graph input
+  std::vector<Step> steps;
+  std::vector<int32_t> arg_slots;      // each argument's slot; -1 for an absent input
+  std::vector<cpu::StridedView> args;  // every step's arguments, template
+  std::vector<Patch> arena_patches, call_patches;
+  std::vector<uint32_t> input_rooted_args;  // args over a graph input (re-derived, restored)
+  std::vector<Mutation> mutations;
+  std::vector<BufferRequest> buffers;  // what the arena holds, by root_index
+  MemoryPlan memory;
+  // Parameters and constants, referenced (an optimizer's in-place update is
+  // seen by the next call).
+  std::vector<Tensor> held;
+  std::deque<Attrs> attrs;  // a deque: steps point into it
+  std::vector<std::unique_ptr<PreparedKernel>> prepared;
+
+  // One line per slot and step: where each value lives, what runs.
+  std::string to_string() const;
+};
+
+// The tensor a view slot is over `base` (its view_base slot's tensor): the
+// view op's rule applied at run time, for inputs that come with strides the
+// plan did not assume.
+Tensor derive_view(const Slot& slot, const Tensor& base);
+
+// Checks the graph can run (nodes in order, types as the op table infers
+// them, parameters bound, kernels present) and lowers it. Errors name the
+// node, op and values.
+Plan lower(const Graph& graph);
+
+}  // namespace kiln::jit

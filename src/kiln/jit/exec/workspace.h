@@ -1,0 +1,43 @@
+// The per-call memory of one Executable: the arena holding the plan's
+// intermediates and a private copy of every kernel argument, whose data
+// pointers are set for the call. A workspace serves one call at a time;
+// concurrent calls each take their own from the executable's pool.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "kiln/jit/exec/plan.h"
+
+namespace kiln::jit {
+
+class Workspace {
+ public:
+  // Allocates the arena and points the arena-rooted arguments into it.
+  explicit Workspace(const Plan& plan);
+  ~Workspace();
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+
+  // Points the arguments at this call's inputs and outputs. A non-contiguous
+  // output gets a contiguous stand-in that finish() copies over.
+  // `inputs_strided`: some input's strides differ from the plan's, so the
+  // views over inputs are derived again from the real tensors.
+  void bind(std::span<const Tensor> inputs, std::span<const Tensor> outputs, bool inputs_strided);
+  // Copies stand-ins into their outputs.
+  void finish(std::span<const Tensor> outputs);
+
+  const cpu::StridedView* args() const { return args_.data(); }
+
+ private:
+  void derive_input_views(std::span<const Tensor> inputs);
+
+  const Plan& plan_;
+  void* arena_ = nullptr;
+  std::vector<cpu::StridedView> args_;
+  std::vector<char*> bases_;         // 0: the arena; then the inputs; then the outputs
+  std::vector<Tensor> stand_ins_;    // per output; defined only during a call that needs one
+  bool input_args_derived_ = false;  // args_ over inputs hold another call's strides
+};
+
+}  // namespace kiln::jit
