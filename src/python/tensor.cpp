@@ -147,7 +147,7 @@ void bind_tensor(nb::module_& m) {
       .def("numpy", &to_numpy)
       .def("__dlpack__", &to_dlpack)
       .def("__dlpack_device__", [](const Tensor&) { return nb::make_tuple(1, 0); })  // kDLCPU
-      .def("_to_string", &Tensor::to_string)
+      .def("_to_string", [](const Tensor& t) { return t.to_string(); })
       .def("__hash__", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl()); })
       .def("_is_same", &Tensor::is_same)
       .def("_version", &Tensor::version);
