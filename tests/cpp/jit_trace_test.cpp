@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "jit_test_util.h"
 #include "kiln/kiln.h"
 
@@ -233,7 +236,7 @@ TEST(JitTrace, DetachedTensorHoldsTheSameValue) {
   EXPECT_TRUE(same_bits(f({x})[0], fn({x})[0]));
 }
 
-TEST(JitTrace, CompiledFunctionCheckesItsInputs) {
+TEST(JitTrace, CompiledFunctionChecksItsInputs) {
   CompiledFunction f =
       trace([](const Tensors& in) { return Tensors{relu(in[0])}; }, {randn({2, 4})});
   Error e = error_of([&] { f({randn({3, 4})}); });
@@ -286,6 +289,41 @@ TEST(JitTrace, CompiledFunctionCalledInsideATraceIsInlined) {
       trace([&](const Tensors& in) { return Tensors{relu(inner(in)[0])}; }, {randn({3})});
   EXPECT_EQ(count_nodes(outer.graph(), "sin"), 1u);
   EXPECT_EQ(count_nodes(outer.graph(), "relu"), 1u);
+}
+
+TEST(JitTrace, CompiledFunctionRunsFromManyThreads) {
+  manual_seed(5);
+  auto net = make_mlp();
+  CompiledFunction f = trace(*net, randn({4, 512}));
+  Tensor x = randn({4, 512});
+  Tensor expected;
+  {
+    NoGradGuard no_grad;
+    expected = net->forward(x);
+  }
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      NoGradGuard no_grad;  // grad mode is per thread
+      for (int i = 0; i < 50; ++i)
+        mismatches += !same_bits(f({x})[0], expected);
+    });
+  }
+  for (std::thread& t : threads)
+    t.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+TEST(JitTrace, DefaultWarningHandlerPrintsEachWarningOnce) {
+  WarningHandler previous = set_warning_handler(nullptr);  // the default
+  testing::internal::CaptureStderr();
+  TraceWarning w = make_warning(WarningKind::HostRead, "item() on a test value (unique 7f3a)");
+  warn(w);
+  warn(w);
+  std::string printed = testing::internal::GetCapturedStderr();
+  set_warning_handler(previous);
+  EXPECT_EQ(printed, "kiln: warning: item() on a test value (unique 7f3a)\n");
 }
 
 // A runner that counts its calls, standing in for jit/exec's Executable.
