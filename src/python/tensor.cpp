@@ -38,6 +38,9 @@ template <typename... Framework>
 nb::object export_tensor(const Tensor& t, const char* what) {
   KILN_CHECK(!t.requires_grad(), "Can't call ", what,
              " on Tensor that requires grad. Use tensor.detach().", what, " instead.");
+  // A trace recording on this thread reports the read; the Python caller's
+  // line is the Python warning's, so no C++ location is given.
+  report_host_read(t, what, std::source_location());
   std::vector<size_t> shape(t.shape().begin(), t.shape().end());
   nb::capsule owner(new Tensor(t), [](void* p) noexcept { delete static_cast<Tensor*>(p); });
   nb::ndarray<Framework...> array(t.data_ptr(), shape.size(), shape.data(), owner,
@@ -144,11 +147,11 @@ void bind_tensor(nb::module_& m) {
       .def("stride", [](const Tensor& t, int64_t dim) { return t.stride(dim); })
       .def("is_contiguous", &Tensor::is_contiguous)
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
-      .def("item", [](const Tensor& t) { return t.item(); })
+      .def("item", [](const Tensor& t) { return t.item(std::source_location()); })
       .def("numpy", &to_numpy)
       .def("__dlpack__", &to_dlpack)
       .def("__dlpack_device__", [](const Tensor&) { return nb::make_tuple(1, 0); })  // kDLCPU
-      .def("_to_string", &Tensor::to_string)
+      .def("_to_string", [](const Tensor& t) { return t.to_string(std::source_location()); })
       .def("__hash__", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl()); })
       .def("_is_same", &Tensor::is_same)
       .def("_version", &Tensor::version);

@@ -101,7 +101,9 @@ Tensor eye(int64_t n, int64_t m, TensorOptions options) {
   return t;
 }
 
-Tensor rand(const IntList& shape, TensorOptions options, Generator* gen) {
+Tensor rand(const IntList& shape, TensorOptions options, Generator* gen,
+            std::source_location where) {
+  report_random_draw("rand", where);
   KILN_CHECK_TYPE(is_floating(options.dtype), "rand: expected a floating dtype, got ",
                   options.dtype);
   Tensor t = empty(shape, options);
@@ -112,7 +114,9 @@ Tensor rand(const IntList& shape, TensorOptions options, Generator* gen) {
   return t;
 }
 
-Tensor randn(const IntList& shape, TensorOptions options, Generator* gen) {
+Tensor randn(const IntList& shape, TensorOptions options, Generator* gen,
+             std::source_location where) {
+  report_random_draw("randn", where);
   KILN_CHECK_TYPE(is_floating(options.dtype), "randn: expected a floating dtype, got ",
                   options.dtype);
   Tensor t = empty(shape, options);
@@ -124,14 +128,16 @@ Tensor randn(const IntList& shape, TensorOptions options, Generator* gen) {
 }
 
 Tensor randint(int64_t low, int64_t high, const IntList& shape, TensorOptions options,
-               Generator* gen) {
+               Generator* gen, std::source_location where) {
+  report_random_draw("randint", where);
   Tensor drawn = make_tensor(shape, DType::Int64);
   fill_randint(pick(gen), drawn.data<int64_t>(), drawn.numel(), low, high);
   if (options.dtype == DType::Int64) return with_grad_flag(drawn, options);
   return tensor_from_data(drawn.data_ptr(), DType::Int64, shape, options);
 }
 
-Tensor randperm(int64_t n, Generator* gen) {
+Tensor randperm(int64_t n, Generator* gen, std::source_location where) {
+  report_random_draw("randperm", where);
   KILN_CHECK_VALUE(n >= 0, "randperm: n must be non-negative, got ", n);
   Tensor t = arange(n);
   int64_t* p = t.data<int64_t>();
@@ -156,11 +162,11 @@ Tensor ones_like(const Tensor& t) {
 Tensor full_like(const Tensor& t, Scalar value) {
   return full(t.shape(), value, t.dtype());
 }
-Tensor rand_like(const Tensor& t) {
-  return rand(t.shape(), t.dtype());
+Tensor rand_like(const Tensor& t, std::source_location where) {
+  return rand(t.shape(), t.dtype(), nullptr, where);
 }
-Tensor randn_like(const Tensor& t) {
-  return randn(t.shape(), t.dtype());
+Tensor randn_like(const Tensor& t, std::source_location where) {
+  return randn(t.shape(), t.dtype(), nullptr, where);
 }
 
 Tensor from_blob(void* data, const IntList& shape, DType dtype, std::function<void()> release,

@@ -6,6 +6,7 @@
 #include <functional>
 #include <initializer_list>
 #include <optional>
+#include <source_location>
 #include <vector>
 
 #include "kiln/core/random.h"
@@ -36,19 +37,26 @@ Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions options);
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options = {});
 Tensor eye(int64_t n, int64_t m = -1, TensorOptions options = {});
 
-Tensor rand(const IntList& shape, TensorOptions options = {}, Generator* gen = nullptr);
-Tensor randn(const IntList& shape, TensorOptions options = {}, Generator* gen = nullptr);
+// Random factories report their draw to a trace recording on this thread (a
+// traced function that calls one freezes the numbers it drew; see
+// core/trace_hook.h), naming the caller.
+Tensor rand(const IntList& shape, TensorOptions options = {}, Generator* gen = nullptr,
+            std::source_location where = std::source_location::current());
+Tensor randn(const IntList& shape, TensorOptions options = {}, Generator* gen = nullptr,
+             std::source_location where = std::source_location::current());
 Tensor randint(int64_t low, int64_t high, const IntList& shape,
-               TensorOptions options = DType::Int64, Generator* gen = nullptr);
+               TensorOptions options = DType::Int64, Generator* gen = nullptr,
+               std::source_location where = std::source_location::current());
 // A random permutation of 0..n-1 (used by DataLoader's shuffle).
-Tensor randperm(int64_t n, Generator* gen = nullptr);
+Tensor randperm(int64_t n, Generator* gen = nullptr,
+                std::source_location where = std::source_location::current());
 
 Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, Scalar value);
-Tensor rand_like(const Tensor& t);
-Tensor randn_like(const Tensor& t);
+Tensor rand_like(const Tensor& t, std::source_location where = std::source_location::current());
+Tensor randn_like(const Tensor& t, std::source_location where = std::source_location::current());
 
 // A tensor over memory kiln does not own; `release` runs when the last view
 // of it is gone. Strides default to contiguous.

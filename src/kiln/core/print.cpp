@@ -134,32 +134,38 @@ class Printer {
 
 }  // namespace
 
-std::string Tensor::to_string() const {
-  if (!defined()) return "tensor(undefined)";
+std::string Tensor::to_string(std::source_location where) const {
+  if (defined()) report_host_read(*this, "to_string()", where);
+  return detail::render(*this);
+}
+
+std::string detail::render(const Tensor& t) {
+  if (!t.defined()) return "tensor(undefined)";
   const std::string prefix = "tensor(";
   std::string body;
-  bool show_dtype = dtype() != DType::Float32 && dtype() != DType::Int64 && dtype() != DType::Bool;
-  if (numel() == 0) {
+  bool show_dtype =
+      t.dtype() != DType::Float32 && t.dtype() != DType::Int64 && t.dtype() != DType::Bool;
+  if (t.numel() == 0) {
     body = "[]";
-    if (dim() != 1) {
+    if (t.dim() != 1) {
       std::string size = "(";
-      for (int64_t d = 0; d < dim(); ++d)
-        size += (d ? ", " : "") + std::to_string(shape()[d]);
-      if (dim() == 1) size += ",";
+      for (int64_t d = 0; d < t.dim(); ++d)
+        size += (d ? ", " : "") + std::to_string(t.shape()[d]);
+      if (t.dim() == 1) size += ",";
       body += ", size=" + size + ")";
     }
   } else {
-    Printer printer(*this, numel() > kThreshold);
+    Printer printer(t, t.numel() > kThreshold);
     std::vector<Scalar> values;
     printer.collect(0, 0, values);
-    Formatter fmt(dtype(), values);
+    Formatter fmt(t.dtype(), values);
     size_t width = 0;
     for (const Scalar& v : values)
       width = std::max(width, fmt.format(v).size());
-    body = dim() == 0 ? fmt.format(values[0])
-                      : printer.render(0, 0, int64_t(prefix.size()), fmt, width);
+    body = t.dim() == 0 ? fmt.format(values[0])
+                        : printer.render(0, 0, int64_t(prefix.size()), fmt, width);
   }
-  if (show_dtype) body += ", dtype=kiln." + kiln::to_string(dtype());
+  if (show_dtype) body += ", dtype=kiln." + kiln::to_string(t.dtype());
   return prefix + body + ")";
 }
 

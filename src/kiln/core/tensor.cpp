@@ -33,7 +33,8 @@ void* Tensor::data_ptr() const {
   return base + offset() * int64_t(itemsize());
 }
 
-Scalar Tensor::item() const {
+Scalar Tensor::item(std::source_location where) const {
+  report_host_read(*this, "item()", where);
   KILN_CHECK(numel() == 1, "item: a tensor with ", numel(),
              " elements cannot be converted to a scalar (shape ", shape(), ")");
   return read_element(*this, 0);
@@ -66,8 +67,10 @@ Tensor make_tensor(const IntList& shape, DType dtype) {
                      " of requested shape ", shape);
   }
   auto storage = std::make_shared<StorageImpl>(size_t(numel_of(shape)) * element_size(dtype));
-  return Tensor(
+  Tensor t(
       std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape), 0, dtype));
+  if (TraceHook* hook = trace_hook()) hook->on_tensor_created(t);
+  return t;
 }
 
 Tensor make_view(const Tensor& base, IntList shape, IntList strides, int64_t offset) {
@@ -76,7 +79,9 @@ Tensor make_view(const Tensor& base, IntList shape, IntList strides, int64_t off
 }
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
-  return os << t.to_string();
+  // An operator cannot take the caller's location; the report says what ran.
+  if (t.defined()) report_host_read(t, "operator<< (printing)", std::source_location());
+  return os << detail::render(t);
 }
 
 }  // namespace kiln

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <ostream>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "kiln/core/scalar.h"
 #include "kiln/core/shape.h"
 #include "kiln/core/storage.h"
+#include "kiln/core/trace_hook.h"
 #include "kiln/util/error.h"
 
 namespace kiln {
@@ -88,17 +90,21 @@ class Tensor {
 
   bool requires_grad() const { return checked().requires_grad; }
 
+  // Reading values into the host program. While a trace records, each read
+  // is reported with the caller's location (see core/trace_hook.h): a value
+  // read there is frozen into the graph.
   // The single element of a one-element tensor.
-  Scalar item() const;
+  Scalar item(std::source_location where = std::source_location::current()) const;
   template <typename T>
-  T item() const {
-    return item().to<T>();
+  T item(std::source_location where = std::source_location::current()) const {
+    return item(where).to<T>();
   }
   // Copies the elements out in row-major order, converting to T.
   template <typename T>
-  std::vector<T> to_vector() const;
+  std::vector<T> to_vector(std::source_location where = std::source_location::current()) const;
 
-  std::string to_string() const;  // PyTorch's format: tensor([[1., 2.]])
+  // PyTorch's format: tensor([[1., 2.]])
+  std::string to_string(std::source_location where = std::source_location::current()) const;
 
  private:
   const TensorImpl& checked() const {
@@ -110,6 +116,10 @@ class Tensor {
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
+namespace detail {
+std::string render(const Tensor& t);  // to_string without reporting the read
+}  // namespace detail
+
 // A new tensor with its own contiguous, uninitialized storage.
 Tensor make_tensor(const IntList& shape, DType dtype);
 // A view over another tensor's storage.
@@ -120,7 +130,8 @@ Tensor make_view(const Tensor& base, IntList shape, IntList strides, int64_t off
 Scalar read_element(const Tensor& t, int64_t linear_index);
 
 template <typename T>
-std::vector<T> Tensor::to_vector() const {
+std::vector<T> Tensor::to_vector(std::source_location where) const {
+  report_host_read(*this, "to_vector()", where);
   std::vector<T> out;
   out.reserve(size_t(numel()));
   for (int64_t i = 0; i < numel(); ++i)

@@ -4,6 +4,7 @@
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/factory.h"
+#include "kiln/core/trace_hook.h"
 #include "kiln/ops/copy.h"
 
 namespace kiln::nn::init {
@@ -19,7 +20,9 @@ void check_floating(const Tensor& t, const char* fn) {
 // Draws into a fresh contiguous tensor, then copies into `t`: `t` may be a
 // strided view, and the copy bumps its version like any in-place write.
 template <typename Fill>
-const Tensor& fill_random(const Tensor& t, Generator* gen, Fill fill) {
+const Tensor& fill_random(const char* what, const Tensor& t, Generator* gen, Fill fill) {
+  // A trace recording on this thread freezes these numbers into its graph.
+  report_random_draw(what, std::source_location());
   Generator& g = gen ? *gen : default_generator();
   Tensor values = empty(t.shape(), t.dtype());
   if (t.dtype() == DType::Float32) {
@@ -44,14 +47,14 @@ const Tensor& uniform_(const Tensor& t, double low, double high, Generator* gen)
   check_floating(t, "uniform_");
   KILN_CHECK_VALUE(low <= high, "init.uniform_: expects low <= high, got low=", low,
                    " and high=", high);
-  return fill_random(t, gen,
+  return fill_random("init.uniform_", t, gen,
                      [&](Generator& g, auto* p, int64_t n) { fill_uniform(g, p, n, low, high); });
 }
 
 const Tensor& normal_(const Tensor& t, double mean, double std, Generator* gen) {
   check_floating(t, "normal_");
   KILN_CHECK_VALUE(std >= 0.0, "init.normal_: expects std >= 0.0, got std=", std);
-  return fill_random(t, gen,
+  return fill_random("init.normal_", t, gen,
                      [&](Generator& g, auto* p, int64_t n) { fill_normal(g, p, n, mean, std); });
 }
 

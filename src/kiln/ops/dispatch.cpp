@@ -197,6 +197,7 @@ void dispatch_into(const OpDef& op, std::vector<Tensor> inputs, const Attrs& giv
   KILN_CHECK(can_cast(result.dtype, out.dtype()), op.name, ": result type ", result.dtype,
              " can't be cast to the desired output type ", out.dtype());
   if (g_inplace_check && out.requires_grad()) g_inplace_check(op, out);
+  if (t_observer) t_observer->before_write(op, inputs, out);
   cast_inputs(op, inputs, inferred);
   if (result.dtype == out.dtype()) {
     run_kernel(op, inputs, {out}, attrs);

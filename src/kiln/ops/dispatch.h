@@ -35,6 +35,9 @@ struct DispatchObserver {
   virtual ~DispatchObserver() = default;
   virtual void on_op(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                      std::span<const Tensor> outputs) = 0;
+  // dispatch_into calls this before it writes into `out` (on_op follows the
+  // write), so a recorder can still see the values the write overwrites.
+  virtual void before_write(const OpDef& op, std::span<const Tensor> inputs, const Tensor& out) {}
 };
 // The observer of this thread (a trace being recorded), or null.
 DispatchObserver* dispatch_observer();

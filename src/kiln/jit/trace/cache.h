@@ -1,0 +1,100 @@
+// The signature cache behind hybridize: one CompiledFunction per input
+// signature (each input's dtype and shape, grad mode, train/eval). A miss
+// keeps the reason, the guards that failed against the most recently used
+// entry ("input 0 dim 0: 64 -> 32"), and past kWarnAfter entries the cache
+// warns once, naming the guard that keeps changing.
+//
+// One call does lookup and run, so a front end tracing on a miss needs one
+// call into C++ per hit:
+//   if (auto out = cache.run(inputs, training)) return *out;
+//   ... record a trace (Recorder) ...
+//   cache.insert(signature_of(inputs, training), CompiledFunction(capture));
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/jit/trace/compiled.h"
+
+namespace kiln::jit {
+
+struct InputType {
+  DType dtype;
+  IntList shape;
+  bool operator==(const InputType&) const = default;
+};
+
+struct Signature {
+  std::vector<InputType> inputs;
+  bool grad_mode = true;
+  bool training = false;
+  bool operator==(const Signature&) const = default;
+  // "(float32[64, 512]); grad mode: on; training: true"
+  std::string to_string() const;
+};
+
+// The signature of a call with these inputs, in this thread's grad mode.
+Signature signature_of(std::span<const Tensor> inputs, bool training);
+
+// The guards of `now` that differ from `before`, each "guard: old -> new":
+// "input 0 dim 0: 64 -> 32", "input 1 dtype: float32 -> float64",
+// "input 0 shape: [2, 3] -> [2, 3, 4]", "inputs: 1 -> 2",
+// "grad mode: off -> on", "training: true -> false".
+struct GuardChange {
+  std::string guard;  // "input 0 dim 0"
+  std::string before, after;
+  std::string to_string() const { return guard + ": " + before + " -> " + after; }
+};
+std::vector<GuardChange> changed_guards(const Signature& before, const Signature& now);
+
+struct CacheInfo {
+  std::vector<std::string> entries;  // each entry's signature, in the order compiled
+  size_t hits = 0;
+  std::vector<std::string> misses;  // "first call", or the failed guards joined by "; "
+  std::string to_string() const;
+};
+
+class SignatureCache {
+ public:
+  static constexpr size_t kWarnAfter = 8;
+
+  // `owner` names the cache in its warning ("hybridize(MLP)").
+  explicit SignatureCache(std::string owner = "hybridize") : owner_(std::move(owner)) {}
+
+  // The entry for this signature, or null after recording the miss.
+  std::shared_ptr<const CompiledFunction> lookup(const Signature& signature);
+  std::shared_ptr<const CompiledFunction> lookup(std::span<const Tensor> inputs, bool training);
+  // The entry for this signature or null, counting neither a hit nor a miss.
+  std::shared_ptr<const CompiledFunction> find(const Signature& signature) const;
+  // Adds the entry for `signature` (keeping an existing one: two threads may
+  // trace the same signature at once) and returns the entry kept.
+  std::shared_ptr<const CompiledFunction> insert(const Signature& signature,
+                                                 CompiledFunction compiled);
+  // Lookup and run in one call: the entry's outputs, or nullopt on a miss.
+  std::optional<std::vector<Tensor>> run(std::span<const Tensor> inputs, bool training);
+
+  CacheInfo info() const;
+  size_t size() const;
+  void clear();
+
+ private:
+  std::string miss_reason(const Signature& signature);
+  std::string growth_warning() const;
+
+  std::string owner_;
+  mutable std::mutex mutex_;
+  // A handful of entries: a linear search in compile order.
+  std::vector<std::pair<Signature, std::shared_ptr<const CompiledFunction>>> entries_;
+  std::optional<size_t> last_used_;
+  size_t hits_ = 0;
+  std::vector<std::string> misses_;
+  // How many misses each guard failed in, in the order first seen.
+  std::vector<std::pair<std::string, size_t>> change_counts_;
+  bool warned_ = false;
+};
+
+}  // namespace kiln::jit

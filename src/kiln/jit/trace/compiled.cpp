@@ -1,0 +1,126 @@
+#include "kiln/jit/trace/compiled.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include "kiln/autograd/autograd.h"
+#include "kiln/jit/exec/executable.h"
+#include "kiln/ops/copy.h"
+
+namespace kiln::jit {
+namespace {
+
+std::mutex g_factory_mutex;
+RunnerFactory g_runner_factory;
+
+// The compiled plan (jit/exec) as the runner of calls autograd need not see:
+// lowered once, no dispatch per op.
+class ExecutableRunner final : public GraphRunner {
+ public:
+  explicit ExecutableRunner(std::shared_ptr<const Graph> graph) : executable_(std::move(graph)) {}
+  std::vector<Tensor> run(std::span<const Tensor> inputs) const override {
+    return executable_.run(inputs);
+  }
+
+ private:
+  Executable executable_;
+};
+
+std::shared_ptr<const GraphRunner> make_runner(const std::shared_ptr<const Graph>& graph) {
+  RunnerFactory factory;
+  {
+    std::lock_guard<std::mutex> lock(g_factory_mutex);
+    factory = g_runner_factory;
+  }
+  if (factory) return factory(graph);
+  return std::make_shared<ExecutableRunner>(graph);
+}
+
+}  // namespace
+
+void set_runner_factory(RunnerFactory factory) {
+  std::lock_guard<std::mutex> lock(g_factory_mutex);
+  g_runner_factory = std::move(factory);
+}
+
+CompiledFunction::CompiledFunction(Capture capture)
+    : CompiledFunction(std::move(capture.graph), capture.num_outputs,
+                       std::move(capture.state_updates)) {
+  warnings_ = std::move(capture.warnings);
+}
+
+CompiledFunction::CompiledFunction(std::shared_ptr<const Graph> graph, size_t num_outputs,
+                                   std::vector<StateUpdate> state_updates)
+    : graph_(std::move(graph)),
+      num_outputs_(num_outputs),
+      state_updates_(std::move(state_updates)) {
+  KILN_CHECK_VALUE(graph_ != nullptr, "CompiledFunction: no graph");
+  KILN_CHECK_VALUE(num_outputs_ + state_updates_.size() == graph_->outputs().size(),
+                   "CompiledFunction: ", num_outputs_, " outputs and ", state_updates_.size(),
+                   " state updates, but the graph has ", graph_->outputs().size(), " outputs");
+  for (const StateUpdate& update : state_updates_) {
+    bool known = update.target == ValueKind::Param ? graph_->find_param(update.param) != nullptr
+                                                   : update.input < graph_->inputs().size();
+    KILN_CHECK_VALUE(known && update.output < graph_->outputs().size(),
+                     "CompiledFunction: a state update names no input or parameter of the graph");
+  }
+  interpreter_ = std::make_shared<Interpreter>(graph_);
+  runner_ = make_runner(graph_);
+  if (!runner_) runner_ = interpreter_;
+}
+
+const Graph& CompiledFunction::graph() const {
+  KILN_CHECK(graph_ != nullptr, "CompiledFunction: empty (nothing was traced)");
+  return *graph_;
+}
+
+void CompiledFunction::set_runner(std::shared_ptr<const GraphRunner> runner) {
+  runner_ = runner ? std::move(runner) : interpreter_;
+}
+
+bool CompiledFunction::replays_through_dispatch(std::span<const Tensor> inputs) const {
+  if (dispatch_observer() != nullptr) return true;  // a trace records: it must see the ops
+  if (!grad_mode_enabled()) return false;
+  auto requires_grad = [](const Tensor& t) { return t.defined() && t.requires_grad(); };
+  if (std::any_of(inputs.begin(), inputs.end(), requires_grad)) return true;
+  return std::any_of(graph_->params().begin(), graph_->params().end(),
+                     [&](const Value* p) { return requires_grad(p->data()); });
+}
+
+void CompiledFunction::check_inputs(std::span<const Tensor> inputs) const {
+  const auto& expected = graph().inputs();
+  KILN_CHECK_VALUE(inputs.size() == expected.size(), "compiled function: expected ",
+                   expected.size(), " inputs, got ", inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    KILN_CHECK_VALUE(inputs[i].defined(), "compiled function: input ", i, " is undefined");
+    const Value* v = expected[i];
+    bool same = inputs[i].dtype() == v->dtype() && inputs[i].shape() == v->shape();
+    KILN_CHECK_VALUE(same, "compiled function: input ", i, " is ", inputs[i].dtype(),
+                     inputs[i].shape(), " but the graph was traced for ", v->dtype(), v->shape(),
+                     "; trace again for these inputs (hybridize does so per input signature)");
+  }
+}
+
+// In-place writes the traced code made to its inputs and parameters.
+void CompiledFunction::write_back(const std::vector<Tensor>& results,
+                                  std::span<const Tensor> inputs) const {
+  if (state_updates_.empty()) return;
+  NoGradGuard no_grad;  // as the eager code's state updates (BatchNorm's counter)
+  for (const StateUpdate& update : state_updates_) {
+    const Tensor& target = update.target == ValueKind::Param
+                               ? graph_->find_param(update.param)->data()
+                               : inputs[update.input];
+    copy_(target, results[update.output]);
+  }
+}
+
+std::vector<Tensor> CompiledFunction::run(std::span<const Tensor> inputs) const {
+  check_inputs(inputs);
+  const GraphRunner& runner = replays_through_dispatch(inputs) ? *interpreter_ : *runner_;
+  std::vector<Tensor> results = runner.run(inputs);
+  write_back(results, inputs);
+  results.resize(num_outputs_);
+  return results;
+}
+
+}  // namespace kiln::jit

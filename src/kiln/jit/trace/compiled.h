@@ -1,0 +1,68 @@
+// CompiledFunction: a traced graph made callable.
+//
+//   CompiledFunction f = jit::trace(fn, {x});
+//   std::vector<Tensor> y = f({x2});   // same dtypes and shapes as x
+//   std::cout << f.graph().num_nodes();
+//
+// Calls that autograd must see (grad mode on and an input or parameter that
+// requires grad), and calls made while a trace records, replay the graph
+// through dispatch (the Interpreter). Other calls go to the runner: the
+// compiled plan (jit/exec's Executable) unless a runner factory is installed
+// (set_runner_factory; an empty factory restores the Executable).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kiln/jit/trace/interpreter.h"
+#include "kiln/jit/trace/recorder.h"
+
+namespace kiln::jit {
+
+using RunnerFactory =
+    std::function<std::shared_ptr<const GraphRunner>(std::shared_ptr<const Graph>)>;
+// Sets how every CompiledFunction made from now on builds its runner for
+// calls autograd need not see; an empty factory restores the Executable.
+void set_runner_factory(RunnerFactory factory);
+
+class CompiledFunction {
+ public:
+  CompiledFunction() = default;  // empty: calling it is an error
+  explicit CompiledFunction(Capture capture);
+  // A graph from elsewhere (rewritten, parsed, loaded): the first
+  // `num_outputs` outputs are returned, the rest are `state_updates`. The
+  // graph must not change afterwards (clone it to rewrite it).
+  CompiledFunction(std::shared_ptr<const Graph> graph, size_t num_outputs,
+                   std::vector<StateUpdate> state_updates = {});
+
+  // Runs the graph on inputs of the dtypes and shapes it was traced with.
+  std::vector<Tensor> run(std::span<const Tensor> inputs) const;
+  std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) const { return run(inputs); }
+
+  bool defined() const { return graph_ != nullptr; }
+  const Graph& graph() const;
+  const std::shared_ptr<const Graph>& shared_graph() const { return graph_; }
+  size_t num_outputs() const { return num_outputs_; }
+  const std::vector<StateUpdate>& state_updates() const { return state_updates_; }
+  const std::vector<TraceWarning>& warnings() const { return warnings_; }
+
+  // Whether a call with these inputs replays through dispatch (see above).
+  bool replays_through_dispatch(std::span<const Tensor> inputs) const;
+  // Replaces the runner for calls autograd need not see.
+  void set_runner(std::shared_ptr<const GraphRunner> runner);
+
+ private:
+  void check_inputs(std::span<const Tensor> inputs) const;
+  void write_back(const std::vector<Tensor>& results, std::span<const Tensor> inputs) const;
+
+  std::shared_ptr<const Graph> graph_;
+  size_t num_outputs_ = 0;
+  std::vector<StateUpdate> state_updates_;
+  std::vector<TraceWarning> warnings_;
+  std::shared_ptr<const GraphRunner> interpreter_;
+  std::shared_ptr<const GraphRunner> runner_;
+};
+
+}  // namespace kiln::jit

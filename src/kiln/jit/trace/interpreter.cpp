@@ -1,0 +1,89 @@
+#include "kiln/jit/trace/interpreter.h"
+
+#include <unordered_map>
+
+#include "kiln/ops/dispatch.h"
+
+namespace kiln::jit {
+
+Interpreter::Interpreter(std::shared_ptr<const Graph> graph) : graph_(std::move(graph)) {
+  KILN_CHECK_VALUE(graph_ != nullptr, "Interpreter: no graph");
+  std::unordered_map<const Value*, int> slot_of;  // lookups only
+  auto slot = [&](const Value* v) {
+    return slot_of.try_emplace(v, int(slot_of.size())).first->second;
+  };
+  for (const Value* v : graph_->inputs())
+    input_slots_.push_back(slot(v));
+  for (const Value* v : graph_->params())
+    bound_.emplace_back(slot(v), v);
+  for (const Value* v : graph_->constants())
+    bound_.emplace_back(slot(v), v);
+  for (const Node* node : graph_->nodes()) {
+    Step step{&node->op(), node->attrs(), {}, {}, {}};
+    for (const Value* v : node->inputs())
+      step.inputs.push_back(v ? slot(v) : -1);
+    for (const Value* v : node->outputs())
+      step.outputs.push_back(slot(v));
+    steps_.push_back(std::move(step));
+  }
+  for (const Value* v : graph_->outputs())
+    output_slots_.push_back(slot(v));
+  num_slots_ = slot_of.size();
+  plan_releases();
+}
+
+// Dropping an intermediate after its last use (an unused output such as
+// dropout's mask right away) keeps peak memory near eager's, where a
+// temporary goes when its last handle does. Graph inputs, parameters,
+// constants and outputs are never dropped.
+void Interpreter::plan_releases() {
+  constexpr size_t kKeep = ~size_t(0);
+  std::vector<size_t> last_use(num_slots_, kKeep);
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    for (int s : steps_[i].outputs)
+      last_use[size_t(s)] = i;
+  }
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    for (int s : steps_[i].inputs) {
+      if (s >= 0 && last_use[size_t(s)] != kKeep) last_use[size_t(s)] = i;
+    }
+  }
+  for (int s : output_slots_)
+    last_use[size_t(s)] = kKeep;
+  for (size_t s = 0; s < num_slots_; ++s) {
+    if (last_use[s] != kKeep) steps_[last_use[s]].release.push_back(int(s));
+  }
+}
+
+std::vector<Tensor> Interpreter::run(std::span<const Tensor> inputs) const {
+  KILN_CHECK_VALUE(inputs.size() == input_slots_.size(), "graph: expected ", input_slots_.size(),
+                   " inputs, got ", inputs.size());
+  std::vector<Tensor> slots(num_slots_);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    slots[size_t(input_slots_[i])] = inputs[i];
+  for (const auto& [s, value] : bound_) {
+    KILN_CHECK(value->data().defined(), "graph: ", to_string(value->kind()), " '", value->name(),
+               "' has no tensor bound to it");
+    slots[size_t(s)] = value->data();
+  }
+  for (const Step& step : steps_) {
+    std::vector<Tensor> args;
+    args.reserve(step.inputs.size());
+    for (int s : step.inputs)
+      args.push_back(s < 0 ? Tensor() : slots[size_t(s)]);
+    std::vector<Tensor> results = dispatch(*step.op, std::move(args), step.attrs);
+    KILN_ASSERT(results.size() == step.outputs.size(), step.op->name, " gave ", results.size(),
+                " outputs, the graph has ", step.outputs.size());
+    for (size_t i = 0; i < results.size(); ++i)
+      slots[size_t(step.outputs[i])] = std::move(results[i]);
+    for (int s : step.release)
+      slots[size_t(s)] = Tensor();
+  }
+  std::vector<Tensor> outputs;
+  outputs.reserve(output_slots_.size());
+  for (int s : output_slots_)
+    outputs.push_back(slots[size_t(s)]);
+  return outputs;
+}
+
+}  // namespace kiln::jit

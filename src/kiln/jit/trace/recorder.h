@@ -1,0 +1,156 @@
+// The recorder: while it records on a thread, every op that goes through
+// dispatch on that thread becomes a node of a Graph.
+//
+//   Recorder recorder;
+//   recorder.begin({x}, module.state_dict());  // inputs, named params/buffers
+//   Tensor y = module.forward(x);              // any code calling ops
+//   Capture capture = recorder.end({y});       // the graph, y its output
+//
+// Tensors are mapped to graph values by TensorImpl identity:
+//   - the declared inputs are graph inputs; the named tensors are graph
+//     parameters bound to those very tensors (the weights stay live);
+//   - a tensor an op produces is that node's output;
+//   - any other tensor an op reads is a constant holding a copy of its value
+//     at that moment (see Note [Constants are copies] in recorder.cpp);
+//   - a wrapped Python number is a constant flagged as one.
+// In-place writes are recorded functionally: the result is a new value and
+// the written tensor is rebound to it. Inputs and parameters written in place
+// get extra graph outputs that a CompiledFunction writes back after each run.
+//
+// What the graph cannot reproduce is reported (report.h): a recorded value
+// read into the host program (item(), printing), writes through aliases or
+// into tensors from outside, random factories, and more; each case is a test
+// in tests/cpp/jit_divergence_test.cpp.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "kiln/core/trace_hook.h"
+#include "kiln/jit/ir/graph.h"
+#include "kiln/jit/trace/report.h"
+#include "kiln/nn/module.h"
+#include "kiln/ops/dispatch.h"
+
+namespace kiln::jit {
+
+struct TraceOptions {
+  // A divergence from eager is a kiln::Error rather than a warning.
+  bool strict = false;
+  // Tensors a traced function uses that should stay live weights (graph
+  // parameters by these names) rather than be frozen as constants.
+  nn::NamedTensors params = {};
+  // Names for the graph inputs (optional; as many as there are inputs).
+  std::vector<std::string> input_names = {};
+};
+
+// An extra graph output holding the new value of an input or parameter the
+// traced code wrote in place; running the graph copies it into that tensor.
+struct StateUpdate {
+  size_t output;      // index into Graph::outputs()
+  ValueKind target;   // ValueKind::Input or ValueKind::Param
+  size_t input = 0;   // which input, when target is Input
+  std::string param;  // the parameter's name, when target is Param
+};
+
+// What one recording produced.
+struct Capture {
+  std::shared_ptr<Graph> graph;
+  // The traced code's outputs are the graph's first `num_outputs` outputs;
+  // the rest are state updates.
+  size_t num_outputs = 0;
+  std::vector<StateUpdate> state_updates;
+  std::vector<TraceWarning> warnings;  // everything reported while recording
+};
+
+class Recorder final : private DispatchObserver, private TraceHook {
+ public:
+  explicit Recorder(TraceOptions options = {});
+  ~Recorder() override;  // stops a recording still running on this thread
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  // Starts recording on the calling thread (one recording per thread).
+  // Undefined parameters (a Linear without bias) are skipped; a tensor given
+  // twice keeps its first name.
+  void begin(const std::vector<Tensor>& inputs, const nn::NamedTensors& params = {});
+  // Stops recording; `outputs` become the graph outputs. Call on the thread
+  // that called begin().
+  Capture end(const std::vector<Tensor>& outputs);
+  // Stops recording and drops the graph (the traced code threw).
+  void abort();
+  bool recording() const { return graph_ != nullptr; }
+
+ private:
+  struct Entry {
+    Tensor tensor;         // held so its address is not reused while recording
+    Value* value;          // the value the tensor holds now
+    uint64_t version;      // its storage's version when `value` was bound
+    bool outside = false;  // a tensor from outside the traced code (not an input/param)
+  };
+  struct Root {  // an input or parameter, to write back if the code wrote it
+    Tensor tensor;
+    Value* original;
+  };
+
+  // DispatchObserver
+  void on_op(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+             std::span<const Tensor> outputs) override;
+  void before_write(const OpDef& op, std::span<const Tensor> inputs, const Tensor& out) override;
+  // TraceHook
+  void on_host_read(const Tensor& t, const char* what, const std::source_location& where) override;
+  void on_random_draw(const char* what, const std::source_location& where) override;
+  void on_tensor_created(const Tensor& t) override;
+
+  void install();
+  void uninstall();
+  void report(WarningKind kind, std::string what,
+              const std::source_location& where = std::source_location());
+
+  // The value `t` holds, made a constant when `t` is new to the recording.
+  // A use of a tensor whose storage was written through an alias since it
+  // was bound is reported (check_stale).
+  Value* value_of(const Tensor& t, bool check_stale);
+  Entry* find(const Tensor& t);
+  Entry* find_same_view(const Tensor& t);
+  Value* add_constant(const Tensor& t);
+  Entry& bind(const Tensor& t, Value* value, bool outside = false);
+  std::string describe(const Value* value) const;
+
+  void record_op(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                 std::span<const Tensor> outputs);
+  void record_write(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
+                    const Tensor& out);
+  void check_side_effects(const OpDef& op, const std::vector<Value*>& inputs);
+  void note_state_writes(std::span<const Tensor> inputs);
+  void accept_state_writes();
+  void mark_dynamic(const OpDef& op, const Node* node);
+  bool is_dynamic(const Value* value) const { return dynamic_.count(value) > 0; }
+  void add_state_updates(Capture& capture);
+  void warn_constant_outputs(const std::vector<Value*>& outputs);
+  void drop_unused_constants();
+
+  TraceOptions options_;
+  std::shared_ptr<Graph> graph_;
+  bool installed_ = false;
+  std::vector<TraceWarning> warnings_;
+  // Lookups only, never iterated: graph order comes from the op order.
+  std::unordered_map<const TensorImpl*, Entry> entries_;
+  std::unordered_multimap<const StorageImpl*, const TensorImpl*> by_storage_;
+  // Storage made while recording (factories, op outputs), held so that
+  // writes into tensors the traced code made are told from writes into
+  // tensors from outside.
+  std::unordered_set<const StorageImpl*> born_;
+  std::vector<Storage> born_refs_;
+  // Values that change from call to call: inputs, parameters, random ops and
+  // everything computed from them. The rest is constant.
+  std::unordered_set<const Value*> dynamic_;
+  std::vector<Root> roots_;
+  const TensorImpl* pending_write_ = nullptr;
+  std::vector<Tensor> state_writes_;  // inputs the last op updated in place
+};
+
+}  // namespace kiln::jit
