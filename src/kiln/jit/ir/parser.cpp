@@ -59,8 +59,8 @@ class Parser {
     return true;
   }
   void expect(char punct, const std::string& context) {
-    if (!accept(punct))
-      fail(peek(), "expected '", punct, "' ", context, ", got ", peek().describe());
+    if (accept(punct)) return;
+    fail(peek(), "expected '", punct, "' ", context, ", got ", peek().describe());
   }
   const Token& expect_ref(const std::string& context) {
     if (peek().kind != TokenKind::Ref) {
@@ -214,10 +214,15 @@ class Parser {
     return data;
   }
 
+  // Messages are built only on failure: a constant may have millions of
+  // elements.
   void parse_elements(const TensorMeta& type, size_t dim, std::vector<char>& bytes) {
     if (dim == type.shape.size()) return parse_element(type.dtype, bytes);
     const int64_t size = type.shape[dim];
-    expect('[', str("to open dimension ", dim, " of a constant of type ", type_to_text(type)));
+    if (!accept('[')) {
+      fail(peek(), "expected '[' to open dimension ", dim, " of a constant of type ",
+           type_to_text(type), ", got ", peek().describe());
+    }
     for (int64_t i = 0; i < size; ++i) {
       if (i > 0 && !accept(',')) {
         fail(peek(), "dimension ", dim, " of a constant of type ", type_to_text(type), " has ",
@@ -231,35 +236,38 @@ class Parser {
     }
   }
 
+  // The element `token` holds, if it is one of type T (in range).
   template <typename T>
-  static void append_bytes(std::vector<char>& bytes, T value) {
-    const char* p = reinterpret_cast<const char*>(&value);
-    bytes.insert(bytes.end(), p, p + sizeof(T));
+  static std::optional<T> element_of(const Token& token) {
+    if constexpr (std::is_same_v<T, bool>) {
+      if (token.is_ident("true")) return true;
+      if (token.is_ident("false")) return false;
+      return std::nullopt;
+    } else if constexpr (std::is_same_v<T, float>) {
+      return is_number_token(token) ? parse_float(token.text) : std::nullopt;
+    } else if constexpr (std::is_same_v<T, double>) {
+      return is_number_token(token) ? parse_double(token.text) : std::nullopt;
+    } else {
+      std::optional<int64_t> value;
+      if (token.kind == TokenKind::Number) value = parse_int(token.text);
+      if (!value || *value != int64_t(T(*value))) return std::nullopt;
+      return T(*value);
+    }
   }
 
   void parse_element(DType dtype, std::vector<char>& bytes) {
-    const Token& token = peek();
-    const std::string what = "a constant element of type " + short_name(dtype);
-    switch (dtype) {
-      case DType::Bool:
-        return append_bytes(bytes, expect_bool(what));
-      case DType::Int32: {
-        int64_t value = expect_int(what);
-        if (value != int64_t(int32_t(value))) fail(token, "the value ", value, " does not fit i32");
-        return append_bytes(bytes, int32_t(value));
-      }
-      case DType::Int64:
-        return append_bytes(bytes, expect_int(what));
-      case DType::Float64:
-        return append_bytes(bytes, expect_double(what));
-      case DType::Float32:
-        break;
+    const Token& token = next();
+    bool ok = visit_dtype(dtype, [&](auto tag) {
+      std::optional<decltype(tag)> value = element_of<decltype(tag)>(token);
+      if (!value) return false;
+      const char* p = reinterpret_cast<const char*>(&*value);
+      bytes.insert(bytes.end(), p, p + sizeof(*value));
+      return true;
+    });
+    if (!ok) {
+      fail(token, "expected a constant element of type ", short_name(dtype), ", got ",
+           token.describe());
     }
-    next();
-    std::optional<float> value;
-    if (is_number_token(token)) value = parse_float(token.text);
-    if (!value) fail(token, "expected ", what, ", got ", token.describe());
-    append_bytes(bytes, *value);
   }
 
   // ---- nodes ----

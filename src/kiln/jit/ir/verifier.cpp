@@ -138,8 +138,9 @@ class Verifier {
   void check_input_count(const std::string& at, const Node& node) {
     const OpDef& op = node.op();
     const int n = int(node.inputs().size());
-    if (n < op.min_inputs)
+    if (n < op.min_inputs) {
       fail(at, ": has ", n, " inputs, ", op.name, " takes at least ", op.min_inputs);
+    }
     if (op.max_inputs >= 0 && n > op.max_inputs) {
       fail(at, ": has ", n, " inputs, ", op.name, " takes at most ", op.max_inputs);
     }
