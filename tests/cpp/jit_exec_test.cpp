@@ -450,16 +450,14 @@ TEST(JitExec, RejectsGraphsThatCannotRun) {
   Error t = error_of([&] { Executable exe(mistyped); });
   EXPECT_TRUE(mentions(t, "relu") && mentions(t, "[3, 2]") && mentions(t, "[2, 3]")) << t.what();
 
+  // A value of another graph never gets into one: the Graph API refuses it.
   Graph other;
   Value* foreign = other.add_input(f32({2}));
   auto borrowing = std::make_shared<Graph>();
-  borrowing->set_outputs({borrowing->append(op("relu"), {foreign})->output()});
-  Error b = error_of([&] { Executable exe(borrowing); });
-  EXPECT_TRUE(mentions(b, "relu: input %0 is used before it is defined")) << b.what();
-  auto returning = std::make_shared<Graph>();
-  returning->set_outputs({foreign});
-  Error o = error_of([&] { Executable exe(returning); });
-  EXPECT_TRUE(mentions(o, "graph output 0 (%0) is not a value of this graph")) << o.what();
+  Error b = error_of([&] { borrowing->append(op("relu"), {foreign}); });
+  EXPECT_TRUE(mentions(b, "value of another graph")) << b.what();
+  Error o = error_of([&] { borrowing->set_outputs({foreign}); });
+  EXPECT_TRUE(mentions(o, "another graph")) << o.what();
 }
 
 }  // namespace

@@ -114,5 +114,42 @@ TEST(JitGraph, CloneIsDeepAndIndependent) {
   EXPECT_EQ(copy->outputs()[0], c->output());
 }
 
+// Regressions: a value or node of another graph used to be accepted (and
+// left dangling pointers when that graph died, or undefined behaviour in
+// remove_unused); erase of a foreign node dropped use records before failing;
+// replacing an input that was only a graph output left the output alone.
+TEST(JitGraph, ValuesOfAnotherGraphAreRefused) {
+  Graph g, other;
+  Value* x = g.add_input(f32({3}), "x");
+  Value* foreign = other.add_input(f32({3}), "y");
+  EXPECT_TRUE(mentions(error_of([&] { g.append(op("add"), {x, foreign}); }), "another graph"));
+  EXPECT_TRUE(x->uses().empty());
+  Node* n = g.append(op("relu"), {x});
+  EXPECT_TRUE(mentions(error_of([&] { n->set_input(0, foreign); }), "another graph"));
+  EXPECT_TRUE(mentions(error_of([&] { g.set_outputs({foreign}); }), "another graph"));
+  EXPECT_TRUE(mentions(error_of([&] { g.remove_unused(foreign); }), "not in this graph"));
+  EXPECT_TRUE(mentions(error_of([&] { x->replace_all_uses_with(foreign); }), "another graph"));
+  EXPECT_EQ(other.inputs().size(), 1u);
+  EXPECT_EQ(n->input(0), x);
+}
+
+TEST(JitGraph, ErasingANodeOfAnotherGraphChangesNothing) {
+  Graph g, other;
+  Value* y = other.add_input(f32({3}), "y");
+  Node* theirs = other.append(op("relu"), {y});
+  EXPECT_TRUE(mentions(error_of([&] { g.erase(theirs); }), "not in this graph"));
+  ASSERT_EQ(y->uses().size(), 1u);
+  EXPECT_EQ(y->uses()[0].user, theirs);
+}
+
+TEST(JitGraph, ReplacingAnInputThatIsOnlyAnOutput) {
+  Graph g;
+  Value* x = g.add_input(f32({3}), "x");
+  Value* y = g.add_input(f32({3}), "y");
+  g.set_outputs({x});
+  x->replace_all_uses_with(y);
+  EXPECT_EQ(g.outputs(), (std::vector<Value*>{y}));
+}
+
 }  // namespace
 }  // namespace kiln::jit

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "kiln/jit/exec/plan.h"
+#include "kiln/jit/ir/verifier.h"
 #include "kiln/ops/dispatch.h"
 
 namespace kiln::jit {
@@ -293,6 +294,7 @@ class Lowering {
 }  // namespace
 
 Plan lower(const Graph& graph) {
+  verify(graph);  // a graph from a user rewrite or a file may be malformed
   return Lowering(graph).run();
 }
 

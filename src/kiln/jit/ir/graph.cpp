@@ -34,17 +34,16 @@ void Value::set_data(Tensor data) {
 
 void Value::replace_all_uses_with(Value* other) {
   KILN_CHECK(other != this, "replace_all_uses_with: a value cannot replace itself");
+  KILN_CHECK(other->graph_ == graph_, "replace_all_uses_with: %", other->id_,
+             " belongs to another graph than %", id_);
   KILN_CHECK(other->type_.dtype == type_.dtype && other->type_.shape == type_.shape,
              "replace_all_uses_with: %", id_, " is ", type_.dtype, type_.shape, " but %",
              other->id_, " is ", other->type_.dtype, other->type_.shape);
   for (const Use& use : std::vector<Use>(uses_))
     use.user->set_input(use.index, other);
-  Graph* graph = producer_ ? &producer_->graph() : nullptr;
-  if (!graph && !other->uses_.empty()) graph = &other->uses_.front().user->graph();
-  if (!graph) return;
-  std::vector<Value*> outputs = graph->outputs();
+  std::vector<Value*> outputs = graph_->outputs();
   std::replace(outputs.begin(), outputs.end(), this, other);
-  graph->set_outputs(std::move(outputs));
+  graph_->set_outputs(std::move(outputs));
 }
 
 // ---------------------------------------------------------------- Node
@@ -54,6 +53,8 @@ void Node::set_input(size_t i, Value* value) {
              " inputs)");
   KILN_CHECK(value || op_->input_may_be_absent(i), op_->name, ": input ", i,
              " is required and cannot be absent");
+  KILN_CHECK(!value || value->graph_ == graph_, op_->name, ": input ", i, " (%", value->id_,
+             ") is a value of another graph");
   if (Value* old = inputs_[i]) {
     auto& uses = old->uses_;
     uses.erase(std::find(uses.begin(), uses.end(), Use{this, i}));
@@ -127,7 +128,8 @@ std::unique_ptr<Graph> Graph::clone() const {
 
 Value* Graph::new_value(ValueKind kind, TensorMeta type) {
   type.defined = true;
-  values_.push_back(std::unique_ptr<Value>(new Value(kind, std::move(type), next_value_id_++)));
+  values_.push_back(
+      std::unique_ptr<Value>(new Value(this, kind, std::move(type), next_value_id_++)));
   return values_.back().get();
 }
 
@@ -163,6 +165,7 @@ void Graph::erase_value(std::vector<Value*>& list, const Value* value) {
 }
 
 void Graph::remove_unused(Value* value) {
+  KILN_CHECK(value->graph_ == this, "remove_unused: %", value->id_, " is not in this graph");
   KILN_CHECK(value->kind_ != ValueKind::NodeOutput, "remove_unused: %", value->id_,
              " is a node output; erase its node instead");
   KILN_CHECK(value->uses_.empty() && output_uses(value) == 0, "remove_unused: %", value->id_,
@@ -176,6 +179,11 @@ void Graph::remove_unused(Value* value) {
 
 Node* Graph::insert_at(size_t position, const OpDef& op, std::vector<Value*> inputs,
                        const Attrs& attrs, std::vector<TensorMeta> output_types) {
+  // Checked before any use is recorded, so a refused node leaves no trace.
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    KILN_CHECK(!inputs[i] || inputs[i]->graph_ == this, op.name, ": input ", i, " (%",
+               inputs[i]->id_, ") is a value of another graph");
+  }
   auto node = std::unique_ptr<Node>(new Node(this, &op, attrs));
   Node* n = node.get();
   n->inputs_.resize(inputs.size(), nullptr);
@@ -212,6 +220,7 @@ Node* Graph::append_typed(const OpDef& op, std::vector<Value*> inputs, const Att
 }
 
 void Graph::erase(Node* node) {
+  size_t position = position_of(node);  // before any change: a foreign node changes nothing
   for (Value* out : node->outputs_) {
     KILN_CHECK(out->uses_.empty() && output_uses(out) == 0, "erase: ", node->op_->name, " output %",
                out->id_, " still has uses");
@@ -221,7 +230,6 @@ void Graph::erase(Node* node) {
       in->uses_.erase(std::find(in->uses_.begin(), in->uses_.end(), Use{node, i}));
     }
   }
-  size_t position = position_of(node);
   for (Value* out : node->outputs_) {
     values_.erase(std::find_if(values_.begin(), values_.end(),
                                [&](const auto& p) { return p.get() == out; }));
@@ -230,8 +238,10 @@ void Graph::erase(Node* node) {
 }
 
 void Graph::set_outputs(std::vector<Value*> outputs) {
-  for (const Value* v : outputs)
+  for (const Value* v : outputs) {
     KILN_CHECK_VALUE(v != nullptr, "a graph output cannot be absent");
+    KILN_CHECK_VALUE(v->graph_ == this, "graph output %", v->id_, " is a value of another graph");
+  }
   outputs_ = std::move(outputs);
 }
 

@@ -44,6 +44,7 @@ class Value {
   void set_data(Tensor data);  // a parameter's weight; shape and dtype must match
   // A number unique within the graph, in creation order (never reused).
   size_t id() const { return id_; }
+  Graph& graph() const { return *graph_; }
 
   // Points every use of this value at `other` (same type) instead.
   void replace_all_uses_with(Value* other);
@@ -51,9 +52,10 @@ class Value {
  private:
   friend class Graph;
   friend class Node;
-  Value(ValueKind kind, TensorMeta type, size_t id)
-      : kind_(kind), type_(std::move(type)), id_(id) {}
+  Value(Graph* graph, ValueKind kind, TensorMeta type, size_t id)
+      : graph_(graph), kind_(kind), type_(std::move(type)), id_(id) {}
 
+  Graph* graph_;
   ValueKind kind_;
   TensorMeta type_;
   size_t id_;
@@ -106,12 +108,13 @@ class Graph {
   // Names are unique among parameters (they are state_dict keys).
   Value* add_param(std::string name, TensorMeta type, Tensor data = {});
   Value* add_constant(Tensor data, bool wrapped_number = false);
-  // Drops an input/parameter/constant that has no uses left.
+  // Drops an input/parameter/constant of this graph that has no uses left.
   void remove_unused(Value* value);
 
   // ---- nodes ----
   // Checks the inputs and attributes against the op and infers the output
   // types from the op table (errors name the op and shapes, as in eager).
+  // Every input must be a value of this graph.
   Node* append(const OpDef& op, std::vector<Value*> inputs, const Attrs& attrs = {});
   Node* insert_before(Node* position, const OpDef& op, std::vector<Value*> inputs,
                       const Attrs& attrs = {});
