@@ -1,6 +1,7 @@
-// The foundation demo: SCENARIOS.md's reference workloads W1 (an MLP
-// 512→256→128→2) and W2 (LeNet on 1×28×28) run forward in eager C++, printing
-// their outputs and the time per call.
+// The demo: SCENARIOS.md's story in C++. A function traced on constants, the
+// reference workloads W1 (an MLP 512→256→128→2) and W2 (LeNet on 1×28×28)
+// run eager and hybridized side by side (same outputs, time per call), and
+// the graph the hybridized MLP runs.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -13,47 +14,27 @@
 namespace {
 
 using kiln::Tensor;
+namespace jit = kiln::jit;
+namespace nn = kiln::nn;
 
-// PyTorch's default init for Linear and Conv2d weights and biases: uniform in
-// ±1/sqrt(fan_in) (Kaiming-uniform with a=sqrt(5) reduces to this bound).
-Tensor init_uniform(const kiln::IntList& shape, int64_t fan_in) {
-  double bound = 1.0 / std::sqrt(double(fan_in));
-  return kiln::rand(shape) * (2 * bound) - bound;
+std::shared_ptr<nn::Sequential> make_mlp() {  // W1
+  return std::make_shared<nn::Sequential>(
+      std::make_shared<nn::Linear>(512, 256), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(256, 128), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(128, 2));
 }
 
-struct Linear {
-  Tensor w, b;
-  Linear(int64_t in, int64_t out) : w(init_uniform({out, in}, in)), b(init_uniform({out}, in)) {}
-  Tensor operator()(const Tensor& x) const { return kiln::linear(x, w, b); }
-};
-
-struct Conv2d {
-  Tensor w, b;
-  int64_t padding;
-  Conv2d(int64_t in, int64_t out, int64_t k, int64_t pad = 0)
-      : w(init_uniform({out, in, k, k}, in * k * k)),
-        b(init_uniform({out}, in * k * k)),
-        padding(pad) {}
-  Tensor operator()(const Tensor& x) const {
-    return kiln::conv2d(x, w, b, {1, 1}, {padding, padding});
-  }
-};
-
-struct Mlp {  // W1
-  Linear l1{512, 256}, l2{256, 128}, l3{128, 2};
-  Tensor operator()(const Tensor& x) const { return l3(kiln::relu(l2(kiln::relu(l1(x))))); }
-};
-
-struct LeNet {  // W2
-  Conv2d c1{1, 6, 5, 2}, c2{6, 16, 5};
-  Linear f1{16 * 5 * 5, 120}, f2{120, 84}, f3{84, 10};
-  Tensor operator()(const Tensor& x) const {
-    Tensor h = kiln::avg_pool2d(kiln::sigmoid(c1(x)), {2, 2}, {2, 2});
-    h = kiln::avg_pool2d(kiln::sigmoid(c2(h)), {2, 2}, {2, 2});
-    h = kiln::flatten(h, 1);
-    return f3(kiln::sigmoid(f2(kiln::sigmoid(f1(h)))));
-  }
-};
+std::shared_ptr<nn::Sequential> make_lenet() {  // W2, SCENARIOS.md §5
+  using kiln::IntList;
+  return std::make_shared<nn::Sequential>(
+      std::make_shared<nn::Conv2d>(1, 6, IntList{5}, IntList{1}, IntList{2}),
+      std::make_shared<nn::Sigmoid>(), std::make_shared<nn::AvgPool2d>(IntList{2}, IntList{2}),
+      std::make_shared<nn::Conv2d>(6, 16, IntList{5}), std::make_shared<nn::Sigmoid>(),
+      std::make_shared<nn::AvgPool2d>(IntList{2}, IntList{2}), std::make_shared<nn::Flatten>(),
+      std::make_shared<nn::Linear>(16 * 5 * 5, 120), std::make_shared<nn::Sigmoid>(),
+      std::make_shared<nn::Linear>(120, 84), std::make_shared<nn::Sigmoid>(),
+      std::make_shared<nn::Linear>(84, 10));
+}
 
 double micros_per_call(const std::function<Tensor()>& f, int calls = 1000) {
   for (int i = 0; i < 10; ++i)
@@ -65,30 +46,53 @@ double micros_per_call(const std::function<Tensor()>& f, int calls = 1000) {
   return elapsed.count() / calls;
 }
 
+bool same_values(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.to_vector<float>() == b.to_vector<float>();
+}
+
+// Eager against hybridized at each batch size: outputs first, then time.
+void eager_vs_hybrid(const char* title, const std::shared_ptr<nn::Sequential>& model,
+                     const kiln::IntList& sample_shape, std::initializer_list<int64_t> batches) {
+  auto hybrid = jit::hybridize(model);
+  std::printf("\n== %s: eager vs hybridized (us/call, 1000 calls)\n", title);
+  for (int64_t batch : batches) {
+    kiln::IntList shape = sample_shape;
+    shape.insert(shape.begin(), batch);
+    Tensor x = kiln::rand(shape);
+    bool same = same_values((*model)(x), (*hybrid)(x));
+    double eager = micros_per_call([&] { return (*model)(x); });
+    double compiled = micros_per_call([&] { return (*hybrid)(x); });
+    std::printf("  batch %4lld: eager %9.1f   hybridized %9.1f   (%.2fx)   outputs %s\n",
+                static_cast<long long>(batch), eager, compiled, eager / compiled,
+                same ? "equal" : "DIFFER");
+  }
+}
+
 }  // namespace
 
 int main() {
   kiln::manual_seed(0);
-  Mlp mlp;
-  LeNet lenet;
+  kiln::NoGradGuard inference;  // inference: no autograd bookkeeping in either path
 
-  std::cout << "== W1: MLP 512-256-128-2, eager\n";
-  Tensor x = kiln::randn({1, 512});
-  std::cout << "output (batch 1): " << mlp(x) << "\n";
-  for (int64_t batch : {1, 64, 1024}) {
-    Tensor xb = kiln::randn({batch, 512});
-    std::printf("  batch %4lld: %9.1f us/call\n", static_cast<long long>(batch),
-                micros_per_call([&] { return mlp(xb); }));
-  }
+  std::cout << "== SCENARIOS.md §4: fancy_func traced on constant inputs\n";
+  auto fancy_func = [](const std::vector<Tensor>&) {
+    Tensor a = kiln::scalar_tensor(1.0), b = kiln::scalar_tensor(2.0);
+    Tensor c = kiln::scalar_tensor(3.0), d = kiln::scalar_tensor(4.0);
+    return std::vector<Tensor>{(a + b) + (c + d)};
+  };
+  jit::CompiledFunction fancy = jit::trace(fancy_func, {});
+  std::cout << fancy.graph() << "result: " << fancy({})[0] << "\n";
 
-  std::cout << "\n== W2: LeNet on 1x28x28, eager\n";
-  Tensor image = kiln::rand({1, 1, 28, 28});
-  std::cout << "output (batch 1): " << lenet(image) << "\n";
-  for (int64_t batch : {1, 64}) {
-    Tensor xb = kiln::rand({batch, 1, 28, 28});
-    std::printf("  batch %4lld: %9.1f us/call\n", static_cast<long long>(batch),
-                micros_per_call([&] { return lenet(xb); }));
-  }
+  auto mlp = make_mlp();
+  mlp->eval();
+  eager_vs_hybrid("W1: MLP 512-256-128-2", mlp, {512}, {1, 64, 1024});
+
+  auto lenet = make_lenet();
+  lenet->eval();
+  eager_vs_hybrid("W2: LeNet on 1x28x28", lenet, {1, 28, 28}, {1, 64});
+
+  std::cout << "\n== The graph the hybridized MLP runs (batch 1)\n";
+  std::cout << jit::trace(*mlp, kiln::randn({1, 512})).graph();
   std::printf("\nthreads: %d (set OMP_NUM_THREADS=1 for the single-thread numbers)\n",
               kiln::cpu::max_threads());
   return 0;

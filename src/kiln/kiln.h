@@ -1,5 +1,6 @@
 // kiln's C++ API in one include: tensors, factories, every op, autograd, nn
-// and the training kit (optimizers, schedulers, datasets, loaders, progress bar).
+// the training kit (optimizers, schedulers, datasets, loaders, progress bar)
+// and kiln::jit (trace, hybridize, the graph IR's text form).
 //
 //   #include <kiln/kiln.h>
 //   auto x = kiln::randn({1, 512});
@@ -14,6 +15,10 @@
 #include "kiln/data/dataset.h"
 #include "kiln/data/datasets.h"
 #include "kiln/data/progress.h"
+#include "kiln/jit/ir/parser.h"
+#include "kiln/jit/ir/printer.h"
+#include "kiln/jit/trace/hybridize.h"
+#include "kiln/jit/trace/trace.h"
 #include "kiln/nn/nn.h"
 #include "kiln/ops/conv_pool.h"
 #include "kiln/ops/copy.h"
