@@ -6,8 +6,10 @@ read is a view of the tensor and a write goes through that view with copy_ or
 fill_ (an in-place write: the version counter moves). One advanced index (an
 integer tensor or list, or a boolean mask) reads with index_select, a copy, as
 in PyTorch; a mask's positions come from NumPy's flatnonzero (the result's
-shape depends on the data). Several advanced indices in one subscript are not
-supported yet."""
+shape depends on the data). Several advanced indices in one subscript
+(x[rows, cols]) broadcast together as in NumPy and PyTorch: the indexed dims
+are moved to the front, merged into one and read with one index_select of
+the flattened positions (see _several)."""
 import operator
 
 import numpy as np
@@ -51,7 +53,7 @@ def _walk(x, index):
     if used > x.ndim:
         raise IndexError(f"too many indices for tensor of dimension {x.ndim}")
     ellipsis_dims = x.ndim - used
-    dim, advanced = 0, None
+    dim, advanced = 0, []
     for item in index:
         if item is None:
             x = _C.dispatch("unsqueeze", [x], {"dim": dim})
@@ -75,10 +77,7 @@ def _walk(x, index):
             x = _C.dispatch("slice", [x], attrs)
             dim += 1
         elif (adv := _as_advanced(item)) is not None:
-            if advanced is not None:
-                raise NotImplementedError("kiln supports one advanced index (an index tensor "
-                                          "or a boolean mask) per subscript")
-            advanced = (dim, adv)
+            advanced.append((dim, adv))
             dim += _dims_used(item)
         else:
             try:
@@ -86,14 +85,115 @@ def _walk(x, index):
             except TypeError:
                 raise IndexError(_BAD_INDEX.format(type(item).__name__)) from None
             x = _C.dispatch("select", [x], {"dim": dim, "index": i})
-    return x, advanced
+    if not advanced:
+        return x, None
+    if len(advanced) == 1:
+        return x, advanced[0]
+    return x, _Several(x, advanced)
 
 
-def _mask_positions(x, dim, mask):
+class _Several:
+    """Several advanced indices of one subscript as integer positions: each
+    boolean mask becomes one index per dim it covers (its nonzero positions),
+    all are bounds-checked, made non-negative and broadcast to one shape."""
+
+    def __init__(self, x, advanced):
+        dims, arrays = [], []
+        for dim, index in advanced:
+            if index.dtype == _C.dtype.bool:
+                _check_mask_shape(x, dim, index)
+                for k, positions in enumerate(np.nonzero(index.detach().numpy())):
+                    dims.append(dim + k)
+                    arrays.append(positions.astype(np.int64))
+                continue
+            if index.dtype not in (_C.dtype.int64, _C.dtype.int32):
+                raise IndexError("tensors used as indices must be long, int or bool tensors")
+            dims.append(dim)
+            arrays.append(_checked_positions(index.numpy().astype(np.int64), x.shape[dim], dim))
+        try:
+            arrays = np.broadcast_arrays(*arrays)
+        except ValueError:
+            shapes = ", ".join(str(list(a.shape)) for a in arrays)
+            raise IndexError(f"shape mismatch: indexing tensors could not be broadcast "
+                             f"together with shapes {shapes}") from None
+        self.dims, self.arrays = dims, arrays
+        self.shape = list(arrays[0].shape)
+        self.rest = [d for d in range(x.ndim) if d not in dims]
+        # PyTorch keeps the broadcast dims where the indexed dims were when
+        # those are adjacent, else puts them first.
+        adjacent = dims == list(range(dims[0], dims[0] + len(dims)))
+        self.at = dims[0] if adjacent else 0
+
+    def flat_positions(self, x):
+        sizes = [x.shape[d] for d in self.dims]
+        flat = np.ravel_multi_index(tuple(a.reshape(-1) for a in self.arrays), sizes)
+        return _C.from_numpy(np.ascontiguousarray(flat, dtype=np.int64))
+
+    def merged(self, x):
+        """x with the indexed dims first, merged into one: [N, *rest]."""
+        moved = _C.dispatch("permute", [x], {"dims": self.dims + self.rest})
+        rest_shape = [x.shape[d] for d in self.rest]
+        return _C.dispatch("reshape", [moved], {"shape": [-1] + rest_shape}), rest_shape
+
+    def place(self, t, rest_shape):
+        """[*shape, *rest] -> the result layout (broadcast dims at self.at)."""
+        if self.at == 0:
+            return t
+        nb = len(self.shape)
+        order = (list(range(nb, nb + self.at)) + list(range(nb)) +
+                 list(range(nb + self.at, nb + len(rest_shape))))
+        return _C.dispatch("permute", [t], {"dims": order})
+
+    def unplace(self, t, rest_shape):
+        """The inverse of place: the result layout -> [*shape, *rest]."""
+        if self.at == 0:
+            return t
+        nb = len(self.shape)
+        order = (list(range(self.at, self.at + nb)) + list(range(self.at)) +
+                 list(range(self.at + nb, nb + len(rest_shape))))
+        return _C.dispatch("permute", [t], {"dims": order})
+
+    def read(self, x):
+        source, rest_shape = self.merged(x)
+        out = _C.dispatch("index_select", [source, self.flat_positions(x)], {"dim": 0})
+        out = _C.dispatch("reshape", [out], {"shape": self.shape + rest_shape})
+        return self.place(out, rest_shape)
+
+    def write(self, x, value):
+        rest_shape = [x.shape[d] for d in self.rest]
+        if isinstance(value, _C.Tensor):
+            result_shape = list(self.read(x).shape)
+            value = _C.dispatch("expand", [value], {"size": result_shape})
+            value = _C.dispatch("reshape", [self.unplace(value, rest_shape)],
+                                {"shape": [-1] + rest_shape})
+        # One write per position, through a view of x (selects from the last
+        # indexed dim down, so the earlier dims keep their numbers).
+        for j, position in enumerate(zip(*(a.reshape(-1).tolist() for a in self.arrays))):
+            target = x
+            for d, i in sorted(zip(self.dims, position), reverse=True):
+                target = _C.dispatch("select", [target], {"dim": d, "index": i})
+            part = (_C.dispatch("select", [value], {"dim": 0, "index": j})
+                    if isinstance(value, _C.Tensor) else value)
+            _write(target, part)
+
+
+def _check_mask_shape(x, dim, mask):
     shape = tuple(x.shape[dim:dim + mask.ndim])
     if tuple(mask.shape) != shape:
         raise IndexError(f"The shape of the mask {list(mask.shape)} at index {dim} does not "
                          f"match the shape of the indexed tensor {list(shape)} at index {dim}")
+
+
+def _checked_positions(positions, size, dim):
+    bad = positions[(positions < -size) | (positions >= size)]
+    if bad.size:
+        raise IndexError(f"index {bad.reshape(-1)[0]} is out of bounds for dimension {dim} "
+                         f"with size {size}")
+    return np.where(positions < 0, positions + size, positions)  # negatives count from the end
+
+
+def _mask_positions(x, dim, mask):
+    _check_mask_shape(x, dim, mask)
     positions = np.flatnonzero(mask.detach().numpy()).astype(np.int64)
     merged = list(x.shape[:dim]) + [-1] + list(x.shape[dim + mask.ndim:])
     return _C.dispatch("reshape", [x], {"shape": merged}), _C.from_numpy(positions)
@@ -104,18 +204,16 @@ def _index_tensor(x, dim, index):
         return _mask_positions(x, dim, index)
     if index.dtype not in (_C.dtype.int64, _C.dtype.int32):
         raise IndexError("tensors used as indices must be long, int or bool tensors")
-    size = x.shape[dim]
     flat = index.numpy().reshape(-1).astype(np.int64)
-    bad = flat[(flat < -size) | (flat >= size)]
-    if bad.size:
-        raise IndexError(f"index {bad[0]} is out of bounds for dimension {dim} with size {size}")
-    return x, _C.from_numpy(np.where(flat < 0, flat + size, flat))  # negatives count from the end
+    return x, _C.from_numpy(np.ascontiguousarray(_checked_positions(flat, x.shape[dim], dim)))
 
 
 def getitem(self, index):
     x, advanced = _walk(self, index)
     if advanced is None:
         return x
+    if isinstance(advanced, _Several):
+        return advanced.read(x)
     dim, index = advanced
     source, flat = _index_tensor(x, dim, index)
     out = _C.dispatch("index_select", [source, flat], {"dim": dim})
@@ -149,6 +247,9 @@ def setitem(self, index, value):
     _check_autograd(self, x, value)
     if advanced is None:
         _write(x, value)
+        return
+    if isinstance(advanced, _Several):
+        advanced.write(x, value)
         return
     dim, index = advanced
     _, flat = _index_tensor(x, dim, index)

@@ -189,3 +189,52 @@ def test_assignment_and_autograd():
     with kiln.no_grad():
         y[0] = 5.0
     assert y.tolist() == [5.0, 2.0, 2.0]
+
+
+# Several advanced indices in one subscript: adjacent ones keep their place,
+# separated ones move to the front; masks count as one index per dim.
+_SEVERAL = {
+    "rows_and_cols": lambda a: (np.array([0, 2, 3]), np.array([1, 1, 4])),
+    "broadcast_after_slice": lambda a: (slice(None), np.array([0, 4]), np.array([[1], [2]])),
+    "separated_by_slice": lambda a: (np.array([1, -1]), slice(1, 3), np.array([0, 5])),
+    "after_ellipsis": lambda a: (Ellipsis, np.array([0, 2]), np.array([1, 0])),
+    "separated_by_int": lambda a: (np.array([[0, 1], [2, 3]]), 2, np.array([1, 5])),
+    "mask_then_index": lambda a: (a[:, :, 0, 0] > 0, np.array([0])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SEVERAL))
+def test_several_advanced_indices_match_torch(name):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((4, 5, 6, 3)).astype(np.float32)
+    index = _SEVERAL[name](a)
+    kindex = tuple(kiln.tensor(v) if isinstance(v, np.ndarray) else v for v in index)
+    tindex = tuple(torch.tensor(v) if isinstance(v, np.ndarray) else v for v in index)
+    want = torch.tensor(a)[tindex]
+    x = kiln.tensor(a).requires_grad_()
+    got = x[kindex]
+    assert tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_array_equal(got.detach().numpy(), want.numpy())
+
+    seed = rng.standard_normal(want.shape).astype(np.float32)
+    got.backward(kiln.tensor(seed))
+    tx = torch.tensor(a, requires_grad=True)
+    tx[tindex].backward(torch.tensor(seed))
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
+
+    k, t = kiln.tensor(a), torch.tensor(a)
+    row = rng.standard_normal(want.shape[-1:]).astype(np.float32)
+    k[kindex] = kiln.tensor(row)
+    t[tindex] = torch.tensor(row)
+    np.testing.assert_array_equal(k.numpy(), t.numpy())
+    k[kindex] = 3.0
+    t[tindex] = 3.0
+    np.testing.assert_array_equal(k.numpy(), t.numpy())
+
+
+def test_several_advanced_indices_that_do_not_broadcast():
+    x = kiln.zeros(4, 5)
+    with pytest.raises(IndexError, match="could not be broadcast together with shapes"):
+        x[kiln.tensor([0, 1]), kiln.tensor([0, 1, 2])]
+    with pytest.raises(IndexError, match="out of bounds for dimension 1"):
+        x[kiln.tensor([0]), kiln.tensor([5])]
