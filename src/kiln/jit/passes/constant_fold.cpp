@@ -19,15 +19,18 @@ namespace {
 bool is_foldable_input(const Value* value, bool frozen) {
   if (value == nullptr) return true;  // an absent optional input
   if (value->kind() == ValueKind::Constant) return true;
-  // A parameter written in place (batch_norm's running statistics when
-  // training) changes while the graph runs, frozen or not.
-  return frozen && value->kind() == ValueKind::Param && value->data().defined() &&
-         !is_written(*value);
+  return frozen && value->kind() == ValueKind::Param && value->data().defined();
 }
 
-bool has_foldable_inputs(const Node& node, bool frozen) {
+// Memory written in place while the graph runs (batch_norm's running
+// statistics when training, in a parameter or even a constant) holds other
+// data than at compile time, on either side of the node: no folding there.
+bool has_foldable_inputs(const Node& node, bool frozen, const WrittenMemory& written) {
   for (const Value* in : node.inputs()) {
-    if (!is_foldable_input(in, frozen)) return false;
+    if (!is_foldable_input(in, frozen) || (in && written.aliases(*in))) return false;
+  }
+  for (const Value* out : node.outputs()) {
+    if (written.aliases(*out)) return false;
   }
   return true;
 }
@@ -132,10 +135,11 @@ bool fold(Graph& graph, Node* node, PassContext& context) {
 bool constant_fold(Graph& graph, PassContext& context) {
   const bool frozen = context.frozen();
   const int64_t limit = context.options().fold_size_limit_bytes;
+  const WrittenMemory written(graph);
   bool changed = false;
   // Topological order: a folded node's users see constants when their turn comes.
   for (Node* node : graph.nodes()) {
-    if (has_effects(*node) || !has_foldable_inputs(*node, frozen)) continue;
+    if (has_effects(*node) || !has_foldable_inputs(*node, frozen, written)) continue;
     if (is_dead(*node)) continue;  // dead code is dce's to remove, not worth computing
     if (result_too_big(*node, limit)) {
       context.note(str(node->op().name, " left unfolded: its result is larger than ", limit,

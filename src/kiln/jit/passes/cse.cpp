@@ -32,12 +32,21 @@ std::string node_key(const Node& node) {
   return key;
 }
 
-bool merge_nodes(Graph& graph, PassContext& context) {
+// A node whose result is written in place later holds more than what it
+// computed: it cannot stand for another node, nor another for it.
+bool output_is_written(const Node& node, const WrittenMemory& written) {
+  for (const Value* out : node.outputs()) {
+    if (written.aliases(*out)) return true;
+  }
+  return false;
+}
+
+bool merge_nodes(Graph& graph, const WrittenMemory& written, PassContext& context) {
   std::unordered_map<std::string, Node*> seen;  // lookups only, never iterated
   bool changed = false;
   for (Node* node : graph.nodes()) {
     if (writes_inputs(*node)) seen.clear();
-    if (has_effects(*node)) continue;
+    if (has_effects(*node) || output_is_written(*node, written)) continue;
     auto [it, inserted] = seen.try_emplace(node_key(*node), node);
     if (inserted) continue;
     Node* earlier = it->second;
@@ -66,12 +75,12 @@ struct SeenConstant {
   Tensor data;  // contiguous
 };
 
-bool merge_constants(Graph& graph, PassContext& context) {
+bool merge_constants(Graph& graph, const WrittenMemory& written, PassContext& context) {
   // Same key: candidates to compare byte for byte (a hash may collide).
   std::unordered_map<std::string, std::vector<SeenConstant>> seen;  // lookups only
   bool changed = false;
   for (Value* constant : std::vector<Value*>(graph.constants())) {
-    if (is_written(*constant)) continue;
+    if (written.aliases(*constant)) continue;
     Tensor data = contiguous(constant->data());
     std::string_view bytes = bytes_of(data);
     std::vector<SeenConstant>& candidates = seen[constant_key(*constant, bytes)];
@@ -92,8 +101,9 @@ bool merge_constants(Graph& graph, PassContext& context) {
 }  // namespace
 
 bool cse(Graph& graph, PassContext& context) {
-  bool changed = merge_constants(graph, context);
-  changed |= merge_nodes(graph, context);
+  const WrittenMemory written(graph);
+  bool changed = merge_constants(graph, written, context);
+  changed |= merge_nodes(graph, written, context);
   return changed;
 }
 

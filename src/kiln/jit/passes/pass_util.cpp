@@ -1,5 +1,7 @@
 #include "kiln/jit/passes/pass_util.h"
 
+#include <algorithm>
+
 namespace kiln::jit {
 
 bool writes_inputs(const Node& node) {
@@ -20,15 +22,29 @@ bool writes_input(const Node& node, size_t index) {
   return false;
 }
 
-bool is_written(const Value& value) {
-  for (const Use& use : value.uses()) {
-    if (writes_input(*use.user, use.index)) return true;
-    if (use.user->op().kind != OpKind::View) continue;
-    for (const Value* view : use.user->outputs()) {
-      if (is_written(*view)) return true;
+namespace {
+
+// The value whose memory `value` lives in: itself, or the base of the view
+// chain it is the end of.
+const Value* alias_base(const Value* value) {
+  while (value->producer() && value->producer()->op().kind == OpKind::View)
+    value = value->producer()->input(0);
+  return value;
+}
+
+}  // namespace
+
+WrittenMemory::WrittenMemory(const Graph& graph) {
+  for (const Node* node : graph.nodes()) {
+    for (size_t i = 0; i < node->inputs().size(); ++i) {
+      if (node->input(i) && writes_input(*node, i)) bases_.push_back(alias_base(node->input(i)));
     }
   }
-  return false;
+}
+
+bool WrittenMemory::aliases(const Value& value) const {
+  if (bases_.empty()) return false;
+  return std::find(bases_.begin(), bases_.end(), alias_base(&value)) != bases_.end();
 }
 
 bool has_effects(const Node& node) {
@@ -37,13 +53,6 @@ bool has_effects(const Node& node) {
   if (!op.has_side_effects) return false;
   // A declared side effect other than writing inputs counts whatever the attrs.
   return !op.mutated_inputs || writes_inputs(node);
-}
-
-bool graph_writes_inputs(const Graph& graph) {
-  for (const Node* node : graph.nodes()) {
-    if (writes_inputs(*node)) return true;
-  }
-  return false;
 }
 
 bool is_used(const Value& value) {

@@ -13,9 +13,21 @@ bool writes_inputs(const Node& node);
 // Whether the node writes its input `index` in place.
 bool writes_input(const Node& node, size_t index);
 
-// Whether some node writes the value in place, directly or through a view of
-// it. Such a value holds different data before and after the write.
-bool is_written(const Value& value);
+// The memory nodes of a graph write in place (batch_norm's running
+// statistics when training), found once per pass. A value sharing it holds
+// other data before and after the write, so it cannot be folded, merged, or
+// stand for a copy of itself.
+class WrittenMemory {
+ public:
+  explicit WrittenMemory(const Graph& graph);
+  bool empty() const { return bases_.empty(); }
+  // Whether `value` shares memory with a written value: the same base after
+  // following views back.
+  bool aliases(const Value& value) const;
+
+ private:
+  std::vector<const Value*> bases_;  // few: one per written input
+};
 
 // Whether running the node does more than compute its outputs: it writes an
 // input, has another declared side effect, or draws from the random
@@ -23,10 +35,6 @@ bool is_written(const Value& value);
 // unused dropout would shift the random numbers every later random op draws,
 // and compiled results must equal eager ones from the same seed.
 bool has_effects(const Node& node);
-
-// Whether any node of the graph writes an input in place. Rewrites that make
-// two values share memory (clone(x) -> x) are only safe when none does.
-bool graph_writes_inputs(const Graph& graph);
 
 // Used by a node or returned by the graph.
 bool is_used(const Value& value);

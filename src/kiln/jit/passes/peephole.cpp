@@ -74,8 +74,7 @@ std::vector<PeepholeRule> peephole_rules() {
       {"cast-chain", "cast", cast_chain},
       // dropout(x, train=false) = x (its mask, all true, unused)
       {"dropout-eval", "dropout", dropout_eval},
-      // clone(x) = x for a contiguous x (contiguous() of a contiguous value),
-      // when no node writes in place (then sharing memory is unobservable)
+      // clone(x) = x for a contiguous x (contiguous() of a contiguous value)
       {"clone-contiguous", "clone", clone_contiguous},
       // cat([x]) = x
       {"cat-single", "cat", cat_single},
@@ -102,9 +101,17 @@ const std::vector<const PeepholeRule*>& rules_rooted_at(const std::string& op_na
   return it == by_root->end() ? none : it->second;
 }
 
+// A root that is not a view writes a fresh buffer: its result stays apart
+// from memory written in place (by batch_norm when training) before or
+// after it. Standing a shared value in for it would expose that write.
+bool breaks_isolation(const Node& root, const Value& replacement, const WrittenMemory& written) {
+  if (root.op().kind == OpKind::View || written.empty()) return false;
+  return written.aliases(*root.output()) || written.aliases(replacement);
+}
+
 // Makes the rewrite: root's output 0 is replaced everywhere, and root goes
 // once nothing of it is used. False when the replacement does not fit.
-bool apply(Graph& graph, Node* root, const Rewrite& rewrite) {
+bool apply(Graph& graph, Node* root, const Rewrite& rewrite, const WrittenMemory& written) {
   Value* out = root->output(0);
   Value* replacement = rewrite.value;
   Node* built = nullptr;
@@ -112,7 +119,7 @@ bool apply(Graph& graph, Node* root, const Rewrite& rewrite) {
     built = graph.insert_before(root, *rewrite.op, rewrite.inputs, rewrite.attrs);
     replacement = built->output(0);
   }
-  if (!can_replace(*out, *replacement)) {
+  if (!can_replace(*out, *replacement) || breaks_isolation(*root, *replacement, written)) {
     if (built) graph.erase(built);
     return false;
   }
@@ -126,6 +133,7 @@ bool apply(Graph& graph, Node* root, const Rewrite& rewrite) {
 
 // One sweep over the nodes; returns whether a rule fired.
 bool sweep(Graph& graph, PassContext& context) {
+  const WrittenMemory written(graph);
   bool changed = false;
   // A rewrite erases only its root (the node being visited) and inserts
   // before it, so the rest of this list stays valid; what the new nodes
@@ -134,7 +142,7 @@ bool sweep(Graph& graph, PassContext& context) {
     for (const PeepholeRule* rule : rules_rooted_at(node->op().name)) {
       if (rule->may_change_rounding && !context.allow_rounding_changes()) continue;
       std::optional<Rewrite> rewrite = rule->match(*node);
-      if (!rewrite || !apply(graph, node, *rewrite)) continue;
+      if (!rewrite || !apply(graph, node, *rewrite, written)) continue;
       context.count_rule(rule->name);
       changed = true;
       break;  // the node may be gone

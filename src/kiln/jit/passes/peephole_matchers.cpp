@@ -235,7 +235,7 @@ std::optional<Rewrite> dropout_eval(const Node& root) {
 
 std::optional<Rewrite> clone_contiguous(const Node& root) {
   Value* x = root.input(0);
-  if (!is_known_contiguous(*x) || graph_writes_inputs(root.graph())) return std::nullopt;
+  if (!is_known_contiguous(*x)) return std::nullopt;
   return forward(x);
 }
 
