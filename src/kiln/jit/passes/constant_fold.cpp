@@ -1,0 +1,154 @@
+// Constant folding:
+//   %y = op(%c0, %c1, ...)   every input a constant (frozen: or a parameter)
+//   -> %y = const <what op's own kernel computes from the inputs' data>
+//
+// The value is computed by dispatching the node's op on the inputs' tensors,
+// so a folded graph gives bit for bit what the unfolded one would: no op's
+// math is restated here. Nodes with effects (random draws, in-place writes)
+// are never folded, and results much larger than their inputs stay computed.
+#include <memory>
+
+#include "kiln/jit/passes/pass_util.h"
+#include "kiln/jit/passes/passes.h"
+#include "kiln/ops/copy.h"
+#include "kiln/ops/dispatch.h"
+
+namespace kiln::jit {
+namespace {
+
+bool is_foldable_input(const Value* value, bool frozen) {
+  if (value == nullptr) return true;  // an absent optional input
+  if (value->kind() == ValueKind::Constant) return true;
+  return frozen && value->kind() == ValueKind::Param && value->data().defined();
+}
+
+// Memory written in place while the graph runs (batch_norm's running
+// statistics when training, in a parameter or even a constant) holds other
+// data than at compile time, on either side of the node: no folding there.
+bool has_foldable_inputs(const Node& node, bool frozen, const WrittenMemory& written) {
+  for (const Value* in : node.inputs()) {
+    if (!is_foldable_input(in, frozen) || (in && written.aliases(*in))) return false;
+  }
+  for (const Value* out : node.outputs()) {
+    if (written.aliases(*out)) return false;
+  }
+  return true;
+}
+
+int64_t bytes_of(const TensorMeta& type) {
+  return numel_of(type.shape) * int64_t(element_size(type.dtype));
+}
+
+// A constant is stored in the graph (and in a saved model) and kept in
+// memory for the graph's lifetime. When a result is larger than its inputs
+// (expand or a broadcast of a scalar, fill over a big shape, an outer
+// product), folding it trades a cheap computation per call for a large,
+// permanent buffer; such results stay computed unless they are small anyway.
+bool result_too_big(const Node& node, int64_t limit_bytes) {
+  int64_t in_bytes = 0, out_bytes = 0;
+  for (const Value* in : node.inputs())
+    in_bytes += in ? bytes_of(in->type()) : 0;
+  for (const Value* out : node.outputs())
+    out_bytes += bytes_of(out->type());
+  return out_bytes > limit_bytes && out_bytes > in_bytes;
+}
+
+// The input's data without its autograd state (a frozen parameter may
+// require grad; folding must not record a backward node), carrying the
+// wrapped-number flag of its graph value, which dispatch reads for type
+// promotion exactly as the node's inference did.
+Tensor plain_data(const Value* value) {
+  if (value == nullptr) return Tensor();
+  const Tensor& t = value->data();
+  auto impl =
+      std::make_shared<TensorImpl>(t.storage(), t.shape(), t.strides(), t.offset(), t.dtype());
+  impl->wrapped_number = value->type().wrapped_number;
+  return Tensor(std::move(impl));
+}
+
+// A recorder on this thread must not see the folding ops (passes may run
+// while a trace is being recorded).
+class NoDispatchObserver {
+ public:
+  NoDispatchObserver() : saved_(dispatch_observer()) { set_dispatch_observer(nullptr); }
+  ~NoDispatchObserver() { set_dispatch_observer(saved_); }
+  NoDispatchObserver(const NoDispatchObserver&) = delete;
+  NoDispatchObserver& operator=(const NoDispatchObserver&) = delete;
+
+ private:
+  DispatchObserver* saved_;
+};
+
+// A folded constant owns its buffer: a view op's result would otherwise
+// alias the input constant or a frozen parameter.
+Tensor owned(const Tensor& result, const std::vector<Tensor>& inputs) {
+  for (const Tensor& in : inputs) {
+    if (in.defined() && result.is_alias_of(in)) return clone(result);
+  }
+  return result.is_contiguous() ? result : clone(result);
+}
+
+// Runs the node's op on its inputs' data; empty when the kernel refuses them
+// (the error then happens when the graph runs, as it would eagerly).
+std::vector<Tensor> evaluate(const Node& node, PassContext& context) {
+  std::vector<Tensor> inputs;
+  for (const Value* in : node.inputs())
+    inputs.push_back(plain_data(in));
+  try {
+    NoDispatchObserver no_observer;
+    std::vector<Tensor> results = dispatch(node.op(), inputs, node.attrs());
+    for (Tensor& r : results)
+      r = owned(r, inputs);
+    return results;
+  } catch (const Error& e) {
+    context.note(str(node.op().name, " left unfolded: its kernel failed on the constant inputs (",
+                     e.what(), ")"));
+    return {};
+  }
+}
+
+bool matches_types(const Node& node, const std::vector<Tensor>& results) {
+  if (results.size() != node.outputs().size()) return false;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Value* out = node.output(i);
+    if (results[i].dtype() != out->dtype() || results[i].shape() != out->shape()) return false;
+  }
+  return true;
+}
+
+bool fold(Graph& graph, Node* node, PassContext& context) {
+  std::vector<Tensor> results = evaluate(*node, context);
+  if (results.empty()) return false;
+  KILN_ASSERT(matches_types(*node, results), "constant_fold: ", node->op().name,
+              " computed results of other types than the node's outputs");
+  for (size_t i = 0; i < results.size(); ++i) {
+    Value* out = node->output(i);
+    if (is_used(*out)) out->replace_all_uses_with(graph.add_constant(results[i]));
+  }
+  context.count_rule("fold " + node->op().name);
+  graph.erase(node);
+  return true;
+}
+
+}  // namespace
+
+bool constant_fold(Graph& graph, PassContext& context) {
+  const bool frozen = context.frozen();
+  const int64_t limit = context.options().fold_size_limit_bytes;
+  const WrittenMemory written(graph);
+  bool changed = false;
+  // Topological order: a folded node's users see constants when their turn comes.
+  for (Node* node : graph.nodes()) {
+    if (has_effects(*node) || !has_foldable_inputs(*node, frozen, written)) continue;
+    if (is_dead(*node)) continue;  // dead code is dce's to remove, not worth computing
+    if (result_too_big(*node, limit)) {
+      context.note(str(node->op().name, " left unfolded: its result is larger than ", limit,
+                       " bytes and than its inputs"));
+      continue;
+    }
+    changed |= fold(graph, node, context);
+  }
+  return changed;
+}
+
+}  // namespace kiln::jit

@@ -1,0 +1,86 @@
+#include "kiln/jit/passes/pass_util.h"
+
+#include <algorithm>
+
+namespace kiln::jit {
+
+bool writes_inputs(const Node& node) {
+  const OpDef& op = node.op();
+  if (!op.has_side_effects || !op.mutated_inputs) return false;
+  for (int i : op.mutated_inputs(node.attrs())) {
+    if (size_t(i) < node.inputs().size() && node.input(size_t(i))) return true;
+  }
+  return false;
+}
+
+bool writes_input(const Node& node, size_t index) {
+  const OpDef& op = node.op();
+  if (!op.has_side_effects || !op.mutated_inputs) return false;
+  for (int i : op.mutated_inputs(node.attrs())) {
+    if (size_t(i) == index) return true;
+  }
+  return false;
+}
+
+namespace {
+
+// The value whose memory `value` lives in: itself, or the base of the view
+// chain it is the end of.
+const Value* alias_base(const Value* value) {
+  while (value->producer() && value->producer()->op().kind == OpKind::View)
+    value = value->producer()->input(0);
+  return value;
+}
+
+}  // namespace
+
+WrittenMemory::WrittenMemory(const Graph& graph) {
+  for (const Node* node : graph.nodes()) {
+    for (size_t i = 0; i < node->inputs().size(); ++i) {
+      if (node->input(i) && writes_input(*node, i)) bases_.push_back(alias_base(node->input(i)));
+    }
+  }
+}
+
+bool WrittenMemory::aliases(const Value& value) const {
+  if (bases_.empty()) return false;
+  return std::find(bases_.begin(), bases_.end(), alias_base(&value)) != bases_.end();
+}
+
+bool has_effects(const Node& node) {
+  const OpDef& op = node.op();
+  if (op.is_random) return true;
+  if (!op.has_side_effects) return false;
+  // A declared side effect other than writing inputs counts whatever the attrs.
+  return !op.mutated_inputs || writes_inputs(node);
+}
+
+bool is_used(const Value& value) {
+  return !value.uses().empty() || value.graph().output_uses(&value) > 0;
+}
+
+bool is_dead(const Node& node) {
+  if (has_effects(node)) return false;
+  for (const Value* out : node.outputs()) {
+    if (is_used(*out)) return false;
+  }
+  return true;
+}
+
+bool can_replace(const Value& value, const Value& replacement) {
+  return &value != &replacement && value.dtype() == replacement.dtype() &&
+         value.shape() == replacement.shape() && !replacement.type().wrapped_number;
+}
+
+bool is_known_contiguous(const Value& value) {
+  const Node* producer = value.producer();
+  return producer == nullptr || producer->op().kind != OpKind::View;
+}
+
+void forward_and_erase(Value* from, Value* to) {
+  Node* node = from->producer();
+  from->replace_all_uses_with(to);
+  if (node && is_dead(*node)) node->graph().erase(node);
+}
+
+}  // namespace kiln::jit

@@ -1,0 +1,27 @@
+// The builtin graph passes, one file each. Every pass rewrites the graph in
+// place and returns whether it changed anything; the pipeline (pipeline.h)
+// runs them by name. Calling one directly is fine too (tests do).
+#pragma once
+
+#include "kiln/jit/passes/pipeline.h"
+
+namespace kiln::jit {
+
+// Nodes whose inputs are all constants (and, frozen, parameters) become
+// constants, computed by the op's own kernel through dispatch.
+bool constant_fold(Graph& graph, PassContext& context);
+
+// Algebraic simplifications from a table of rules (x*1 -> x, ...).
+bool peephole(Graph& graph, PassContext& context);
+
+// Nodes computing what an earlier node computes, and constants holding what
+// an earlier constant holds, are merged into it.
+bool cse(Graph& graph, PassContext& context);
+
+// Nodes whose results nobody uses, and unused constants, are removed.
+bool dce(Graph& graph, PassContext& context);
+
+// Fills `registry` with the passes above, in the default pipeline's order.
+void register_builtin_passes(PassRegistry& registry);
+
+}  // namespace kiln::jit

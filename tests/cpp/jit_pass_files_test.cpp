@@ -1,0 +1,186 @@
+// The IR-file pass tests: every tests/passes/*.ir file is parsed, run
+// through the passes its RUN line names (verifying after each), printed, and
+// matched against its CHECK lines (ir_check.h). Also tests of the matcher
+// itself, so a broken matcher cannot pass every file.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "ir_check.h"
+#include "jit_test_util.h"
+#include "kiln/core/factory.h"
+#include "kiln/core/random.h"
+#include "kiln/jit/exec/executable.h"
+#include "kiln/jit/ir/parser.h"
+#include "kiln/jit/ir/printer.h"
+#include "kiln/jit/passes/pipeline.h"
+#include "test_util.h"
+
+namespace kiln::jit {
+namespace {
+
+std::vector<std::string> ir_test_files() {
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(KILN_PASS_TESTS_DIR)) {
+    if (entry.path().extension() == ".ir") files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// The file's graph after its RUN line's passes, as text.
+std::string run_ir_test(const IrTestFile& file) {
+  PassOptions options = pass_options_from_args(file.args);
+  options.verify = true;
+  options.dump_after.clear();
+  std::unique_ptr<Graph> graph = parse_graph(file.text);
+  optimize(*graph, options);
+  return to_text(*graph);
+}
+
+class PassFile : public testing::TestWithParam<std::string> {};
+
+TEST_P(PassFile, OutputMatchesChecks) {
+  IrTestFile file = read_ir_test(GetParam());
+  std::string output = run_ir_test(file);
+  std::string failure = match_checks(output, file.checks);
+  EXPECT_EQ(failure, "") << file.path << "\n--- output ---\n" << output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Files, PassFile, testing::ValuesIn(ir_test_files()),
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           std::string name = std::filesystem::path(info.param).stem().string();
+                           std::replace_if(
+                               name.begin(), name.end(), [](char c) { return !std::isalnum(c); },
+                               '_');
+                           return name;
+                         });
+
+TEST(PassFiles, DirectoryHoldsATestPerRule) {
+  EXPECT_GE(ir_test_files().size(), 30u);
+}
+
+// ---- the files' graphs compute the same before and after their passes
+
+// Values that tell rewrites apart: signed zeros, NaN, infinities; small
+// integers (valid indices into small tables).
+Tensor telling_values(const TensorMeta& type, size_t salt) {
+  static const double kFloats[] = {-0.0,  0.0, NAN, INFINITY, -INFINITY, 1.5,
+                                   -2.25, 3.0, 0.5, -1.0,     7.0};
+  std::vector<double> values(size_t(numel_of(type.shape)));
+  for (size_t i = 0; i < values.size(); ++i) {
+    size_t k = i + salt;
+    values[i] = is_floating(type.dtype)     ? kFloats[k % std::size(kFloats)]
+                : type.dtype == DType::Bool ? double(k % 2)
+                                            : double(k % 4);
+  }
+  return tensor_from_data(values.data(), DType::Float64, type.shape, TensorOptions(type.dtype));
+}
+
+// Fresh weights for every parameter (a graph may write them in place).
+void bind_params(Graph& g) {
+  for (size_t i = 0; i < g.params().size(); ++i)
+    g.params()[i]->set_data(telling_values(g.params()[i]->type(), 3 + i));
+}
+
+struct Outcome {
+  std::vector<Tensor> results;
+  std::string error;
+};
+
+Outcome run_graph(const std::shared_ptr<Graph>& g, const std::vector<Tensor>& inputs) {
+  try {
+    bind_params(*g);
+    manual_seed(11);
+    return {Executable(g).run(inputs), ""};
+  } catch (const Error& e) {
+    return {{}, e.what()};
+  }
+}
+
+// "" when the file's graph gives the same bits before and after its passes.
+std::string compare_before_after(const IrTestFile& file) {
+  // Parsed twice rather than cloned: a graph may write its constants in place.
+  std::shared_ptr<Graph> before = parse_graph(file.text);
+  std::shared_ptr<Graph> after = parse_graph(file.text);
+  PassOptions options = pass_options_from_args(file.args);
+  options.dump_after.clear();
+  optimize(*after, options);
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < before->inputs().size(); ++i)
+    inputs.push_back(telling_values(before->inputs()[i]->type(), i));
+  Outcome want = run_graph(before, inputs), got = run_graph(after, inputs);
+  if (!want.error.empty() || !got.error.empty()) {
+    return want.error.empty() == got.error.empty() ? "" : "one failed: " + want.error + got.error;
+  }
+  for (size_t i = 0; i < want.results.size(); ++i) {
+    if (!bitwise_equal(got.results.at(i), want.results[i])) return str("output ", i, " differs");
+  }
+  return "";
+}
+
+TEST(PassFiles, RewritesKeepResultsBitForBit) {
+  for (const std::string& path : ir_test_files()) {
+    IrTestFile file = read_ir_test(path);
+    if (std::count(file.args.begin(), file.args.end(), "--fast-math")) continue;
+    EXPECT_EQ(compare_before_after(file), "") << path;
+  }
+}
+
+// The comparison above sees a signed zero: the fast-math rule x + 0 -> x
+// gives -0.0 where eager gives +0.0.
+TEST(PassFiles, ComparisonSeesTheFastMathSignedZero) {
+  IrTestFile file =
+      read_ir_test(std::string(KILN_PASS_TESTS_DIR) + "/peephole_add_positive_zero_fast_math.ir");
+  EXPECT_EQ(compare_before_after(file), "output 0 differs");
+}
+
+// ---- the matcher
+
+std::vector<CheckLine> checks_of(const std::string& text) {
+  return parse_ir_test("# RUN: kiln-opt\n" + text).checks;
+}
+
+const std::string kOutput =
+    "graph(%x : f32[2]) {\n  %0 : f32[2] = relu(%x)\n"
+    "  %1 : f32[2] = neg(%0)\n  return (%1)\n}\n";
+
+TEST(IrCheck, ChecksMatchInOrder) {
+  EXPECT_EQ(match_checks(kOutput, checks_of("# CHECK: relu\n# CHECK: neg\n# CHECK: return")), "");
+  std::string failure = match_checks(kOutput, checks_of("# CHECK: neg\n# CHECK: relu"));
+  EXPECT_NE(failure.find("CHECK 'relu' (line 3) not found"), std::string::npos) << failure;
+}
+
+TEST(IrCheck, ACheckNeverMatchesTheSameLineTwice) {
+  EXPECT_NE(match_checks(kOutput, checks_of("# CHECK: relu\n# CHECK: relu")), "");
+}
+
+TEST(IrCheck, CheckNotCoversTheStretchBetweenMatches) {
+  EXPECT_EQ(match_checks(kOutput, checks_of("# CHECK: relu\n# CHECK-NOT: relu\n# CHECK: neg")), "");
+  std::string failure =
+      match_checks(kOutput, checks_of("# CHECK: graph\n# CHECK-NOT: relu\n# CHECK: neg"));
+  EXPECT_NE(failure.find("CHECK-NOT 'relu' (line 3) matched output line 2"), std::string::npos)
+      << failure;
+  // Last: up to the end; first: from the start.
+  EXPECT_NE(match_checks(kOutput, checks_of("# CHECK: relu\n# CHECK-NOT: return")), "");
+  EXPECT_NE(match_checks(kOutput, checks_of("# CHECK-NOT: graph")), "");
+  EXPECT_EQ(match_checks(kOutput, checks_of("# CHECK-NOT: mul")), "");
+}
+
+TEST(IrCheck, CheckNextMatchesOnlyTheNextLine) {
+  EXPECT_EQ(match_checks(kOutput, checks_of("# CHECK: relu\n# CHECK-NEXT: neg")), "");
+  EXPECT_NE(match_checks(kOutput, checks_of("# CHECK: graph\n# CHECK-NEXT: neg")), "");
+}
+
+TEST(IrCheck, FileNeedsOneRunLineAndAChecks) {
+  EXPECT_TRUE(mentions(error_of([] { parse_ir_test("# CHECK: x\n"); }), "no '# RUN:' line"));
+  EXPECT_TRUE(mentions(error_of([] { parse_ir_test("# RUN: kiln-opt\n"); }), "no CHECK line"));
+  EXPECT_TRUE(mentions(error_of([] { parse_ir_test("# RUN: a\n# RUN: b\n# CHECK: x\n"); }),
+                       "a second RUN line"));
+  IrTestFile file = parse_ir_test("# RUN: kiln-opt --passes=dce --frozen\n# CHECK: x\n");
+  EXPECT_EQ(file.args, (std::vector<std::string>{"--passes=dce", "--frozen"}));
+}
+
+}  // namespace
+}  // namespace kiln::jit

@@ -1,0 +1,218 @@
+// Passes keep results: with only the passes that cannot change rounding,
+// an optimized graph gives what eager gives, bit for bit. Over traced code
+// (SCENARIOS.md §4's fancy_func), W1 and LeNet (frozen or not), and every
+// row of the op test table: over graph inputs, and over constants, where
+// every row without effects folds to its eager result.
+#include <gtest/gtest.h>
+
+#include "jit_test_util.h"
+#include "kiln/autograd/autograd.h"
+#include "kiln/core/factory.h"
+#include "kiln/core/random.h"
+#include "kiln/jit/exec/executable.h"
+#include "kiln/jit/passes/pass_util.h"
+#include "kiln/jit/passes/passes.h"
+#include "kiln/jit/trace/trace.h"
+#include "kiln/nn/container.h"
+#include "kiln/nn/layers.h"
+#include "kiln/ops/dispatch.h"
+#include "kiln/ops/elementwise.h"
+#include "op_refs.h"
+#include "test_util.h"
+
+namespace kiln::jit {
+namespace {
+
+using Tensors = std::vector<Tensor>;
+
+PassOptions checked(bool frozen = false) {
+  PassOptions options{.frozen = frozen};
+  options.verify = true;
+  options.dump_after.clear();
+  return options;
+}
+
+std::shared_ptr<Graph> optimized_copy(const Graph& g, const PassOptions& options) {
+  std::shared_ptr<Graph> copy = g.clone();
+  optimize(*copy, options);
+  return copy;
+}
+
+Tensors fancy_func(const Tensors& in) {
+  auto add = [](const Tensor& a, const Tensor& b) { return a + b; };
+  Tensor e = add(in[0], in[1]);
+  Tensor f = add(in[2], in[3]);
+  return {add(e, f)};
+}
+
+// SCENARIOS.md §4: a compiled fancy_func on constant inputs returns the
+// constant 10 from a graph with no add left.
+TEST(PassNumerics, FancyFuncOnConstantsFoldsToTen) {
+  CapturedWarnings captured;
+  CompiledFunction traced = trace(
+      [](const Tensors&) {
+        return fancy_func({tensor({1.f}), tensor({2.f}), tensor({3.f}), tensor({4.f})});
+      },
+      {});
+  std::shared_ptr<Graph> g = optimized_copy(traced.graph(), checked());
+  EXPECT_EQ(g->num_nodes(), 0u);
+  ASSERT_EQ(g->constants().size(), 1u);
+  ASSERT_EQ(g->outputs().size(), 1u);
+  EXPECT_EQ(g->outputs()[0], g->constants()[0]);
+  EXPECT_EQ(g->constants()[0]->data().item<double>(), 10.0);
+  CompiledFunction compiled(g, 1);
+  EXPECT_EQ(compiled({})[0].item<double>(), 10.0);
+}
+
+TEST(PassNumerics, FancyFuncOnInputsKeepsItsAdds) {
+  Tensors in = {tensor({1.f}), tensor({2.f}), tensor({3.f}), tensor({4.f})};
+  CompiledFunction traced = trace(fancy_func, in);
+  std::shared_ptr<Graph> g = optimized_copy(traced.graph(), checked());
+  EXPECT_EQ(g->num_nodes(), 3u);
+  EXPECT_EQ(CompiledFunction(g, 1)(in)[0].item<double>(), 10.0);
+}
+
+// y = x @ (w * 2): frozen, w * 2 folds (through mul's own kernel); the
+// parameter stays, being the state_dict.
+TEST(PassNumerics, FrozenParameterSubgraphsFold) {
+  Graph g;
+  Value* x = g.add_input(meta(DType::Float32, {2, 3}), "x");
+  Tensor weight = randn({3, 4});
+  weight.impl()->requires_grad = true;  // a module's weight; folding must not record
+  Value* w = g.add_param("w", meta(DType::Float32, {3, 4}), weight);
+  Value* two = g.add_constant(scalar_tensor(Scalar(2.0), TensorOptions(DType::Float32)));
+  Node* scaled = g.append(op("mul"), {w, two});
+  g.set_outputs({g.append(op("matmul"), {x, scaled->output()})->output()});
+
+  std::shared_ptr<Graph> thawed = optimized_copy(g, checked());
+  EXPECT_EQ(thawed->num_nodes(), 2u);
+  std::shared_ptr<Graph> frozen = optimized_copy(g, checked(/*frozen=*/true));
+  EXPECT_EQ(frozen->num_nodes(), 1u);
+  EXPECT_EQ(frozen->params().size(), 1u);
+  ASSERT_EQ(frozen->constants().size(), 1u);
+  EXPECT_FALSE(frozen->constants()[0]->data().requires_grad());
+
+  Tensor in = randn({2, 3});
+  Tensor expected = Executable(g.clone()).run({in})[0];
+  EXPECT_TRUE(bitwise_equal(Executable(thawed).run({in})[0], expected));
+  EXPECT_TRUE(bitwise_equal(Executable(frozen).run({in})[0], expected));
+}
+
+std::shared_ptr<nn::Sequential> make_w1() {
+  return std::make_shared<nn::Sequential>(
+      std::make_shared<nn::Linear>(512, 256), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(256, 128), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(128, 2));
+}
+
+std::shared_ptr<nn::Sequential> make_lenet() {
+  using namespace nn;
+  return std::make_shared<Sequential>(
+      std::make_shared<Conv2d>(1, 6, IntList{5}, IntList{1}, IntList{2}),
+      std::make_shared<Sigmoid>(), std::make_shared<AvgPool2d>(IntList{2}, IntList{2}),
+      std::make_shared<Conv2d>(6, 16, IntList{5}), std::make_shared<Sigmoid>(),
+      std::make_shared<AvgPool2d>(IntList{2}, IntList{2}), std::make_shared<Flatten>(),
+      std::make_shared<Linear>(16 * 5 * 5, 120), std::make_shared<Sigmoid>(),
+      std::make_shared<Linear>(120, 84), std::make_shared<Sigmoid>(),
+      std::make_shared<Linear>(84, 10));
+}
+
+void expect_model_matches_eager(nn::Module& net, const IntList& input_shape) {
+  net.eval();
+  for (bool frozen : {false, true}) {
+    Tensor x = rand(input_shape);
+    CompiledFunction traced = trace(net, x);
+    std::shared_ptr<Graph> g = optimized_copy(traced.graph(), checked(frozen));
+    EXPECT_EQ(g->params().size(), traced.graph().params().size()) << "the state_dict stays";
+    Tensor x2 = rand(input_shape);
+    NoGradGuard no_grad;
+    EXPECT_TRUE(bitwise_equal(Executable(g).run({x2})[0], net.forward(x2))) << "frozen " << frozen;
+  }
+}
+
+TEST(PassNumerics, W1OptimizedEqualsEagerBitwise) {
+  manual_seed(3);
+  auto net = make_w1();
+  expect_model_matches_eager(*net, {1, 512});
+  expect_model_matches_eager(*net, {64, 512});
+}
+
+TEST(PassNumerics, LeNetOptimizedEqualsEagerBitwise) {
+  manual_seed(4);
+  auto net = make_lenet();
+  expect_model_matches_eager(*net, {1, 1, 28, 28});
+  expect_model_matches_eager(*net, {8, 1, 28, 28});
+}
+
+// ---------------------------------------------------------------- op rows
+
+std::vector<Tensor> inputs_of(const nlohmann::json& row) {
+  std::vector<Tensor> inputs;
+  for (const nlohmann::json& in : row["inputs"])
+    inputs.push_back(tensor_from_json(in));
+  return inputs;
+}
+
+std::vector<Tensor> graph_inputs_of(const nlohmann::json& row) {
+  std::vector<Tensor> inputs;
+  for (const Tensor& t : inputs_of(row)) {
+    if (t.defined() && !t.impl()->wrapped_number) inputs.push_back(t);
+  }
+  return inputs;
+}
+
+std::vector<Tensor> eager_of(const nlohmann::json& row) {
+  const OpDef& def = op(row["op"].get<std::string>());
+  manual_seed(7);
+  return dispatch(def, inputs_of(row), attrs_from_json(def, row["attrs"]));
+}
+
+template <typename Fn>
+void for_each_value_row(Fn&& fn) {
+  for (const nlohmann::json& row : op_refs()["cases"]) {
+    if (!row.contains("error")) fn(row, row["id"].get<std::string>());
+  }
+}
+
+bool any_node_has_effects(const Graph& g) {
+  for (const Node* node : g.nodes()) {
+    if (has_effects(*node)) return true;
+  }
+  return false;
+}
+
+// Over constants, every row without effects folds: no node left, and the
+// constants returned are eager's results.
+TEST(PassNumerics, EveryOpRowOverConstantsFoldsToEagersResult) {
+  size_t folded = 0;
+  for_each_value_row([&](const nlohmann::json& row, const std::string& id) {
+    std::unique_ptr<Graph> original = graph_of_row(row, true);
+    std::shared_ptr<Graph> g = optimized_copy(*original, checked());
+    std::vector<Tensor> expected = eager_of(row);
+    manual_seed(7);
+    std::vector<Tensor> got = Executable(g).run({});
+    ASSERT_EQ(got.size(), expected.size()) << id;
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_TRUE(bitwise_equal(got[i], expected[i])) << id << " output " << i;
+    if (any_node_has_effects(*original)) return;  // random draws, in-place writes
+    EXPECT_EQ(g->num_nodes(), 0u) << id;
+    folded += g->num_nodes() == 0;
+  });
+  EXPECT_GT(folded, 300u);
+}
+
+// Over graph inputs, the optimized graph runs to eager's results.
+TEST(PassNumerics, EveryOpRowOverInputsEqualsEagerBitwise) {
+  for_each_value_row([&](const nlohmann::json& row, const std::string& id) {
+    std::shared_ptr<Graph> g = optimized_copy(*graph_of_row(row, false), checked());
+    std::vector<Tensor> expected = eager_of(row);
+    manual_seed(7);
+    std::vector<Tensor> got = Executable(g).run(graph_inputs_of(row));
+    ASSERT_EQ(got.size(), expected.size()) << id;
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_TRUE(bitwise_equal(got[i], expected[i])) << id << " output " << i;
+  });
+}
+
+}  // namespace
+}  // namespace kiln::jit
