@@ -125,7 +125,7 @@ TEST(JitTrace, FunctionWithoutInputsComputesFromConstants) {
         Tensors in = {tensor({1.f}), tensor({2.f}), tensor({3.f}), tensor({4.f})};
         return fancy_func(in);
       },
-      {});
+      {}, {.passes = std::nullopt});  // as recorded (the passes fold it: jit_passes_test)
   EXPECT_TRUE(f.graph().inputs().empty());
   EXPECT_EQ(f.graph().constants().size(), 4u);
   EXPECT_EQ(count_nodes(f.graph(), "add"), 3u);
@@ -217,10 +217,26 @@ TEST(JitTrace, InPlaceWritesIntoInputsAreWrittenBack) {
   EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{2, 6}));
 }
 
+// SCENARIOS.md §4: trace() optimizes by default, so fancy_func on constants
+// compiles to the constant 10, and the report says what the passes did.
+TEST(JitTrace, TracedGraphsGoThroughThePasses) {
+  CompiledFunction f = trace(
+      [](const Tensors&) {
+        Tensors in = {tensor({1.f}), tensor({2.f}), tensor({3.f}), tensor({4.f})};
+        return fancy_func(in);
+      },
+      {});
+  EXPECT_EQ(f.graph().num_nodes(), 0u);
+  ASSERT_EQ(f.graph().constants().size(), 1u);
+  EXPECT_EQ(f({})[0].item<double>(), 10.0);
+  EXPECT_NE(f.report().to_string().find("constant_fold"), std::string::npos)
+      << f.report().to_string();
+}
+
 TEST(JitTrace, WrappedNumbersAreWrappedConstants) {
   auto fn = [](const Tensors& in) { return Tensors{in[0] + 2}; };
   Tensor x = tensor({1, 2}, DType::Int32);
-  CompiledFunction f = trace(fn, {x});
+  CompiledFunction f = trace(fn, {x}, {.passes = std::nullopt});  // as recorded
   ASSERT_EQ(f.graph().constants().size(), 1u);
   EXPECT_TRUE(f.graph().constants()[0]->type().wrapped_number);
   Tensor y = f({tensor({5, 6}, DType::Int32)})[0];

@@ -43,10 +43,21 @@ void set_runner_factory(RunnerFactory factory) {
   g_runner_factory = std::move(factory);
 }
 
-CompiledFunction::CompiledFunction(Capture capture)
-    : CompiledFunction(std::move(capture.graph), capture.num_outputs,
-                       std::move(capture.state_updates)) {
-  warnings_ = std::move(capture.warnings);
+CompiledFunction::Optimized CompiledFunction::optimized(Capture capture,
+                                                        const std::optional<PassOptions>& passes) {
+  Optimized result{std::move(capture), {}};
+  if (passes && result.capture.graph) result.report = optimize(*result.capture.graph, *passes);
+  return result;
+}
+
+CompiledFunction::CompiledFunction(Capture capture, const std::optional<PassOptions>& passes)
+    : CompiledFunction(optimized(std::move(capture), passes)) {}
+
+CompiledFunction::CompiledFunction(Optimized optimized)
+    : CompiledFunction(std::move(optimized.capture.graph), optimized.capture.num_outputs,
+                       std::move(optimized.capture.state_updates)) {
+  warnings_ = std::move(optimized.capture.warnings);
+  report_ = std::move(optimized.report);
 }
 
 CompiledFunction::CompiledFunction(std::shared_ptr<const Graph> graph, size_t num_outputs,

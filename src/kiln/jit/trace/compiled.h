@@ -11,6 +11,10 @@
 // (set_runner_factory; an empty factory restores the Executable).
 #pragma once
 
+#include <optional>
+
+#include "kiln/jit/passes/pipeline.h"
+
 #include <functional>
 #include <memory>
 #include <span>
@@ -30,7 +34,10 @@ void set_runner_factory(RunnerFactory factory);
 class CompiledFunction {
  public:
   CompiledFunction() = default;  // empty: calling it is an error
-  explicit CompiledFunction(Capture capture);
+  // Optimizes the captured graph with `passes` first (the default pipeline,
+  // which keeps eager's results bit for bit); nullopt runs it as recorded.
+  explicit CompiledFunction(Capture capture,
+                            const std::optional<PassOptions>& passes = PassOptions{});
   // A graph from elsewhere (rewritten, parsed, loaded): the first
   // `num_outputs` outputs are returned, the rest are `state_updates`. The
   // graph must not change afterwards (clone it to rewrite it).
@@ -47,6 +54,8 @@ class CompiledFunction {
   size_t num_outputs() const { return num_outputs_; }
   const std::vector<StateUpdate>& state_updates() const { return state_updates_; }
   const std::vector<TraceWarning>& warnings() const { return warnings_; }
+  // What the passes did to the captured graph (empty when none ran).
+  const PassReport& report() const { return report_; }
 
   // Whether a call with these inputs replays through dispatch (see above).
   bool replays_through_dispatch(std::span<const Tensor> inputs) const;
@@ -54,6 +63,12 @@ class CompiledFunction {
   void set_runner(std::shared_ptr<const GraphRunner> runner);
 
  private:
+  struct Optimized {
+    Capture capture;
+    PassReport report;
+  };
+  static Optimized optimized(Capture capture, const std::optional<PassOptions>& passes);
+  explicit CompiledFunction(Optimized optimized);
   void check_inputs(std::span<const Tensor> inputs) const;
   void write_back(const std::vector<Tensor>& results, std::span<const Tensor> inputs) const;
 
@@ -61,6 +76,7 @@ class CompiledFunction {
   size_t num_outputs_ = 0;
   std::vector<StateUpdate> state_updates_;
   std::vector<TraceWarning> warnings_;
+  PassReport report_;
   std::shared_ptr<const GraphRunner> interpreter_;
   std::shared_ptr<const GraphRunner> runner_;
 };

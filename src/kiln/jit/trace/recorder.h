@@ -23,11 +23,14 @@
 // in tests/cpp/jit_divergence_test.cpp.
 #pragma once
 
+#include <optional>
+
 #include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
+#include "kiln/jit/passes/pipeline.h"
 
 #include "kiln/core/trace_hook.h"
 #include "kiln/jit/ir/graph.h"
@@ -45,6 +48,9 @@ struct TraceOptions {
   nn::NamedTensors params = {};
   // Names for the graph inputs (optional; as many as there are inputs).
   std::vector<std::string> input_names = {};
+  // The passes the recorded graph goes through before it is compiled (the
+  // default pipeline keeps eager's results bit for bit); nullopt: none.
+  std::optional<PassOptions> passes = PassOptions{};
 };
 
 // An extra graph output holding the new value of an input or parameter the

@@ -13,7 +13,7 @@ TraceRun trace_and_run(const TracedFn& fn, std::vector<Tensor> inputs,
     recorder.abort();
     throw;
   }
-  return TraceRun{CompiledFunction(recorder.end(outputs)), std::move(outputs)};
+  return TraceRun{CompiledFunction(recorder.end(outputs), opts.passes), std::move(outputs)};
 }
 
 CompiledFunction trace(const TracedFn& fn, std::vector<Tensor> example_inputs, TraceOptions opts) {
