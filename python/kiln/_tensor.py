@@ -44,10 +44,10 @@ def install_tensor_methods():
     cls.__str__ = _repr
     cls.tolist = _tolist
     cls.__array__ = _array
-    cls.__bool__ = lambda self: bool(self.item())
-    cls.__float__ = lambda self: float(self.item())
-    cls.__int__ = lambda self: int(self.item())
-    cls.__index__ = lambda self: int(self.item())
+    cls.__bool__ = lambda self: bool(self._item_as("bool() (a Python `if` or `while`)"))
+    cls.__float__ = lambda self: float(self._item_as("float()"))
+    cls.__int__ = lambda self: int(self._item_as("int()"))
+    cls.__index__ = lambda self: int(self._item_as("__index__()"))
     cls.__getitem__ = _indexing.getitem
     cls.__setitem__ = _indexing.setitem
     cls.T = property(_transpose_all)

@@ -13,13 +13,14 @@ PyTorch's form and calls the op:
     scatter_add(x, dim, index, src), index_add(x, dim, index, source, alpha=1)
     kiln.var(x, dim, unbiased, keepdim) or correction=; the same for std
     kiln.flatten(x, start_dim, end_dim), kiln.t(x)
+    kiln.isclose / allclose / equal, composed of ops
 """
 from collections import namedtuple
 
 from kiln import _C, _ops
 
 __all__ = ["max", "min", "split", "index_select", "gather", "scatter_add", "index_add", "var",
-           "std", "flatten", "t"]
+           "std", "flatten", "t", "isclose", "allclose", "equal"]
 
 flatten = _C.flatten
 t = _C.t
@@ -93,3 +94,32 @@ def _variance(name, op):
 
 var = _variance("var", _ops.var)
 std = _variance("std", _ops.std)
+
+
+def _both(a, b):
+    """Elementwise `a and b` of two bool tensors."""
+    return _ops.where(a, b, a)
+
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """|input - other| <= atol + rtol * |other|, elementwise; equal values
+    (infinities included) are close; NaNs only with equal_nan."""
+    within = _ops.le(_ops.abs(input - other), atol + rtol * _ops.abs(other))
+    same = _ops.eq(input, other)
+    close = _ops.where(same, same, within)
+    if equal_nan:
+        both_nan = _both(_ops.ne(input, input), _ops.ne(other, other))
+        close = _ops.where(both_nan, both_nan, close)
+    return close
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Whether every element of input is close to other's (see isclose)."""
+    return _ops.sum(_ops.logical_not(isclose(input, other, rtol, atol, equal_nan))).item() == 0
+
+
+def equal(input, other):
+    """Same shape and the same elements."""
+    if tuple(input.shape) != tuple(other.shape):
+        return False
+    return _ops.sum(_ops.ne(input, other)).item() == 0

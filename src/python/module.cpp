@@ -7,6 +7,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "convert.h"
+#include "jit.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/allocator.h"
 #include "kiln/core/factory.h"
@@ -237,6 +238,8 @@ NB_MODULE(_C, m) {
   bind_ops(m);
   bind_factories(m);
   bind_optim(m);
+  nb::module_ jit = m.def_submodule("jit", "the tracer, compiled functions and the graph IR");
+  bind_jit(jit);
 
   // An entry of the op table, by reference (the table lives as long as the
   // process): kiln._ops looks each op up once and dispatches through it.

@@ -75,6 +75,14 @@ int get_buffer(PyObject* self, Py_buffer* view, int flags) noexcept {
 
 PyType_Slot tensor_slots[] = {{Py_bf_getbuffer, (void*)get_buffer}, {0, nullptr}};
 
+// item() under another name for the trace report ("bool()" for `if x:`).
+Scalar item_as(const Tensor& t, const std::string& what) {
+  report_host_read(t, what.c_str(), std::source_location());
+  KILN_CHECK(t.numel() == 1, what, ": a tensor with ", t.numel(),
+             " elements cannot be converted to a scalar (shape ", t.shape(), ")");
+  return read_element(t, 0);
+}
+
 nb::tuple tuple_of(const IntList& values) {
   nb::list out;
   for (int64_t v : values)
@@ -151,7 +159,14 @@ void bind_tensor(nb::module_& m) {
       .def("numpy", &to_numpy)
       .def("__dlpack__", &to_dlpack)
       .def("__dlpack_device__", [](const Tensor&) { return nb::make_tuple(1, 0); })  // kDLCPU
-      .def("_to_string", [](const Tensor& t) { return t.to_string(std::source_location()); })
+      // repr()/str() and bool()/float()/int() from Python: a trace recording
+      // on this thread reports the read under the name the user wrote.
+      .def("_to_string",
+           [](const Tensor& t) {
+             report_host_read(t, "print()/repr()", std::source_location());
+             return detail::render(t);
+           })
+      .def("_item_as", &item_as, nb::arg("what"))
       .def("__hash__", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl()); })
       .def("_is_same", &Tensor::is_same)
       .def("_version", &Tensor::version);

@@ -226,12 +226,46 @@ class Module:
         return self
 
     # -- calling -----------------------------------------------------------
+    _hybrid = None  # set by hybridize(): the compiled entries, one per input signature
+
     def forward(self, *args, **kwargs):
         raise NotImplementedError(
             f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        hybrid = self._hybrid
+        if hybrid is None:
+            return self.forward(*args, **kwargs)
+        return hybrid(args, kwargs, self.training)
+
+    def hybridize(self, active=True, strict=False, optimize=True, frozen=False,
+                  fast_math=False, passes=None):
+        """From the next call on, each new input signature (dtypes and shapes,
+        grad mode, train/eval) runs forward once while recording it, and
+        later calls with that signature run the compiled graph: one call into
+        C++, forward's Python body does not run. Parameters and buffers stay
+        bound to this module's tensors, so training and load_state_dict are
+        seen. Options as kiln.jit.trace; active=False turns it off."""
+        if not active:
+            object.__setattr__(self, "_hybrid", None)
+            return self
+        from kiln.jit import HybridCache
+
+        def params():
+            return list(self.state_dict(keep_vars=True).items())
+
+        object.__setattr__(self, "_hybrid", HybridCache(
+            self.forward, f"hybridize({type(self).__name__})", params, strict=strict,
+            optimize=optimize, frozen=frozen, fast_math=fast_math, passes=list(passes or [])))
+        return self
+
+    def cache_info(self):
+        """The hybridized module's compiled entries, hits, and why each miss
+        missed (the guard that failed, old -> new)."""
+        if self._hybrid is None:
+            raise RuntimeError(f"{type(self).__name__}.cache_info(): the module is not "
+                               "hybridized (call hybridize() first)")
+        return self._hybrid.cache_info()
 
     # -- printing ----------------------------------------------------------
     def extra_repr(self):

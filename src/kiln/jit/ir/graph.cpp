@@ -245,6 +245,15 @@ void Graph::set_outputs(std::vector<Value*> outputs) {
   outputs_ = std::move(outputs);
 }
 
+bool Graph::contains(const Node* node) const {
+  return std::any_of(nodes_.begin(), nodes_.end(), [&](const auto& n) { return n.get() == node; });
+}
+
+bool Graph::contains(const Value* value) const {
+  return std::any_of(values_.begin(), values_.end(),
+                     [&](const auto& v) { return v.get() == value; });
+}
+
 std::vector<Node*> Graph::nodes() const {
   std::vector<Node*> out;
   out.reserve(nodes_.size());

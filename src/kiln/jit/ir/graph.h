@@ -136,6 +136,10 @@ class Graph {
   std::vector<Node*> nodes() const;
   size_t num_nodes() const { return nodes_.size(); }
   Value* find_param(const std::string& name) const;  // null when absent
+  // Whether `node` / `value` is (still) part of this graph: handles held by a
+  // front end may outlive an erase.
+  bool contains(const Node* node) const;
+  bool contains(const Value* value) const;
   // How many graph outputs `value` is (outputs count as uses too).
   size_t output_uses(const Value* value) const;
 

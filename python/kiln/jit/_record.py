@@ -1,0 +1,131 @@
+"""Recording a Python function into a graph: the recorder around one call,
+the output structure (a tensor, or tuples/lists/dicts of them), and the
+handler that turns the C++ tracer's reports into Python warnings (or, in
+strict mode, TraceError) at the user's own file and line."""
+import atexit
+import inspect
+import os
+import sys
+import threading
+import warnings
+
+from kiln import _C
+
+
+class TracerWarning(UserWarning):
+    """Tracing met something the compiled graph cannot reproduce (a traced
+    value read into Python, a random factory, ...): the compiled function may
+    not do what the eager code did."""
+
+
+class TraceError(RuntimeError):
+    """The same as TracerWarning, raised instead in strict mode."""
+
+
+_KILN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_local = threading.local()
+
+
+def _user_frame():
+    """The innermost frame outside the kiln package: the user's line."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_KILN_DIR):
+        frame = frame.f_back
+    return frame
+
+
+def _on_trace_warning(kind, message, file, line, divergence):
+    # A location inside kiln's C++ means nothing to a Python user: the
+    # Python line that led there does.
+    if file:
+        message = message.removesuffix(f" (at {file}:{line})")
+    frame = _user_frame()
+    filename = frame.f_code.co_filename if frame else "<unknown>"
+    lineno = frame.f_lineno if frame else 0
+    text = f"{message} (at {filename}:{lineno})"
+    if divergence and getattr(_local, "strict", False):
+        raise TraceError(text)
+    registry = frame.f_globals.setdefault("__warningregistry__", {}) if frame else None
+    module = frame.f_globals.get("__name__") if frame else None
+    warnings.warn_explicit(text, TracerWarning, filename, lineno, module=module,
+                           registry=registry)
+
+
+_C.jit.set_warning_handler(_on_trace_warning)
+# The handler holds a Python function: drop it while Python still runs.
+atexit.register(_C.jit.set_warning_handler, None)
+
+
+# -- output structure --------------------------------------------------------
+LEAF = "tensor"
+
+
+def flatten(obj, out):
+    """Appends obj's tensors to `out`; returns the structure to rebuild it."""
+    if isinstance(obj, _C.Tensor):
+        out.append(obj)
+        return LEAF
+    if isinstance(obj, (tuple, list)):
+        return (type(obj), tuple(flatten(item, out) for item in obj))
+    if isinstance(obj, dict):
+        return (dict, tuple(obj), tuple(flatten(v, out) for v in obj.values()))
+    raise TypeError(f"a traced function must return tensors, or tuples, lists or dicts of "
+                    f"them; it returned a {type(obj).__name__}")
+
+
+def unflatten(spec, flat):
+    if spec is LEAF:
+        return flat[0]
+    values = iter(flat)
+    return _build(spec, values)
+
+
+def _build(spec, values):
+    if spec is LEAF:
+        return next(values)
+    if spec[0] is dict:
+        return {key: _build(s, values) for key, s in zip(spec[1], spec[2])}
+    return spec[0](_build(s, values) for s in spec[1])
+
+
+# -- recording ---------------------------------------------------------------
+def check_inputs(args, who):
+    for i, arg in enumerate(args):
+        if not isinstance(arg, _C.Tensor):
+            raise TypeError(f"{who}: argument {i} is a {type(arg).__name__}; a compiled "
+                            "function takes tensors only (keep other settings as attributes "
+                            "or closure variables, which are frozen into the graph)")
+
+
+def _input_names(fn, count):
+    """fn's positional parameter names, to name the graph inputs (%x rather
+    than %in0); none when they cannot be told."""
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    names = [p.name for p in parameters
+             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][:count]
+    return names if len(names) == count and len(set(names)) == count else []
+
+
+def record(fn, inputs, params, strict, compile_options):
+    """Runs fn(*inputs) once while recording. Returns (CompiledFunction, the
+    eager result, its structure)."""
+    recorder = _C.jit.Recorder(strict=False, input_names=_input_names(fn, len(inputs)))
+    outer_strict = getattr(_local, "strict", False)
+    _local.strict = strict
+    try:
+        recorder.begin(list(inputs), params)
+        try:
+            result = fn(*inputs)
+            flat = []
+            spec = flatten(result, flat)
+            capture = recorder.end(flat)
+        except BaseException:
+            if recorder.recording:
+                recorder.abort()
+            raise
+    finally:
+        _local.strict = outer_strict
+    return _C.jit.CompiledFunction(capture, **compile_options), result, spec
