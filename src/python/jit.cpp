@@ -103,7 +103,9 @@ void set_python_warning_handler(nb::object handler) {
 void bind_jit(nb::module_& m) {
   nb::class_<jit::Capture>(m, "Capture")
       .def_ro("num_outputs", &jit::Capture::num_outputs)
-      .def_prop_ro("graph", [](const jit::Capture& c) { return GraphRef{c.graph, true}; });
+      .def_prop_ro("graph", [](const jit::Capture& c) {
+        return GraphRef{c.graph, true};
+      });
 
   nb::class_<jit::Recorder>(m, "Recorder")
       .def(

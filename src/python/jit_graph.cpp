@@ -14,6 +14,7 @@
 #include "kiln/jit/ir/dot.h"
 #include "kiln/jit/ir/parser.h"
 #include "kiln/jit/ir/printer.h"
+#include "kiln/jit/ir/text_format.h"
 #include "kiln/jit/ir/verifier.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/registry.h"
@@ -102,7 +103,7 @@ nb::dict attrs_of(const NodeRef& ref) {
 std::string describe(const ValueRef& ref) {
   const Value* v = live(ref);
   std::string label = v->name().empty() ? std::to_string(v->id()) : v->name();
-  return "%" + label + " : " + to_string(v->dtype()) + str(v->shape());
+  return "%" + label + " : " + jit::type_to_text(v->type());
 }
 
 std::string describe(const NodeRef& ref) {
@@ -265,7 +266,9 @@ void bind_jit_graph(nb::module_& m) {
 
   m.def(
       "parse_graph",
-      [](const std::string& text) { return GraphRef{jit::parse_graph(text), false}; },
+      [](const std::string& text) {
+        return GraphRef{jit::parse_graph(text), false};
+      },
       nb::arg("text"));
 }
 

@@ -67,6 +67,9 @@ int get_buffer(PyObject* self, Py_buffer* view, int flags) noexcept {
     nb::object array =
         export_tensor<nb::array_api>(nb::cast<const Tensor&>(nb::handle(self)), "memoryview()");
     return PyObject_GetBuffer(array.ptr(), view, flags);
+  } catch (nb::python_error& e) {  // a TraceError from the trace-warning handler
+    e.restore();
+    return -1;
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_BufferError, e.what());
     return -1;

@@ -3,11 +3,14 @@
 // checked by op_grad_test.cpp over the op table.)
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/allocator.h"
 #include "kiln/core/factory.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/reduction.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -129,6 +132,26 @@ TEST(Autograd, GraphIsFreedWithItsTensors) {
     backward(y, ones({100}));
   }
   EXPECT_EQ(allocator_stats().live_bytes, before);
+}
+
+// Regression: forward passes on many threads that share a fresh leaf (a
+// parameter) raced to make its accumulator, and crashed now and then.
+TEST(Autograd, ThreadsSharingAFreshLeafRecordSafely) {
+  for (int round = 0; round < 20; ++round) {
+    Tensor w = requires_grad_(randn({4, 4}));
+    std::vector<std::thread> threads;
+    std::vector<Tensor> losses(8);
+    for (size_t i = 0; i < losses.size(); ++i) {
+      threads.emplace_back([&, i] { losses[i] = sum(w * w); });
+    }
+    for (std::thread& t : threads)
+      t.join();
+    for (const Tensor& loss : losses)
+      backward(loss);
+    std::vector<float> g = values(grad(w)), v = values(w);
+    for (size_t k = 0; k < v.size(); ++k)
+      EXPECT_FLOAT_EQ(g[k], 16 * v[k]);
+  }
 }
 
 }  // namespace

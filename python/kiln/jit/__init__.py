@@ -14,7 +14,7 @@ import functools
 
 from kiln import _C
 from kiln.jit._hybrid import HybridCache
-from kiln.jit._record import TraceError, TracerWarning, check_inputs, record, unflatten
+from kiln.jit._record import LEAF, TraceError, TracerWarning, check_inputs, record, unflatten
 
 Graph = _C.jit.Graph
 Node = _C.jit.Node
@@ -22,7 +22,7 @@ Value = _C.jit.Value
 PassReport = _C.jit.PassReport
 parse_graph = _C.jit.parse_graph
 
-__all__ = ["trace", "compile", "TracedModule", "CompiledFunction", "TracerWarning",
+__all__ = ["trace", "compile", "from_graph", "TracedModule", "CompiledFunction", "TracerWarning",
            "TraceError", "Graph", "Node", "Value", "PassReport", "parse_graph"]
 
 
@@ -68,6 +68,15 @@ class TracedModule:
 
     def __repr__(self):
         return f"TracedModule({self._name})"
+
+
+def from_graph(graph):
+    """A TracedModule running `graph` (built, parsed or rewritten in Python),
+    returning its one output, or a tuple of its outputs. The graph is
+    verified and copied: later edits of it do not reach the module."""
+    compiled = _C.jit.CompiledFunction.from_graph(graph)
+    spec = LEAF if compiled.num_outputs == 1 else (tuple, (LEAF,) * compiled.num_outputs)
+    return TracedModule(compiled, spec, "graph")
 
 
 def trace(fn, example_inputs, strict=False, optimize=True, frozen=False, fast_math=False,

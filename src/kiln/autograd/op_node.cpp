@@ -1,6 +1,7 @@
 // OpNode: the backward node of one recorded op. It saves the op's inputs and
 // outputs with their versions and calls the op's grad rule from the table.
 #include <atomic>
+#include <mutex>
 
 #include "kiln/autograd/node.h"
 #include "kiln/core/factory.h"
@@ -153,8 +154,19 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {
   return {};
 }
 
+// Note [Leaves shared across threads]: a parameter is an input of forward
+// passes running on many threads at once (a compiled model called from
+// several threads replays through dispatch when autograd must see it). Its
+// autograd meta and its accumulator are made on first use; one lock keeps
+// two threads from making (and half-reading) them at the same time.
+std::mutex& leaf_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
 Edge gradient_edge(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return {};
+  std::lock_guard<std::mutex> lock(leaf_mutex());
   AutogradMetaImpl& meta = ensure_autograd_meta(t);
   if (meta.grad_fn) return Edge{meta.grad_fn, meta.output_nr};
   std::shared_ptr<Node> acc = meta.grad_accumulator.lock();
