@@ -24,12 +24,15 @@ test: build
 	@cd $(BUILD) && ctest --output-on-failure -j2
 	@$(PY) -m pytest -q tests/python
 
-# The C++ kernel choices, then eager kiln from Python against eager PyTorch
-# (W1 and W2 at batch 1), each on one thread.
+# The C++ kernel choices, eager kiln from Python against eager PyTorch (W1
+# and W2 at batch 1), then compiled kiln (hybridized, traced, and from a C++
+# loop) against PyTorch eager, jit.script and jit.trace; each on one thread.
 bench: build
 	@OMP_NUM_THREADS=1 $(BUILD)/bench/kiln_bench_kernels
 	@echo
 	@OMP_NUM_THREADS=1 $(PY) bench/eager_python.py
+	@echo
+	@OMP_NUM_THREADS=1 $(PY) bench/hybrid_python.py
 
 # The C++ suite under AddressSanitizer and UBSan (slow; not part of make test).
 sanitize: setup

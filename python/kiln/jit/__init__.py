@@ -36,12 +36,15 @@ class TracedModule:
 
     def __init__(self, compiled, spec, name, module=None):
         self._compiled = compiled
+        self._run = compiled.run
         self._spec = spec
+        self._single = spec is LEAF
         self._name = name
         self._module = module
 
     def __call__(self, *args):
-        return unflatten(self._spec, self._compiled.run(args))
+        out = self._run(args)
+        return out[0] if self._single else unflatten(self._spec, out)
 
     @property
     def graph(self):

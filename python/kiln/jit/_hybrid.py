@@ -18,15 +18,25 @@ class HybridCache:
         self._compile_options = compile_options
         self._cache = _C.jit.SignatureCache(owner)
         self._spec = None
+        # The hit path, for callers that inline it (Module.__call__): run(args,
+        # training) gives the flat outputs or None; `single` says the result
+        # is out[0], else unflatten(out).
+        self.run = self._cache.run
+        self.single = False
 
     def __call__(self, args, kwargs=None, training=False):
         if not kwargs:
-            out = self._cache.run(args, training)
+            out = self.run(args, training)
             if out is not None:
-                return out[0] if self._spec is _record.LEAF else _record.unflatten(self._spec, out)
-        return self._miss(args, kwargs, training)
+                return out[0] if self.single else self.unflatten(out)
+        return self.miss(args, kwargs, training)
 
-    def _miss(self, args, kwargs, training):
+    def unflatten(self, flat):
+        return _record.unflatten(self._spec, flat)
+
+    def miss(self, args, kwargs, training):
+        """A call the cache could not serve: records (or, inside another
+        trace, runs the code eagerly)."""
         # Inside another trace the outer recording takes the ops as they run.
         if _C.jit.is_recording():
             return self._fn(*args, **(kwargs or {}))
@@ -42,6 +52,7 @@ class HybridCache:
                             f"{signature} than for earlier calls; a compiled function returns "
                             "one structure")
         self._spec = spec
+        self.single = spec is _record.LEAF
         self._cache.insert(signature, compiled)
         return result
 

@@ -236,7 +236,12 @@ class Module:
         hybrid = self._hybrid
         if hybrid is None:
             return self.forward(*args, **kwargs)
-        return hybrid(args, kwargs, self.training)
+        # HybridCache.__call__, inlined: a hit is one call into C++.
+        if not kwargs:
+            out = hybrid.run(args, self.training)
+            if out is not None:
+                return out[0] if hybrid.single else hybrid.unflatten(out)
+        return hybrid.miss(args, kwargs, self.training)
 
     def hybridize(self, active=True, strict=False, optimize=True, frozen=False,
                   fast_math=False, passes=None):

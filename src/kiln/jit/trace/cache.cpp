@@ -39,6 +39,17 @@ std::string Signature::to_string() const {
   return text + str("); grad mode: ", on_off(grad_mode), "; training: ", true_false(training));
 }
 
+bool Signature::matches(std::span<const Tensor> call_inputs, bool call_grad_mode,
+                        bool call_training) const {
+  if (grad_mode != call_grad_mode || training != call_training) return false;
+  if (inputs.size() != call_inputs.size()) return false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = call_inputs[i];
+    if (!t.defined() || t.dtype() != inputs[i].dtype || t.shape() != inputs[i].shape) return false;
+  }
+  return true;
+}
+
 Signature signature_of(std::span<const Tensor> inputs, bool training) {
   Signature signature{{}, grad_mode_enabled(), training};
   signature.inputs.reserve(inputs.size());
@@ -113,7 +124,17 @@ std::shared_ptr<const CompiledFunction> SignatureCache::find(const Signature& si
 
 std::shared_ptr<const CompiledFunction> SignatureCache::lookup(std::span<const Tensor> inputs,
                                                                bool training) {
-  return lookup(signature_of(inputs, training));
+  bool grad_mode = grad_mode_enabled();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      if (!entries_[i].first.matches(inputs, grad_mode, training)) continue;
+      ++hits_;
+      last_used_ = i;
+      return entries_[i].second;
+    }
+  }
+  return lookup(signature_of(inputs, training));  // records the miss and its reason
 }
 
 std::string SignatureCache::growth_warning() const {

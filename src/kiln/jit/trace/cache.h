@@ -33,6 +33,9 @@ struct Signature {
   bool grad_mode = true;
   bool training = false;
   bool operator==(const Signature&) const = default;
+  // Whether a call with these inputs has this signature (builds nothing:
+  // this is the check on every hit).
+  bool matches(std::span<const Tensor> call_inputs, bool call_grad_mode, bool call_training) const;
   // "(float32[64, 512]); grad mode: on; training: true"
   std::string to_string() const;
 };
