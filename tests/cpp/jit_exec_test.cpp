@@ -427,7 +427,7 @@ TEST(JitExec, PlanPlacesEveryValue) {
             "  0 linear(s0, s1) -> s2 [prepared]\n"
             "  1 relu(s2) -> s3\n"
             "  2 sigmoid(s4) -> s5\n"
-            "arena: 64 bytes\n");
+            "arena: 64 bytes (unshared: 64 bytes)\n");
   Tensor input = randn({2, 3});
   std::vector<Tensor> y = exe.run({input});
   Tensor r_eager = relu(linear(input, g->find_param("w")->data(), Tensor()));

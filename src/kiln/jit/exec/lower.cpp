@@ -167,6 +167,8 @@ class Lowering {
       if (direct != direct_outputs_.end()) {
         slot.root = RootKind::Output;
         slot.root_index = direct->second;
+      } else if (int32_t reused = buffer_to_overwrite(node, v); reused >= 0) {
+        slot.root_index = uint32_t(reused);
       } else {
         slot.root_index = uint32_t(plan_.buffers.size());
         const int64_t nbytes = int64_t(element_size(v->dtype())) * numel_of(v->shape());
@@ -178,6 +180,25 @@ class Lowering {
     }
     const Attrs* attrs = &plan_.attrs.emplace_back(node.attrs());
     add_step(node.op(), attrs, ins, outs, /*prepare=*/true);
+  }
+
+  // The arena buffer of input 0 when `out` may be written over it: the op
+  // may run in place, and input 0 is a whole arena buffer of the same type
+  // and shape that nothing reads after this node (its only use is this
+  // node, so no view of it exists either). -1 otherwise.
+  int32_t buffer_to_overwrite(const Node& node, const Value* out) const {
+    if (!node.op().may_run_inplace || node.outputs().size() != 1 || node.inputs().empty()) {
+      return -1;
+    }
+    const Value* in = node.input(0);
+    if (!in || in->kind() != ValueKind::NodeOutput || in->uses().size() != 1 ||
+        graph_.output_uses(in) != 0) {
+      return -1;
+    }
+    if (in->dtype() != out->dtype() || in->shape() != out->shape()) return -1;
+    const Slot& slot = plan_.slots[size_t(slots_.at(in))];
+    if (slot.root != RootKind::Arena || slot.view_base >= 0 || slot.byte_offset != 0) return -1;
+    return int32_t(slot.root_index);
   }
 
   // Outputs that no kernel writes straight into the caller's tensor.

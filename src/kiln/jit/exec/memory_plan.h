@@ -1,7 +1,11 @@
 // Where each buffer a plan needs per call sits in the workspace's arena.
-// Each request carries its lifetime in steps, so a planner can reuse memory
-// between buffers whose lifetimes don't overlap; plan_memory() does not yet
-// (every buffer gets its own place).
+// Each request carries its lifetime in steps; buffers whose lifetimes do not
+// overlap may share memory. plan_memory() places the largest buffers first,
+// each at the lowest offset where it overlaps no buffer live at the same
+// time (greedy by size, as TensorFlow Lite's arena planner does): a
+// deterministic plan, close to the peak of what is live at any one step.
+// (Reuse in place, an elementwise op writing over its input's buffer, is
+// decided by lowering, which merges the two requests into one.)
 #pragma once
 
 #include <cstddef>
@@ -18,7 +22,8 @@ struct BufferRequest {
 
 struct MemoryPlan {
   std::vector<int64_t> offsets;  // one per request, each a multiple of kAlignment
-  int64_t arena_bytes = 0;
+  int64_t arena_bytes = 0;       // the planned peak
+  int64_t unshared_bytes = 0;    // what the buffers would take each in a place of its own
 };
 
 MemoryPlan plan_memory(const std::vector<BufferRequest>& requests);

@@ -61,7 +61,8 @@ std::string Plan::to_string() const {
     if (step.prepared) out << " [prepared]";
     out << "\n";
   }
-  out << "arena: " << memory.arena_bytes << " bytes\n";
+  out << "arena: " << memory.arena_bytes << " bytes (unshared: " << memory.unshared_bytes
+      << " bytes)\n";
   return out.str();
 }
 
