@@ -120,16 +120,27 @@ void bind_jit(nb::module_& m) {
       .def("abort", &jit::Recorder::abort)
       .def_prop_ro("recording", &jit::Recorder::recording);
 
-  nb::class_<jit::PassReport>(m, "PassReport")
-      .def_ro("rounds", &jit::PassReport::rounds)
-      .def_ro("nodes_before", &jit::PassReport::nodes_before)
-      .def_ro("nodes_after", &jit::PassReport::nodes_after)
-      .def_ro("seconds", &jit::PassReport::seconds)
-      .def_ro("reached_fixed_point", &jit::PassReport::reached_fixed_point)
-      .def_prop_ro("passes", &pass_records)
-      .def("count", &jit::PassReport::count, nb::arg("rule"))
-      .def("__str__", &jit::PassReport::to_string)
-      .def("__repr__", &jit::PassReport::to_string);
+  nb::class_<jit::CompileReport>(m, "CompileReport")
+      .def_prop_ro("passes", [](const jit::CompileReport& r) { return pass_records(r.passes); })
+      .def_prop_ro("rounds", [](const jit::CompileReport& r) { return r.passes.rounds; })
+      .def_prop_ro("nodes_before",
+                   [](const jit::CompileReport& r) { return r.passes.nodes_before; })
+      .def_prop_ro("nodes_after", [](const jit::CompileReport& r) { return r.passes.nodes_after; })
+      .def_prop_ro("reached_fixed_point",
+                   [](const jit::CompileReport& r) { return r.passes.reached_fixed_point; })
+      .def(
+          "count",
+          [](const jit::CompileReport& r, const std::string& rule) { return r.passes.count(rule); },
+          nb::arg("rule"))
+      .def_ro("planned_bytes", &jit::CompileReport::planned_bytes)
+      .def_ro("unshared_bytes", &jit::CompileReport::unshared_bytes)
+      .def_ro("steps", &jit::CompileReport::steps)
+      .def_ro("record_seconds", &jit::CompileReport::record_seconds)
+      .def_prop_ro("pass_seconds", [](const jit::CompileReport& r) { return r.passes.seconds; })
+      .def_ro("lower_seconds", &jit::CompileReport::lower_seconds)
+      .def_prop_ro("total_seconds", &jit::CompileReport::total_seconds)
+      .def("__str__", &jit::CompileReport::to_string)
+      .def("__repr__", &jit::CompileReport::to_string);
 
   nb::class_<CompiledFunction>(m, "CompiledFunction")
       .def(
@@ -160,7 +171,7 @@ void bind_jit(nb::module_& m) {
                      return GraphRef{std::const_pointer_cast<jit::Graph>(f.shared_graph()), true};
                    })
       .def_prop_ro("num_outputs", &CompiledFunction::num_outputs)
-      .def_prop_ro("report", &CompiledFunction::report)
+      .def_prop_ro("report", &CompiledFunction::compile_report)
       .def_prop_ro("warnings", [](const CompiledFunction& f) {
         std::vector<std::string> out;
         for (const jit::TraceWarning& w : f.warnings())

@@ -233,6 +233,20 @@ TEST(JitTrace, TracedGraphsGoThroughThePasses) {
       << f.report().to_string();
 }
 
+TEST(JitTrace, CompileReportHasTheMemoryPlanAndTimes) {
+  auto net = make_mlp();
+  CompiledFunction f = trace(*net, randn({1, 512}));
+  const CompileReport& report = f.compile_report();
+  EXPECT_EQ(report.passes.passes.size(), 4u);
+  EXPECT_GT(report.steps, 0u);
+  EXPECT_GT(report.planned_bytes, 0);
+  EXPECT_LE(report.planned_bytes, report.unshared_bytes);
+  EXPECT_GT(report.record_seconds, 0);
+  EXPECT_GT(report.lower_seconds, 0);
+  EXPECT_NE(report.to_string().find("bytes planned for intermediates"), std::string::npos)
+      << report.to_string();
+}
+
 TEST(JitTrace, WrappedNumbersAreWrappedConstants) {
   auto fn = [](const Tensors& in) { return Tensors{in[0] + 2}; };
   Tensor x = tensor({1, 2}, DType::Int32);

@@ -249,3 +249,18 @@ def test_strict_hybridize_raises_at_the_users_line():
     with pytest.raises(kiln.jit.TraceError, match=r"bool\(\).*test_jit_scenarios.py:\d+"):
         m(kiln.ones(3))
     assert len(m.cache_info().entries) == 0  # nothing half-compiled was kept
+
+
+def test_compile_report_says_what_the_compiler_did():
+    traced = kiln.jit.trace(w1(), kiln.randn(1, 512))
+    report = traced.report()
+    assert [p["name"] for p in report.passes] == ["constant_fold", "peephole", "cse", "dce"]
+    assert (report.nodes_before, report.nodes_after) == (5, 5)
+    # relu overwrites its linear's output; the two hidden layers are live together.
+    assert (report.planned_bytes, report.unshared_bytes, report.steps) == (1536, 1536, 5)
+    assert report.total_seconds >= report.record_seconds > 0
+    assert "1536 bytes planned" in str(report) and "compile time: record" in str(report)
+
+    folded = kiln.jit.trace(lambda x: x * 1 + 0, kiln.randn(3))
+    assert folded.report().count("mul-one") == 1
+    assert folded.report().nodes_after < folded.report().nodes_before

@@ -19,11 +19,11 @@ from kiln.jit._record import LEAF, TraceError, TracerWarning, check_inputs, reco
 Graph = _C.jit.Graph
 Node = _C.jit.Node
 Value = _C.jit.Value
-PassReport = _C.jit.PassReport
+CompileReport = _C.jit.CompileReport
 parse_graph = _C.jit.parse_graph
 
 __all__ = ["trace", "compile", "from_graph", "TracedModule", "CompiledFunction", "TracerWarning",
-           "TraceError", "Graph", "Node", "Value", "PassReport", "parse_graph"]
+           "TraceError", "Graph", "Node", "Value", "CompileReport", "parse_graph"]
 
 
 def _compile_options(optimize, frozen, fast_math, passes):
@@ -52,7 +52,9 @@ class TracedModule:
         return self._compiled.graph
 
     def report(self):
-        """What the passes did: per pass, nodes before/after, rules fired, time."""
+        """What the compiler did: per pass, nodes before/after, rules fired
+        and time; the memory plan (planned bytes against the sum of every
+        intermediate's size); the time to record, optimize and lower."""
         return self._compiled.report
 
     @property

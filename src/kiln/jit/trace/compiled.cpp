@@ -1,6 +1,7 @@
 #include "kiln/jit/trace/compiled.h"
 
 #include <algorithm>
+#include <chrono>
 #include <mutex>
 
 #include "kiln/autograd/autograd.h"
@@ -21,6 +22,7 @@ class ExecutableRunner final : public GraphRunner {
   std::vector<Tensor> run(std::span<const Tensor> inputs) const override {
     return executable_.run(inputs);
   }
+  const Plan& plan() const { return executable_.plan(); }
 
  private:
   Executable executable_;
@@ -46,7 +48,10 @@ void set_runner_factory(RunnerFactory factory) {
 CompiledFunction::Optimized CompiledFunction::optimized(Capture capture,
                                                         const std::optional<PassOptions>& passes) {
   Optimized result{std::move(capture), {}};
-  if (passes && result.capture.graph) result.report = optimize(*result.capture.graph, *passes);
+  result.report.record_seconds = result.capture.seconds;
+  if (passes && result.capture.graph) {
+    result.report.passes = optimize(*result.capture.graph, *passes);
+  }
   return result;
 }
 
@@ -57,7 +62,12 @@ CompiledFunction::CompiledFunction(Optimized optimized)
     : CompiledFunction(std::move(optimized.capture.graph), optimized.capture.num_outputs,
                        std::move(optimized.capture.state_updates)) {
   warnings_ = std::move(optimized.capture.warnings);
-  report_ = std::move(optimized.report);
+  CompileReport lowered = std::move(compile_report_);  // what the constructor measured
+  compile_report_ = std::move(optimized.report);
+  compile_report_.planned_bytes = lowered.planned_bytes;
+  compile_report_.unshared_bytes = lowered.unshared_bytes;
+  compile_report_.steps = lowered.steps;
+  compile_report_.lower_seconds = lowered.lower_seconds;
 }
 
 CompiledFunction::CompiledFunction(std::shared_ptr<const Graph> graph, size_t num_outputs,
@@ -76,7 +86,16 @@ CompiledFunction::CompiledFunction(std::shared_ptr<const Graph> graph, size_t nu
                      "CompiledFunction: a state update names no input or parameter of the graph");
   }
   interpreter_ = std::make_shared<Interpreter>(graph_);
+  auto start = std::chrono::steady_clock::now();
   runner_ = make_runner(graph_);
+  compile_report_.lower_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (auto* executable = dynamic_cast<const ExecutableRunner*>(runner_.get())) {
+    const Plan& plan = executable->plan();
+    compile_report_.planned_bytes = plan.memory.arena_bytes;
+    compile_report_.unshared_bytes = plan.memory.unshared_bytes;
+    compile_report_.steps = plan.steps.size();
+  }
   if (!runner_) runner_ = interpreter_;
 }
 

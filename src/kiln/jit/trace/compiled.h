@@ -20,6 +20,7 @@
 #include <span>
 #include <vector>
 
+#include "kiln/jit/trace/compile_report.h"
 #include "kiln/jit/trace/interpreter.h"
 #include "kiln/jit/trace/recorder.h"
 
@@ -55,7 +56,9 @@ class CompiledFunction {
   const std::vector<StateUpdate>& state_updates() const { return state_updates_; }
   const std::vector<TraceWarning>& warnings() const { return warnings_; }
   // What the passes did to the captured graph (empty when none ran).
-  const PassReport& report() const { return report_; }
+  const PassReport& report() const { return compile_report_.passes; }
+  // That, with the memory plan and the time each stage took.
+  const CompileReport& compile_report() const { return compile_report_; }
 
   // Whether a call with these inputs replays through dispatch (see above).
   bool replays_through_dispatch(std::span<const Tensor> inputs) const;
@@ -65,7 +68,7 @@ class CompiledFunction {
  private:
   struct Optimized {
     Capture capture;
-    PassReport report;
+    CompileReport report;
   };
   static Optimized optimized(Capture capture, const std::optional<PassOptions>& passes);
   explicit CompiledFunction(Optimized optimized);
@@ -76,7 +79,7 @@ class CompiledFunction {
   size_t num_outputs_ = 0;
   std::vector<StateUpdate> state_updates_;
   std::vector<TraceWarning> warnings_;
-  PassReport report_;
+  CompileReport compile_report_;
   std::shared_ptr<const GraphRunner> interpreter_;
   std::shared_ptr<const GraphRunner> runner_;
 };

@@ -65,6 +65,7 @@ void Recorder::begin(const std::vector<Tensor>& inputs, const nn::NamedTensors& 
   }
   install();
   graph_ = std::make_shared<Graph>();
+  started_ = std::chrono::steady_clock::now();
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     std::string name = options_.input_names.empty() ? "" : options_.input_names[i];
@@ -105,6 +106,8 @@ Capture Recorder::end(const std::vector<Tensor>& outputs) {
   add_state_updates(capture);
   drop_unused_constants();
   capture.warnings = std::move(warnings_);
+  capture.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   abort();  // clears the recording state; the graph lives on in `capture`
   return capture;
 }

@@ -23,6 +23,7 @@
 // in tests/cpp/jit_divergence_test.cpp.
 #pragma once
 
+#include <chrono>
 #include <optional>
 
 #include <memory>
@@ -70,6 +71,7 @@ struct Capture {
   size_t num_outputs = 0;
   std::vector<StateUpdate> state_updates;
   std::vector<TraceWarning> warnings;  // everything reported while recording
+  double seconds = 0;                  // from begin() to end()
 };
 
 class Recorder final : private DispatchObserver, private TraceHook {
@@ -142,6 +144,7 @@ class Recorder final : private DispatchObserver, private TraceHook {
   TraceOptions options_;
   std::shared_ptr<Graph> graph_;
   bool installed_ = false;
+  std::chrono::steady_clock::time_point started_;
   std::vector<TraceWarning> warnings_;
   // Lookups only, never iterated: graph order comes from the op order.
   std::unordered_map<const TensorImpl*, Entry> entries_;
