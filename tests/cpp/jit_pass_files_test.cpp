@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <sstream>
 
 #include "ir_check.h"
 #include "jit_test_util.h"
@@ -29,14 +30,36 @@ std::vector<std::string> ir_test_files() {
   return files;
 }
 
-// The file's graph after its RUN line's passes, as text.
-std::string run_ir_test(const IrTestFile& file) {
-  PassOptions options = pass_options_from_args(file.args);
-  options.verify = true;
+// The RUN line's pass options; `--report` (a kiln-opt flag, not a pass
+// option) sets *report.
+PassOptions options_of(const IrTestFile& file, bool* report = nullptr) {
+  std::vector<std::string> args;
+  for (const std::string& arg : file.args) {
+    if (arg == "--report") {
+      if (report) *report = true;
+      continue;
+    }
+    args.push_back(arg);
+  }
+  PassOptions options = pass_options_from_args(args);
   options.dump_after.clear();
+  return options;
+}
+
+// The file's graph after its RUN line's passes, as text, and with --report
+// the report as '#' comments after it, as kiln-opt prints them.
+std::string run_ir_test(const IrTestFile& file) {
+  bool with_report = false;
+  PassOptions options = options_of(file, &with_report);
+  options.verify = true;
   std::unique_ptr<Graph> graph = parse_graph(file.text);
-  optimize(*graph, options);
-  return to_text(*graph);
+  PassReport report = optimize(*graph, options);
+  std::string text = to_text(*graph);
+  if (!with_report) return text;
+  std::istringstream lines(report.to_string());
+  for (std::string line; std::getline(lines, line);)
+    text += "# " + line + "\n";
+  return text;
 }
 
 class PassFile : public testing::TestWithParam<std::string> {};
@@ -104,9 +127,7 @@ std::string compare_before_after(const IrTestFile& file) {
   // Parsed twice rather than cloned: a graph may write its constants in place.
   std::shared_ptr<Graph> before = parse_graph(file.text);
   std::shared_ptr<Graph> after = parse_graph(file.text);
-  PassOptions options = pass_options_from_args(file.args);
-  options.dump_after.clear();
-  optimize(*after, options);
+  optimize(*after, options_of(file));
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < before->inputs().size(); ++i)
     inputs.push_back(telling_values(before->inputs()[i]->type(), i));

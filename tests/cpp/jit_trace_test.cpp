@@ -49,8 +49,10 @@ TEST(JitTrace, MlpGraphHasNamedParamsAndMatchesEagerBitwise) {
 
   const Graph& g = f.graph();
   ASSERT_EQ(g.inputs().size(), 1u);
-  EXPECT_EQ(count_nodes(g, "linear"), 3u);
-  EXPECT_EQ(count_nodes(g, "relu"), 2u);
+  // linear -> relu twice became linear_act (the fuse pass), then a linear.
+  EXPECT_EQ(count_nodes(g, "linear_act"), 2u);
+  EXPECT_EQ(count_nodes(g, "linear"), 1u);
+  EXPECT_EQ(count_nodes(g, "relu"), 0u);
   std::vector<std::string> names;
   for (const Value* p : g.params())
     names.push_back(p->name());
@@ -68,7 +70,9 @@ TEST(JitTrace, LeNetTracedMatchesEager) {
   auto lenet = make_lenet();
   Tensor x = rand({1, 1, 28, 28});
   CompiledFunction f = trace(*lenet, x);
-  EXPECT_EQ(count_nodes(f.graph(), "conv2d"), 2u);
+  EXPECT_EQ(count_nodes(f.graph(), "conv2d_act"), 2u);  // conv2d -> sigmoid, fused
+  EXPECT_EQ(count_nodes(f.graph(), "linear_act"), 2u);
+  EXPECT_EQ(count_nodes(f.graph(), "sigmoid"), 0u);
   EXPECT_EQ(count_nodes(f.graph(), "avg_pool2d"), 2u);
   Tensor x2 = rand({1, 1, 28, 28});
   Tensor y = f({x2})[0];
@@ -237,7 +241,8 @@ TEST(JitTrace, CompileReportHasTheMemoryPlanAndTimes) {
   auto net = make_mlp();
   CompiledFunction f = trace(*net, randn({1, 512}));
   const CompileReport& report = f.compile_report();
-  EXPECT_EQ(report.passes.passes.size(), 4u);
+  EXPECT_EQ(report.passes.passes.size(), 5u);
+  EXPECT_EQ(report.passes.count("fuse linear + relu"), 2);
   EXPECT_GT(report.steps, 0u);
   EXPECT_GT(report.planned_bytes, 0);
   EXPECT_LE(report.planned_bytes, report.unshared_bytes);

@@ -97,7 +97,9 @@ def test_scenario_3_trace_and_look():
     text = str(traced.graph)  # the optimized IR, as text
     assert text.startswith("graph(%input : f32[1, 512]) {")
     assert "%0.weight : f32[256, 512] = param" in text
-    assert text.count("= linear(") == 3 and text.count("= relu(") == 2
+    # linear -> relu, fused twice, then the last linear
+    assert text.count('= linear_act(') == 2 and text.count('{activation="relu"}') == 2
+    assert text.count("= linear(") == 1 and "relu(" not in text.replace('"relu"', "")
     assert kiln.equal(traced(x), net(x))
     # Parameters stay bound to the module: training it changes the traced result.
     with kiln.no_grad():
@@ -233,7 +235,7 @@ def test_hybridized_child_inside_a_trace_is_recorded_inline():
     x = kiln.randn(2, 4)
     inner(x)  # the child has a compiled entry of its own already
     traced = kiln.jit.trace(outer, x)
-    assert [n.op for n in traced.graph.nodes] == ["linear", "relu", "linear"]
+    assert [n.op for n in traced.graph.nodes] == ["linear_act", "linear"]
     assert traced.graph.find_param("inner.0.weight") is not None
     assert kiln.equal(traced(x), outer(x))
 
@@ -254,10 +256,12 @@ def test_strict_hybridize_raises_at_the_users_line():
 def test_compile_report_says_what_the_compiler_did():
     traced = kiln.jit.trace(w1(), kiln.randn(1, 512))
     report = traced.report()
-    assert [p["name"] for p in report.passes] == ["constant_fold", "peephole", "cse", "dce"]
-    assert (report.nodes_before, report.nodes_after) == (5, 5)
-    # relu overwrites its linear's output; the two hidden layers are live together.
-    assert (report.planned_bytes, report.unshared_bytes, report.steps) == (1536, 1536, 5)
+    assert [p["name"] for p in report.passes] == ["constant_fold", "peephole", "cse", "dce",
+                                                  "fuse"]
+    assert (report.nodes_before, report.nodes_after) == (5, 3)
+    assert report.count("fuse linear + relu") == 2
+    # The two hidden layers' outputs are live together (the second reads the first).
+    assert (report.planned_bytes, report.unshared_bytes, report.steps) == (1536, 1536, 3)
     assert report.total_seconds >= report.record_seconds > 0
     assert "1536 bytes planned" in str(report) and "compile time: record" in str(report)
 

@@ -21,6 +21,10 @@ bool cse(Graph& graph, PassContext& context);
 // Nodes whose results nobody uses, and unused constants, are removed.
 bool dce(Graph& graph, PassContext& context);
 
+// linear/conv2d followed by relu/sigmoid/tanh become one fused op
+// (linear_act, conv2d_act) when the activation is the only user.
+bool fuse_activations(Graph& graph, PassContext& context);
+
 // Fills `registry` with the passes above, in the default pipeline's order.
 void register_builtin_passes(PassRegistry& registry);
 

@@ -197,6 +197,9 @@ void register_builtin_passes(PassRegistry& registry) {
                 .run = cse,
                 .summary = "repeated computations and repeated constants are merged"});
   registry.add({.name = "dce", .run = dce, .summary = "unused nodes and constants are removed"});
+  registry.add({.name = "fuse",
+                .run = fuse_activations,
+                .summary = "linear/conv2d + relu/sigmoid/tanh become one fused op"});
 }
 
 std::vector<std::string> default_pipeline(bool allow_rounding_changes) {

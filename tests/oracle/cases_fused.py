@@ -1,0 +1,57 @@
+"""Rows for the fused ops the fusion pass writes: a producer and an
+activation as one op (linear_act, conv2d_act), against PyTorch running the
+two ops one after the other."""
+import torch
+import torch.nn.functional as F
+
+from oracle import Case, absent, ints, randn
+
+ACTIVATIONS = {"relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}
+
+
+def linear_then(activation):
+    return lambda x, w, b=None: ACTIVATIONS[activation](F.linear(x, w, b))
+
+
+def conv_then(activation, padding=(0, 0)):
+    return lambda x, w, b=None: ACTIVATIONS[activation](F.conv2d(x, w, b, padding=padding))
+
+
+LINEAR_ACT = [
+    Case("linear_act", [randn(1, 512), randn(256, 512), randn(256)], linear_then("relu"),
+         name="w1_relu_b1", reduce_len=512),
+    Case("linear_act", [randn(64, 128), randn(32, 128), randn(32)], linear_then("relu"),
+         name="relu_b64", reduce_len=128),
+    Case("linear_act", [randn(1, 400), randn(120, 400), randn(120)], linear_then("sigmoid"),
+         attrs={"activation": "sigmoid"}, name="lenet_sigmoid_b1", reduce_len=400),
+    Case("linear_act", [randn(3, 5), randn(4, 5), absent()], linear_then("tanh"),
+         attrs={"activation": "tanh"}, name="tanh_no_bias", reduce_len=5),
+    Case("linear_act", [randn(2, 3, 5, layout="transposed"), randn(4, 5), randn(4)],
+         linear_then("sigmoid"), attrs={"activation": "sigmoid"}, name="x_3d_transposed",
+         reduce_len=5),
+    Case("linear_act", [randn(3, 5, dtype="float64"), randn(4, 5, dtype="float64"),
+                        randn(4, dtype="float64")], linear_then("tanh"),
+         attrs={"activation": "tanh"}, name="f64", reduce_len=5),
+    Case("linear_act", [randn(2, 5), randn(3, 5), randn(3)], attrs={"activation": "gelu"},
+         name="unknown_activation",
+         error="linear_act: activation must be relu, sigmoid or tanh, got 'gelu'"),
+    Case("linear_act", [ints(0, 3, 2, 5), ints(0, 3, 3, 5), absent()],
+         attrs={"activation": "sigmoid"}, name="int_sigmoid",
+         error="linear_act: activation sigmoid needs a floating result, got int64"),
+    Case("linear_act", [randn(2, 5), randn(3, 4), absent()], name="shapes",
+         error="linear: mat1 and mat2 shapes cannot be multiplied (2x5 and 4x3)"),
+]
+
+CONV2D_ACT = [
+    Case("conv2d_act", [randn(2, 1, 28, 28), randn(6, 1, 5, 5), randn(6)],
+         conv_then("sigmoid", padding=(2, 2)), attrs={"padding": [2, 2], "activation": "sigmoid"},
+         name="lenet1_sigmoid", reduce_len=25),
+    Case("conv2d_act", [randn(2, 6, 14, 14), randn(16, 6, 5, 5), randn(16)], conv_then("relu"),
+         name="lenet2_relu", reduce_len=150),
+    Case("conv2d_act", [randn(1, 3, 7, 7), randn(4, 3, 3, 3), absent()], conv_then("tanh"),
+         attrs={"activation": "tanh"}, name="tanh_no_bias", reduce_len=27),
+    Case("conv2d_act", [randn(1, 1, 3, 3), randn(1, 1, 5, 5), absent()], name="kernel_too_big",
+         error="Kernel size: (5 x 5). Kernel size can't be greater than actual input size"),
+]
+
+CASES = LINEAR_ACT + CONV2D_ACT
