@@ -1,5 +1,5 @@
-// Cross-checks of the oneDNN float32 paths (matmul, linear's matvec, conv,
-// pooling) against the float64 reference loops on random shapes and layouts,
+// Cross-checks of the float32 paths (oneDNN's matmul and conv, linear's
+// matvec, the direct conv kernel, pooling) against the float64 reference loops on random shapes and layouts,
 // plus the primitive cache under threads. The op table (cases_linalg.py,
 // cases_conv_pool.py) checks both against PyTorch on fixed shapes.
 #include <gtest/gtest.h>
@@ -114,6 +114,25 @@ TEST_F(LinalgCrossCheck, Conv2dOneDnnMatchesReference) {
     EXPECT_LT(max_rel_error(got, want), f32_tolerance(icg * kh * kw))
         << "x " << to_string(x.shape()) << " w " << to_string(weight.shape()) << " groups "
         << groups;
+  }
+}
+
+// Small float32 convolutions take kiln's direct kernel (groups 1, no
+// dilation, <= 16 output channels): every block size and tail it has.
+TEST_F(LinalgCrossCheck, Conv2dDirectKernelMatchesReference) {
+  for (int trial = 0; trial < 40; ++trial) {
+    const int64_t oc = pick(1, 16), ic = pick(1, 6), kh = pick(1, 5), kw = pick(1, 5);
+    const IntList stride{pick(1, 3), pick(1, 3)}, padding{pick(0, 2), pick(0, 2)};
+    const int64_t h = pick(std::max<int64_t>(kh - 2 * padding[0], 1), 13);
+    const int64_t w = pick(std::max<int64_t>(kw - 2 * padding[1], 1), 13);
+    Tensor x = random({pick(1, 3), ic, h, w});
+    Tensor weight = random({oc, ic, kh, kw});
+    Tensor bias = coin() ? randn({oc}) : Tensor();
+    Tensor got = conv2d(x, weight, bias, stride, padding, {1, 1}, 1);
+    Tensor want = conv2d(f64(x), f64(weight), f64(bias), stride, padding, {1, 1}, 1);
+    EXPECT_LT(max_rel_error(got, want), f32_tolerance(ic * kh * kw))
+        << "x " << to_string(x.shape()) << " w " << to_string(weight.shape()) << " stride "
+        << to_string(stride) << " padding " << to_string(padding);
   }
 }
 

@@ -1,4 +1,5 @@
-// 2-D convolution: oneDNN for float32, a direct loop for float64.
+// 2-D convolution: oneDNN for float32 (kiln's direct kernel for small
+// problems), a direct loop for float64.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +21,15 @@ struct Conv2dParams {
 void conv2d(const StridedView& out, const StridedView& x, const StridedView& w,
             const StridedView& bias, const Conv2dParams& p);
 
-// The two implementations behind conv2d(), for tests that cross-check them.
+// Small float32 problems (groups 1, no dilation, at most 16 output channels,
+// a few million multiply-adds) go to kiln's own direct kernel instead of
+// oneDNN (conv_direct.cpp; bench/kernel_choices.cpp measures both).
+bool conv2d_direct_f32_applies(const StridedView& out, const StridedView& x, const StridedView& w,
+                               const Conv2dParams& p);
+void conv2d_direct_f32(const StridedView& out, const StridedView& x, const StridedView& w,
+                       const StridedView& bias, const Conv2dParams& p);
+
+// The other implementations behind conv2d(), for tests that cross-check them.
 void conv2d_onednn_f32(const StridedView& out, const StridedView& x, const StridedView& w,
                        const StridedView& bias, const Conv2dParams& p);
 void conv2d_reference(const StridedView& out, const StridedView& x, const StridedView& w,
@@ -44,9 +53,10 @@ class Conv2dPlan {
 
  private:
   struct OneDnn;
-  std::unique_ptr<const OneDnn> onednn_;  // null: nothing to do, or the reference loop
+  std::unique_ptr<const OneDnn> onednn_;  // null: nothing to do, direct, or the reference loop
   Conv2dParams params_;
   bool empty_;
+  bool direct_ = false;
 };
 
 // conv2d's backward (conv_backward.cpp), with the forward's geometry:

@@ -11,4 +11,19 @@ int omp_thread_id_in_region();
 int max_threads();
 void set_num_threads(int n);
 
+// Calls body(i) for every i in [0, n): split across OpenMP threads when
+// `split`, else a plain loop. A region with `if (false)` would still cost
+// libgomp a team setup, microseconds per call on batch-1 shapes.
+template <typename Body>
+void parallel_for(int64_t n, bool split, const Body& body) {
+  if (!split) {
+    for (int64_t i = 0; i < n; ++i)
+      body(i);
+    return;
+  }
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i)
+    body(i);
+}
+
 }  // namespace kiln::cpu

@@ -1,7 +1,9 @@
 #include "kiln/kernels/cpu/pool.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "kiln/kernels/cpu/loops.h"
 #include "kiln/kernels/cpu/onednn.h"
@@ -15,11 +17,10 @@ void for_each_plane(const StridedView& out, const StridedView& x, int64_t work_p
   const int64_t C = out.shape[1], planes = out.shape[0] * C;
   const int64_t plane_size = out.shape[2] * out.shape[3];
   const bool work_is_large = out.numel() * work_per_out > kParallelGrain;
-#pragma omp parallel for if (work_is_large)
-  for (int64_t plane = 0; plane < planes; ++plane) {
+  parallel_for(planes, work_is_large, [&](int64_t plane) {
     const T* src = x.ptr<const T>() + (plane / C) * x.strides[0] + (plane % C) * x.strides[1];
     body(src, out.ptr<T>() + plane * plane_size);
-  }
+  });
 }
 
 template <typename T>
@@ -47,20 +48,73 @@ void max_pool_reference_typed(const StridedView& out, const StridedView& x, cons
   });
 }
 
+// One dim of a pooling window: [lo, hi) clipped to the input, and its
+// extent counting padding (what count_include_pad divides by).
+struct Span {
+  int64_t lo = 0, hi = 0, padded = 0;
+};
+
+Span window_1d(int64_t o, int64_t size, int64_t kernel, int64_t stride, int64_t padding) {
+  const int64_t lo = o * stride - padding;
+  const int64_t hi = std::min(lo + kernel, size + padding);
+  return {std::max<int64_t>(lo, 0), std::min(hi, size), hi - lo};
+}
+
 template <typename T>
 void avg_pool_reference_typed(const StridedView& out, const StridedView& x, const Pool2dParams& p) {
   const int64_t H = x.shape[2], W = x.shape[3], OH = out.shape[2], OW = out.shape[3];
   const int64_t sh = x.strides[2], sw = x.strides[3];
+  // Windows are separable: rows and columns worked out once per call, not
+  // per output (the integer work cost more than the sums at LeNet's sizes);
+  // the counts are avg_pool_window's.
+  std::vector<Span> rows(static_cast<size_t>(OH)), cols(static_cast<size_t>(OW));
+  for (int64_t oh = 0; oh < OH; ++oh)
+    rows[size_t(oh)] = window_1d(oh, H, p.kernel[0], p.stride[0], p.padding[0]);
+  for (int64_t ow = 0; ow < OW; ++ow)
+    cols[size_t(ow)] = window_1d(ow, W, p.kernel[1], p.stride[1], p.padding[1]);
+  const bool all_full = std::all_of(rows.begin(), rows.end(),
+                                    [&](const Span& r) {
+                                      return r.hi - r.lo == p.kernel[0] && r.padded == p.kernel[0];
+                                    }) &&
+                        std::all_of(cols.begin(), cols.end(), [&](const Span& c) {
+                          return c.hi - c.lo == p.kernel[1] && c.padded == p.kernel[1];
+                        });
+  if (all_full) {
+    // Every window lies inside the input: whole rows at a time, each output
+    // summed in the same order as below (window rows, then columns).
+    const T count = T(p.kernel[0] * p.kernel[1]);
+    const int64_t stride_w = p.stride[1] * sw;
+    for_each_plane<T>(out, x, p.kernel[0] * p.kernel[1], [&](const T* src, T* dst) {
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        T* d = dst + oh * OW;
+        std::fill(d, d + OW, T(0));
+        for (int64_t ih = rows[size_t(oh)].lo; ih < rows[size_t(oh)].hi; ++ih) {
+          const T* r = src + ih * sh;
+          for (int64_t kw = 0; kw < p.kernel[1]; ++kw) {
+            const T* in = r + kw * sw;  // full windows: column ow starts at ow * stride
+            for (int64_t ow = 0; ow < OW; ++ow)
+              d[ow] += in[ow * stride_w];
+          }
+        }
+        for (int64_t ow = 0; ow < OW; ++ow)
+          d[ow] = d[ow] / count;
+      }
+    });
+    return;
+  }
   for_each_plane<T>(out, x, p.kernel[0] * p.kernel[1], [&](const T* src, T* dst) {
     for (int64_t oh = 0; oh < OH; ++oh) {
+      const Span& r = rows[size_t(oh)];
       for (int64_t ow = 0; ow < OW; ++ow) {
-        const AvgWindow win = avg_pool_window(oh, ow, H, W, p);
+        const Span& c = cols[size_t(ow)];
+        const int64_t count =
+            p.count_include_pad ? r.padded * c.padded : (r.hi - r.lo) * (c.hi - c.lo);
         T sum = 0;
-        for (int64_t ih = win.h0; ih < win.h1; ++ih) {
-          for (int64_t iw = win.w0; iw < win.w1; ++iw)
+        for (int64_t ih = r.lo; ih < r.hi; ++ih) {
+          for (int64_t iw = c.lo; iw < c.hi; ++iw)
             sum += src[ih * sh + iw * sw];
         }
-        dst[oh * OW + ow] = sum / T(win.count);
+        dst[oh * OW + ow] = sum / T(count);
       }
     }
   });

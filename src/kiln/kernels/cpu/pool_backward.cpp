@@ -20,13 +20,12 @@ void for_each_plane(const StridedView& dx, const StridedView& dy, const StridedV
   const int64_t C = dx.shape[1], planes = dx.shape[0] * C;
   const int64_t plane_size = dx.shape[2] * dx.shape[3];
   const bool work_is_large = dy.numel() * work_per_out > kParallelGrain;
-#pragma omp parallel for if (work_is_large)
-  for (int64_t plane = 0; plane < planes; ++plane) {
+  parallel_for(planes, work_is_large, [&](int64_t plane) {
     const int64_t n = plane / C, c = plane % C;
     const T* g = dy.ptr<const T>() + n * dy.strides[0] + c * dy.strides[1];
     const T* src = x.data ? x.ptr<const T>() + n * x.strides[0] + c * x.strides[1] : nullptr;
     body(g, src, dx.ptr<T>() + plane * plane_size);
-  }
+  });
 }
 
 // The forward's max (NaN wins, ties keep the first) is found again, and the
