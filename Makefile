@@ -26,13 +26,17 @@ test: build
 
 # The C++ kernel choices, eager kiln from Python against eager PyTorch (W1
 # and W2 at batch 1), then compiled kiln (hybridized, traced, and from a C++
-# loop) against PyTorch eager, jit.script and jit.trace; each on one thread.
+# loop) against PyTorch eager, jit.script and jit.trace; then the compiler's
+# performance goals (W1, W2 against ONNX Runtime, PyTorch and the measured FP32
+# peak, bench/compiled_models.py); each on one thread.
 bench: build
 	@OMP_NUM_THREADS=1 $(BUILD)/bench/kiln_bench_kernels
 	@echo
 	@OMP_NUM_THREADS=1 $(PY) bench/eager_python.py
 	@echo
 	@OMP_NUM_THREADS=1 $(PY) bench/hybrid_python.py
+	@echo
+	@OMP_NUM_THREADS=1 $(PY) bench/compiled_models.py
 
 # The C++ suite under AddressSanitizer and UBSan (slow; not part of make test).
 sanitize: setup

@@ -49,7 +49,8 @@ std::shared_ptr<Graph> optimized_copy(const Graph& g, const PassOptions& options
 
 TEST(PassPipeline, DefaultPipelineHoldsOnlyPassesThatKeepRounding) {
   std::vector<std::string> names = default_pipeline();
-  EXPECT_EQ(names, (std::vector<std::string>{"constant_fold", "peephole", "cse", "dce", "fuse"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"constant_fold", "peephole", "cse", "dce", "fuse",
+                                             "fuse_elementwise"}));
   for (const std::string& name : names)
     EXPECT_FALSE(pass_registry().get(name).may_change_rounding) << name;
   EXPECT_GE(default_pipeline(/*allow_rounding_changes=*/true).size(), names.size());

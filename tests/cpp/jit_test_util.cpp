@@ -3,6 +3,7 @@
 #include "kiln/core/factory.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/dispatch.h"
+#include "kiln/ops/fused.h"
 #include "op_refs.h"
 
 namespace kiln::jit {
@@ -54,6 +55,17 @@ std::unique_ptr<Graph> graph_of_row(const nlohmann::json& row, bool inputs_as_co
   Node* node = g->append(def, inputs, attrs);
   g->set_outputs(node->outputs());
   return g;
+}
+
+size_t count_op_runs(const Graph& g, const std::string& op_name) {
+  size_t n = 0;
+  for (const Node* node : g.nodes()) {
+    n += node->op().name == op_name;
+    if (node->op().name != "fused_elementwise") continue;
+    for (const Instruction& ins : parse_program(node->attrs().get_string("program")).instructions)
+      n += ins.op->name == op_name;
+  }
+  return n;
 }
 
 }  // namespace kiln::jit

@@ -103,4 +103,8 @@ std::unique_ptr<Graph> small_mlp();
 // take, as the tracer records them. Wrapped numbers are always constants.
 std::unique_ptr<Graph> graph_of_row(const nlohmann::json& row, bool inputs_as_constants);
 
+// How many times `op_name` runs per call: its nodes, and its instructions
+// inside fused_elementwise programs (the fusion pass merges chains).
+size_t count_op_runs(const Graph& g, const std::string& op_name);
+
 }  // namespace kiln::jit

@@ -1,6 +1,7 @@
-"""Rows for the fused ops the fusion pass writes: a producer and an
-activation as one op (linear_act, conv2d_act), against PyTorch running the
-two ops one after the other."""
+"""Rows for the fused ops the fusion passes write: a producer and an
+activation as one op (linear_act, conv2d_act), and a chain of elementwise
+ops as one (fused_elementwise), against PyTorch running the ops one after
+the other."""
 import torch
 import torch.nn.functional as F
 
@@ -54,4 +55,37 @@ CONV2D_ACT = [
          error="Kernel size: (5 x 5). Kernel size can't be greater than actual input size"),
 ]
 
-CASES = LINEAR_ACT + CONV2D_ACT
+
+
+def program(text):
+    return {"program": text}
+
+
+FUSED_ELEMENTWISE = [
+    Case("fused_elementwise", [randn(4, 5), randn(4, 5)], lambda x, c: -(torch.sigmoid(x) * c),
+         attrs=program("sigmoid(%0) mul($0, %1) neg($1)"), name="chain"),
+    Case("fused_elementwise", [randn(3, 7), randn()], lambda x, c: torch.tanh(x * c + x),
+         attrs=program("mul(%0, %1) add($0, %0) tanh($1)"), name="scalar_input"),
+    Case("fused_elementwise", [randn(3000)], lambda x: torch.cos(torch.sin(x)) * x,
+         attrs=program("sin(%0) cos($0) mul($1, %0)"), name="several_blocks"),
+    Case("fused_elementwise", [randn(5, 6, layout="transposed"), randn(5, 6)],
+         lambda a, b: torch.sigmoid(a + b), attrs=program("add(%0, %1) sigmoid($0)"),
+         name="strided_input"),
+    Case("fused_elementwise", [randn(2, 3, dtype="float64"), randn(2, 3, dtype="float64")],
+         lambda a, b: torch.exp(a - b) / b, attrs=program("sub(%0, %1) exp($0) div($1, %1)"),
+         name="f64"),
+    Case("fused_elementwise", [randn(2, 3)], attrs=program("nope(%0)"), name="unknown_op",
+         error="fused_elementwise: bad program \"nope(%0)\": no op 'nope'"),
+    Case("fused_elementwise", [randn(2, 3)], attrs=program("neg($0)"), name="result_not_ready",
+         error="operand '$0' reads a result not computed yet"),
+    Case("fused_elementwise", [randn(2, 3)], attrs=program("leaky_relu(%0)"),
+         name="op_with_attributes",
+         error="leaky_relu is not an elementwise op without attributes"),
+    Case("fused_elementwise", [randn(3, 4), randn(4)], attrs=program("add(%0, %1)"),
+         name="broadcast_input",
+         error="input 1 of shape [4] is neither the output's shape [3, 4] nor a single element"),
+    Case("fused_elementwise", [randn(3, 4)], attrs=program("add(%0, %1)"), name="missing_input",
+         error="the program reads %1 but the op has 1 inputs"),
+]
+
+CASES = LINEAR_ACT + CONV2D_ACT + FUSED_ELEMENTWISE

@@ -152,9 +152,12 @@ constexpr char kConv2d[] = "conv2d";
 
 }  // namespace
 
+void register_fused_elementwise(OpRegistry& registry);  // fused_elementwise.cpp
+
 void register_fused_ops(OpRegistry& registry) {
   registry.add(WithActivation<kLinear>::def(registry, "linear_act"));
   registry.add(WithActivation<kConv2d>::def(registry, "conv2d_act"));
+  register_fused_elementwise(registry);
 }
 
 }  // namespace kiln

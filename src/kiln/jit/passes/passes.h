@@ -25,6 +25,10 @@ bool dce(Graph& graph, PassContext& context);
 // (linear_act, conv2d_act) when the activation is the only user.
 bool fuse_activations(Graph& graph, PassContext& context);
 
+// Trees of elementwise ops whose inner results only the tree reads become
+// one fused_elementwise op.
+bool fuse_elementwise(Graph& graph, PassContext& context);
+
 // Fills `registry` with the passes above, in the default pipeline's order.
 void register_builtin_passes(PassRegistry& registry);
 

@@ -200,6 +200,9 @@ void register_builtin_passes(PassRegistry& registry) {
   registry.add({.name = "fuse",
                 .run = fuse_activations,
                 .summary = "linear/conv2d + relu/sigmoid/tanh become one fused op"});
+  registry.add({.name = "fuse_elementwise",
+                .run = fuse_elementwise,
+                .summary = "chains of elementwise ops become one fused_elementwise op"});
 }
 
 std::vector<std::string> default_pipeline(bool allow_rounding_changes) {
