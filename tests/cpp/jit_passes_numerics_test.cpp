@@ -5,16 +5,20 @@
 // every row without effects folds to its eager result.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "jit_test_util.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/factory.h"
 #include "kiln/core/random.h"
 #include "kiln/jit/exec/executable.h"
+#include "kiln/jit/ir/printer.h"
 #include "kiln/jit/passes/pass_util.h"
 #include "kiln/jit/passes/passes.h"
 #include "kiln/jit/trace/trace.h"
 #include "kiln/nn/container.h"
 #include "kiln/nn/layers.h"
+#include "kiln/nn/normalization.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
 #include "op_refs.h"
@@ -144,6 +148,73 @@ TEST(PassNumerics, LeNetOptimizedEqualsEagerBitwise) {
   expect_model_matches_eager(*net, {8, 1, 28, 28});
 }
 
+// ---------------------------------------------------------------- all passes
+
+// With every pass, the rounding-changing ones too (fast-math, frozen):
+// within float32 tolerance of eager, no longer bit for bit.
+PassOptions all_passes() {
+  PassOptions options = checked(/*frozen=*/true);
+  options.allow_rounding_changes = true;
+  return options;
+}
+
+testing::AssertionResult close_to(const Tensor& got, const Tensor& want, double rtol = 1e-4,
+                                  double atol = 1e-5) {
+  if (got.shape() != want.shape()) return testing::AssertionFailure() << "shapes differ";
+  std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
+  for (size_t i = 0; i < g.size(); ++i) {
+    if ((std::isnan(g[i]) && std::isnan(w[i])) || g[i] == w[i]) continue;  // infinities too
+    if (!(std::fabs(g[i] - w[i]) <= atol + rtol * std::fabs(w[i]))) {
+      return testing::AssertionFailure() << "element " << i << ": " << g[i] << " vs " << w[i];
+    }
+  }
+  return testing::AssertionSuccess();
+}
+
+void expect_all_passes_close_to_eager(nn::Module& net, const IntList& input_shape) {
+  net.eval();
+  CompiledFunction traced = trace(net, rand(input_shape));
+  std::shared_ptr<Graph> g = optimized_copy(traced.graph(), all_passes());
+  Tensor x = rand(input_shape);
+  NoGradGuard no_grad;
+  EXPECT_TRUE(close_to(Executable(g).run({x})[0], net.forward(x)));
+}
+
+TEST(PassNumerics, W1AndLeNetWithAllPassesStayWithinTolerance) {
+  manual_seed(5);
+  auto w1 = make_w1();
+  expect_all_passes_close_to_eager(*w1, {64, 512});
+  auto lenet = make_lenet();
+  expect_all_passes_close_to_eager(*lenet, {8, 1, 28, 28});
+}
+
+// Conv and linear layers followed by batch norm, with running statistics
+// from a few training steps: frozen and fast-math, both batch_norms fold.
+TEST(PassNumerics, BatchNormFoldsIntoConvAndLinearWithinTolerance) {
+  using namespace nn;
+  manual_seed(6);
+  auto net = std::make_shared<Sequential>(
+      std::make_shared<Conv2d>(3, 4, IntList{3}), std::make_shared<BatchNorm2d>(4),
+      std::make_shared<ReLU>(), std::make_shared<Flatten>(), std::make_shared<Linear>(4 * 6 * 6, 5),
+      std::make_shared<BatchNorm1d>(5));
+  {
+    NoGradGuard no_grad;
+    for (int step = 0; step < 3; ++step)
+      net->forward(randn({6, 3, 8, 8}) * 2.0 + 1.0);  // moves the running statistics
+  }
+  net->eval();
+  CompiledFunction traced = trace(*net, rand({2, 3, 8, 8}));
+  std::shared_ptr<Graph> folded = optimized_copy(traced.graph(), all_passes());
+  EXPECT_EQ(count_op_runs(*folded, "batch_norm"), 0u) << to_text(*folded);
+  std::shared_ptr<Graph> kept = optimized_copy(traced.graph(), checked(/*frozen=*/true));
+  EXPECT_EQ(count_op_runs(*kept, "batch_norm"), 2u) << "fast-math only";
+  Tensor x = rand({2, 3, 8, 8});
+  NoGradGuard no_grad;
+  Tensor eager = net->forward(x);
+  EXPECT_TRUE(close_to(Executable(folded).run({x})[0], eager));
+  EXPECT_TRUE(bitwise_equal(Executable(kept).run({x})[0], eager));
+}
+
 // ---------------------------------------------------------------- op rows
 
 std::vector<Tensor> inputs_of(const nlohmann::json& row) {
@@ -199,6 +270,19 @@ TEST(PassNumerics, EveryOpRowOverConstantsFoldsToEagersResult) {
     folded += g->num_nodes() == 0;
   });
   EXPECT_GT(folded, 300u);
+}
+
+// Over graph inputs with every pass (fast-math, frozen): within tolerance.
+TEST(PassNumerics, EveryOpRowWithAllPassesStaysWithinTolerance) {
+  for_each_value_row([&](const nlohmann::json& row, const std::string& id) {
+    std::shared_ptr<Graph> g = optimized_copy(*graph_of_row(row, false), all_passes());
+    std::vector<Tensor> expected = eager_of(row);
+    manual_seed(7);
+    std::vector<Tensor> got = Executable(g).run(graph_inputs_of(row));
+    ASSERT_EQ(got.size(), expected.size()) << id;
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_TRUE(close_to(got[i], expected[i])) << id << " output " << i;
+  });
 }
 
 // Over graph inputs, the optimized graph runs to eager's results.

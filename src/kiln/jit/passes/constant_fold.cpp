@@ -53,32 +53,6 @@ bool result_too_big(const Node& node, int64_t limit_bytes) {
   return out_bytes > limit_bytes && out_bytes > in_bytes;
 }
 
-// The input's data without its autograd state (a frozen parameter may
-// require grad; folding must not record a backward node), carrying the
-// wrapped-number flag of its graph value, which dispatch reads for type
-// promotion exactly as the node's inference did.
-Tensor plain_data(const Value* value) {
-  if (value == nullptr) return Tensor();
-  const Tensor& t = value->data();
-  auto impl =
-      std::make_shared<TensorImpl>(t.storage(), t.shape(), t.strides(), t.offset(), t.dtype());
-  impl->wrapped_number = value->type().wrapped_number;
-  return Tensor(std::move(impl));
-}
-
-// A recorder on this thread must not see the folding ops (passes may run
-// while a trace is being recorded).
-class NoDispatchObserver {
- public:
-  NoDispatchObserver() : saved_(dispatch_observer()) { set_dispatch_observer(nullptr); }
-  ~NoDispatchObserver() { set_dispatch_observer(saved_); }
-  NoDispatchObserver(const NoDispatchObserver&) = delete;
-  NoDispatchObserver& operator=(const NoDispatchObserver&) = delete;
-
- private:
-  DispatchObserver* saved_;
-};
-
 // A folded constant owns its buffer: a view op's result would otherwise
 // alias the input constant or a frozen parameter.
 Tensor owned(const Tensor& result, const std::vector<Tensor>& inputs) {

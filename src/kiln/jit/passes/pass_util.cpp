@@ -83,4 +83,21 @@ void forward_and_erase(Value* from, Value* to) {
   if (node && is_dead(*node)) node->graph().erase(node);
 }
 
+Tensor plain_data(const Value* value) {
+  if (value == nullptr) return Tensor();
+  const Tensor& t = value->data();
+  auto impl =
+      std::make_shared<TensorImpl>(t.storage(), t.shape(), t.strides(), t.offset(), t.dtype());
+  impl->wrapped_number = value->type().wrapped_number;
+  return Tensor(std::move(impl));
+}
+
+NoDispatchObserver::NoDispatchObserver() : saved_(dispatch_observer()) {
+  set_dispatch_observer(nullptr);
+}
+
+NoDispatchObserver::~NoDispatchObserver() {
+  set_dispatch_observer(saved_);
+}
+
 }  // namespace kiln::jit

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "kiln/jit/ir/graph.h"
+#include "kiln/ops/dispatch.h"
 
 namespace kiln::jit {
 
@@ -55,5 +56,24 @@ bool is_known_contiguous(const Value& value);
 // Points the uses of node output `from` at `to` (can_replace must hold), then
 // erases the node if nothing of it is used any more.
 void forward_and_erase(Value* from, Value* to);
+
+// A constant's or parameter's data without its autograd state (a frozen
+// parameter may require grad; folding must not record a backward node),
+// carrying the wrapped-number flag of its graph value, which dispatch reads
+// for type promotion exactly as the node's inference did. Null: absent.
+Tensor plain_data(const Value* value);
+
+// While it lives, a recorder on this thread does not see the ops a pass
+// dispatches (passes may run while a trace is being recorded).
+class NoDispatchObserver {
+ public:
+  NoDispatchObserver();
+  ~NoDispatchObserver();
+  NoDispatchObserver(const NoDispatchObserver&) = delete;
+  NoDispatchObserver& operator=(const NoDispatchObserver&) = delete;
+
+ private:
+  DispatchObserver* saved_;
+};
 
 }  // namespace kiln::jit

@@ -29,6 +29,10 @@ bool fuse_activations(Graph& graph, PassContext& context);
 // one fused_elementwise op.
 bool fuse_elementwise(Graph& graph, PassContext& context);
 
+// Frozen, eval mode: a batch_norm after a conv2d or linear folds into the
+// weights of that op (may change rounding: fast-math only).
+bool fold_batch_norm(Graph& graph, PassContext& context);
+
 // Fills `registry` with the passes above, in the default pipeline's order.
 void register_builtin_passes(PassRegistry& registry);
 

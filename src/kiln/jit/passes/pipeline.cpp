@@ -197,6 +197,10 @@ void register_builtin_passes(PassRegistry& registry) {
                 .run = cse,
                 .summary = "repeated computations and repeated constants are merged"});
   registry.add({.name = "dce", .run = dce, .summary = "unused nodes and constants are removed"});
+  registry.add({.name = "fold_batch_norm",
+                .run = fold_batch_norm,
+                .summary = "frozen: batch_norm (eval) folds into the conv2d/linear before it",
+                .may_change_rounding = true});
   registry.add({.name = "fuse",
                 .run = fuse_activations,
                 .summary = "linear/conv2d + relu/sigmoid/tanh become one fused op"});
