@@ -60,8 +60,8 @@ void pack_weights(const Geometry& g, const StridedView& w, const StridedView& bi
     for (int64_t c = 0; c < g.C; ++c) {
       for (int64_t kh = 0; kh < g.KH; ++kh) {
         for (int64_t kw = 0; kw < g.KW; ++kw) {
-          const float v = src[oc * w.strides[0] + c * w.strides[1] + kh * w.strides[2] +
-                              kw * w.strides[3]];
+          const float v =
+              src[oc * w.strides[0] + c * w.strides[1] + kh * w.strides[2] + kw * w.strides[3]];
           s.weights[size_t(((c * g.KH + kh) * g.KW + kw) * g.OCP + oc)] = v;
         }
       }
@@ -89,43 +89,82 @@ void pad_input(const Geometry& g, const StridedView& x, int64_t n, float* dst) {
 
 // `P` output pixels (ow .. ow + P - 1 of row oh) for all output channels, in
 // OCB vectors each: acc[p][b] = bias + sum over c, kh, kw.
-template <int P, int OCB>
-void pixel_block(const Geometry& g, const float* input, const float* weights, const float* bias,
-                 int64_t oh, int64_t ow, float* out_image) {
-  __m256 acc[P][OCB];
-  for (int b = 0; b < OCB; ++b) {
-    const __m256 init = _mm256_loadu_ps(bias + b * kLanes);
-    for (int p = 0; p < P; ++p)
-      acc[p][b] = init;
+// Writes the accumulators of one pixel (OCB vectors of channels) out to
+// the NCHW output, channel by channel.
+void store_pixel(const Geometry& g, const __m256* acc, int ocb, float* dst) {
+  const int64_t plane = g.OH * g.OW;
+  alignas(32) float lanes[kLanes];
+  for (int b = 0; b < ocb; ++b) {
+    _mm256_store_ps(lanes, acc[b]);
+    const int64_t first = b * kLanes, count = std::min(kLanes, g.OC - first);
+    for (int64_t k = 0; k < count; ++k)
+      dst[(first + k) * plane] = lanes[k];
   }
-  const int64_t taps = g.KH * g.KW;
-  for (int64_t c = 0; c < g.C; ++c) {
-    for (int64_t kh = 0; kh < g.KH; ++kh) {
-      const float* row = input + (c * g.PH + oh * g.sh + kh) * g.PW + ow * g.sw;
-      const float* wrow = weights + (c * taps + kh * g.KW) * g.OCP;
-      for (int64_t kw = 0; kw < g.KW; ++kw) {
-        __m256 wv[OCB];
-        for (int b = 0; b < OCB; ++b)
-          wv[b] = _mm256_loadu_ps(wrow + kw * g.OCP + b * kLanes);
-        for (int p = 0; p < P; ++p) {
-          const __m256 xv = _mm256_broadcast_ss(row + p * g.sw + kw);
-          for (int b = 0; b < OCB; ++b)
-            acc[p][b] = _mm256_fmadd_ps(xv, wv[b], acc[p][b]);
+}
+
+// Four output pixels (ow .. ow + 3 of row oh) for all output channels, in
+// OCB vectors each. The accumulators are named variables: as an array, GCC
+// kept them in memory.
+template <int OCB>
+void four_pixels(const Geometry& g, const float* input, const float* weights, const float* bias,
+                 int64_t oh, int64_t ow, float* out_image) {
+  const int64_t channels = g.C, kh_count = g.KH, kw_count = g.KW, ocp = g.OCP;
+  const int64_t pw = g.PW, ph = g.PH, sw = g.sw;
+  const float* origin = input + (oh * g.sh) * pw + ow * sw;
+  const __m256 b0 = _mm256_loadu_ps(bias);
+  const __m256 b1 = OCB > 1 ? _mm256_loadu_ps(bias + kLanes) : _mm256_setzero_ps();
+  __m256 a00 = b0, a10 = b0, a20 = b0, a30 = b0;
+  __m256 a01 = b1, a11 = b1, a21 = b1, a31 = b1;
+  const float* w = weights;
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t kh = 0; kh < kh_count; ++kh) {
+      const float* x = origin + (c * ph + kh) * pw;
+      for (int64_t kw = 0; kw < kw_count; ++kw, w += ocp, ++x) {
+        const __m256 w0 = _mm256_loadu_ps(w);
+        const __m256 x0 = _mm256_broadcast_ss(x);
+        const __m256 x1 = _mm256_broadcast_ss(x + sw);
+        const __m256 x2 = _mm256_broadcast_ss(x + 2 * sw);
+        const __m256 x3 = _mm256_broadcast_ss(x + 3 * sw);
+        a00 = _mm256_fmadd_ps(x0, w0, a00);
+        a10 = _mm256_fmadd_ps(x1, w0, a10);
+        a20 = _mm256_fmadd_ps(x2, w0, a20);
+        a30 = _mm256_fmadd_ps(x3, w0, a30);
+        if constexpr (OCB > 1) {
+          const __m256 w1 = _mm256_loadu_ps(w + kLanes);
+          a01 = _mm256_fmadd_ps(x0, w1, a01);
+          a11 = _mm256_fmadd_ps(x1, w1, a11);
+          a21 = _mm256_fmadd_ps(x2, w1, a21);
+          a31 = _mm256_fmadd_ps(x3, w1, a31);
         }
       }
     }
   }
-  const int64_t plane = g.OH * g.OW;
-  alignas(32) float lanes[kLanes];
-  for (int p = 0; p < P; ++p) {
-    float* dst = out_image + oh * g.OW + ow + p;
-    for (int b = 0; b < OCB; ++b) {
-      _mm256_store_ps(lanes, acc[p][b]);
-      const int64_t first = b * kLanes, count = std::min(kLanes, g.OC - first);
-      for (int64_t k = 0; k < count; ++k)
-        dst[(first + k) * plane] = lanes[k];
+  float* dst = out_image + oh * g.OW + ow;
+  const __m256 p0[2] = {a00, a01}, p1[2] = {a10, a11}, p2[2] = {a20, a21}, p3[2] = {a30, a31};
+  store_pixel(g, p0, OCB, dst);
+  store_pixel(g, p1, OCB, dst + 1);
+  store_pixel(g, p2, OCB, dst + 2);
+  store_pixel(g, p3, OCB, dst + 3);
+}
+
+// One output pixel (a row's tail).
+template <int OCB>
+void one_pixel(const Geometry& g, const float* input, const float* weights, const float* bias,
+               int64_t oh, int64_t ow, float* out_image) {
+  __m256 acc[2] = {_mm256_loadu_ps(bias),
+                   OCB > 1 ? _mm256_loadu_ps(bias + kLanes) : _mm256_setzero_ps()};
+  const float* w = weights;
+  for (int64_t c = 0; c < g.C; ++c) {
+    for (int64_t kh = 0; kh < g.KH; ++kh) {
+      const float* x = input + (c * g.PH + oh * g.sh + kh) * g.PW + ow * g.sw;
+      for (int64_t kw = 0; kw < g.KW; ++kw, w += g.OCP) {
+        const __m256 xv = _mm256_broadcast_ss(x + kw);
+        for (int b = 0; b < OCB; ++b)
+          acc[b] = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w + b * kLanes), acc[b]);
+      }
     }
   }
+  store_pixel(g, acc, OCB, out_image + oh * g.OW + ow);
 }
 
 template <int OCB>
@@ -133,9 +172,9 @@ void conv_image(const Geometry& g, const float* input, const Scratch& s, float* 
   for (int64_t oh = 0; oh < g.OH; ++oh) {
     int64_t ow = 0;
     for (; ow + kPixels <= g.OW; ow += kPixels)
-      pixel_block<kPixels, OCB>(g, input, s.weights.data(), s.bias.data(), oh, ow, out_image);
+      four_pixels<OCB>(g, input, s.weights.data(), s.bias.data(), oh, ow, out_image);
     for (; ow < g.OW; ++ow)
-      pixel_block<1, OCB>(g, input, s.weights.data(), s.bias.data(), oh, ow, out_image);
+      one_pixel<OCB>(g, input, s.weights.data(), s.bias.data(), oh, ow, out_image);
   }
 }
 
