@@ -11,12 +11,16 @@
 // 2. Max/avg pooling on NCHW (LeNet's 2x2 pools): our loops against oneDNN's
 //    pooling, whose fast paths want blocked layouts. Measured once (1 thread,
 //    batch 64, 6x28x28 avg pool): oneDNN 1625 µs vs loops 475 µs.
+// 3. Small float32 convolutions (LeNet's two layers): cpu::conv2d_direct_f32,
+//    vectorized over output channels, against oneDNN's convolution, which
+//    reorders the weights into its blocked layout on every call.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
 #include <vector>
 
+#include "kiln/kernels/cpu/conv.h"
 #include "kiln/kernels/cpu/matmul.h"
 #include "kiln/kernels/cpu/pool.h"
 
@@ -109,6 +113,34 @@ void bench_pool(int64_t batch, int64_t channels, int64_t size, bool average) {
               (long long)size, onednn, own, onednn / own);
 }
 
+// LeNet's convolutions: x [batch, c, size, size], w [oc, c, 5, 5], padding p.
+void bench_conv(int64_t batch, int64_t c, int64_t size, int64_t oc, int64_t padding) {
+  const int64_t out_size = size + 2 * padding - 4;
+  const int64_t x_shape[4] = {batch, c, size, size}, w_shape[4] = {oc, c, 5, 5};
+  const int64_t y_shape[4] = {batch, oc, out_size, out_size};
+  std::mt19937 rng(0);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(size_t(batch * c * size * size)), w(size_t(oc * c * 25)),
+      b(static_cast<size_t>(oc)), y(size_t(batch * oc * out_size * out_size));
+  for (std::vector<float>* v : {&x, &w, &b}) {
+    for (float& e : *v)
+      e = normal(rng);
+  }
+  StridedView xv = view4(x.data(), x_shape), wv = view4(w.data(), w_shape);
+  StridedView yv = view4(y.data(), y_shape), bv;
+  bv.data = b.data();
+  bv.ndim = 1;
+  bv.shape[0] = oc;
+  bv.strides[0] = 1;
+  kiln::cpu::Conv2dParams p;
+  p.padding[0] = p.padding[1] = padding;
+  double onednn = time_us([&] { kiln::cpu::conv2d_onednn_f32(yv, xv, wv, bv, p); });
+  double own = time_us([&] { kiln::cpu::conv2d_direct_f32(yv, xv, wv, bv, p); });
+  std::printf("conv2d %3lldx%2lldx%2lldx%2lld -> %2lld   onednn %8.2f us   direct %8.2f us   %5.1fx\n",
+              (long long)batch, (long long)c, (long long)size, (long long)size, (long long)oc,
+              onednn, own, onednn / own);
+}
+
 }  // namespace
 
 int main() {
@@ -120,5 +152,9 @@ int main() {
     bench_pool(1, 6, 28, average);
     bench_pool(64, 6, 28, average);
     bench_pool(64, 16, 10, average);
+  }
+  for (int64_t batch : {1, 8, 64}) {
+    bench_conv(batch, 1, 28, 6, 2);
+    bench_conv(batch, 6, 14, 16, 0);
   }
 }
