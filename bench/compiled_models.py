@@ -45,6 +45,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import kiln  # noqa: E402
 import kiln.jit  # noqa: E402
 from eager_python import lenet, mlp  # noqa: E402  (bench/ is on sys.path as the script's dir)
+from hybrid_python import python_loop  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 TOLERANCE = 1e-4
@@ -117,17 +118,6 @@ def onnx_session(weights, torch_model, input_shape):
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     return ort.InferenceSession(model.SerializeToString(), options,
                                 providers=["CPUExecutionProvider"])
-
-
-def python_loop(fn, x, grad_context):
-    """A mode timed from Python: calls -> µs per call."""
-    def run(calls):
-        with grad_context():
-            start = time.perf_counter()
-            for _ in range(calls):
-                fn(x)
-            return (time.perf_counter() - start) / calls * 1e6
-    return run
 
 
 def build_modes(build, input_shape, all_modes, use_torch_compile):

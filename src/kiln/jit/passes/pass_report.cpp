@@ -4,13 +4,14 @@
 #include <cstdio>
 
 namespace kiln::jit {
-namespace {
 
-std::string format_ms(double seconds) {
+std::string format_ms(double seconds, int decimals) {
   char text[32];
-  std::snprintf(text, sizeof text, "%.3f ms", seconds * 1e3);
+  std::snprintf(text, sizeof text, "%.*f ms", decimals, seconds * 1e3);
   return text;
 }
+
+namespace {
 
 std::string pad(std::string text, size_t width) {
   if (text.size() < width) text.append(width - text.size(), ' ');

@@ -10,6 +10,9 @@
 
 namespace kiln::jit {
 
+// "0.042 ms": seconds as milliseconds with `decimals` decimals.
+std::string format_ms(double seconds, int decimals = 3);
+
 struct PassRecord {
   std::string name;
   size_t nodes_before = 0;  // before its first run

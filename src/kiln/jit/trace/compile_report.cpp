@@ -5,15 +5,6 @@
 #include "kiln/util/error.h"
 
 namespace kiln::jit {
-namespace {
-
-std::string milliseconds(double seconds) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.2f ms", seconds * 1e3);
-  return text;
-}
-
-}  // namespace
 
 std::string CompileReport::to_string() const {
   std::string text = passes.to_string();
@@ -27,9 +18,9 @@ std::string CompileReport::to_string() const {
         str("memory: ", planned_bytes, " bytes planned for intermediates (", percent, " of the ",
             unshared_bytes, " bytes they take one by one); ", steps, " kernel steps per call\n");
   }
-  text += str("compile time: record ", milliseconds(record_seconds), ", passes ",
-              milliseconds(passes.seconds), ", lowering ", milliseconds(lower_seconds), ", total ",
-              milliseconds(total_seconds()), "\n");
+  text += str("compile time: record ", format_ms(record_seconds, 2), ", passes ",
+              format_ms(passes.seconds, 2), ", lowering ", format_ms(lower_seconds, 2), ", total ",
+              format_ms(total_seconds(), 2), "\n");
   return text;
 }
 
