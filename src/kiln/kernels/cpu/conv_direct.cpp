@@ -82,6 +82,10 @@ void pad_input(const Geometry& g, const StridedView& x, int64_t n, float* dst) {
     for (int64_t h = 0; h < g.H; ++h) {
       float* row = dst + (c * g.PH + h + g.ph) * g.PW + g.pw;
       const float* in = src + c * x.strides[1] + h * x.strides[2];
+      if (x.strides[3] == 1) {
+        std::copy(in, in + g.W, row);
+        continue;
+      }
       for (int64_t wi = 0; wi < g.W; ++wi)
         row[wi] = in[wi * x.strides[3]];
     }
@@ -174,6 +178,13 @@ void conv_image(const Geometry& g, const float* input, const Scratch& s, float* 
     int64_t ow = 0;
     for (; ow + kPixels <= g.OW; ow += kPixels)
       four_pixels<OCB>(g, input, s.weights.data(), s.bias.data(), oh, ow, out_image);
+    if (ow == g.OW) continue;
+    if (g.OW >= kPixels) {
+      // The row's tail as one more block of four ending at the row's end:
+      // the pixels it shares with the block before get the same values again.
+      four_pixels<OCB>(g, input, s.weights.data(), s.bias.data(), oh, g.OW - kPixels, out_image);
+      continue;
+    }
     for (; ow < g.OW; ++ow)
       one_pixel<OCB>(g, input, s.weights.data(), s.bias.data(), oh, ow, out_image);
   }
