@@ -1,10 +1,11 @@
 // Cross-checks of the float32 paths (oneDNN's matmul and conv, linear's
-// matvec, the direct conv kernel, pooling) against the float64 reference loops on random shapes and layouts,
-// plus the primitive cache under threads. The op table (cases_linalg.py,
+// matvec, the direct conv kernel, pooling) against the float64 reference loops on random shapes and
+// layouts, plus the primitive cache under threads. The op table (cases_linalg.py,
 // cases_conv_pool.py) checks both against PyTorch on fixed shapes.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <thread>
 
@@ -133,6 +134,35 @@ TEST_F(LinalgCrossCheck, Conv2dDirectKernelMatchesReference) {
     EXPECT_LT(max_rel_error(got, want), f32_tolerance(ic * kh * kw))
         << "x " << to_string(x.shape()) << " w " << to_string(weight.shape()) << " stride "
         << to_string(stride) << " padding " << to_string(padding);
+  }
+}
+
+// The 2x2 / stride-2 float32 average runs eight outputs at a time; each must
+// be ((((0 + a) + b) + c) + d) / 4, the general loop's order, to the bit
+// (signed zeros, infinities and NaN included).
+TEST(AvgPool, TwoByTwoVectorPathKeepsTheLoopOrder) {
+  const float specials[] = {-0.0f, 0.0f, INFINITY, -INFINITY, NAN, 1e30f, -1e30f, 3.5f};
+  Tensor x = randn({2, 3, 6, 38});  // 19 outputs a row: two blocks of 8 and a tail
+  float* data = static_cast<float*>(x.data_ptr());
+  for (int64_t i = 0; i < x.numel(); i += 3)
+    data[i] = specials[(i / 3) % 8];
+  for (int64_t i = 0; i < x.numel(); i += 7)
+    data[i] = -0.0f;
+  Tensor y = avg_pool2d(x, {2, 2}, {2, 2});
+  ASSERT_EQ(y.shape(), (IntList{2, 3, 3, 19}));
+  const float* out = static_cast<const float*>(y.data_ptr());
+  for (int64_t plane = 0; plane < 6; ++plane) {
+    for (int64_t oh = 0; oh < 3; ++oh) {
+      for (int64_t ow = 0; ow < 19; ++ow) {
+        const float* r0 = data + plane * 6 * 38 + (2 * oh) * 38 + 2 * ow;
+        const float* r1 = r0 + 38;
+        float sum = 0.0f + r0[0];
+        sum = ((sum + r0[1]) + r1[0]) + r1[1];
+        const float want = sum / 4.0f, got = out[(plane * 3 + oh) * 19 + ow];
+        EXPECT_EQ(std::memcmp(&want, &got, sizeof(float)), 0)
+            << "plane " << plane << " oh " << oh << " ow " << ow << ": " << got << " vs " << want;
+      }
+    }
   }
 }
 

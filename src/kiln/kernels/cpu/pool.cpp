@@ -1,8 +1,11 @@
 #include "kiln/kernels/cpu/pool.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/kernels/cpu/loops.h"
@@ -48,6 +51,37 @@ void max_pool_reference_typed(const StridedView& out, const StridedView& x, cons
   });
 }
 
+// Even and odd elements of 16 consecutive floats: [x0 x2 .. x14], [x1 x3 .. x15].
+void deinterleave(const float* p, __m256& even, __m256& odd) {
+  const __m256 lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + 8);
+  // Within each 128-bit lane, then the 64-bit pieces back in order.
+  const __m256 e = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+  const __m256 o = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+  even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
+  odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+// One output row of a 2x2, stride-2 average over rows r0 and r1: each
+// output is ((((0 + r0[2i]) + r0[2i+1]) + r1[2i]) + r1[2i+1]) / 4, the same
+// operations in the same order as the general loop, eight at a time.
+void avg_pool_2x2_row_f32(const float* r0, const float* r1, float* d, int64_t OW) {
+  const __m256 four = _mm256_set1_ps(4.0f);
+  int64_t ow = 0;
+  for (; ow + 8 <= OW; ow += 8) {
+    __m256 a, b, c, e;
+    deinterleave(r0 + 2 * ow, a, b);
+    deinterleave(r1 + 2 * ow, c, e);
+    __m256 sum = _mm256_add_ps(_mm256_setzero_ps(), a);
+    sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(sum, b), c), e);
+    _mm256_storeu_ps(d + ow, _mm256_div_ps(sum, four));
+  }
+  for (; ow < OW; ++ow) {
+    float sum = 0.0f + r0[2 * ow];
+    sum = ((sum + r0[2 * ow + 1]) + r1[2 * ow]) + r1[2 * ow + 1];
+    d[ow] = sum / 4.0f;
+  }
+}
+
 // One dim of a pooling window: [lo, hi) clipped to the input, and its
 // extent counting padding (what count_include_pad divides by).
 struct Span {
@@ -84,9 +118,18 @@ void avg_pool_reference_typed(const StridedView& out, const StridedView& x, cons
     // summed in the same order as below (window rows, then columns).
     const T count = T(p.kernel[0] * p.kernel[1]);
     const int64_t stride_w = p.stride[1] * sw;
+    const bool pairs = std::is_same_v<T, float> && p.kernel[0] == 2 && p.kernel[1] == 2 &&
+                       p.stride[1] == 2 && sw == 1;
     for_each_plane<T>(out, x, p.kernel[0] * p.kernel[1], [&](const T* src, T* dst) {
       for (int64_t oh = 0; oh < OH; ++oh) {
         T* d = dst + oh * OW;
+        if constexpr (std::is_same_v<T, float>) {
+          if (pairs) {
+            const float* r0 = src + rows[size_t(oh)].lo * sh;
+            avg_pool_2x2_row_f32(r0, r0 + sh, d, OW);
+            continue;
+          }
+        }
         std::fill(d, d + OW, T(0));
         for (int64_t ih = rows[size_t(oh)].lo; ih < rows[size_t(oh)].hi; ++ih) {
           const T* r = src + ih * sh;
