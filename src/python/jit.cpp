@@ -60,6 +60,9 @@ CompiledFunction from_graph(const GraphRef& ref, std::optional<size_t> num_outpu
   size_t outputs = num_outputs.value_or(graph->outputs().size());
   KILN_CHECK_VALUE(outputs <= graph->outputs().size(), "from_graph: num_outputs ", outputs,
                    " but the graph has ", graph->outputs().size(), " outputs");
+  // The first `outputs` are returned; the rest are dropped from the copy.
+  std::vector<jit::Value*> kept(graph->outputs().begin(), graph->outputs().begin() + outputs);
+  graph->set_outputs(std::move(kept));
   return CompiledFunction(graph, outputs);
 }
 
@@ -149,6 +152,9 @@ void bind_jit(nb::module_& m) {
              bool fast_math, std::vector<std::string> passes) {
             std::optional<jit::PassOptions> options;
             if (optimize) options = pass_options(frozen, fast_math, passes);
+            // The passes rewrite the graph in place: a copy, so the Python
+            // Capture (and what else was compiled from it) keeps its own.
+            capture.graph = capture.graph->clone();
             new (self) CompiledFunction(std::move(capture), options);
           },
           nb::arg("capture"), nb::arg("optimize") = true, nb::arg("frozen") = false,

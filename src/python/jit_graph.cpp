@@ -29,6 +29,7 @@ using jit::Value;
 struct NodeRef {
   GraphRef owner;
   Node* node;
+  size_t id;  // a node's id is never reused: tells a stale handle from a new node
 };
 
 struct ValueRef {
@@ -44,8 +45,13 @@ Graph& mutable_graph(const GraphRef& ref) {
   return *ref.graph;
 }
 
+NodeRef node_ref(const GraphRef& owner, Node* node) {
+  return NodeRef{owner, node, node->id()};
+}
+
 Node* live(const NodeRef& ref) {
-  KILN_CHECK(ref.owner.graph->contains(ref.node), "this node was erased from its graph");
+  KILN_CHECK(ref.owner.graph->contains(ref.node) && ref.node->id() == ref.id,
+             "this node was erased from its graph");
   return ref.node;
 }
 
@@ -129,10 +135,10 @@ NodeRef insert_node(const GraphRef& ref, const std::string& op_name,
   for (const auto& in : inputs)
     values.push_back(value_in(ref, in, op_name.c_str()));
   Attrs typed = attrs.is_none() ? Attrs() : to_attrs(def, attrs);
-  if (!before) return NodeRef{ref, graph.append(def, values, typed)};
+  if (!before) return node_ref(ref, graph.append(def, values, typed));
   KILN_CHECK_VALUE(before->owner.graph == ref.graph, op_name,
                    ": `before` is a node of another graph");
-  return NodeRef{ref, graph.insert_before(live(*before), def, values, typed)};
+  return node_ref(ref, graph.insert_before(live(*before), def, values, typed));
 }
 
 }  // namespace
@@ -152,13 +158,13 @@ void bind_jit_graph(nb::module_& m) {
                    [](const ValueRef& r) -> std::optional<NodeRef> {
                      Node* n = live(r)->producer();
                      if (!n) return std::nullopt;
-                     return NodeRef{r.owner, n};
+                     return node_ref(r.owner, n);
                    })
       .def_prop_ro("uses",
                    [](const ValueRef& r) {
                      std::vector<std::pair<NodeRef, size_t>> out;
                      for (const jit::Use& use : live(r)->uses())
-                       out.emplace_back(NodeRef{r.owner, use.user}, use.index);
+                       out.emplace_back(node_ref(r.owner, use.user), use.index);
                      return out;
                    })
       .def_prop_ro("data",
@@ -172,8 +178,11 @@ void bind_jit_graph(nb::module_& m) {
              mutable_graph(r.owner);
              live(r)->replace_all_uses_with(value_in(r.owner, other, "replace_all_uses_with"));
            })
-      .def("__eq__", [](const ValueRef& a, const ValueRef& b) { return a.value == b.value; })
-      .def("__hash__", [](const ValueRef& r) { return reinterpret_cast<uintptr_t>(r.value); })
+      .def("__eq__",
+           [](const ValueRef& a, const ValueRef& b) {
+             return a.owner.graph == b.owner.graph && a.id == b.id;
+           })
+      .def("__hash__", [](const ValueRef& r) { return r.id; })
       .def("__repr__", [](const ValueRef& r) { return describe(r); });
 
   nb::class_<NodeRef>(m, "Node")
@@ -203,8 +212,11 @@ void bind_jit_graph(nb::module_& m) {
              Node* node = live(r);
              node->set_attrs(to_attrs(node->op(), attrs));
            })
-      .def("__eq__", [](const NodeRef& a, const NodeRef& b) { return a.node == b.node; })
-      .def("__hash__", [](const NodeRef& r) { return reinterpret_cast<uintptr_t>(r.node); })
+      .def("__eq__",
+           [](const NodeRef& a, const NodeRef& b) {
+             return a.owner.graph == b.owner.graph && a.id == b.id;
+           })
+      .def("__hash__", [](const NodeRef& r) { return r.id; })
       .def("__repr__", [](const NodeRef& r) { return describe(r); });
 
   nb::class_<GraphRef>(m, "Graph")
@@ -213,7 +225,7 @@ void bind_jit_graph(nb::module_& m) {
                    [](const GraphRef& g) {
                      std::vector<NodeRef> out;
                      for (Node* n : g.graph->nodes())
-                       out.push_back(NodeRef{g, n});
+                       out.push_back(node_ref(g, n));
                      return out;
                    })
       .def_prop_ro("inputs", [](const GraphRef& g) { return value_refs(g, g.graph->inputs()); })

@@ -215,6 +215,26 @@ TEST(PassNumerics, BatchNormFoldsIntoConvAndLinearWithinTolerance) {
   EXPECT_TRUE(bitwise_equal(Executable(kept).run({x})[0], eager));
 }
 
+// Regression: an unbatched conv's output is [C, H, W], where batch_norm's
+// dim 1 is H, not the conv's channels: no fold there.
+TEST(PassNumerics, BatchNormAfterAnUnbatchedConvIsNotFolded) {
+  using namespace nn;
+  manual_seed(8);
+  auto net = std::make_shared<Sequential>(std::make_shared<Conv2d>(3, 6, IntList{3}),
+                                          std::make_shared<BatchNorm1d>(6));
+  {
+    NoGradGuard no_grad;
+    net->forward(randn({3, 8, 8}) * 3.0);
+  }
+  net->eval();
+  CompiledFunction traced = trace(*net, rand({3, 8, 8}));
+  std::shared_ptr<Graph> g = optimized_copy(traced.graph(), all_passes());
+  EXPECT_EQ(count_op_runs(*g, "batch_norm"), 1u);
+  Tensor x = rand({3, 8, 8});
+  NoGradGuard no_grad;
+  EXPECT_TRUE(close_to(Executable(g).run({x})[0], net->forward(x)));
+}
+
 // ---------------------------------------------------------------- op rows
 
 std::vector<Tensor> inputs_of(const nlohmann::json& row) {

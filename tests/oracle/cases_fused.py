@@ -84,6 +84,9 @@ FUSED_ELEMENTWISE = [
     Case("fused_elementwise", [randn(3, 4), randn(4)], attrs=program("add(%0, %1)"),
          name="broadcast_input",
          error="input 1 of shape [4] is neither the output's shape [3, 4] nor a single element"),
+    Case("fused_elementwise", [randn(4, 5), randn(4, 5)], attrs=program("sub(%0, %1) gt($0, %1)"),
+         name="intermediate_dtype",
+         error="sub (instruction 0) gives float32 but the output is bool"),
     Case("fused_elementwise", [randn(3, 4)], attrs=program("add(%0, %1)"), name="missing_input",
          error="the program reads %1 but the op has 1 inputs"),
 ]

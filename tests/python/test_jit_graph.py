@@ -148,3 +148,42 @@ def test_compiled_memory_returns_to_the_allocator():
     del net, traced, x
     gc.collect()
     assert kiln._C._allocator_live_bytes() == before
+
+
+def test_a_stale_node_handle_never_stands_for_a_new_node():
+    traced = kiln.jit.trace(lambda x: x * 3, kiln.randn(2), optimize=False)
+    g = traced.graph.clone()
+    neg = g.insert("neg", [g.inputs[0]])
+    g.erase(neg)
+    new = g.insert("sigmoid", [g.inputs[0]])  # may reuse the erased node's memory
+    assert neg != new
+    with pytest.raises(RuntimeError, match="erased"):
+        neg.set_input(0, g.inputs[0])
+    assert new.op == "sigmoid"
+
+
+def test_compiling_a_capture_twice_leaves_the_first_graph_alone():
+    x = kiln.randn(3)
+    recorder = kiln._C.jit.Recorder()
+    recorder.begin([x], [])
+    y = (x * 1) + 0
+    capture = recorder.end([y])
+    as_recorded = kiln._C.jit.CompiledFunction(capture, optimize=False)
+    text = str(as_recorded.graph)
+    optimized = kiln._C.jit.CompiledFunction(capture)  # the passes remove the mul and add
+    assert str(as_recorded.graph) == text and "mul(" in text
+    assert "mul(" not in str(optimized.graph)
+    x2 = kiln.randn(3)
+    with kiln.enable_grad():
+        assert kiln.equal(as_recorded.run([x2.requires_grad_()])[0], x2 * 1 + 0)
+
+
+def test_from_graph_returns_the_first_outputs():
+    g = kiln.jit.parse_graph("""graph(%x : f32[2]) {
+  %0 : f32[2] = neg(%x)
+  %1 : f32[2] = exp(%x)
+  return (%0, %1)
+}""")
+    x = kiln.randn(2)
+    (only,) = kiln._C.jit.CompiledFunction.from_graph(g, 1).run([x])
+    assert kiln.equal(only, -x)

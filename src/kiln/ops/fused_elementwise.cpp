@@ -82,6 +82,13 @@ InferResult infer_fused(const InferArgs& args) {
     results.push_back(infer_instruction(ins, operands));
   }
   const TensorMeta& out = results.back();
+  // Intermediate results live in buffers typed like the output.
+  for (size_t j = 0; j + 1 < results.size(); ++j) {
+    KILN_CHECK_TYPE(results[j].dtype == out.dtype,
+                    "fused_elementwise: ", program.instructions[j].op->name, " (instruction ", j,
+                    ") gives ", results[j].dtype, " but the output is ", out.dtype,
+                    "; every intermediate result must have the output's dtype");
+  }
   for (size_t i = 0; i < args.inputs.size(); ++i) {
     const TensorMeta& in = args.inputs[i];
     KILN_CHECK_VALUE(in.shape == out.shape || numel_of(in.shape) == 1, "fused_elementwise: input ",
@@ -255,7 +262,8 @@ const Program& parse_program(const std::string& text) {
     Instruction ins;
     const OpDef* def = op_registry().find(word.substr(0, open));
     check_program(def != nullptr, text, "no op '" + word.substr(0, open) + "'");
-    check_program(def->kind == OpKind::Elementwise && def->attrs.empty() && def->num_outputs == 1,
+    check_program(def->kind == OpKind::Elementwise && def->attrs.empty() && def->num_outputs == 1 &&
+                      def->cpu != nullptr,
                   text, def->name + " is not an elementwise op without attributes");
     ins.op = def;
     std::string list = word.substr(open + 1, word.size() - open - 2);

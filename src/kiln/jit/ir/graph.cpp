@@ -184,7 +184,7 @@ Node* Graph::insert_at(size_t position, const OpDef& op, std::vector<Value*> inp
     KILN_CHECK(!inputs[i] || inputs[i]->graph_ == this, op.name, ": input ", i, " (%",
                inputs[i]->id_, ") is a value of another graph");
   }
-  auto node = std::unique_ptr<Node>(new Node(this, &op, attrs));
+  auto node = std::unique_ptr<Node>(new Node(this, &op, attrs, next_node_id_++));
   Node* n = node.get();
   n->inputs_.resize(inputs.size(), nullptr);
   for (size_t i = 0; i < inputs.size(); ++i) {

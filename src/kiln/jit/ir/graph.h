@@ -77,6 +77,8 @@ class Node {
   Value* input(size_t i) const { return inputs_.at(i); }
   Value* output(size_t i = 0) const { return outputs_.at(i); }
   Graph& graph() const { return *graph_; }
+  // A number unique within the graph, in creation order (never reused).
+  size_t id() const { return id_; }
 
   void set_input(size_t i, Value* value);
   // Re-checks the attributes against the op (normalize_attrs); output types
@@ -85,12 +87,13 @@ class Node {
 
  private:
   friend class Graph;
-  Node(Graph* graph, const OpDef* op, Attrs attrs)
-      : graph_(graph), op_(op), attrs_(std::move(attrs)) {}
+  Node(Graph* graph, const OpDef* op, Attrs attrs, size_t id)
+      : graph_(graph), op_(op), attrs_(std::move(attrs)), id_(id) {}
 
   Graph* graph_;
   const OpDef* op_;
   Attrs attrs_;
+  size_t id_;
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
 };
@@ -154,6 +157,7 @@ class Graph {
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<Value*> inputs_, params_, constants_, outputs_;
   size_t next_value_id_ = 0;
+  size_t next_node_id_ = 0;
 };
 
 // Inferred output types of `op` over these input values (absent = null).

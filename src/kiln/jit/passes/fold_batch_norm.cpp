@@ -46,9 +46,12 @@ Node* foldable_batch_norm(const Node& producer, const WrittenMemory& written) {
   for (size_t i = 1; i < producer.inputs().size(); ++i) {
     if (!is_frozen_data(producer.input(i))) return nullptr;
   }
-  // batch_norm normalizes dim 1: the conv's output channels, or linear's
-  // features when its output is [N, features].
-  if (producer.op().name == "linear" && y.shape().size() != 2) return nullptr;
+  // batch_norm normalizes dim 1: the conv's output channels when its output
+  // is [N, C, H, W] (not an unbatched [C, H, W]), or linear's features when
+  // its output is [N, features]; dim 0 of the weight is that same dim.
+  const size_t rank = producer.op().name == "linear" ? 2 : 4;
+  if (y.shape().size() != rank) return nullptr;
+  if (y.shape()[1] != producer.input(1)->shape()[0]) return nullptr;
   return bn;
 }
 

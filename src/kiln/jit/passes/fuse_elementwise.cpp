@@ -18,8 +18,10 @@
 namespace kiln::jit {
 namespace {
 
-// Whether `node` may join a group computing values of `type`.
-bool fusable(const Node& node, const TensorMeta& type) {
+// Whether `node` may join a group computing values of `type`. Its inputs
+// are read where the fused node stands (the group's last member), so none
+// may be memory that something writes in place in between.
+bool fusable(const Node& node, const TensorMeta& type, const WrittenMemory& written) {
   const OpDef& def = node.op();
   if (def.kind != OpKind::Elementwise || !def.attrs.empty() || def.num_outputs != 1 || !def.cpu ||
       has_effects(node)) {
@@ -31,7 +33,7 @@ bool fusable(const Node& node, const TensorMeta& type) {
   }
   return std::all_of(node.inputs().begin(), node.inputs().end(), [&](const Value* in) {
     return in && in->dtype() == type.dtype &&
-           (in->shape() == type.shape || numel_of(in->shape()) == 1);
+           (in->shape() == type.shape || numel_of(in->shape()) == 1) && !written.aliases(*in);
   });
 }
 
@@ -43,12 +45,13 @@ Node* only_reader(const Value& value) {
 
 // Grows a group from `root` down its chain of only readers, then up through
 // inputs that only the group reads.
-std::vector<Node*> group_from(Node* root, const std::set<const Node*>& taken) {
+std::vector<Node*> group_from(Node* root, const std::set<const Node*>& taken,
+                              const WrittenMemory& written) {
   const TensorMeta type = root->output()->type();
   std::vector<Node*> members{root};
   Node* last = root;
   while (Node* next = only_reader(*last->output())) {
-    if (taken.count(next) || !fusable(*next, type)) break;
+    if (taken.count(next) || !fusable(*next, type, written)) break;
     members.push_back(next);
     last = next;
   }
@@ -57,7 +60,7 @@ std::vector<Node*> group_from(Node* root, const std::set<const Node*>& taken) {
       Node* producer = in->producer();
       if (!producer || taken.count(producer) || only_reader(*in) != members[i]) continue;
       if (std::find(members.begin(), members.end(), producer) != members.end()) continue;
-      if (fusable(*producer, type)) members.push_back(producer);
+      if (fusable(*producer, type, written)) members.push_back(producer);
     }
   }
   return members;
@@ -103,11 +106,12 @@ bool fuse_elementwise(Graph& graph, PassContext& context) {
   std::unordered_map<const Node*, size_t> position;
   for (size_t i = 0; i < nodes.size(); ++i)
     position[nodes[i]] = i;
+  const WrittenMemory written(graph);
   std::set<const Node*> taken;
   std::vector<std::vector<Node*>> groups;
   for (Node* node : nodes) {
-    if (taken.count(node) || !fusable(*node, node->output()->type())) continue;
-    std::vector<Node*> members = group_from(node, taken);
+    if (taken.count(node) || !fusable(*node, node->output()->type(), written)) continue;
+    std::vector<Node*> members = group_from(node, taken, written);
     if (members.size() < 2) continue;
     taken.insert(members.begin(), members.end());
     groups.push_back(std::move(members));
