@@ -292,30 +292,31 @@ TEST(PassNumerics, EveryOpRowOverConstantsFoldsToEagersResult) {
   EXPECT_GT(folded, 300u);
 }
 
-// Over graph inputs with every pass (fast-math, frozen): within tolerance.
-TEST(PassNumerics, EveryOpRowWithAllPassesStaysWithinTolerance) {
+// Every value row as a graph over inputs, optimized with `options` and run,
+// each output handed to `compare(got, expected)` beside eager's.
+template <typename Compare>
+void expect_rows_match_eager(const PassOptions& options, Compare compare) {
   for_each_value_row([&](const nlohmann::json& row, const std::string& id) {
-    std::shared_ptr<Graph> g = optimized_copy(*graph_of_row(row, false), all_passes());
+    std::shared_ptr<Graph> g = optimized_copy(*graph_of_row(row, false), options);
     std::vector<Tensor> expected = eager_of(row);
     manual_seed(7);
     std::vector<Tensor> got = Executable(g).run(graph_inputs_of(row));
     ASSERT_EQ(got.size(), expected.size()) << id;
     for (size_t i = 0; i < got.size(); ++i)
-      EXPECT_TRUE(close_to(got[i], expected[i])) << id << " output " << i;
+      EXPECT_TRUE(compare(got[i], expected[i])) << id << " output " << i;
   });
+}
+
+// Over graph inputs with every pass (fast-math, frozen): within tolerance.
+TEST(PassNumerics, EveryOpRowWithAllPassesStaysWithinTolerance) {
+  expect_rows_match_eager(
+      all_passes(), [](const Tensor& got, const Tensor& want) { return close_to(got, want); });
 }
 
 // Over graph inputs, the optimized graph runs to eager's results.
 TEST(PassNumerics, EveryOpRowOverInputsEqualsEagerBitwise) {
-  for_each_value_row([&](const nlohmann::json& row, const std::string& id) {
-    std::shared_ptr<Graph> g = optimized_copy(*graph_of_row(row, false), checked());
-    std::vector<Tensor> expected = eager_of(row);
-    manual_seed(7);
-    std::vector<Tensor> got = Executable(g).run(graph_inputs_of(row));
-    ASSERT_EQ(got.size(), expected.size()) << id;
-    for (size_t i = 0; i < got.size(); ++i)
-      EXPECT_TRUE(bitwise_equal(got[i], expected[i])) << id << " output " << i;
-  });
+  expect_rows_match_eager(
+      checked(), [](const Tensor& got, const Tensor& want) { return bitwise_equal(got, want); });
 }
 
 }  // namespace
