@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config clang-format
   libdnnl-dev libgtest-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
+  libxxhash-dev libcli11-dev clang-16 libclang-rt-16-dev
   dataset-fashion-mnist
   python3 python3-venv python3-dev
 )

@@ -1,6 +1,7 @@
 // kiln's C++ API in one include: tensors, factories, every op, autograd, nn
 // the training kit (optimizers, schedulers, datasets, loaders, progress bar)
-// and kiln::jit (trace, hybridize, the graph IR's text form).
+// kiln::jit (trace, hybridize, the graph IR's text form, saving and loading
+// .kiln model files) and kiln::io (safetensors state dicts, .npy files).
 //
 //   #include <kiln/kiln.h>
 //   auto x = kiln::randn({1, 512});
@@ -15,6 +16,9 @@
 #include "kiln/data/dataset.h"
 #include "kiln/data/datasets.h"
 #include "kiln/data/progress.h"
+#include "kiln/io/model_file.h"
+#include "kiln/io/npy.h"
+#include "kiln/io/safetensors.h"
 #include "kiln/jit/ir/parser.h"
 #include "kiln/jit/ir/printer.h"
 #include "kiln/jit/trace/hybridize.h"

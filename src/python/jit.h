@@ -20,5 +20,6 @@ struct GraphRef {
 
 void bind_jit(nb::module_& m);
 void bind_jit_graph(nb::module_& m);
+void bind_io(nb::module_& io, nb::module_& jit);
 
 }  // namespace kiln::python

@@ -240,6 +240,8 @@ NB_MODULE(_C, m) {
   bind_optim(m);
   nb::module_ jit = m.def_submodule("jit", "the tracer, compiled functions and the graph IR");
   bind_jit(jit);
+  nb::module_ io = m.def_submodule("io", "model files, safetensors state dicts, .npy files");
+  bind_io(io, jit);
 
   // An entry of the op table, by reference (the table lives as long as the
   // process): kiln._ops looks each op up once and dispatches through it.

@@ -5,12 +5,16 @@
     net.hybridize()                       # compiles on each new input signature
     @kiln.compile                         # the same for a plain function
     def f(x, y): return kiln.sin(x) + kiln.cos(y)
+    traced.save("net.kiln")               # graph + weights; C++ loads it too
+    loaded = kiln.jit.load("net.kiln")    # a TracedModule again
 
 What the graph cannot hold (x.item(), bool(x) in an `if`, x.numpy(),
 print(x), random factories, ...) is reported while recording as a
 TracerWarning at your line, or raised as TraceError with strict=True.
 """
 import functools
+import json
+import os
 
 from kiln import _C
 from kiln.jit._hybrid import HybridCache
@@ -22,7 +26,7 @@ Value = _C.jit.Value
 CompileReport = _C.jit.CompileReport
 parse_graph = _C.jit.parse_graph
 
-__all__ = ["trace", "compile", "from_graph", "TracedModule", "CompiledFunction", "TracerWarning",
+__all__ = ["trace", "compile", "from_graph", "save", "load", "TracedModule", "CompiledFunction", "TracerWarning",
            "TraceError", "Graph", "Node", "Value", "CompileReport", "parse_graph"]
 
 
@@ -34,13 +38,14 @@ class TracedModule:
     """A recorded graph made callable: the result of kiln.jit.trace. Call it
     with tensors of the dtypes and shapes it was traced with."""
 
-    def __init__(self, compiled, spec, name, module=None):
+    def __init__(self, compiled, spec, name, module=None, example_inputs=()):
         self._compiled = compiled
         self._run = compiled.run
         self._spec = spec
         self._single = spec is LEAF
         self._name = name
         self._module = module
+        self._example_inputs = tuple(example_inputs)
 
     def __call__(self, *args):
         out = self._run(args)
@@ -66,7 +71,21 @@ class TracedModule:
         """The same module running `graph` (a rewritten clone of self.graph):
         verified, then compiled."""
         return TracedModule(self._compiled.with_graph(graph), self._spec, self._name,
-                            self._module)
+                            self._module, self._example_inputs)
+
+    def save(self, path, example_inputs=None):
+        """Writes the optimized graph and its weights to `path` (a .kiln
+        file that kiln.jit.load, kiln::jit::load in C++ and the `kiln` tool
+        read). The file keeps an example input (the one traced with, unless
+        given; () for none) with its outputs, which load(path, verify=True)
+        replays."""
+        if example_inputs is None:
+            example_inputs = self._example_inputs
+        elif isinstance(example_inputs, _C.Tensor):
+            example_inputs = (example_inputs,)
+        metadata = {"python.output_spec": json.dumps(_spec_to_json(self._spec)),
+                    "python.name": self._name}
+        _C.jit.save(self._compiled, os.fspath(path), list(example_inputs), metadata)
 
     def parameters(self):
         return self._module.parameters() if self._module is not None else iter(())
@@ -75,13 +94,56 @@ class TracedModule:
         return f"TracedModule({self._name})"
 
 
+def _spec_to_json(spec):
+    if spec is LEAF:
+        return LEAF
+    if spec[0] is dict:
+        if not all(isinstance(key, str) for key in spec[1]):
+            raise TypeError("save: a traced module returning a dict needs string keys")
+        return {"dict": [[key, _spec_to_json(s)] for key, s in zip(spec[1], spec[2])]}
+    return {spec[0].__name__: [_spec_to_json(s) for s in spec[1]]}
+
+
+def _spec_from_json(data):
+    if data == LEAF:
+        return LEAF
+    if not isinstance(data, dict) or len(data) != 1:
+        raise ValueError(f"load: unknown output structure {data!r}")
+    (kind, items), = data.items()
+    if kind == "dict":
+        return (dict, tuple(key for key, _ in items), tuple(_spec_from_json(s) for _, s in items))
+    if kind not in ("tuple", "list"):
+        raise ValueError(f"load: unknown output structure {kind!r}")
+    return ({"tuple": tuple, "list": list}[kind], tuple(_spec_from_json(s) for s in items))
+
+
+def _outputs_spec(num_outputs):
+    return LEAF if num_outputs == 1 else (tuple, (LEAF,) * num_outputs)
+
+
+def save(module, path, example_inputs=None):
+    """kiln.jit.save(traced, path), as torch.jit.save: traced.save(path)."""
+    module.save(path, example_inputs)
+
+
+def load(path, verify=False):
+    """Reads a .kiln file (from TracedModule.save, or kiln::jit::save in C++)
+    into a TracedModule. Weights are mapped from the file, not copied.
+    verify: replay the example the file keeps and check the outputs."""
+    compiled, metadata = _C.jit.load(os.fspath(path), verify)
+    spec_text = metadata.get("python.output_spec")
+    spec = _spec_from_json(json.loads(spec_text)) if spec_text else _outputs_spec(
+        compiled.num_outputs)
+    name = metadata.get("python.name", os.path.basename(os.fspath(path)))
+    return TracedModule(compiled, spec, name)
+
+
 def from_graph(graph):
     """A TracedModule running `graph` (built, parsed or rewritten in Python),
     returning its one output, or a tuple of its outputs. The graph is
     verified and copied: later edits of it do not reach the module."""
     compiled = _C.jit.CompiledFunction.from_graph(graph)
-    spec = LEAF if compiled.num_outputs == 1 else (tuple, (LEAF,) * compiled.num_outputs)
-    return TracedModule(compiled, spec, "graph")
+    return TracedModule(compiled, _outputs_spec(compiled.num_outputs), "graph")
 
 
 def trace(fn, example_inputs, strict=False, optimize=True, frozen=False, fast_math=False,
@@ -106,9 +168,9 @@ def trace(fn, example_inputs, strict=False, optimize=True, frozen=False, fast_ma
     if isinstance(fn, Module):
         params = list(fn.state_dict(keep_vars=True).items())
         compiled, _, spec = record(fn.forward, inputs, params, strict, options)
-        return TracedModule(compiled, spec, name, fn)
+        return TracedModule(compiled, spec, name, fn, inputs)
     compiled, _, spec = record(fn, inputs, [], strict, options)
-    return TracedModule(compiled, spec, name)
+    return TracedModule(compiled, spec, name, example_inputs=inputs)
 
 
 class CompiledFunction:

@@ -11,6 +11,12 @@
 
 namespace kiln {
 
+// The version of the op table's schema (op names, their inputs, attributes
+// and meaning) that saved models record. Adding an op or an attribute with a
+// default keeps it; changing what an existing op or attribute means bumps it,
+// so a model file written against a newer table is refused, not misread.
+inline constexpr int kOpSchemaVersion = 1;
+
 class OpRegistry {
  public:
   void add(OpDef def);  // checks the entry is complete
