@@ -2,8 +2,10 @@
 //
 //   kiln info mlp.kiln [--graph]                 # what the file holds, its memory plan
 //   kiln run mlp.kiln -i x.npy -o y.npy          # inputs and outputs as .npy files
+//                                                # (another batch size re-batches the graph)
 //   kiln run mlp.kiln --example --verify         # replay the stored example, print it
 //   kiln bench mlp.kiln --threads 4              # latency percentiles and throughput
+//   kiln bench mlp.kiln --batch 64               # at another batch than the saved one
 //   kiln dot mlp.kiln -o mlp.dot                 # then: dot -Tsvg mlp.dot -o mlp.svg
 //   kiln --version
 //
@@ -27,6 +29,7 @@
 #include "kiln/io/npy.h"
 #include "kiln/jit/ir/dot.h"
 #include "kiln/jit/ir/printer.h"
+#include "kiln/jit/ir/rebatch.h"
 #include "kiln/kernels/cpu/parallel.h"
 #include "kiln/ops/registry.h"
 
@@ -219,12 +222,36 @@ void write_outputs(const std::vector<Tensor>& outputs, const std::vector<std::st
     kiln::io::write_npy(outputs[i], paths[i]);
 }
 
+// The model at another batch size (jit::rebatch); its stored example, made
+// for the saved batch, is dropped.
+void use_batch(ModelFile& file, int64_t batch) {
+  if (batch == kiln::jit::batch_size_of(*file.graph)) return;
+  file.graph = kiln::jit::rebatch(*file.graph, batch);
+  file.example_inputs.clear();
+  file.example_outputs.clear();
+}
+
+// Inputs whose first dimension differs from the saved batch (and agree
+// among themselves) run the model re-batched to theirs.
+void follow_input_batch(ModelFile& file, const std::vector<Tensor>& inputs) {
+  const Graph& graph = *file.graph;
+  if (inputs.empty() || inputs.size() != graph.inputs().size()) return;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].dim() != int64_t(graph.inputs()[i]->shape().size())) return;
+    if (inputs[i].dim() > 0 && inputs[i].shape()[0] != inputs[0].shape()[0]) return;
+  }
+  if (inputs[0].dim() == 0) return;
+  use_batch(file, inputs[0].shape()[0]);
+}
+
 int run_model(const RunArgs& args) {
   ModelFile file = kiln::jit::read_model_file(args.model);
   check_output_paths(file, args);
   std::vector<Tensor> inputs = read_inputs(file, args);
+  if (args.verify) kiln::jit::compile(file, {.verify = true});
+  follow_input_batch(file, inputs);
   check_input_types(*file.graph, inputs, args.example ? std::vector<std::string>{} : args.inputs);
-  CompiledFunction model = kiln::jit::compile(file, {.verify = args.verify});
+  CompiledFunction model = kiln::jit::compile(file);
   write_outputs(model(inputs), args.outputs);
   return 0;
 }
@@ -307,10 +334,8 @@ void print_latency(std::vector<double> times, int64_t batch) {
 int run_bench(const BenchArgs& args) {
   KILN_CHECK_VALUE(args.threads >= 1, "--threads must be at least 1, got ", args.threads);
   ModelFile file = kiln::jit::read_model_file(args.model);
+  if (args.batch_given) use_batch(file, args.batch);
   int64_t batch = saved_batch(*file.graph);
-  KILN_CHECK_VALUE(!args.batch_given || args.batch == batch, "this model was saved for batch ",
-                   batch, "; re-batching is not supported yet (asked for --batch ", args.batch,
-                   ")");
   kiln::cpu::set_num_threads(args.threads);
   CompiledFunction model = kiln::jit::compile(file);
   std::vector<Tensor> inputs = random_inputs(*file.graph);
@@ -388,7 +413,8 @@ void add_bench(CLI::App& app, Commands& c) {
   c.bench = app.add_subcommand("bench", "Time a model on random inputs");
   BenchArgs& a = c.bench_args;
   c.bench->add_option("model", a.model, "the .kiln file")->required();
-  c.batch = c.bench->add_option("--batch", a.batch, "batch size (must be the saved one for now)");
+  c.batch = c.bench->add_option(
+      "--batch", a.batch, "batch size (default: the saved one; another re-batches the graph)");
   c.bench->add_option("--threads", a.threads, "intra-op threads")->capture_default_str();
   c.iterations = c.bench->add_option("--iterations", a.iterations,
                                      "timed calls (default: up to 1000, about 10 s at most)");

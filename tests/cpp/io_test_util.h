@@ -16,13 +16,6 @@
 #include "kiln/io/model_format.h"
 #include "test_util.h"
 
-// Expects `expr` to throw a kiln::Error whose message contains `text`.
-#define EXPECT_THROW_WITH(expr, text)                                            \
-  do {                                                                           \
-    std::string thrown_message_ = ::kiln::error_text([&] { (void)(expr); });     \
-    EXPECT_NE(thrown_message_.find(text), std::string::npos) << thrown_message_; \
-  } while (0)
-
 namespace kiln::io_test {
 
 // A folder removed with everything in it when the object goes.

@@ -32,3 +32,10 @@ inline bool mentions(const Error& e, const std::string& text) {
 }
 
 }  // namespace kiln
+
+// Expects `expr` to throw a kiln::Error whose message contains `text`.
+#define EXPECT_THROW_WITH(expr, text)                                            \
+  do {                                                                           \
+    std::string thrown_message_ = ::kiln::error_text([&] { (void)(expr); });     \
+    EXPECT_NE(thrown_message_.find(text), std::string::npos) << thrown_message_; \
+  } while (0)

@@ -44,7 +44,8 @@ bool small_enough_to_compile(const kiln::jit::ModelFile& model) {
   for (const kiln::jit::Node* node : model.graph->nodes()) {
     for (const kiln::jit::Value* output : node->outputs()) {
       int64_t numel = 1;
-      for (int64_t dim : output->shape()) numel *= dim;
+      for (int64_t dim : output->shape())
+        numel *= dim;
       total += numel;
       if (total > (int64_t(1) << 20)) return false;
     }
@@ -64,8 +65,7 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
   Prefix prefix;
   std::memcpy(&prefix, data, sizeof prefix);
   if (prefix.header_bytes > size - kPrefixBytes) return size;
-  std::string_view header(reinterpret_cast<const char*>(data) + kPrefixBytes,
-                          prefix.header_bytes);
+  std::string_view header(reinterpret_cast<const char*>(data) + kPrefixBytes, prefix.header_bytes);
   prefix.header_checksum = header_checksum(prefix, header);
   std::memcpy(data, &prefix, sizeof prefix);
   return size;

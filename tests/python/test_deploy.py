@@ -132,3 +132,25 @@ def test_kiln_tool_info_bench_dot_and_errors(tmp_path):
     assert missing.returncode == 1 and "kiln: error: cannot open" in missing.stderr
     assert run(KILN_TOOL, "no-such-command").returncode != 0
     assert run(KILN_TOOL).returncode != 0
+
+
+def test_kiln_tool_runs_another_batch_than_the_saved_one(tmp_path):
+    net = nn.Sequential(nn.Conv2d(1, 2, 3), nn.Sigmoid(), nn.AvgPool2d(2), nn.Flatten(),
+                        nn.Linear(2 * 3 * 3, 4))
+    kiln.jit.trace(net, kiln.randn(1, 1, 8, 8)).save(tmp_path / "m.kiln")
+    x = kiln.randn(5, 1, 8, 8)
+    np.save(tmp_path / "x.npy", x.numpy())
+    result = run(KILN_TOOL, "run", tmp_path / "m.kiln", "-i", tmp_path / "x.npy",
+                 "-o", tmp_path / "y.npy")
+    assert result.returncode == 0, result.stderr
+    with kiln.no_grad():
+        np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), net(x).numpy())
+    bench = run(KILN_TOOL, "bench", tmp_path / "m.kiln", "--batch", "32", "--iterations", "20")
+    assert bench.returncode == 0 and "(batch 32," in bench.stdout, bench.stderr
+
+    def batch_last(x):
+        return kiln.relu(x.t())
+
+    kiln.jit.trace(batch_last, kiln.randn(2, 3)).save(tmp_path / "t.kiln")
+    refused = run(KILN_TOOL, "bench", tmp_path / "t.kiln", "--batch", "4")
+    assert refused.returncode == 1 and "traced again at this batch" in refused.stderr

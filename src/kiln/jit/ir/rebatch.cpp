@@ -1,0 +1,104 @@
+#include "kiln/jit/ir/rebatch.h"
+
+#include <unordered_map>
+
+#include "kiln/jit/ir/text_format.h"
+#include "kiln/util/error.h"
+
+namespace kiln::jit {
+namespace {
+
+// Whether `now` is `before` with the first dimension `old_batch` made
+// `batch`, or `before` unchanged.
+bool follows_batch(const IntList& before, const IntList& now, int64_t old_batch, int64_t batch) {
+  if (before == now) return true;
+  if (before.empty() || before.size() != now.size() || before[0] != old_batch || now[0] != batch)
+    return false;
+  return std::equal(before.begin() + 1, before.end(), now.begin() + 1);
+}
+
+// Ops that take a target shape as an attribute (view and reshape, which is
+// how flatten is recorded; expand) carry the traced batch in it. When the
+// shape starts with the old batch and so does the input, the batch is
+// swapped for the new one; the check on the output shape below catches a
+// first dimension that only looked like the batch.
+Attrs batch_attrs(const Node& node, int64_t old_batch, int64_t batch) {
+  Attrs attrs = node.attrs();
+  const Value* input = node.inputs().empty() ? nullptr : node.input(0);
+  if (!input || input->shape().empty() || input->shape()[0] != old_batch) return attrs;
+  for (const char* name : {"shape", "size"}) {
+    bool has = false;
+    for (const auto& item : attrs.items())
+      has = has || item.first == name;
+    if (!has || !std::holds_alternative<IntList>(attrs.get(name))) continue;
+    IntList shape = attrs.get_ints(name);
+    if (shape.empty() || shape[0] != old_batch) continue;
+    shape[0] = batch;
+    attrs.set(name, shape);
+  }
+  return attrs;
+}
+
+}  // namespace
+
+int64_t batch_size_of(const Graph& graph) {
+  int64_t batch = -1;
+  for (const Value* input : graph.inputs()) {
+    if (input->shape().empty()) continue;
+    KILN_CHECK_VALUE(batch < 0 || input->shape()[0] == batch,
+                     "rebatch: the graph's inputs disagree on the batch size (", batch, " and ",
+                     input->shape()[0], ")");
+    batch = input->shape()[0];
+  }
+  KILN_CHECK_VALUE(batch >= 0, "rebatch: the graph has no input with a batch dimension");
+  return batch;
+}
+
+std::shared_ptr<Graph> rebatch(const Graph& graph, int64_t batch) {
+  KILN_CHECK_VALUE(batch > 0, "rebatch: the batch size must be positive, got ", batch);
+  const int64_t old_batch = batch_size_of(graph);
+  auto out = std::make_shared<Graph>();
+  std::unordered_map<const Value*, Value*> mapped;  // lookups only, never iterated
+  for (const Value* input : graph.inputs()) {
+    TensorMeta type = input->type();
+    if (!type.shape.empty()) type.shape[0] = batch;
+    mapped[input] = out->add_input(type, input->name());
+  }
+  for (const Value* param : graph.params())
+    mapped[param] = out->add_param(param->name(), param->type(), param->data());
+  for (const Value* constant : graph.constants())
+    mapped[constant] = out->add_constant(constant->data(), constant->type().wrapped_number);
+
+  ValueNames names(graph);
+  for (const Node* node : graph.nodes()) {
+    std::vector<Value*> inputs;
+    for (const Value* input : node->inputs())
+      inputs.push_back(input ? mapped.at(input) : nullptr);
+    Node* copy = nullptr;
+    try {
+      copy = out->append(node->op(), std::move(inputs), batch_attrs(*node, old_batch, batch));
+    } catch (const Error& e) {
+      throw Error(e.kind(),
+                  str("rebatch: cannot run ", names(node->output()), " = ", node->op().name,
+                      "(...) at batch ", batch, " (traced at ", old_batch, "): ", e.what()));
+    }
+    for (size_t i = 0; i < node->outputs().size(); ++i) {
+      const Value* before = node->output(i);
+      Value* now = copy->output(i);
+      KILN_CHECK_VALUE(follows_batch(before->shape(), now->shape(), old_batch, batch),
+                       "rebatch: ", names(before), " = ", node->op().name, "(...) is ",
+                       type_to_text(before->type()), " at batch ", old_batch, " but ",
+                       type_to_text(now->type()), " at batch ", batch,
+                       "; its shape depends on the batch in another way than its first "
+                       "dimension, so the graph must be traced again at this batch");
+      mapped[before] = now;
+    }
+  }
+  std::vector<Value*> outputs;
+  for (const Value* output : graph.outputs())
+    outputs.push_back(mapped.at(output));
+  out->set_outputs(std::move(outputs));
+  return out;
+}
+
+}  // namespace kiln::jit
