@@ -9,6 +9,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config clang-format
   libdnnl-dev libgtest-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   libxxhash-dev libcli11-dev clang-16 libclang-rt-16-dev
+  libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   dataset-fashion-mnist
   python3 python3-venv python3-dev
 )

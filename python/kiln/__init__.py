@@ -30,6 +30,6 @@ int = int32  # noqa: A001
 
 install_tensor_methods()
 
-from kiln import nn, optim, utils, jit  # noqa: E402  (they use the ops above)
+from kiln import nn, optim, utils, jit, onnx  # noqa: E402  (they use the ops above)
 from kiln.serialization import save, load  # noqa: E402
 from kiln.jit import compile  # noqa: E402,A001  (kiln.compile, as torch.compile)

@@ -21,5 +21,6 @@ struct GraphRef {
 void bind_jit(nb::module_& m);
 void bind_jit_graph(nb::module_& m);
 void bind_io(nb::module_& io, nb::module_& jit);
+void bind_onnx(nb::module_& m);
 
 }  // namespace kiln::python

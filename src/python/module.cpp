@@ -242,6 +242,8 @@ NB_MODULE(_C, m) {
   bind_jit(jit);
   nb::module_ io = m.def_submodule("io", "model files, safetensors state dicts, .npy files");
   bind_io(io, jit);
+  nb::module_ onnx = m.def_submodule("onnx", "ONNX export and import");
+  bind_onnx(onnx);
 
   // An entry of the op table, by reference (the table lives as long as the
   // process): kiln._ops looks each op up once and dispatches through it.

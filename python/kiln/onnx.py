@@ -1,0 +1,42 @@
+"""kiln.onnx: export kiln models to ONNX, and run ONNX models in kiln.
+
+    kiln.onnx.export(net, x, "mlp.onnx")                      # runs in ONNX Runtime
+    kiln.onnx.export(net, x, "mlp.onnx", dynamic_axes={"x": {0: "batch"}})
+    m = kiln.onnx.load("mlp.onnx")                            # a compiled module
+
+Export traces the model on the example (or takes a TracedModule as it is)
+and writes the optimized graph, with kiln's fused ops written as the ONNX
+ops they stand for. An op without an ONNX translation fails the export,
+naming the op.
+"""
+import os
+
+from kiln import _C
+
+__all__ = ["export", "load", "can_export"]
+
+can_export = _C.onnx.can_export
+
+
+def _dynamic_batch(dynamic_axes):
+    if not dynamic_axes:
+        return False
+    for name, axes in dynamic_axes.items():
+        dims = axes.keys() if isinstance(axes, dict) else axes
+        if list(dims) != [0]:
+            raise ValueError(f"kiln.onnx.export: only the first dimension (the batch) can be "
+                             f"dynamic; dynamic_axes[{name!r}] asks for {list(dims)}")
+    return True
+
+
+def export(model, example_inputs, path, opset_version=17, dynamic_axes=None,
+           output_names=None):
+    """Writes `model` (a Module, a function, or a TracedModule) to `path` as
+    an ONNX model of opset `opset_version` (13 to 17). example_inputs: the
+    tensor (or tuple of tensors) to trace with. dynamic_axes: {name: {0:
+    "batch"}} makes the batch dimension of inputs and outputs symbolic
+    (only the first dimension can be). output_names: names for the outputs."""
+    from kiln.jit import TracedModule, trace
+    traced = model if isinstance(model, TracedModule) else trace(model, example_inputs)
+    _C.onnx.export(traced._compiled, os.fspath(path), opset_version,
+                   _dynamic_batch(dynamic_axes), list(output_names or []))

@@ -1,0 +1,150 @@
+// The export driver: unfuse, name the inputs and weights, translate node by
+// node (export_ops tables), name the outputs, serialize.
+#include <fstream>
+
+#include "kiln/jit/ir/rebatch.h"
+#include "kiln/onnx/export_context.h"
+#include "kiln/onnx/onnx_export.h"
+#include "kiln/ops/fused.h"
+#include "kiln/ops/registry.h"
+#include "kiln/util/error.h"
+
+namespace kiln::onnx {
+namespace {
+
+using jit::Graph;
+using jit::Node;
+using jit::Value;
+
+// linear_act(x, W, b) -> act(linear(x, W, b)); conv2d_act likewise.
+void unfuse_with_activation(Graph& graph, Node* node, const std::string& base) {
+  Attrs attrs;
+  for (const auto& [name, value] : node->attrs().items())
+    if (name != "activation") attrs.set(name, value);
+  Node* producer = graph.insert_before(node, op(base), node->inputs(), attrs);
+  Node* activation =
+      graph.insert_before(node, op(node->attrs().get_string("activation")), {producer->output()});
+  node->output()->replace_all_uses_with(activation->output());
+  graph.erase(node);
+}
+
+// fused_elementwise -> the ops of its program, in order.
+void unfuse_program(Graph& graph, Node* node) {
+  const Program& program = parse_program(node->attrs().get_string("program"));
+  std::vector<Value*> results;
+  for (const Instruction& instruction : program.instructions) {
+    std::vector<Value*> operands;
+    for (const Operand& operand : instruction.operands)
+      operands.push_back(operand.is_result ? results.at(operand.index)
+                                           : node->input(operand.index));
+    results.push_back(
+        graph.insert_before(node, *instruction.op, operands, instruction.attrs)->output());
+  }
+  node->output()->replace_all_uses_with(results.back());
+  graph.erase(node);
+}
+
+// The fused ops are kiln's own; ONNX gets the ops they stand for.
+void unfuse(Graph& graph) {
+  for (Node* node : graph.nodes()) {
+    const std::string& name = node->op().name;
+    if (name == "linear_act") unfuse_with_activation(graph, node, "linear");
+    if (name == "conv2d_act") unfuse_with_activation(graph, node, "conv2d");
+    if (name == "fused_elementwise") unfuse_program(graph, node);
+  }
+}
+
+void set_type(pb::ValueInfoProto& info, const Value* value, bool dynamic_batch) {
+  pb::TypeProto_Tensor* tensor = info.mutable_type()->mutable_tensor_type();
+  tensor->set_elem_type(onnx_dtype(value->dtype()));
+  pb::TensorShapeProto* shape = tensor->mutable_shape();
+  for (size_t i = 0; i < value->shape().size(); ++i) {
+    pb::TensorShapeProto_Dimension* dim = shape->add_dim();
+    if (i == 0 && dynamic_batch) {
+      dim->set_dim_param("batch");
+    } else {
+      dim->set_dim_value(value->shape()[i]);
+    }
+  }
+}
+
+std::string output_name(const ExportOptions& options, size_t i) {
+  if (i < options.output_names.size()) return options.output_names[i];
+  return i == 0 ? "output" : "output_" + std::to_string(i);
+}
+
+}  // namespace
+
+bool can_export(const std::string& op_name) {
+  if (op_name == "linear_act" || op_name == "conv2d_act" || op_name == "fused_elementwise")
+    return true;
+  return find_exporter(op_name) != nullptr;
+}
+
+std::string export_model_bytes(const Graph& source, size_t num_outputs,
+                               const ExportOptions& options) {
+  KILN_CHECK_VALUE(options.opset_version >= 13 && options.opset_version <= 17,
+                   "onnx export: opset_version ", options.opset_version,
+                   " is not one kiln writes (13 to 17)");
+  KILN_CHECK_VALUE(num_outputs <= source.outputs().size(), "onnx export: ", num_outputs,
+                   " outputs asked for, the graph has ", source.outputs().size());
+  std::unique_ptr<Graph> graph = source.clone();
+  unfuse(*graph);
+  int64_t batch = options.dynamic_batch ? jit::batch_size_of(*graph) : -1;
+
+  pb::ModelProto model;
+  model.set_ir_version(8);
+  model.set_producer_name("kiln");
+  model.set_producer_version("0.1.0");
+  pb::OperatorSetIdProto* opset = model.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(options.opset_version);
+  pb::GraphProto& onnx_graph = *model.mutable_graph();
+  onnx_graph.set_name("kiln");
+  ExportContext context(onnx_graph, options.opset_version, options.dynamic_batch, batch);
+
+  for (size_t i = 0; i < graph->inputs().size(); ++i) {
+    const Value* input = graph->inputs()[i];
+    std::string base = input->name().empty() ? "input" : input->name();
+    std::string name = context.fresh(base);
+    context.bind(input, name);
+    pb::ValueInfoProto* info = onnx_graph.add_input();
+    info->set_name(name);
+    set_type(*info, input, options.dynamic_batch && !input->shape().empty());
+  }
+  for (const Value* param : graph->params()) {
+    KILN_CHECK_VALUE(param->data().defined(), "onnx export: parameter '", param->name(),
+                     "' has no weights");
+    context.bind(param, context.initializer(param->data(), context.fresh(param->name())));
+  }
+  for (const Node* node : graph->nodes()) {
+    ExportFn exporter = find_exporter(node->op().name);
+    KILN_CHECK(exporter, "onnx export: op '", node->op().name, "' has no ONNX translation (node %",
+               node->output()->id(), ")");
+    exporter(*node, context);
+  }
+  for (size_t i = 0; i < num_outputs; ++i) {
+    const Value* value = graph->outputs()[i];
+    std::string name = context.fresh(output_name(options, i));
+    context.node("Identity", {context.name(value)}, {name});
+    pb::ValueInfoProto* info = onnx_graph.add_output();
+    info->set_name(name);
+    set_type(*info, value, options.dynamic_batch && !value->shape().empty());
+  }
+  std::string bytes;
+  KILN_CHECK(model.SerializeToString(&bytes),
+             "onnx export: the model does not serialize "
+             "(over protobuf's 2 GB limit?)");
+  return bytes;
+}
+
+void export_model(const Graph& graph, size_t num_outputs, const std::string& path,
+                  const ExportOptions& options) {
+  std::string bytes = export_model_bytes(graph, num_outputs, options);
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  KILN_CHECK(out, "onnx export: cannot write '", path, "'");
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+  KILN_CHECK(out.good(), "onnx export: cannot write '", path, "'");
+}
+
+}  // namespace kiln::onnx

@@ -1,0 +1,164 @@
+#include "kiln/onnx/export_context.h"
+
+#include <cstring>
+
+#include "kiln/core/factory.h"
+#include "kiln/ops/copy.h"
+#include "kiln/util/error.h"
+
+namespace kiln::onnx {
+
+pb::TensorProto_DataType onnx_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::Bool:
+      return pb::TensorProto_DataType_BOOL;
+    case DType::Int32:
+      return pb::TensorProto_DataType_INT32;
+    case DType::Int64:
+      return pb::TensorProto_DataType_INT64;
+    case DType::Float32:
+      return pb::TensorProto_DataType_FLOAT;
+    case DType::Float64:
+      return pb::TensorProto_DataType_DOUBLE;
+  }
+  return pb::TensorProto_DataType_UNDEFINED;
+}
+
+std::string ExportContext::fresh(const std::string& base) {
+  for (;;) {
+    int count = counters_[base]++;
+    std::string name = count == 0 ? base : base + "_" + std::to_string(count);
+    if (taken_.insert(name).second) return name;
+  }
+}
+
+void ExportContext::bind(const jit::Value* value, std::string name) {
+  taken_.insert(name);
+  names_[value] = std::move(name);
+}
+
+std::string ExportContext::name(const jit::Value* value) {
+  if (!value) return "";
+  auto found = names_.find(value);
+  if (found != names_.end()) return found->second;
+  // Constants are written the first time a node reads them.
+  KILN_CHECK(value->kind() == jit::ValueKind::Constant, "onnx export: value %", value->id(),
+             " is read before it is written");
+  std::string name = initializer(value->data(), fresh("const"));
+  names_[value] = name;
+  return name;
+}
+
+std::string ExportContext::initializer(const Tensor& data, const std::string& name) {
+  Tensor dense = contiguous(data);
+  pb::TensorProto* tensor = graph_.add_initializer();
+  std::string chosen = name.empty() ? fresh("const") : name;
+  tensor->set_name(chosen);
+  tensor->set_data_type(onnx_dtype(dense.dtype()));
+  for (int64_t dim : dense.shape())
+    tensor->add_dims(dim);
+  tensor->set_raw_data(dense.data_ptr(), size_t(dense.numel()) * element_size(dense.dtype()));
+  return chosen;
+}
+
+std::string ExportContext::ints(const std::vector<int64_t>& values) {
+  Tensor data = empty({int64_t(values.size())}, DType::Int64);
+  if (!values.empty()) std::memcpy(data.data_ptr(), values.data(), values.size() * 8);
+  return initializer(data);
+}
+
+std::string ExportContext::scalar(double value, DType dtype) {
+  return initializer(full({}, value, dtype));
+}
+
+std::string ExportContext::cast(const std::string& input, DType dtype) {
+  pb::NodeProto* made = nullptr;
+  std::string out = temp("Cast", {input}, &made);
+  set_attr(*made, "to", int64_t(onnx_dtype(dtype)));
+  return out;
+}
+
+std::string ExportContext::as_dtype(const jit::Value* value, DType dtype) {
+  if (value->dtype() == dtype) return name(value);
+  if (value->kind() == jit::ValueKind::Constant) return initializer(to(value->data(), dtype));
+  return cast(name(value), dtype);
+}
+
+pb::NodeProto& ExportContext::node(const std::string& op_type,
+                                   const std::vector<std::string>& inputs,
+                                   const std::vector<std::string>& outputs) {
+  pb::NodeProto* made = graph_.add_node();
+  made->set_op_type(op_type);
+  made->set_name(fresh(op_type));
+  for (const std::string& input : inputs)
+    made->add_input(input);
+  for (const std::string& output : outputs)
+    made->add_output(output);
+  return *made;
+}
+
+pb::NodeProto& ExportContext::node_for(const jit::Value* value, const std::string& op_type,
+                                       const std::vector<std::string>& inputs) {
+  std::string out = fresh("v" + std::to_string(value->id()));
+  bind(value, out);
+  return node(op_type, inputs, {out});
+}
+
+std::string ExportContext::temp(const std::string& op_type, const std::vector<std::string>& inputs,
+                                pb::NodeProto** made) {
+  std::string out = fresh("t");
+  pb::NodeProto& created = node(op_type, inputs, {out});
+  if (made) *made = &created;
+  return out;
+}
+
+std::vector<int64_t> ExportContext::reshape_target(const IntList& shape,
+                                                   const jit::Value* input) const {
+  std::vector<int64_t> target(shape.begin(), shape.end());
+  bool batch_first = input && !input->shape().empty() && input->shape()[0] == batch_;
+  if (dynamic_batch_ && batch_first && !target.empty() && target[0] == batch_) target[0] = 0;
+  return target;
+}
+
+void set_attr(pb::NodeProto& node, const std::string& name, int64_t value) {
+  pb::AttributeProto* attr = node.add_attribute();
+  attr->set_name(name);
+  attr->set_type(pb::AttributeProto_AttributeType_INT);
+  attr->set_i(value);
+}
+
+void set_attr(pb::NodeProto& node, const std::string& name, float value) {
+  pb::AttributeProto* attr = node.add_attribute();
+  attr->set_name(name);
+  attr->set_type(pb::AttributeProto_AttributeType_FLOAT);
+  attr->set_f(value);
+}
+
+void set_attr(pb::NodeProto& node, const std::string& name, const std::vector<int64_t>& values) {
+  pb::AttributeProto* attr = node.add_attribute();
+  attr->set_name(name);
+  attr->set_type(pb::AttributeProto_AttributeType_INTS);
+  for (int64_t value : values)
+    attr->add_ints(value);
+}
+
+void set_attr(pb::NodeProto& node, const std::string& name, const std::string& value) {
+  pb::AttributeProto* attr = node.add_attribute();
+  attr->set_name(name);
+  attr->set_type(pb::AttributeProto_AttributeType_STRING);
+  attr->set_s(value);
+}
+
+ExportFn find_exporter(const std::string& op_name) {
+  static const std::unordered_map<std::string, ExportFn> table = [] {
+    std::unordered_map<std::string, ExportFn> all;
+    add_elementwise_exporters(all);
+    add_tensor_exporters(all);
+    add_nn_exporters(all);
+    return all;
+  }();
+  auto found = table.find(op_name);
+  return found == table.end() ? nullptr : found->second;
+}
+
+}  // namespace kiln::onnx

@@ -1,0 +1,377 @@
+// ONNX translations of the elementwise ops and reductions. kiln's binary ops
+// accept operands of different dtypes (PyTorch's promotion); ONNX's do not,
+// so operands are cast to the dtype the op computes in first.
+#include <cmath>
+#include <limits>
+
+#include "kiln/core/factory.h"
+#include "kiln/onnx/export_context.h"
+#include "kiln/util/error.h"
+
+namespace kiln::onnx {
+namespace {
+
+using jit::Node;
+using Table = std::unordered_map<std::string, ExportFn>;
+
+template <const char* OpType>
+void unary(const Node& node, ExportContext& c) {
+  c.node_for(node.output(), OpType, {c.name(node.input(0))});
+}
+
+constexpr char kNeg[] = "Neg", kAbs[] = "Abs", kExp[] = "Exp", kLog[] = "Log", kSqrt[] = "Sqrt",
+               kSin[] = "Sin", kCos[] = "Cos", kTanh[] = "Tanh", kSigmoid[] = "Sigmoid",
+               kRelu[] = "Relu", kIdentity[] = "Identity";
+
+void logical_not(const Node& node, ExportContext& c) {
+  c.node_for(node.output(), "Not", {c.as_dtype(node.input(0), DType::Bool)});
+}
+
+void rsqrt(const Node& node, ExportContext& c) {
+  c.node_for(node.output(), "Reciprocal", {c.temp("Sqrt", {c.name(node.input(0))})});
+}
+
+void leaky_relu(const Node& node, ExportContext& c) {
+  auto& made = c.node_for(node.output(), "LeakyRelu", {c.name(node.input(0))});
+  set_attr(made, "alpha", float(node.attrs().get_float("negative_slope")));
+}
+
+void elu(const Node& node, ExportContext& c) {
+  auto& made = c.node_for(node.output(), "Elu", {c.name(node.input(0))});
+  set_attr(made, "alpha", float(node.attrs().get_float("alpha")));
+}
+
+// gelu(x) = x * 0.5 * (1 + erf(x / sqrt(2))), or with approximate="tanh":
+// x * 0.5 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))). ONNX has Gelu
+// only from opset 20.
+void gelu(const Node& node, ExportContext& c) {
+  DType dtype = node.output()->dtype();
+  std::string x = c.name(node.input(0));
+  std::string inner;
+  if (node.attrs().get_string("approximate") == "tanh") {
+    std::string cube = c.temp("Mul", {x, c.temp("Mul", {x, x})});
+    std::string poly = c.temp("Add", {x, c.temp("Mul", {cube, c.scalar(0.044715, dtype)})});
+    inner = c.temp("Tanh", {c.temp("Mul", {poly, c.scalar(std::sqrt(2.0 / M_PI), dtype)})});
+  } else {
+    inner = c.temp("Erf", {c.temp("Mul", {x, c.scalar(M_SQRT1_2, dtype)})});
+  }
+  std::string half_x = c.temp("Mul", {x, c.scalar(0.5, dtype)});
+  c.node_for(node.output(), "Mul", {half_x, c.temp("Add", {inner, c.scalar(1.0, dtype)})});
+}
+
+// softplus(x) = x where beta * x > threshold, else log(1 + exp(beta x)) / beta.
+void softplus(const Node& node, ExportContext& c) {
+  DType dtype = node.output()->dtype();
+  std::string x = c.name(node.input(0));
+  std::string scaled = c.temp("Mul", {x, c.scalar(node.attrs().get_float("beta"), dtype)});
+  std::string soft = c.temp(
+      "Div", {c.temp("Softplus", {scaled}), c.scalar(node.attrs().get_float("beta"), dtype)});
+  std::string linear =
+      c.temp("Greater", {scaled, c.scalar(node.attrs().get_float("threshold"), dtype)});
+  c.node_for(node.output(), "Where", {linear, x, soft});
+}
+
+void clamp(const Node& node, ExportContext& c) {
+  DType dtype = node.output()->dtype();
+  auto bound = [&](const char* name) -> std::string {
+    const AttrValue& value = node.attrs().get(name);
+    if (std::holds_alternative<std::monostate>(value)) return "";
+    return c.scalar(node.attrs().get_float(name), dtype);
+  };
+  c.node_for(node.output(), "Clip", {c.name(node.input(0)), bound("min"), bound("max")});
+}
+
+// The dtype a binary op computes in: its output's for arithmetic, the
+// promoted operand dtype for comparisons (whose output is bool).
+DType compute_dtype(const Node& node) {
+  if (node.output()->dtype() != DType::Bool) return node.output()->dtype();
+  ResultTypeState state;
+  for (const jit::Value* input : node.inputs()) {
+    if (input->type().wrapped_number) {
+      state.add_wrapped_number(input->dtype());
+    } else {
+      state.add_tensor(input->dtype(), input->shape().empty());
+    }
+  }
+  return state.result();
+}
+
+// ONNX's arithmetic and ordering ops take no bool operands: bools compute
+// as int32 (add is or, mul is and, maximum is or, ...) and cast back.
+template <const char* OpType>
+void binary(const Node& node, ExportContext& c) {
+  DType dtype = compute_dtype(node);
+  if (dtype != DType::Bool) {
+    c.node_for(node.output(), OpType,
+               {c.as_dtype(node.input(0), dtype), c.as_dtype(node.input(1), dtype)});
+    return;
+  }
+  std::string result = c.temp(
+      OpType, {c.as_dtype(node.input(0), DType::Int32), c.as_dtype(node.input(1), DType::Int32)});
+  auto& made = c.node_for(node.output(), "Cast", {result});
+  set_attr(made, "to", int64_t(onnx_dtype(DType::Bool)));
+}
+
+constexpr char kAdd[] = "Add", kSub[] = "Sub", kMul[] = "Mul", kDiv[] = "Div", kPow[] = "Pow",
+               kMax[] = "Max", kMin[] = "Min", kEqual[] = "Equal", kLess[] = "Less",
+               kLessOrEqual[] = "LessOrEqual", kGreater[] = "Greater",
+               kGreaterOrEqual[] = "GreaterOrEqual";
+
+void ne(const Node& node, ExportContext& c) {
+  DType dtype = compute_dtype(node);
+  std::string equal =
+      c.temp("Equal", {c.as_dtype(node.input(0), dtype), c.as_dtype(node.input(1), dtype)});
+  c.node_for(node.output(), "Not", {equal});
+}
+
+void where(const Node& node, ExportContext& c) {
+  DType dtype = node.output()->dtype();
+  c.node_for(node.output(), "Where",
+             {c.as_dtype(node.input(0), DType::Bool), c.as_dtype(node.input(1), dtype),
+              c.as_dtype(node.input(2), dtype)});
+}
+
+// ---- reductions ----
+
+std::vector<int64_t> reduce_axes(const Node& node) {
+  const IntList& dims = node.attrs().get_ints("dims");
+  return std::vector<int64_t>(dims.begin(), dims.end());
+}
+
+// The input in the dtype the reduction accumulates in (its `dtype` attr).
+std::string reduce_input(const Node& node, ExportContext& c) {
+  return c.as_dtype(node.input(0), node.output()->dtype());
+}
+
+// ReduceSum takes its axes as an input from opset 13, the others from 18.
+// A 0-d input reduces to itself; bools reduce as int32.
+void reduce(const Node& node, ExportContext& c, const std::string& op_type, bool axes_as_input) {
+  DType dtype = node.output()->dtype();
+  if (node.input(0)->shape().empty()) {
+    c.node_for(node.output(), "Identity", {reduce_input(node, c)});
+    return;
+  }
+  std::vector<int64_t> axes = reduce_axes(node);
+  std::vector<std::string> inputs = {dtype == DType::Bool ? c.as_dtype(node.input(0), DType::Int32)
+                                                          : reduce_input(node, c)};
+  if (axes_as_input && !axes.empty()) inputs.push_back(c.ints(axes));
+  pb::NodeProto* made = nullptr;
+  std::string reduced = c.temp(op_type, inputs, &made);
+  set_attr(*made, "keepdims", int64_t(node.attrs().get_bool("keepdim")));
+  if (!axes_as_input && !axes.empty()) set_attr(*made, "axes", axes);
+  if (dtype == DType::Bool) {
+    auto& cast = c.node_for(node.output(), "Cast", {reduced});
+    set_attr(cast, "to", int64_t(onnx_dtype(DType::Bool)));
+    return;
+  }
+  c.node_for(node.output(), "Identity", {reduced});
+}
+
+void sum(const Node& node, ExportContext& c) {
+  reduce(node, c, "ReduceSum", true);
+}
+void mean(const Node& node, ExportContext& c) {
+  reduce(node, c, "ReduceMean", false);
+}
+void prod(const Node& node, ExportContext& c) {
+  reduce(node, c, "ReduceProd", false);
+}
+void amax(const Node& node, ExportContext& c) {
+  reduce(node, c, "ReduceMax", false);
+}
+void amin(const Node& node, ExportContext& c) {
+  reduce(node, c, "ReduceMin", false);
+}
+
+// max/min over one dim: the values and the indices (the first one, as kiln
+// and PyTorch on CPU return).
+void max_min_dim(const Node& node, ExportContext& c, const char* reduce_op, const char* arg_op) {
+  int64_t dim = node.attrs().get_int("dim");
+  int64_t keepdim = node.attrs().get_bool("keepdim");
+  std::string x = c.name(node.input(0));
+  if (node.input(0)->shape().empty()) {  // a 0-d input: itself, at index 0
+    c.node_for(node.output(0), "Identity", {x});
+    c.node_for(node.output(1), "Identity", {c.initializer(full({}, int64_t(0), DType::Int64))});
+    return;
+  }
+  bool is_bool = node.input(0)->dtype() == DType::Bool;
+  if (is_bool) x = c.cast(x, DType::Int32);
+  std::string value_name = is_bool ? c.fresh("t") : "";
+  auto& values =
+      is_bool ? c.node(reduce_op, {x}, {value_name}) : c.node_for(node.output(0), reduce_op, {x});
+  set_attr(values, "axes", std::vector<int64_t>{dim});
+  set_attr(values, "keepdims", keepdim);
+  auto& indices = c.node_for(node.output(1), arg_op, {x});
+  set_attr(indices, "axis", dim);
+  set_attr(indices, "keepdims", keepdim);
+  if (is_bool) {
+    auto& cast = c.node_for(node.output(0), "Cast", {value_name});
+    set_attr(cast, "to", int64_t(onnx_dtype(DType::Bool)));
+  }
+}
+
+void max_dim(const Node& node, ExportContext& c) {
+  max_min_dim(node, c, "ReduceMax", "ArgMax");
+}
+void min_dim(const Node& node, ExportContext& c) {
+  max_min_dim(node, c, "ReduceMin", "ArgMin");
+}
+
+// argmax/argmin; without a dim over the flattened input.
+void arg_extreme(const Node& node, ExportContext& c, const char* op_type) {
+  const AttrValue& dim = node.attrs().get("dim");
+  std::string x = c.name(node.input(0));
+  int64_t axis = 0;
+  bool flat = std::holds_alternative<std::monostate>(dim);
+  if (flat) {
+    x = c.temp("Reshape", {x, c.ints({-1})});
+  } else {
+    axis = node.attrs().get_int("dim");
+  }
+  bool keepdim = node.attrs().get_bool("keepdim");
+  if (!flat) {
+    auto& made = c.node_for(node.output(), op_type, {x});
+    set_attr(made, "axis", axis);
+    set_attr(made, "keepdims", int64_t(keepdim));
+    return;
+  }
+  pb::NodeProto* made = nullptr;
+  std::string index = c.temp(op_type, {x}, &made);
+  set_attr(*made, "axis", int64_t(0));
+  set_attr(*made, "keepdims", int64_t(0));
+  std::vector<int64_t> shape(node.output()->shape().begin(), node.output()->shape().end());
+  c.node_for(node.output(), "Reshape", {index, c.ints(shape)});
+}
+
+void argmax(const Node& node, ExportContext& c) {
+  arg_extreme(node, c, "ArgMax");
+}
+void argmin(const Node& node, ExportContext& c) {
+  arg_extreme(node, c, "ArgMin");
+}
+
+// var = sum((x - mean)^2) / (n - correction); std = sqrt(var).
+std::string variance(const Node& node, ExportContext& c) {
+  const jit::Value* input = node.input(0);
+  DType dtype = node.output()->dtype();
+  std::vector<int64_t> axes = reduce_axes(node);
+  int64_t count = 1;
+  if (axes.empty()) {
+    for (int64_t dim : input->shape())
+      count *= dim;
+  } else {
+    for (int64_t axis : axes)
+      count *= input->shape()[size_t(axis < 0 ? axis + int64_t(input->shape().size()) : axis)];
+  }
+  std::string x = c.name(input);
+  pb::NodeProto* made = nullptr;
+  std::string mean = c.temp("ReduceMean", {x}, &made);
+  set_attr(*made, "keepdims", int64_t(1));
+  if (!axes.empty()) set_attr(*made, "axes", axes);
+  std::string centered = c.temp("Sub", {x, mean});
+  std::vector<std::string> sum_inputs = {c.temp("Mul", {centered, centered})};
+  if (!axes.empty()) sum_inputs.push_back(c.ints(axes));
+  std::string total = c.temp("ReduceSum", sum_inputs, &made);
+  set_attr(*made, "keepdims", int64_t(node.attrs().get_bool("keepdim")));
+  double divisor = double(count - node.attrs().get_int("correction"));
+  return c.temp("Div", {total, c.scalar(divisor > 0 ? divisor : 0.0, dtype)});
+}
+
+void var(const Node& node, ExportContext& c) {
+  c.node_for(node.output(), "Identity", {variance(node, c)});
+}
+
+void std_dev(const Node& node, ExportContext& c) {
+  c.node_for(node.output(), "Sqrt", {variance(node, c)});
+}
+
+void softmax(const Node& node, ExportContext& c, const char* op_type) {
+  if (node.input(0)->shape().empty()) {  // over one element: as a 1-element vector
+    std::string vector = c.temp("Reshape", {c.name(node.input(0)), c.ints({1})});
+    pb::NodeProto* made = nullptr;
+    std::string result = c.temp(op_type, {vector}, &made);
+    set_attr(*made, "axis", int64_t(0));
+    c.node_for(node.output(), "Reshape", {result, c.ints({})});
+    return;
+  }
+  auto& made = c.node_for(node.output(), op_type, {c.name(node.input(0))});
+  set_attr(made, "axis", node.attrs().get_int("dim"));
+}
+
+void softmax_op(const Node& node, ExportContext& c) {
+  softmax(node, c, "Softmax");
+}
+void log_softmax(const Node& node, ExportContext& c) {
+  softmax(node, c, "LogSoftmax");
+}
+
+void cast(const Node& node, ExportContext& c) {
+  auto& made = c.node_for(node.output(), "Cast", {c.name(node.input(0))});
+  set_attr(made, "to", int64_t(onnx_dtype(node.output()->dtype())));
+}
+
+// fill(x): a tensor of x's shape holding one value.
+void fill(const Node& node, ExportContext& c) {
+  DType dtype = node.output()->dtype();
+  const AttrValue& int_value = node.attrs().get("int_value");
+  double value = std::holds_alternative<std::monostate>(int_value)
+                     ? node.attrs().get_float("value")
+                     : double(node.attrs().get_int("int_value"));
+  std::string shape = c.temp("Shape", {c.name(node.input(0))});
+  c.node_for(node.output(), "Expand", {c.scalar(value, dtype), shape});
+}
+
+}  // namespace
+
+void add_elementwise_exporters(Table& table) {
+  table["neg"] = unary<kNeg>;
+  table["abs"] = unary<kAbs>;
+  table["exp"] = unary<kExp>;
+  table["log"] = unary<kLog>;
+  table["sqrt"] = unary<kSqrt>;
+  table["rsqrt"] = rsqrt;
+  table["sin"] = unary<kSin>;
+  table["cos"] = unary<kCos>;
+  table["tanh"] = unary<kTanh>;
+  table["sigmoid"] = unary<kSigmoid>;
+  table["relu"] = unary<kRelu>;
+  table["leaky_relu"] = leaky_relu;
+  table["gelu"] = gelu;
+  table["elu"] = elu;
+  table["softplus"] = softplus;
+  table["logical_not"] = logical_not;
+  table["clamp"] = clamp;
+  table["clone"] = unary<kIdentity>;
+  table["contiguous"] = unary<kIdentity>;
+  table["cast"] = cast;
+  table["fill"] = fill;
+  table["add"] = binary<kAdd>;
+  table["sub"] = binary<kSub>;
+  table["mul"] = binary<kMul>;
+  table["div"] = binary<kDiv>;
+  table["pow"] = binary<kPow>;
+  table["maximum"] = binary<kMax>;
+  table["minimum"] = binary<kMin>;
+  table["eq"] = binary<kEqual>;
+  table["ne"] = ne;
+  table["lt"] = binary<kLess>;
+  table["le"] = binary<kLessOrEqual>;
+  table["gt"] = binary<kGreater>;
+  table["ge"] = binary<kGreaterOrEqual>;
+  table["where"] = where;
+  table["sum"] = sum;
+  table["mean"] = mean;
+  table["prod"] = prod;
+  table["amax"] = amax;
+  table["amin"] = amin;
+  table["max"] = max_dim;
+  table["min"] = min_dim;
+  table["argmax"] = argmax;
+  table["argmin"] = argmin;
+  table["var"] = var;
+  table["std"] = std_dev;
+  table["softmax"] = softmax_op;
+  table["log_softmax"] = log_softmax;
+}
+
+}  // namespace kiln::onnx

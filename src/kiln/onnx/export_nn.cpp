@@ -1,0 +1,194 @@
+// ONNX translations of convolution, pooling and the normalization and
+// dropout ops. Ops with extra outputs for their backward rule (dropout's
+// mask, batch_norm's and layer_norm's statistics) export when only their
+// first output is read, which is the case in inference graphs.
+#include "kiln/core/factory.h"
+#include "kiln/onnx/export_context.h"
+#include "kiln/util/error.h"
+
+namespace kiln::onnx {
+namespace {
+
+using jit::Node;
+using Table = std::unordered_map<std::string, ExportFn>;
+
+std::vector<int64_t> as_vector(const IntList& values) {
+  return std::vector<int64_t>(values.begin(), values.end());
+}
+
+// kiln's 2-D attributes may hold one number for both dimensions.
+std::vector<int64_t> pair(const IntList& values) {
+  if (values.size() == 1) return {values[0], values[0]};
+  return as_vector(values);
+}
+
+// [h, w] padding as ONNX's [h_begin, w_begin, h_end, w_end].
+std::vector<int64_t> pads_of(const IntList& padding) {
+  std::vector<int64_t> hw = pair(padding);
+  return {hw[0], hw[1], hw[0], hw[1]};
+}
+
+// kiln's conv and pooling take unbatched [C, H, W] inputs too; ONNX's do not.
+// The op runs on [1, C, H, W] and the result loses the leading 1 again.
+struct Unbatched {
+  bool active;
+  std::string input;
+};
+
+Unbatched batched_input(const Node& node, ExportContext& c) {
+  KILN_CHECK(is_floating(node.input(0)->dtype()), "onnx export: ", node.op().name, " of ",
+             node.input(0)->dtype(), " (ONNX's Conv and pooling ops take floating types)");
+  std::string input = c.name(node.input(0));
+  if (node.input(0)->shape().size() != 3) return {false, input};
+  return {true, c.temp("Unsqueeze", {input, c.ints({0})})};
+}
+
+// The node computing `value` (into a temporary when unbatched), and the
+// squeeze that gives the value its name afterwards.
+pb::NodeProto& spatial_node(const Node& node, ExportContext& c, const Unbatched& unbatched,
+                            const std::string& op_type, std::vector<std::string> inputs,
+                            std::string* pending) {
+  inputs.insert(inputs.begin(), unbatched.input);
+  if (!unbatched.active) return c.node_for(node.output(), op_type, inputs);
+  *pending = c.fresh("t");
+  return c.node(op_type, inputs, {*pending});
+}
+
+void finish_spatial(const Node& node, ExportContext& c, const std::string& pending) {
+  if (!pending.empty()) c.node_for(node.output(), "Squeeze", {pending, c.ints({0})});
+}
+
+void only_first_output_read(const Node& node) {
+  for (size_t i = 1; i < node.outputs().size(); ++i) {
+    const jit::Value* extra = node.output(i);
+    KILN_CHECK(extra->uses().empty() && node.graph().output_uses(extra) == 0,
+               "onnx export: ", node.op().name, "'s output ", i,
+               " (kept for its backward rule) is read; only inference graphs export");
+  }
+}
+
+void conv2d(const Node& node, ExportContext& c) {
+  Unbatched unbatched = batched_input(node, c);
+  std::vector<std::string> inputs = {c.name(node.input(1))};
+  if (node.inputs().size() > 2 && node.input(2)) inputs.push_back(c.name(node.input(2)));
+  const IntList& weight = node.input(1)->shape();
+  std::string pending;
+  auto& made = spatial_node(node, c, unbatched, "Conv", inputs, &pending);
+  set_attr(made, "kernel_shape", std::vector<int64_t>{weight[2], weight[3]});
+  set_attr(made, "strides", pair(node.attrs().get_ints("stride")));
+  set_attr(made, "pads", pads_of(node.attrs().get_ints("padding")));
+  set_attr(made, "dilations", pair(node.attrs().get_ints("dilation")));
+  set_attr(made, "group", node.attrs().get_int("groups"));
+  finish_spatial(node, c, pending);
+}
+
+IntList stride_or_kernel(const Node& node) {
+  const IntList& stride = node.attrs().get_ints("stride");
+  return stride.empty() ? node.attrs().get_ints("kernel_size") : stride;
+}
+
+void max_pool2d(const Node& node, ExportContext& c) {
+  Unbatched unbatched = batched_input(node, c);
+  std::string pending;
+  auto& made = spatial_node(node, c, unbatched, "MaxPool", {}, &pending);
+  set_attr(made, "kernel_shape", pair(node.attrs().get_ints("kernel_size")));
+  set_attr(made, "strides", pair(stride_or_kernel(node)));
+  set_attr(made, "pads", pads_of(node.attrs().get_ints("padding")));
+  set_attr(made, "dilations", pair(node.attrs().get_ints("dilation")));
+  set_attr(made, "ceil_mode", int64_t(node.attrs().get_bool("ceil_mode")));
+  finish_spatial(node, c, pending);
+}
+
+void avg_pool2d(const Node& node, ExportContext& c) {
+  Unbatched unbatched = batched_input(node, c);
+  std::string pending;
+  auto& made = spatial_node(node, c, unbatched, "AveragePool", {}, &pending);
+  set_attr(made, "kernel_shape", pair(node.attrs().get_ints("kernel_size")));
+  set_attr(made, "strides", pair(stride_or_kernel(node)));
+  set_attr(made, "pads", pads_of(node.attrs().get_ints("padding")));
+  set_attr(made, "ceil_mode", int64_t(node.attrs().get_bool("ceil_mode")));
+  set_attr(made, "count_include_pad", int64_t(node.attrs().get_bool("count_include_pad")));
+  finish_spatial(node, c, pending);
+}
+
+// Adaptive pooling exports when its windows are all alike: a global pool,
+// or an output size that divides the input's.
+void adaptive_avg_pool2d(const Node& node, ExportContext& c) {
+  const IntList& in = node.input(0)->shape();
+  const IntList& out = node.output()->shape();
+  int64_t h = in[in.size() - 2], w = in[in.size() - 1];
+  int64_t oh = out[out.size() - 2], ow = out[out.size() - 1];
+  KILN_CHECK(h % oh == 0 && w % ow == 0, "onnx export: adaptive_avg_pool2d from ", h, "x", w,
+             " to ", oh, "x", ow, " has windows of different sizes, which ONNX cannot express");
+  Unbatched unbatched = batched_input(node, c);
+  std::string pending;
+  auto& made = spatial_node(node, c, unbatched, "AveragePool", {}, &pending);
+  set_attr(made, "kernel_shape", std::vector<int64_t>{h / oh, w / ow});
+  set_attr(made, "strides", std::vector<int64_t>{h / oh, w / ow});
+  finish_spatial(node, c, pending);
+}
+
+void dropout(const Node& node, ExportContext& c) {
+  only_first_output_read(node);
+  KILN_CHECK(!node.attrs().get_bool("train") || node.attrs().get_float("p") == 0.0,
+             "onnx export: dropout in training mode (call eval() before exporting)");
+  c.node_for(node.output(), "Identity", {c.name(node.input(0))});
+}
+
+// An optional per-channel input, or `fill` of `channels` elements.
+std::string channel_input(const Node& node, size_t index, int64_t channels, double fill,
+                          ExportContext& c) {
+  if (index < node.inputs().size() && node.input(index)) return c.name(node.input(index));
+  return c.initializer(full({channels}, fill, node.input(0)->dtype()));
+}
+
+void batch_norm(const Node& node, ExportContext& c) {
+  only_first_output_read(node);
+  KILN_CHECK(!node.attrs().get_bool("training"),
+             "onnx export: batch_norm in training mode (call eval() before exporting)");
+  KILN_CHECK(node.input(3) && node.input(4),
+             "onnx export: batch_norm in eval mode without running statistics");
+  int64_t channels = node.input(0)->shape()[1];
+  auto& made = c.node_for(
+      node.output(), "BatchNormalization",
+      {c.name(node.input(0)), channel_input(node, 1, channels, 1.0, c),
+       channel_input(node, 2, channels, 0.0, c), c.name(node.input(3)), c.name(node.input(4))});
+  set_attr(made, "epsilon", float(node.attrs().get_float("eps")));
+}
+
+void layer_norm(const Node& node, ExportContext& c) {
+  only_first_output_read(node);
+  KILN_CHECK(c.opset() >= 17,
+             "onnx export: layer_norm needs opset 17 (LayerNormalization), "
+             "exporting at ",
+             c.opset());
+  const IntList& normalized = node.attrs().get_ints("normalized_shape");
+  int64_t count = 1;
+  for (int64_t dim : normalized)
+    count *= dim;
+  std::string scale = channel_input(node, 1, count, 1.0, c);
+  std::string bias = channel_input(node, 2, count, 0.0, c);
+  auto reshaped = [&](const std::string& name, size_t index) {
+    if (index < node.inputs().size() && node.input(index)) return name;
+    return c.temp("Reshape",
+                  {name, c.ints(std::vector<int64_t>(normalized.begin(), normalized.end()))});
+  };
+  auto& made = c.node_for(node.output(), "LayerNormalization",
+                          {c.name(node.input(0)), reshaped(scale, 1), reshaped(bias, 2)});
+  set_attr(made, "axis", -int64_t(normalized.size()));
+  set_attr(made, "epsilon", float(node.attrs().get_float("eps")));
+}
+
+}  // namespace
+
+void add_nn_exporters(Table& table) {
+  table["conv2d"] = conv2d;
+  table["max_pool2d"] = max_pool2d;
+  table["avg_pool2d"] = avg_pool2d;
+  table["adaptive_avg_pool2d"] = adaptive_avg_pool2d;
+  table["dropout"] = dropout;
+  table["batch_norm"] = batch_norm;
+  table["layer_norm"] = layer_norm;
+}
+
+}  // namespace kiln::onnx

@@ -1,0 +1,41 @@
+// ONNX export: a kiln graph written as an ONNX model (protobuf, through
+// Debian's libonnx), which ONNX Runtime and other runtimes run.
+//
+//   onnx::export_model(compiled.graph(), compiled.num_outputs(), "mlp.onnx",
+//                      {.opset_version = 17, .dynamic_batch = true});
+//
+// Parameters become initializers under their state_dict names, graph inputs
+// keep their names. Fused ops (linear_act, conv2d_act, fused_elementwise)
+// are written as the ops they stand for. Every op of the table either has a
+// translation (export_ops*.cpp) or export fails naming it. dynamic_batch
+// names the first dimension of every input and output "batch" (as
+// dynamic_axes={"x": {0: "batch"}} does in torch.onnx.export); the graph's
+// reshapes then follow the batch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kiln/jit/ir/graph.h"
+
+namespace kiln::onnx {
+
+struct ExportOptions {
+  int64_t opset_version = 17;  // 13 to 17
+  bool dynamic_batch = false;
+  // Names for the graph outputs ("output", "output_1", ... when empty).
+  std::vector<std::string> output_names = {};
+};
+
+// The model's serialized bytes; throws kiln::Error naming an op without a
+// translation, or one whose attributes ONNX cannot express.
+std::string export_model_bytes(const jit::Graph& graph, size_t num_outputs,
+                               const ExportOptions& options = {});
+void export_model(const jit::Graph& graph, size_t num_outputs, const std::string& path,
+                  const ExportOptions& options = {});
+
+// Whether export_model has a translation for this op.
+bool can_export(const std::string& op_name);
+
+}  // namespace kiln::onnx
