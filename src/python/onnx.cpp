@@ -1,11 +1,15 @@
 // kiln._C.onnx: ONNX export and import (kiln/onnx in C++; kiln/onnx.py wraps
 // them).
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include "jit.h"
 #include "kiln/jit/trace/compiled.h"
+#include "kiln/jit/trace/recorder.h"
 #include "kiln/onnx/onnx_export.h"
+#include "kiln/onnx/onnx_import.h"
 
 namespace kiln::python {
 
@@ -23,6 +27,23 @@ void bind_onnx(nb::module_& m) {
       nb::arg("compiled"), nb::arg("path"), nb::arg("opset_version") = 17,
       nb::arg("dynamic_batch") = false, nb::arg("output_names") = std::vector<std::string>());
   m.def("can_export", &onnx::can_export, nb::arg("op"));
+  // The model compiled with the default passes, and its input and output names.
+  m.def(
+      "load",
+      [](const std::string& path, const std::map<std::string, IntList>& input_shapes,
+         const std::map<std::string, Tensor>& constant_inputs) {
+        nb::gil_scoped_release released;
+        onnx::Imported imported = onnx::import_model(
+            path, {.input_shapes = input_shapes, .constant_inputs = constant_inputs});
+        jit::Capture capture;
+        capture.graph = imported.graph;
+        capture.num_outputs = imported.num_outputs;
+        return std::make_tuple(jit::CompiledFunction(std::move(capture)), imported.input_names,
+                               imported.output_names);
+      },
+      nb::arg("path"), nb::arg("input_shapes") = std::map<std::string, IntList>(),
+      nb::arg("constant_inputs") = std::map<std::string, Tensor>());
+  m.def("importable_ops", &onnx::importable_ops);
 }
 
 }  // namespace kiln::python

@@ -1,0 +1,203 @@
+// The import driver: parse the model, make inputs and initializers graph
+// values, translate node by node (import_ops*.cpp), set the outputs.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unordered_set>
+
+#include "kiln/onnx/import_context.h"
+#include "kiln/onnx/onnx_import.h"
+#include "kiln/util/error.h"
+
+namespace kiln::onnx {
+namespace {
+
+int64_t default_opset(const pb::ModelProto& model) {
+  for (const pb::OperatorSetIdProto& opset : model.opset_import())
+    if (opset.domain().empty() || opset.domain() == "ai.onnx") return opset.version();
+  KILN_CHECK(false, "onnx import: the model imports no version of the default ONNX op set");
+  return 0;
+}
+
+DType input_dtype(const pb::ValueInfoProto& input) {
+  return dtype_from_onnx(input.type().tensor_type().elem_type(), "input '" + input.name() + "'");
+}
+
+IntList input_shape(const pb::ValueInfoProto& input, const ImportOptions& options) {
+  auto given = options.input_shapes.find(input.name());
+  if (given != options.input_shapes.end()) return given->second;
+  KILN_CHECK(input.type().has_tensor_type() && input.type().tensor_type().has_shape(),
+             "onnx import: input '", input.name(),
+             "' has no tensor shape; give one in input_shapes");
+  IntList shape;
+  for (const pb::TensorShapeProto_Dimension& dim : input.type().tensor_type().shape().dim()) {
+    KILN_CHECK(dim.has_dim_value(), "onnx import: input '", input.name(),
+               "' has a symbolic dimension '", dim.dim_param(),
+               "'; kiln graphs have static shapes, so give its shape in input_shapes");
+    shape.push_back(dim.dim_value());
+  }
+  return shape;
+}
+
+void import_node(const pb::NodeProto& node, ImportContext& context) {
+  std::string where = "onnx import: node '" + node.name() + "' (" + node.op_type() + ")";
+  KILN_CHECK(node.domain().empty() || node.domain() == "ai.onnx", where, ": op domain '",
+             node.domain(), "' is not one kiln reads");
+  ImportFn importer = find_importer(node.op_type());
+  KILN_CHECK(importer, "onnx import: op '", node.op_type(), "' (node '", node.name(),
+             "') has no kiln translation");
+  try {
+    importer(node, context);
+  } catch (const Error& e) {
+    std::string message = e.what();
+    if (message.rfind("onnx import: ", 0) == 0) message = message.substr(13);
+    throw Error(e.kind(), where + ": " + message);
+  }
+}
+
+}  // namespace
+
+Imported import_model_bytes(const std::string& bytes, const std::string& folder,
+                            const ImportOptions& options) {
+  pb::ModelProto model;
+  KILN_CHECK(model.ParseFromString(bytes),
+             "onnx import: not an ONNX model (the protobuf does "
+             "not parse)");
+  KILN_CHECK(model.has_graph(), "onnx import: the model has no graph");
+  const pb::GraphProto& graph = model.graph();
+  Imported result;
+  result.opset = default_opset(model);
+  result.graph = std::make_shared<jit::Graph>();
+  ImportContext context(*result.graph, result.opset, folder);
+
+  // Weights (floating initializers) become named parameters; integer ones
+  // (shapes, axes, indices) constants, which import-time folding reads.
+  std::unordered_set<std::string> initialized;
+  for (const pb::TensorProto& proto : graph.initializer()) {
+    KILN_CHECK(!proto.name().empty() && initialized.insert(proto.name()).second,
+               "onnx import: initializer names must be unique and non-empty ('", proto.name(),
+               "')");
+    Tensor data = tensor_from_proto(proto, folder);
+    jit::Value* value =
+        is_floating(data.dtype())
+            ? result.graph->add_param(proto.name(), {data.dtype(), data.shape()}, data)
+            : context.constant(data);
+    context.define(proto.name(), value);
+  }
+  for (const pb::ValueInfoProto& input : graph.input()) {
+    if (initialized.count(input.name())) continue;  // older models list initializers as inputs
+    auto bound = options.constant_inputs.find(input.name());
+    if (bound != options.constant_inputs.end()) {
+      context.define(input.name(), context.constant(bound->second));
+      continue;
+    }
+    jit::Value* value =
+        result.graph->add_input({input_dtype(input), input_shape(input, options)}, input.name());
+    context.define(input.name(), value);
+    result.input_names.push_back(input.name());
+  }
+  for (const pb::NodeProto& node : graph.node())
+    import_node(node, context);
+  std::vector<jit::Value*> outputs;
+  for (const pb::ValueInfoProto& output : graph.output()) {
+    outputs.push_back(context.value(output.name()));
+    result.output_names.push_back(output.name());
+  }
+  result.graph->set_outputs(outputs);
+  result.num_outputs = outputs.size();
+  return result;
+}
+
+Imported import_model(const std::string& path, const ImportOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  KILN_CHECK(in, "onnx import: cannot open '", path, "'");
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  std::string folder = std::filesystem::path(path).parent_path().string();
+  try {
+    return import_model_bytes(bytes.str(), folder, options);
+  } catch (const Error& e) {
+    throw Error(e.kind(), path + ": " + e.what());
+  }
+}
+
+std::vector<std::string> importable_ops() {
+  std::vector<std::string> names;
+  for (const char* name : {"Abs",
+                           "Add",
+                           "And",
+                           "ArgMax",
+                           "ArgMin",
+                           "AveragePool",
+                           "BatchNormalization",
+                           "Cast",
+                           "Clip",
+                           "Concat",
+                           "Constant",
+                           "ConstantOfShape",
+                           "Conv",
+                           "Cos",
+                           "Div",
+                           "Dropout",
+                           "Elu",
+                           "Equal",
+                           "Exp",
+                           "Expand",
+                           "Flatten",
+                           "Gather",
+                           "GatherElements",
+                           "Gemm",
+                           "GlobalAveragePool",
+                           "GlobalMaxPool",
+                           "Greater",
+                           "GreaterOrEqual",
+                           "HardSigmoid",
+                           "Identity",
+                           "LayerNormalization",
+                           "LeakyRelu",
+                           "Less",
+                           "LessOrEqual",
+                           "Log",
+                           "LogSoftmax",
+                           "MatMul",
+                           "Max",
+                           "MaxPool",
+                           "Mean",
+                           "Min",
+                           "Mul",
+                           "Neg",
+                           "Not",
+                           "Or",
+                           "Pow",
+                           "PRelu",
+                           "Reciprocal",
+                           "ReduceMax",
+                           "ReduceMean",
+                           "ReduceMin",
+                           "ReduceProd",
+                           "ReduceSum",
+                           "Relu",
+                           "Reshape",
+                           "Selu",
+                           "Shape",
+                           "Sigmoid",
+                           "Sin",
+                           "Size",
+                           "Slice",
+                           "Softmax",
+                           "Softplus",
+                           "Split",
+                           "Sqrt",
+                           "Squeeze",
+                           "Sub",
+                           "Sum",
+                           "Tanh",
+                           "Transpose",
+                           "Unsqueeze",
+                           "Where",
+                           "Xor"})
+    if (find_importer(name)) names.push_back(name);
+  return names;
+}
+
+}  // namespace kiln::onnx

@@ -1,0 +1,266 @@
+// Translations of ONNX's convolution, pooling, normalization, softmax and
+// dropout ops (two spatial dimensions, symmetric padding: what kiln's ops
+// compute).
+#include "kiln/core/factory.h"
+#include "kiln/onnx/import_context.h"
+#include "kiln/util/error.h"
+
+namespace kiln::onnx {
+namespace {
+
+using jit::Value;
+using Table = std::unordered_map<std::string, ImportFn>;
+using Node = pb::NodeProto;
+
+void define(const Node& node, ImportContext& c, Value* value) {
+  c.define(node.output(0), value);
+}
+
+// The [h, w] padding of a 2-D window op; ONNX's pads are [h0, w0, h1, w1]
+// and auto_pad may ask for "same" padding.
+IntList padding_of(const Node& node, const IntList& kernel, const IntList& stride,
+                   const IntList& dilation, const IntList& input) {
+  std::string auto_pad = attr_string(node, "auto_pad", "NOTSET");
+  if (auto_pad == "VALID") return {0, 0};
+  IntList pads = attr_ints(node, "pads", {0, 0, 0, 0});
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    for (size_t i = 0; i < 2; ++i) {
+      int64_t size = input[input.size() - 2 + i];
+      int64_t out = (size + stride[i] - 1) / stride[i];
+      int64_t total =
+          std::max<int64_t>(0, (out - 1) * stride[i] + (kernel[i] - 1) * dilation[i] + 1 - size);
+      pads[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pads[i + 2] = total - pads[i];
+    }
+  }
+  KILN_CHECK(pads.size() == 4 && pads[0] == pads[2] && pads[1] == pads[3],
+             "onnx import: ", node.op_type(), " with pads ", pads, " (kiln pads both sides alike)");
+  return {pads[0], pads[1]};
+}
+
+void check_2d(const Node& node, const Value* x) {
+  KILN_CHECK(x->shape().size() == 4, "onnx import: ", node.op_type(), " over a ", x->shape().size(),
+             "-D input (kiln has the 1-D and 2-D forms)");
+}
+
+// The 1-D forms ([N, C, L]) run as 2-D ones over [N, C, 1, L]: every window
+// attribute gets a leading 1 (a 0 for padding) and the result loses the
+// height again.
+bool is_1d(const Value* x) {
+  return x->shape().size() == 3;
+}
+
+Value* as_2d(ImportContext& c, Value* x) {
+  IntList shape = x->shape();
+  shape.insert(shape.end() - 1, 1);
+  return c.emit("reshape", {x}, {{"shape", shape}});
+}
+
+IntList widen(const IntList& values, int64_t lead) {
+  IntList out = values;
+  if (out.size() == 1) out.insert(out.begin(), lead);
+  return out;
+}
+
+// ONNX pads of a 1-D op ([begin, end]) as a 2-D op's [0, begin, 0, end].
+pb::NodeProto widened_node(const Node& node) {
+  pb::NodeProto copy = node;
+  for (pb::AttributeProto& attr : *copy.mutable_attribute()) {
+    if (attr.ints_size() == 0) continue;
+    std::vector<int64_t> values(attr.ints().begin(), attr.ints().end());
+    attr.clear_ints();
+    if (attr.name() == "pads" && values.size() == 2) values = {0, values[0], 0, values[1]};
+    if (attr.name() != "pads" && values.size() == 1) values.insert(values.begin(), 1);
+    for (int64_t value : values)
+      attr.add_ints(value);
+  }
+  return copy;
+}
+
+Value* back_to_1d(ImportContext& c, Value* y) {
+  IntList shape = y->shape();
+  shape.erase(shape.end() - 2);
+  return c.emit("reshape", {y}, {{"shape", shape}});
+}
+
+void conv(const Node& raw, ImportContext& c) {
+  Value* x = c.input(raw, 0);
+  Value* weight = c.input(raw, 1);
+  bool one_d = is_1d(x);
+  pb::NodeProto node = one_d ? widened_node(raw) : raw;
+  if (one_d) {
+    x = as_2d(c, x);
+    weight = as_2d(c, weight);
+  }
+  check_2d(node, x);
+  IntList kernel = {weight->shape()[2], weight->shape()[3]};
+  IntList stride = attr_ints(node, "strides", {1, 1});
+  IntList dilation = attr_ints(node, "dilations", {1, 1});
+  IntList padding = padding_of(node, kernel, stride, dilation, x->shape());
+  std::vector<Value*> inputs = {x, weight};
+  if (Value* bias = c.input(node, 2)) inputs.push_back(bias);
+  Value* y = c.emit("conv2d", inputs,
+                    {{"stride", stride},
+                     {"padding", padding},
+                     {"dilation", dilation},
+                     {"groups", attr_int(node, "group", 1)}});
+  define(node, c, one_d ? back_to_1d(c, y) : y);
+}
+
+void max_pool(const Node& raw, ImportContext& c) {
+  Value* x = c.input(raw, 0);
+  bool one_d = is_1d(x);
+  pb::NodeProto node = one_d ? widened_node(raw) : raw;
+  if (one_d) x = as_2d(c, x);
+  check_2d(node, x);
+  KILN_CHECK(node.output_size() == 1 || node.output(1).empty(),
+             "onnx import: MaxPool's indices output");
+  KILN_CHECK(attr_int(node, "storage_order", 0) == 0, "onnx import: MaxPool with storage_order=1");
+  IntList kernel = attr_ints(node, "kernel_shape", {});
+  IntList stride = attr_ints(node, "strides", {1, 1});
+  IntList dilation = attr_ints(node, "dilations", {1, 1});
+  Value* y = c.emit("max_pool2d", {x},
+                    {{"kernel_size", kernel},
+                     {"stride", stride},
+                     {"padding", padding_of(node, kernel, stride, dilation, x->shape())},
+                     {"dilation", dilation},
+                     {"ceil_mode", attr_int(node, "ceil_mode", 0) != 0}});
+  define(node, c, one_d ? back_to_1d(c, y) : y);
+}
+
+void average_pool(const Node& raw, ImportContext& c) {
+  Value* x = c.input(raw, 0);
+  bool one_d = is_1d(x);
+  pb::NodeProto node = one_d ? widened_node(raw) : raw;
+  if (one_d) x = as_2d(c, x);
+  check_2d(node, x);
+  IntList kernel = attr_ints(node, "kernel_shape", {});
+  IntList stride = attr_ints(node, "strides", {1, 1});
+  Value* y = c.emit("avg_pool2d", {x},
+                    {{"kernel_size", kernel},
+                     {"stride", stride},
+                     {"padding", padding_of(node, kernel, stride, {1, 1}, x->shape())},
+                     {"ceil_mode", attr_int(node, "ceil_mode", 0) != 0},
+                     {"count_include_pad", attr_int(node, "count_include_pad", 0) != 0}});
+  define(node, c, one_d ? back_to_1d(c, y) : y);
+}
+
+void global_average_pool(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
+  check_2d(node, x);
+  define(node, c, c.emit("adaptive_avg_pool2d", {x}, {{"output_size", IntList{1, 1}}}));
+}
+
+void global_max_pool(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
+  check_2d(node, x);
+  define(node, c, c.emit("amax", {x}, {{"dims", IntList{2, 3}}, {"keepdim", true}}));
+}
+
+void batch_normalization(const Node& node, ImportContext& c) {
+  KILN_CHECK(attr_int(node, "training_mode", 0) == 0 && node.output_size() == 1,
+             "onnx import: BatchNormalization in training mode");
+  std::vector<Value*> outputs = c.emit_multi(
+      "batch_norm",
+      {c.input(node, 0), c.input(node, 1), c.input(node, 2), c.input(node, 3), c.input(node, 4)},
+      {{"training", false}, {"eps", double(attr_float(node, "epsilon", 1e-5f))}});
+  define(node, c, outputs[0]);
+}
+
+void layer_normalization(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
+  int64_t rank = int64_t(x->shape().size());
+  int64_t axis = attr_int(node, "axis", -1);
+  if (axis < 0) axis += rank;
+  IntList normalized(x->shape().begin() + axis, x->shape().end());
+  KILN_CHECK(node.output_size() == 1 || node.output(1).empty(),
+             "onnx import: LayerNormalization's mean and inverse deviation outputs");
+  std::vector<Value*> outputs = c.emit_multi(
+      "layer_norm", {x, c.input(node, 1), c.input(node, 2)},
+      {{"normalized_shape", normalized}, {"eps", double(attr_float(node, "epsilon", 1e-5f))}});
+  define(node, c, outputs[0]);
+}
+
+// Softmax over one axis from opset 13; before, over everything from the
+// axis on (the input seen as 2-D).
+void softmax(const Node& node, ImportContext& c, const char* op) {
+  Value* x = c.input(node, 0);
+  int64_t rank = int64_t(x->shape().size());
+  int64_t axis = attr_int(node, "axis", c.opset() >= 13 ? -1 : 1);
+  if (axis < 0) axis += rank;
+  if (c.opset() >= 13 || axis == rank - 1) {
+    define(node, c, c.emit(op, {x}, {{"dim", axis}}));
+    return;
+  }
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < rank; ++i)
+    (i < axis ? outer : inner) *= x->shape()[size_t(i)];
+  Value* flat = c.emit("reshape", {x}, {{"shape", IntList{outer, inner}}});
+  Value* result = c.emit(op, {flat}, {{"dim", int64_t(1)}});
+  define(node, c, c.emit("reshape", {result}, {{"shape", x->shape()}}));
+}
+
+void softmax_op(const Node& node, ImportContext& c) {
+  softmax(node, c, "softmax");
+}
+void log_softmax(const Node& node, ImportContext& c) {
+  softmax(node, c, "log_softmax");
+}
+
+// prelu(x, slope) = x where x >= 0, slope * x elsewhere (slope broadcasts).
+void prelu(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
+  Value* negative = c.emit("lt", {x, c.constant(full({}, 0.0, x->dtype()))});
+  Value* scaled = c.emit("mul", {x, c.input(node, 1)});
+  define(node, c, c.emit("where", {negative, scaled, x}));
+}
+
+// hard_sigmoid(x) = clamp(alpha * x + beta, 0, 1).
+void hard_sigmoid(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
+  Value* scaled =
+      c.emit("mul", {x, c.constant(full({}, double(attr_float(node, "alpha", 0.2f)), x->dtype()))});
+  Value* shifted = c.emit(
+      "add", {scaled, c.constant(full({}, double(attr_float(node, "beta", 0.5f)), x->dtype()))});
+  define(node, c, c.emit("clamp", {shifted}, {{"min", 0.0}, {"max", 1.0}}));
+}
+
+// selu(x) = gamma * elu(x, alpha).
+void selu(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
+  Value* elu = c.emit("elu", {x},
+                      {{"alpha", double(attr_float(node, "alpha", 1.67326319217681884765625f))}});
+  double gamma = attr_float(node, "gamma", 1.05070102214813232421875f);
+  define(node, c, c.emit("mul", {elu, c.constant(full({}, gamma, x->dtype()))}));
+}
+
+// Inference: dropout passes its input through.
+void dropout(const Node& node, ImportContext& c) {
+  KILN_CHECK(node.output_size() == 1 || node.output(1).empty(),
+             "onnx import: Dropout's mask output");
+  if (jit::Value* training = c.input(node, 2)) {
+    KILN_CHECK(!c.constant_data(training, "Dropout's training_mode").item<bool>(),
+               "onnx import: Dropout in training mode");
+  }
+  define(node, c, c.input(node, 0));
+}
+
+}  // namespace
+
+void add_nn_importers(Table& table) {
+  table["Conv"] = conv;
+  table["MaxPool"] = max_pool;
+  table["AveragePool"] = average_pool;
+  table["GlobalAveragePool"] = global_average_pool;
+  table["GlobalMaxPool"] = global_max_pool;
+  table["BatchNormalization"] = batch_normalization;
+  table["LayerNormalization"] = layer_normalization;
+  table["Softmax"] = softmax_op;
+  table["LogSoftmax"] = log_softmax;
+  table["Dropout"] = dropout;
+  table["PRelu"] = prelu;
+  table["Selu"] = selu;
+  table["HardSigmoid"] = hard_sigmoid;
+}
+
+}  // namespace kiln::onnx

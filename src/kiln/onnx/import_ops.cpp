@@ -1,0 +1,512 @@
+// Translations of ONNX's elementwise, shape, indexing, reduction and
+// linear-algebra ops into kiln ops. Inputs that ONNX passes as tensors but
+// kiln takes as attributes (shapes, axes, slice bounds) must be known at
+// import time.
+#include "kiln/core/factory.h"
+#include "kiln/onnx/import_context.h"
+#include "kiln/util/error.h"
+
+namespace kiln::onnx {
+namespace {
+
+using jit::Value;
+using Table = std::unordered_map<std::string, ImportFn>;
+using Node = pb::NodeProto;
+
+int64_t rank_of(const Value* value) {
+  return int64_t(value->shape().size());
+}
+
+int64_t wrap(int64_t axis, int64_t rank) {
+  return axis < 0 ? axis + rank : axis;
+}
+
+void define(const Node& node, ImportContext& c, Value* value, int i = 0) {
+  c.define(node.output(i), value);
+}
+
+template <const char* Op>
+void unary(const Node& node, ImportContext& c) {
+  define(node, c, c.emit(Op, {c.input(node, 0)}));
+}
+
+template <const char* Op>
+void binary(const Node& node, ImportContext& c) {
+  define(node, c, c.emit(Op, {c.input(node, 0), c.input(node, 1)}));
+}
+
+constexpr char kNeg[] = "neg", kAbs[] = "abs", kExp[] = "exp", kLog[] = "log", kSqrt[] = "sqrt",
+               kSin[] = "sin", kCos[] = "cos", kTanh[] = "tanh", kSigmoid[] = "sigmoid",
+               kRelu[] = "relu", kNot[] = "logical_not", kAdd[] = "add", kSub[] = "sub",
+               kMul[] = "mul", kEq[] = "eq", kLt[] = "lt", kLe[] = "le", kGt[] = "gt", kGe[] = "ge",
+               kNe[] = "ne";
+
+void div(const Node& node, ImportContext& c) {
+  Value* a = c.input(node, 0);
+  KILN_CHECK(is_floating(a->dtype()), "onnx import: Div of ", a->dtype(),
+             " (ONNX divides integers with truncation; kiln's div is true division)");
+  define(node, c, c.emit("div", {a, c.input(node, 1)}));
+}
+
+// Pow's exponent may have another type than its base; the result has the
+// base's.
+void pow(const Node& node, ImportContext& c) {
+  Value* base = c.input(node, 0);
+  Value* exponent = c.input(node, 1);
+  if (exponent->dtype() != base->dtype())
+    exponent = c.emit("cast", {exponent}, {{"dtype", base->dtype()}});
+  define(node, c, c.emit("pow", {base, exponent}));
+}
+
+void reciprocal(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
+  define(node, c, c.emit("div", {c.constant(full({}, 1.0, x->dtype())), x}));
+}
+
+// And is mul on bools, Or is add, Xor is ne.
+void logical_and(const Node& node, ImportContext& c) {
+  binary<kMul>(node, c);
+}
+void logical_or(const Node& node, ImportContext& c) {
+  binary<kAdd>(node, c);
+}
+void logical_xor(const Node& node, ImportContext& c) {
+  binary<kNe>(node, c);
+}
+
+void identity(const Node& node, ImportContext& c) {
+  define(node, c, c.input(node, 0));
+}
+
+// Max, Min, Sum and Mean take any number of inputs.
+void variadic(const Node& node, ImportContext& c, const char* op) {
+  Value* result = c.input(node, 0);
+  for (int i = 1; i < node.input_size(); ++i)
+    result = c.emit(op, {result, c.input(node, i)});
+  if (node.op_type() == "Mean")
+    result =
+        c.emit("div", {result, c.constant(full({}, double(node.input_size()), result->dtype()))});
+  define(node, c, result);
+}
+
+void max(const Node& node, ImportContext& c) {
+  variadic(node, c, "maximum");
+}
+void min(const Node& node, ImportContext& c) {
+  variadic(node, c, "minimum");
+}
+void sum(const Node& node, ImportContext& c) {
+  variadic(node, c, "add");
+}
+
+void leaky_relu(const Node& node, ImportContext& c) {
+  define(node, c,
+         c.emit("leaky_relu", {c.input(node, 0)},
+                {{"negative_slope", double(attr_float(node, "alpha", 0.01f))}}));
+}
+
+void elu(const Node& node, ImportContext& c) {
+  define(node, c,
+         c.emit("elu", {c.input(node, 0)}, {{"alpha", double(attr_float(node, "alpha", 1.f))}}));
+}
+
+void softplus(const Node& node, ImportContext& c) {
+  define(node, c, c.emit("softplus", {c.input(node, 0)}, {{"beta", 1.0}, {"threshold", 20.0}}));
+}
+
+// Clip's bounds are inputs from opset 11, attributes before.
+void clip(const Node& node, ImportContext& c) {
+  Attrs attrs;
+  auto bound = [&](int input, const char* attr, const char* name) {
+    if (Value* value = c.input(node, input)) {
+      attrs.set(name, c.constant_data(value, std::string("Clip's ") + name).item<double>());
+    } else if (has_attr(node, attr)) {
+      attrs.set(name, double(attr_float(node, attr, 0.f)));
+    }
+  };
+  bound(1, "min", "min");
+  bound(2, "max", "max");
+  define(node, c, c.emit("clamp", {c.input(node, 0)}, attrs));
+}
+
+void cast(const Node& node, ImportContext& c) {
+  define(node, c,
+         c.emit("cast", {c.input(node, 0)},
+                {{"dtype", dtype_from_onnx(attr_int(node, "to", 1), "Cast's target")}}));
+}
+
+void where(const Node& node, ImportContext& c) {
+  define(node, c, c.emit("where", {c.input(node, 0), c.input(node, 1), c.input(node, 2)}));
+}
+
+// ---- shapes ----
+
+Value* reshape_to(ImportContext& c, Value* x, const IntList& shape) {
+  if (x->shape() == shape) return x;
+  return c.emit("reshape", {x}, {{"shape", shape}});
+}
+
+void reshape(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
+  IntList target = c.constant_ints(c.input(node, 1), "Reshape's shape");
+  bool allowzero = attr_int(node, "allowzero", 0) != 0;
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (target[i] == 0 && !allowzero) {
+      KILN_CHECK(i < x->shape().size(), "onnx import: Reshape copies dimension ", i,
+                 " of an input of rank ", x->shape().size());
+      target[i] = x->shape()[i];
+    }
+  }
+  define(node, c, c.emit("reshape", {x}, {{"shape", target}}));
+}
+
+void flatten(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
+  int64_t axis = wrap(attr_int(node, "axis", 1), rank_of(x));
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < rank_of(x); ++i)
+    (i < axis ? outer : inner) *= x->shape()[size_t(i)];
+  define(node, c, reshape_to(c, x, {outer, inner}));
+}
+
+void transpose(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
+  IntList perm;
+  for (int64_t i = rank_of(x) - 1; i >= 0; --i)
+    perm.push_back(i);
+  perm = attr_ints(node, "perm", perm);
+  define(node, c, c.emit("permute", {x}, {{"dims", perm}}));
+}
+
+// Axes from opset 13's input, or the attribute before.
+IntList axes_of(const Node& node, ImportContext& c, int input, const IntList& fallback) {
+  if (Value* value = c.input(node, input))
+    return c.constant_ints(value, node.op_type() + "'s axes");
+  return attr_ints(node, "axes", fallback);
+}
+
+void squeeze(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
+  IntList axes = axes_of(node, c, 1, {});
+  IntList shape;
+  for (int64_t i = 0; i < rank_of(x); ++i) {
+    bool listed = axes.empty() ? x->shape()[size_t(i)] == 1 : false;
+    for (int64_t axis : axes)
+      listed = listed || wrap(axis, rank_of(x)) == i;
+    if (!listed) shape.push_back(x->shape()[size_t(i)]);
+  }
+  define(node, c, reshape_to(c, x, shape));
+}
+
+void unsqueeze(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
+  IntList axes = axes_of(node, c, 1, {});
+  int64_t rank = rank_of(x) + int64_t(axes.size());
+  std::vector<bool> inserted(size_t(rank), false);
+  for (int64_t axis : axes)
+    inserted.at(size_t(wrap(axis, rank))) = true;
+  IntList shape;
+  size_t next = 0;
+  for (int64_t i = 0; i < rank; ++i)
+    shape.push_back(inserted[size_t(i)] ? 1 : x->shape()[next++]);
+  define(node, c, reshape_to(c, x, shape));
+}
+
+void concat(const Node& node, ImportContext& c) {
+  std::vector<Value*> inputs;
+  for (int i = 0; i < node.input_size(); ++i)
+    inputs.push_back(c.input(node, i));
+  define(node, c, c.emit("cat", inputs, {{"dim", attr_int(node, "axis", 0)}}));
+}
+
+void shape(const Node& node, ImportContext& c) {
+  const IntList& dims = c.input(node, 0)->shape();
+  int64_t rank = int64_t(dims.size());
+  int64_t start = std::clamp<int64_t>(wrap(attr_int(node, "start", 0), rank), 0, rank);
+  int64_t end = std::clamp<int64_t>(wrap(attr_int(node, "end", rank), rank), 0, rank);
+  IntList kept(dims.begin() + start, dims.begin() + std::max(start, end));
+  Tensor data = empty({int64_t(kept.size())}, DType::Int64);
+  for (size_t i = 0; i < kept.size(); ++i)
+    data.data<int64_t>()[i] = kept[i];
+  define(node, c, c.constant(data));
+}
+
+void size(const Node& node, ImportContext& c) {
+  int64_t count = 1;
+  for (int64_t dim : c.input(node, 0)->shape())
+    count *= dim;
+  define(node, c, c.constant(full({}, count, DType::Int64)));
+}
+
+void constant(const Node& node, ImportContext& c) {
+  if (const pb::AttributeProto* value = find_attr(node, "value")) {
+    define(node, c, c.constant(tensor_from_proto(value->t(), c.folder())));
+  } else if (const pb::AttributeProto* f = find_attr(node, "value_float")) {
+    define(node, c, c.constant(full({}, double(f->f()), DType::Float32)));
+  } else if (const pb::AttributeProto* i = find_attr(node, "value_int")) {
+    define(node, c, c.constant(full({}, i->i(), DType::Int64)));
+  } else if (const pb::AttributeProto* ints = find_attr(node, "value_ints")) {
+    Tensor data = empty({ints->ints_size()}, DType::Int64);
+    for (int k = 0; k < ints->ints_size(); ++k)
+      data.data<int64_t>()[k] = ints->ints(k);
+    define(node, c, c.constant(data));
+  } else if (const pb::AttributeProto* floats = find_attr(node, "value_floats")) {
+    Tensor data = empty({floats->floats_size()}, DType::Float32);
+    for (int k = 0; k < floats->floats_size(); ++k)
+      data.data<float>()[k] = floats->floats(k);
+    define(node, c, c.constant(data));
+  } else {
+    KILN_CHECK(false, "onnx import: Constant without a value kiln reads (sparse or string)");
+  }
+}
+
+void constant_of_shape(const Node& node, ImportContext& c) {
+  IntList shape = c.constant_ints(c.input(node, 0), "ConstantOfShape's shape");
+  Tensor fill = full({}, 0.0, DType::Float32);
+  if (const pb::AttributeProto* value = find_attr(node, "value"))
+    fill = tensor_from_proto(value->t(), c.folder());
+  define(node, c, c.constant(full(shape, read_element(fill, 0), fill.dtype())));
+}
+
+void expand(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
+  IntList target = c.constant_ints(c.input(node, 1), "Expand's shape");
+  IntList in = x->shape();
+  size_t rank = std::max(in.size(), target.size());
+  in.insert(in.begin(), rank - in.size(), 1);
+  target.insert(target.begin(), rank - target.size(), 1);
+  IntList out(rank);
+  for (size_t i = 0; i < rank; ++i)
+    out[i] = in[i] == 1 ? target[i] : in[i];
+  define(node, c, c.emit("expand", {reshape_to(c, x, in)}, {{"size", out}}));
+}
+
+// ONNX indices may count from the end: where(i < 0, i + size, i).
+Value* wrap_negative(ImportContext& c, Value* indices, int64_t size) {
+  Value* negative = c.emit("lt", {indices, c.constant(full({}, int64_t(0), indices->dtype()))});
+  Value* shifted = c.emit("add", {indices, c.constant(full({}, size, indices->dtype()))});
+  return c.emit("where", {negative, shifted, indices});
+}
+
+// Gather along an axis with indices of any rank: index_select over the
+// flattened indices, then the indices' shape in place of the axis.
+void gather(const Node& node, ImportContext& c) {
+  Value* data = c.input(node, 0);
+  Value* indices = c.input(node, 1);
+  int64_t axis = wrap(attr_int(node, "axis", 0), rank_of(data));
+  indices = wrap_negative(c, indices, data->shape()[size_t(axis)]);
+  int64_t count = 1;
+  for (int64_t dim : indices->shape())
+    count *= dim;
+  Value* flat = reshape_to(c, indices, {count});
+  Value* picked = c.emit("index_select", {data, flat}, {{"dim", axis}});
+  IntList shape(data->shape().begin(), data->shape().begin() + axis);
+  shape.insert(shape.end(), indices->shape().begin(), indices->shape().end());
+  shape.insert(shape.end(), data->shape().begin() + axis + 1, data->shape().end());
+  define(node, c, reshape_to(c, picked, shape));
+}
+
+void gather_elements(const Node& node, ImportContext& c) {
+  Value* data = c.input(node, 0);
+  int64_t axis = wrap(attr_int(node, "axis", 0), rank_of(data));
+  Value* indices = wrap_negative(c, c.input(node, 1), data->shape()[size_t(axis)]);
+  define(node, c, c.emit("gather", {data, indices}, {{"dim", axis}}));
+}
+
+// Slice: bounds from inputs (opset 10 on) or attributes; one kiln slice per axis.
+void slice(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
+  bool inputs = c.input(node, 1) != nullptr;
+  IntList starts =
+      inputs ? c.constant_ints(c.input(node, 1), "Slice's starts") : attr_ints(node, "starts", {});
+  IntList ends =
+      inputs ? c.constant_ints(c.input(node, 2), "Slice's ends") : attr_ints(node, "ends", {});
+  IntList axes, steps;
+  if (inputs && c.input(node, 3)) axes = c.constant_ints(c.input(node, 3), "Slice's axes");
+  if (!inputs) axes = attr_ints(node, "axes", {});
+  if (inputs && c.input(node, 4)) steps = c.constant_ints(c.input(node, 4), "Slice's steps");
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(int64_t(i));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  KILN_CHECK(
+      starts.size() == ends.size() && axes.size() == starts.size() && steps.size() == starts.size(),
+      "onnx import: Slice's starts, ends, axes and steps differ in length");
+  for (size_t i = 0; i < starts.size(); ++i) {
+    KILN_CHECK(steps[i] > 0, "onnx import: Slice with step ", steps[i],
+               " (kiln slices forward only)");
+    int64_t axis = wrap(axes[i], rank_of(x));
+    int64_t size = x->shape()[size_t(axis)];
+    int64_t start = std::clamp<int64_t>(starts[i] < 0 ? starts[i] + size : starts[i], 0, size);
+    int64_t end = std::clamp<int64_t>(ends[i] < 0 ? ends[i] + size : ends[i], 0, size);
+    x = c.emit(
+        "slice", {x},
+        {{"dim", axis}, {"start", start}, {"end", std::max(start, end)}, {"step", steps[i]}});
+  }
+  define(node, c, x);
+}
+
+void split(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
+  int64_t axis = wrap(attr_int(node, "axis", 0), rank_of(x));
+  IntList sizes = c.input(node, 1) ? c.constant_ints(c.input(node, 1), "Split's sizes")
+                                   : attr_ints(node, "split", {});
+  if (sizes.empty()) {
+    int64_t parts = node.output_size(), length = x->shape()[size_t(axis)];
+    int64_t each = (length + parts - 1) / parts;
+    for (int64_t i = 0; i < parts; ++i)
+      sizes.push_back(std::min(each, length - i * each));
+  }
+  std::vector<Value*> parts = c.emit_multi("split", {x}, {{"sizes", sizes}, {"dim", axis}});
+  for (int i = 0; i < node.output_size(); ++i)
+    define(node, c, parts.at(size_t(i)), i);
+}
+
+// ---- reductions ----
+
+void reduce(const Node& node, ImportContext& c, const char* op, int axes_input) {
+  Value* x = c.input(node, 0);
+  IntList axes = axes_input > 0 ? axes_of(node, c, axes_input, {}) : attr_ints(node, "axes", {});
+  if (axes_input > 0 && !c.input(node, axes_input)) axes = attr_ints(node, "axes", {});
+  bool keepdim = attr_int(node, "keepdims", 1) != 0;
+  if (axes.empty() && attr_int(node, "noop_with_empty_axes", 0)) return define(node, c, x);
+  if (x->shape().empty()) return define(node, c, x);
+  define(node, c, c.emit(op, {x}, {{"dims", axes}, {"keepdim", keepdim}}));
+}
+
+void reduce_sum(const Node& node, ImportContext& c) {
+  reduce(node, c, "sum", c.opset() >= 13 ? 1 : 0);
+}
+void reduce_mean(const Node& node, ImportContext& c) {
+  reduce(node, c, "mean", c.opset() >= 18 ? 1 : 0);
+}
+void reduce_max(const Node& node, ImportContext& c) {
+  reduce(node, c, "amax", c.opset() >= 18 ? 1 : 0);
+}
+void reduce_min(const Node& node, ImportContext& c) {
+  reduce(node, c, "amin", c.opset() >= 18 ? 1 : 0);
+}
+void reduce_prod(const Node& node, ImportContext& c) {
+  reduce(node, c, "prod", c.opset() >= 18 ? 1 : 0);
+}
+
+void arg_extreme(const Node& node, ImportContext& c, const char* op) {
+  KILN_CHECK(attr_int(node, "select_last_index", 0) == 0, "onnx import: ", node.op_type(),
+             " with select_last_index=1");
+  define(node, c,
+         c.emit(op, {c.input(node, 0)},
+                {{"dim", attr_int(node, "axis", 0)},
+                 {"keepdim", attr_int(node, "keepdims", 1) != 0}}));
+}
+
+void argmax(const Node& node, ImportContext& c) {
+  arg_extreme(node, c, "argmax");
+}
+void argmin(const Node& node, ImportContext& c) {
+  arg_extreme(node, c, "argmin");
+}
+
+// ---- linear algebra ----
+
+void matmul(const Node& node, ImportContext& c) {
+  define(node, c, c.emit("matmul", {c.input(node, 0), c.input(node, 1)}));
+}
+
+Value* transposed(ImportContext& c, Value* x) {
+  return c.emit("permute", {x}, {{"dims", IntList{1, 0}}});
+}
+
+// Gemm: alpha * A' B' + beta * C. The common layer form (B transposed,
+// alpha = beta = 1, C a vector) is kiln's linear.
+void gemm(const Node& node, ImportContext& c) {
+  Value* a = c.input(node, 0);
+  Value* b = c.input(node, 1);
+  Value* bias = c.input(node, 2);
+  if (attr_int(node, "transA", 0)) a = transposed(c, a);
+  double alpha = attr_float(node, "alpha", 1.f), beta = attr_float(node, "beta", 1.f);
+  bool trans_b = attr_int(node, "transB", 0) != 0;
+  bool vector_bias = !bias || bias->shape().size() <= 1;
+  if (trans_b && alpha == 1.0 && (!bias || (beta == 1.0 && bias->shape().size() == 1))) {
+    std::vector<Value*> inputs = {a, b};
+    if (bias) inputs.push_back(bias);
+    return define(node, c, c.emit("linear", inputs));
+  }
+  if (trans_b) b = transposed(c, b);
+  Value* product = c.emit("matmul", {a, b});
+  if (alpha != 1.0)
+    product = c.emit("mul", {product, c.constant(full({}, alpha, product->dtype()))});
+  if (bias) {
+    Value* scaled =
+        beta == 1.0 ? bias : c.emit("mul", {bias, c.constant(full({}, beta, bias->dtype()))});
+    product = c.emit("add", {product, scaled});
+  }
+  (void)vector_bias;
+  define(node, c, product);
+}
+
+}  // namespace
+
+void add_basic_importers(Table& table) {
+  table["Neg"] = unary<kNeg>;
+  table["Abs"] = unary<kAbs>;
+  table["Exp"] = unary<kExp>;
+  table["Log"] = unary<kLog>;
+  table["Sqrt"] = unary<kSqrt>;
+  table["Sin"] = unary<kSin>;
+  table["Cos"] = unary<kCos>;
+  table["Tanh"] = unary<kTanh>;
+  table["Sigmoid"] = unary<kSigmoid>;
+  table["Relu"] = unary<kRelu>;
+  table["Not"] = unary<kNot>;
+  table["Reciprocal"] = reciprocal;
+  table["LeakyRelu"] = leaky_relu;
+  table["Elu"] = elu;
+  table["Softplus"] = softplus;
+  table["Clip"] = clip;
+  table["Cast"] = cast;
+  table["Identity"] = identity;
+  table["Add"] = binary<kAdd>;
+  table["Sub"] = binary<kSub>;
+  table["Mul"] = binary<kMul>;
+  table["Div"] = div;
+  table["Pow"] = pow;
+  table["Equal"] = binary<kEq>;
+  table["Less"] = binary<kLt>;
+  table["LessOrEqual"] = binary<kLe>;
+  table["Greater"] = binary<kGt>;
+  table["GreaterOrEqual"] = binary<kGe>;
+  table["And"] = logical_and;
+  table["Or"] = logical_or;
+  table["Xor"] = logical_xor;
+  table["Where"] = where;
+  table["Max"] = max;
+  table["Min"] = min;
+  table["Sum"] = sum;
+  table["Mean"] = sum;
+  table["Reshape"] = reshape;
+  table["Flatten"] = flatten;
+  table["Transpose"] = transpose;
+  table["Squeeze"] = squeeze;
+  table["Unsqueeze"] = unsqueeze;
+  table["Concat"] = concat;
+  table["Shape"] = shape;
+  table["Size"] = size;
+  table["Constant"] = constant;
+  table["ConstantOfShape"] = constant_of_shape;
+  table["Expand"] = expand;
+  table["Gather"] = gather;
+  table["GatherElements"] = gather_elements;
+  table["Slice"] = slice;
+  table["Split"] = split;
+  table["ReduceSum"] = reduce_sum;
+  table["ReduceMean"] = reduce_mean;
+  table["ReduceMax"] = reduce_max;
+  table["ReduceMin"] = reduce_min;
+  table["ReduceProd"] = reduce_prod;
+  table["ArgMax"] = argmax;
+  table["ArgMin"] = argmin;
+  table["MatMul"] = matmul;
+  table["Gemm"] = gemm;
+}
+
+}  // namespace kiln::onnx

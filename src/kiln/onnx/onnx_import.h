@@ -1,0 +1,50 @@
+// ONNX import: an ONNX model file read into a kiln graph (initializers
+// become named parameters), which a CompiledFunction then optimizes and
+// runs (kiln.onnx.load in Python does both).
+//
+//   onnx::Imported model = onnx::import_model("mobilenet.onnx");
+//   jit::CompiledFunction run(jit::Capture{model.graph, model.num_outputs});
+//
+// kiln graphs have static shapes: every input needs a fixed shape (a
+// symbolic dimension is fixed with `input_shapes`). Nodes whose inputs are
+// all known at import time (Shape, and the shape arithmetic models do on
+// it) are computed then, with kiln's own kernels. An op without a
+// translation, an unsupported attribute or data type, and a malformed file
+// raise kiln::Error naming what; external data must lie inside the model's
+// folder.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kiln/jit/ir/graph.h"
+
+namespace kiln::onnx {
+
+struct ImportOptions {
+  // Shapes for inputs whose shape in the file is symbolic, by input name.
+  std::map<std::string, IntList> input_shapes = {};
+  // Inputs bound to fixed values at import: they become constants and leave
+  // the model's inputs. For models that take shapes, axes or bounds as
+  // inputs, which kiln needs to know when it builds the graph.
+  std::map<std::string, Tensor> constant_inputs = {};
+};
+
+struct Imported {
+  std::shared_ptr<jit::Graph> graph;
+  size_t num_outputs = 0;
+  std::vector<std::string> input_names, output_names;
+  int64_t opset = 0;
+};
+
+Imported import_model(const std::string& path, const ImportOptions& options = {});
+// From the bytes of a model; external data is resolved against `folder`.
+Imported import_model_bytes(const std::string& bytes, const std::string& folder,
+                            const ImportOptions& options = {});
+
+// The ONNX op types import_model translates.
+std::vector<std::string> importable_ops();
+
+}  // namespace kiln::onnx
