@@ -167,18 +167,28 @@ void batch_normalization(const Node& node, ImportContext& c) {
   define(node, c, outputs[0]);
 }
 
+// The optional Mean and InvStdDev outputs keep the normalized dimensions
+// as 1s: mean(x) and 1 / sqrt(var(x) + epsilon) over them.
 void layer_normalization(const Node& node, ImportContext& c) {
   Value* x = c.input(node, 0);
   int64_t rank = int64_t(x->shape().size());
   int64_t axis = attr_int(node, "axis", -1);
   if (axis < 0) axis += rank;
   IntList normalized(x->shape().begin() + axis, x->shape().end());
-  KILN_CHECK(node.output_size() == 1 || node.output(1).empty(),
-             "onnx import: LayerNormalization's mean and inverse deviation outputs");
-  std::vector<Value*> outputs = c.emit_multi(
-      "layer_norm", {x, c.input(node, 1), c.input(node, 2)},
-      {{"normalized_shape", normalized}, {"eps", double(attr_float(node, "epsilon", 1e-5f))}});
+  double eps = attr_float(node, "epsilon", 1e-5f);
+  std::vector<Value*> outputs = c.emit_multi("layer_norm", {x, c.input(node, 1), c.input(node, 2)},
+                                             {{"normalized_shape", normalized}, {"eps", eps}});
   define(node, c, outputs[0]);
+  if (node.output_size() < 2) return;
+  IntList dims;
+  for (int64_t d = axis; d < rank; ++d)
+    dims.push_back(d);
+  Value* mean = c.emit("mean", {x}, {{"dims", dims}, {"keepdim", true}});
+  c.define(node.output(1), mean);
+  if (node.output_size() < 3) return;
+  Value* var = c.emit("var", {x}, {{"dims", dims}, {"correction", int64_t(0)}, {"keepdim", true}});
+  Value* shifted = c.emit("add", {var, c.constant(full({}, eps, x->dtype()))});
+  c.define(node.output(2), c.emit("rsqrt", {shifted}));
 }
 
 // Softmax over one axis from opset 13; before, over everything from the
@@ -208,10 +218,21 @@ void log_softmax(const Node& node, ImportContext& c) {
 }
 
 // prelu(x, slope) = x where x >= 0, slope * x elsewhere (slope broadcasts).
+// A slope of one value per channel ([C] for an [N, C, ...] input) applies
+// per channel, as the first versions of PRelu defined.
 void prelu(const Node& node, ImportContext& c) {
   Value* x = c.input(node, 0);
+  Value* slope = c.input(node, 1);
+  const IntList& shape = x->shape();
+  bool per_channel = slope->shape().size() == 1 && shape.size() > 2 &&
+                     slope->shape()[0] == shape[1] && slope->shape()[0] != shape.back();
+  if (per_channel) {
+    IntList channel_shape(shape.size() - 1, 1);
+    channel_shape[0] = shape[1];
+    slope = c.emit("reshape", {slope}, {{"shape", channel_shape}});
+  }
   Value* negative = c.emit("lt", {x, c.constant(full({}, 0.0, x->dtype()))});
-  Value* scaled = c.emit("mul", {x, c.input(node, 1)});
+  Value* scaled = c.emit("mul", {x, slope});
   define(node, c, c.emit("where", {negative, scaled, x}));
 }
 
@@ -234,15 +255,17 @@ void selu(const Node& node, ImportContext& c) {
   define(node, c, c.emit("mul", {elu, c.constant(full({}, gamma, x->dtype()))}));
 }
 
-// Inference: dropout passes its input through.
+// Inference: dropout passes its input through, and its mask keeps
+// everything (all true).
 void dropout(const Node& node, ImportContext& c) {
-  KILN_CHECK(node.output_size() == 1 || node.output(1).empty(),
-             "onnx import: Dropout's mask output");
   if (jit::Value* training = c.input(node, 2)) {
     KILN_CHECK(!c.constant_data(training, "Dropout's training_mode").item<bool>(),
                "onnx import: Dropout in training mode");
   }
-  define(node, c, c.input(node, 0));
+  Value* x = c.input(node, 0);
+  define(node, c, x);
+  if (node.output_size() > 1)
+    c.define(node.output(1), c.constant(full(x->shape(), true, DType::Bool)));
 }
 
 }  // namespace

@@ -114,19 +114,28 @@ void softplus(const Node& node, ImportContext& c) {
   define(node, c, c.emit("softplus", {c.input(node, 0)}, {{"beta", 1.0}, {"threshold", 20.0}}));
 }
 
-// Clip's bounds are inputs from opset 11, attributes before.
+// Clip's bounds are inputs from opset 11, attributes before. Known bounds
+// make one clamp; bounds computed at run time a maximum and a minimum.
 void clip(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
   Attrs attrs;
-  auto bound = [&](int input, const char* attr, const char* name) {
-    if (Value* value = c.input(node, input)) {
-      attrs.set(name, c.constant_data(value, std::string("Clip's ") + name).item<double>());
-    } else if (has_attr(node, attr)) {
-      attrs.set(name, double(attr_float(node, attr, 0.f)));
+  std::vector<std::pair<const char*, Value*>> runtime;
+  auto bound = [&](int input, const char* name) {
+    Value* value = c.input(node, input);
+    if (value && value->kind() == jit::ValueKind::Constant) {
+      attrs.set(name, value->data().item<double>());
+    } else if (value) {
+      runtime.emplace_back(name, value);
+    } else if (has_attr(node, name)) {
+      attrs.set(name, double(attr_float(node, name, 0.f)));
     }
   };
-  bound(1, "min", "min");
-  bound(2, "max", "max");
-  define(node, c, c.emit("clamp", {c.input(node, 0)}, attrs));
+  bound(1, "min");
+  bound(2, "max");
+  if (!attrs.items().empty()) x = c.emit("clamp", {x}, attrs);
+  for (const auto& [name, value] : runtime)
+    x = c.emit(std::string(name) == "min" ? "maximum" : "minimum", {x, value});
+  define(node, c, x);
 }
 
 void cast(const Node& node, ImportContext& c) {
@@ -390,13 +399,20 @@ void reduce_prod(const Node& node, ImportContext& c) {
   reduce(node, c, "prod", c.opset() >= 18 ? 1 : 0);
 }
 
+// select_last_index=1 asks for the last of equal extremes: the first one
+// over the axis reversed, counted back from the end.
 void arg_extreme(const Node& node, ImportContext& c, const char* op) {
-  KILN_CHECK(attr_int(node, "select_last_index", 0) == 0, "onnx import: ", node.op_type(),
-             " with select_last_index=1");
-  define(node, c,
-         c.emit(op, {c.input(node, 0)},
-                {{"dim", attr_int(node, "axis", 0)},
-                 {"keepdim", attr_int(node, "keepdims", 1) != 0}}));
+  Value* x = c.input(node, 0);
+  int64_t axis = wrap(attr_int(node, "axis", 0), rank_of(x));
+  Attrs attrs = {{"dim", axis}, {"keepdim", attr_int(node, "keepdims", 1) != 0}};
+  if (!attr_int(node, "select_last_index", 0)) return define(node, c, c.emit(op, {x}, attrs));
+  int64_t size = x->shape()[size_t(axis)];
+  Tensor reversed = empty({size}, DType::Int64);
+  for (int64_t i = 0; i < size; ++i)
+    reversed.data<int64_t>()[i] = size - 1 - i;
+  Value* flipped = c.emit("index_select", {x, c.constant(reversed)}, {{"dim", axis}});
+  Value* index = c.emit(op, {flipped}, attrs);
+  define(node, c, c.emit("sub", {c.constant(full({}, size - 1, DType::Int64)), index}));
 }
 
 void argmax(const Node& node, ImportContext& c) {
