@@ -1,7 +1,8 @@
 // kiln's C++ API in one include: tensors, factories, every op, autograd, nn
 // the training kit (optimizers, schedulers, datasets, loaders, progress bar)
 // kiln::jit (trace, hybridize, the graph IR's text form, saving and loading
-// .kiln model files) and kiln::io (safetensors state dicts, .npy files).
+// .kiln model files), kiln::io (safetensors state dicts, .npy files) and
+// kiln::onnx (ONNX export and import).
 //
 //   #include <kiln/kiln.h>
 //   auto x = kiln::randn({1, 512});
@@ -23,6 +24,8 @@
 #include "kiln/jit/ir/printer.h"
 #include "kiln/jit/trace/hybridize.h"
 #include "kiln/jit/trace/trace.h"
+#include "kiln/onnx/onnx_export.h"
+#include "kiln/onnx/onnx_import.h"
 #include "kiln/nn/nn.h"
 #include "kiln/ops/conv_pool.h"
 #include "kiln/ops/copy.h"
