@@ -10,12 +10,7 @@ import pytest
 
 import kiln
 from kiln import nn
-
-
-def w1():
-    return nn.Sequential(nn.Linear(512, 256), nn.ReLU(),
-                         nn.Linear(256, 128), nn.ReLU(),
-                         nn.Linear(128, 2))
+from workloads import w1
 
 
 def test_scenario_3_trace_look_save_load(tmp_path):

@@ -99,7 +99,7 @@ pb::NodeProto& ExportContext::node(const std::string& op_type,
 
 pb::NodeProto& ExportContext::node_for(const jit::Value* value, const std::string& op_type,
                                        const std::vector<std::string>& inputs) {
-  std::string out = fresh("v" + std::to_string(value->id()));
+  std::string out = fresh(str("v", value->id()));
   bind(value, out);
   return node(op_type, inputs, {out});
 }

@@ -12,14 +12,10 @@ namespace {
 using jit::Node;
 using Table = std::unordered_map<std::string, ExportFn>;
 
-std::vector<int64_t> as_vector(const IntList& values) {
-  return std::vector<int64_t>(values.begin(), values.end());
-}
-
 // kiln's 2-D attributes may hold one number for both dimensions.
 std::vector<int64_t> pair(const IntList& values) {
   if (values.size() == 1) return {values[0], values[0]};
-  return as_vector(values);
+  return values;
 }
 
 // [h, w] padding as ONNX's [h_begin, w_begin, h_end, w_end].

@@ -13,10 +13,6 @@ namespace {
 using jit::Node;
 using Table = std::unordered_map<std::string, ExportFn>;
 
-std::vector<int64_t> as_vector(const IntList& values) {
-  return std::vector<int64_t>(values.begin(), values.end());
-}
-
 int64_t rank_of(const jit::Value* value) {
   return int64_t(value->shape().size());
 }
@@ -58,7 +54,7 @@ void permute(const Node& node, ExportContext& c) {
 }
 
 void expand(const Node& node, ExportContext& c) {
-  std::vector<int64_t> shape = as_vector(node.output()->shape());
+  std::vector<int64_t> shape = node.output()->shape();
   if (c.dynamic_batch() && !shape.empty() && shape[0] == c.batch()) shape[0] = 1;  // broadcasts
   c.node_for(node.output(), "Expand", {c.name(node.input(0)), c.ints(shape)});
 }
@@ -117,7 +113,7 @@ void split(const Node& node, ExportContext& c) {
   std::vector<std::string> outputs;
   for (const jit::Value* output : node.outputs()) {
     sizes.push_back(output->shape()[size_t(dim)]);
-    std::string name = c.fresh("v" + std::to_string(output->id()));
+    std::string name = c.fresh(str("v", output->id()));
     c.bind(output, name);
     outputs.push_back(name);
   }
@@ -188,7 +184,7 @@ void scatter_add(const Node& node, ExportContext& c) {
     std::vector<int64_t> zeros(index_shape.size(), 0), axes;
     for (size_t i = 0; i < index_shape.size(); ++i)
       axes.push_back(int64_t(i));
-    src = c.temp("Slice", {src, c.ints(zeros), c.ints(as_vector(index_shape)), c.ints(axes)});
+    src = c.temp("Slice", {src, c.ints(zeros), c.ints(index_shape), c.ints(axes)});
   }
   auto& made = c.node_for(node.output(), "ScatterElements",
                           {c.name(node.input(0)), c.name(node.input(1)), src});

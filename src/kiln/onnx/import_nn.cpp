@@ -56,12 +56,6 @@ Value* as_2d(ImportContext& c, Value* x) {
   return c.emit("reshape", {x}, {{"shape", shape}});
 }
 
-IntList widen(const IntList& values, int64_t lead) {
-  IntList out = values;
-  if (out.size() == 1) out.insert(out.begin(), lead);
-  return out;
-}
-
 // ONNX pads of a 1-D op ([begin, end]) as a 2-D op's [0, begin, 0, end].
 pb::NodeProto widened_node(const Node& node) {
   pb::NodeProto copy = node;
