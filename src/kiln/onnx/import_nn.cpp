@@ -77,16 +77,31 @@ Value* back_to_1d(ImportContext& c, Value* y) {
   return c.emit("reshape", {y}, {{"shape", shape}});
 }
 
-void conv(const Node& raw, ImportContext& c) {
-  Value* x = c.input(raw, 0);
-  Value* weight = c.input(raw, 1);
-  bool one_d = is_1d(x);
-  pb::NodeProto node = one_d ? widened_node(raw) : raw;
-  if (one_d) {
-    x = as_2d(c, x);
-    weight = as_2d(c, weight);
+// A window op's node and input, widened to the 2-D form when 1-D.
+struct Windowed {
+  pb::NodeProto node;
+  Value* x;
+  bool one_d;
+
+  // The op's result under the node's ONNX name, narrowed back when 1-D.
+  void define_result(ImportContext& c, Value* y) const {
+    c.define(node.output(0), one_d ? back_to_1d(c, y) : y);
   }
-  check_2d(node, x);
+};
+
+Windowed windowed(const Node& raw, ImportContext& c) {
+  Value* x = c.input(raw, 0);
+  bool one_d = is_1d(x);
+  Windowed w{one_d ? widened_node(raw) : raw, one_d ? as_2d(c, x) : x, one_d};
+  check_2d(w.node, w.x);
+  return w;
+}
+
+void conv(const Node& raw, ImportContext& c) {
+  Windowed w = windowed(raw, c);
+  const pb::NodeProto& node = w.node;
+  Value* x = w.x;
+  Value* weight = w.one_d ? as_2d(c, c.input(raw, 1)) : c.input(raw, 1);
   IntList kernel = {weight->shape()[2], weight->shape()[3]};
   IntList stride = attr_ints(node, "strides", {1, 1});
   IntList dilation = attr_ints(node, "dilations", {1, 1});
@@ -98,15 +113,13 @@ void conv(const Node& raw, ImportContext& c) {
                      {"padding", padding},
                      {"dilation", dilation},
                      {"groups", attr_int(node, "group", 1)}});
-  define(node, c, one_d ? back_to_1d(c, y) : y);
+  w.define_result(c, y);
 }
 
 void max_pool(const Node& raw, ImportContext& c) {
-  Value* x = c.input(raw, 0);
-  bool one_d = is_1d(x);
-  pb::NodeProto node = one_d ? widened_node(raw) : raw;
-  if (one_d) x = as_2d(c, x);
-  check_2d(node, x);
+  Windowed w = windowed(raw, c);
+  const pb::NodeProto& node = w.node;
+  Value* x = w.x;
   KILN_CHECK(node.output_size() == 1 || node.output(1).empty(),
              "onnx import: MaxPool's indices output");
   KILN_CHECK(attr_int(node, "storage_order", 0) == 0, "onnx import: MaxPool with storage_order=1");
@@ -119,15 +132,13 @@ void max_pool(const Node& raw, ImportContext& c) {
                      {"padding", padding_of(node, kernel, stride, dilation, x->shape())},
                      {"dilation", dilation},
                      {"ceil_mode", attr_int(node, "ceil_mode", 0) != 0}});
-  define(node, c, one_d ? back_to_1d(c, y) : y);
+  w.define_result(c, y);
 }
 
 void average_pool(const Node& raw, ImportContext& c) {
-  Value* x = c.input(raw, 0);
-  bool one_d = is_1d(x);
-  pb::NodeProto node = one_d ? widened_node(raw) : raw;
-  if (one_d) x = as_2d(c, x);
-  check_2d(node, x);
+  Windowed w = windowed(raw, c);
+  const pb::NodeProto& node = w.node;
+  Value* x = w.x;
   IntList kernel = attr_ints(node, "kernel_shape", {});
   IntList stride = attr_ints(node, "strides", {1, 1});
   Value* y = c.emit("avg_pool2d", {x},
@@ -136,7 +147,7 @@ void average_pool(const Node& raw, ImportContext& c) {
                      {"padding", padding_of(node, kernel, stride, {1, 1}, x->shape())},
                      {"ceil_mode", attr_int(node, "ceil_mode", 0) != 0},
                      {"count_include_pad", attr_int(node, "count_include_pad", 0) != 0}});
-  define(node, c, one_d ? back_to_1d(c, y) : y);
+  w.define_result(c, y);
 }
 
 void global_average_pool(const Node& node, ImportContext& c) {

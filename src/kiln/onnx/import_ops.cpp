@@ -441,7 +441,6 @@ void gemm(const Node& node, ImportContext& c) {
   if (attr_int(node, "transA", 0)) a = transposed(c, a);
   double alpha = attr_float(node, "alpha", 1.f), beta = attr_float(node, "beta", 1.f);
   bool trans_b = attr_int(node, "transB", 0) != 0;
-  bool vector_bias = !bias || bias->shape().size() <= 1;
   if (trans_b && alpha == 1.0 && (!bias || (beta == 1.0 && bias->shape().size() == 1))) {
     std::vector<Value*> inputs = {a, b};
     if (bias) inputs.push_back(bias);
@@ -456,7 +455,6 @@ void gemm(const Node& node, ImportContext& c) {
         beta == 1.0 ? bias : c.emit("mul", {bias, c.constant(full({}, beta, bias->dtype()))});
     product = c.emit("add", {product, scaled});
   }
-  (void)vector_bias;
   define(node, c, product);
 }
 
