@@ -176,6 +176,15 @@ void bind_jit(nb::module_& m) {
                    [](const CompiledFunction& f) {
                      return GraphRef{std::const_pointer_cast<jit::Graph>(f.shared_graph()), true};
                    })
+      .def(
+          "grad_graphs",
+          [](const CompiledFunction& f, std::vector<Tensor> inputs) -> nb::object {
+            std::shared_ptr<const jit::GradPlan> plan = f.grad_plan(inputs);
+            if (!plan) return nb::none();
+            auto ref = [](const std::shared_ptr<jit::Graph>& g) { return GraphRef{g, true}; };
+            return nb::make_tuple(ref(plan->graphs.forward), ref(plan->graphs.backward));
+          },
+          nb::arg("inputs"))
       .def_prop_ro("num_outputs", &CompiledFunction::num_outputs)
       .def_prop_ro("report", &CompiledFunction::compile_report)
       .def_prop_ro("warnings", [](const CompiledFunction& f) {

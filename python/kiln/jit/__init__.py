@@ -62,6 +62,15 @@ class TracedModule:
         intermediate's size); the time to record, optimize and lower."""
         return self._compiled.report
 
+    def grad_graphs(self, *inputs):
+        """(forward, backward): the graphs a call on `inputs` runs when
+        autograd must see it (grad mode on and an input or parameter that
+        requires grad). The forward also returns the activations the
+        backward reads; the backward maps them and the outputs' gradients to
+        the gradients of the inputs and parameters. None when the graph
+        cannot be differentiated (eager autograd then runs its backward)."""
+        return self._compiled.grad_graphs(list(inputs))
+
     @property
     def warnings(self):
         """Everything tracing reported, as text."""

@@ -63,6 +63,11 @@ class AccumulateGrad : public Node {
 // leaf accumulator (created on demand), or none.
 Edge gradient_edge(const Tensor& t);
 
+// Makes `node`'s output `output_nr` the history of `t` (which then requires
+// grad): what a backward node computed elsewhere (a compiled graph's
+// backward) hangs on the tensors it differentiates.
+void set_history(const Tensor& t, std::shared_ptr<Node> node, int output_nr);
+
 // Installed in dispatch: records a node when grad mode is on and an input
 // requires grad.
 void check_inplace(const OpDef& op, const Tensor& out);

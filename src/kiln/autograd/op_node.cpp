@@ -198,11 +198,15 @@ void record_op(const OpDef& op, std::span<const Tensor> inputs, const Attrs& att
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
     if (!is_floating(out.dtype())) continue;  // indices, masks, comparisons carry no gradient
-    out.impl()->requires_grad = true;
-    AutogradMetaImpl& meta = ensure_autograd_meta(out);
-    meta.grad_fn = node;
-    meta.output_nr = int(i);
+    set_history(out, node, int(i));
   }
+}
+
+void set_history(const Tensor& t, std::shared_ptr<Node> node, int output_nr) {
+  t.impl()->requires_grad = true;
+  AutogradMetaImpl& meta = ensure_autograd_meta(t);
+  meta.grad_fn = std::move(node);
+  meta.output_nr = output_nr;
 }
 
 }  // namespace kiln

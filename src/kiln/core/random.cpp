@@ -44,6 +44,16 @@ uint64_t Generator::reserve_blocks(uint64_t n_blocks) {
   return first;
 }
 
+uint64_t Generator::offset() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return next_block_;
+}
+
+void Generator::set_offset(uint64_t next_block) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  next_block_ = next_block;
+}
+
 std::array<uint32_t, 4> Generator::block(uint64_t index) const {
   return philox4x32({uint32_t(index), uint32_t(index >> 32), 0, 0}, seed_);
 }

@@ -24,6 +24,12 @@ class Generator {
   // produce the same stream as a serial draw.
   uint64_t reserve_blocks(uint64_t n_blocks);
 
+  // The index of the next block to be reserved: with set_offset, a caller
+  // that must run random ops without consuming the stream (compiling a
+  // graph's backward replays its forward once) puts the position back.
+  uint64_t offset();
+  void set_offset(uint64_t next_block);
+
   // Words of block `block_index` under this generator's key.
   std::array<uint32_t, 4> block(uint64_t block_index) const;
 

@@ -45,11 +45,20 @@ void set_runner_factory(RunnerFactory factory) {
   g_runner_factory = std::move(factory);
 }
 
+// One GradPlan per pattern of requires_grad over the inputs and parameters.
+struct CompiledFunction::GradCache {
+  std::mutex mutex;
+  std::vector<std::pair<std::vector<bool>, std::shared_ptr<const GradPlan>>> plans;
+};
+
 CompiledFunction::Optimized CompiledFunction::optimized(Capture capture,
                                                         const std::optional<PassOptions>& passes) {
-  Optimized result{std::move(capture), {}};
+  Optimized result{std::move(capture), {}, passes, {}};
   result.report.record_seconds = result.capture.seconds;
-  if (passes && result.capture.graph) {
+  if (!result.capture.graph) return result;
+  result.recorded = result.capture.graph;
+  if (passes) {
+    result.recorded = result.capture.graph->clone();
     result.report.passes = optimize(*result.capture.graph, *passes);
   }
   return result;
@@ -68,14 +77,18 @@ CompiledFunction::CompiledFunction(Optimized optimized)
   compile_report_.unshared_bytes = lowered.unshared_bytes;
   compile_report_.steps = lowered.steps;
   compile_report_.lower_seconds = lowered.lower_seconds;
+  recorded_ = std::move(optimized.recorded);
+  passes_ = std::move(optimized.passes);
 }
 
 CompiledFunction::CompiledFunction(std::shared_ptr<const Graph> graph, size_t num_outputs,
                                    std::vector<StateUpdate> state_updates)
     : graph_(std::move(graph)),
       num_outputs_(num_outputs),
-      state_updates_(std::move(state_updates)) {
+      state_updates_(std::move(state_updates)),
+      grad_cache_(std::make_shared<GradCache>()) {
   KILN_CHECK_VALUE(graph_ != nullptr, "CompiledFunction: no graph");
+  recorded_ = graph_;
   KILN_CHECK_VALUE(num_outputs_ + state_updates_.size() == graph_->outputs().size(),
                    "CompiledFunction: ", num_outputs_, " outputs and ", state_updates_.size(),
                    " state updates, but the graph has ", graph_->outputs().size(), " outputs");
@@ -108,13 +121,47 @@ void CompiledFunction::set_runner(std::shared_ptr<const GraphRunner> runner) {
   runner_ = runner ? std::move(runner) : interpreter_;
 }
 
-bool CompiledFunction::replays_through_dispatch(std::span<const Tensor> inputs) const {
-  if (dispatch_observer() != nullptr) return true;  // a trace records: it must see the ops
+namespace {
+bool requires_grad(const Tensor& t) {
+  return t.defined() && t.requires_grad();
+}
+}  // namespace
+
+bool CompiledFunction::needs_grad(std::span<const Tensor> inputs) const {
   if (!grad_mode_enabled()) return false;
-  auto requires_grad = [](const Tensor& t) { return t.defined() && t.requires_grad(); };
   if (std::any_of(inputs.begin(), inputs.end(), requires_grad)) return true;
+  // Parameters a frozen compile treats as constants get none.
+  if (passes_ && passes_->frozen) return false;
   return std::any_of(graph_->params().begin(), graph_->params().end(),
                      [&](const Value* p) { return requires_grad(p->data()); });
+}
+
+bool CompiledFunction::replays_through_dispatch(std::span<const Tensor> inputs) const {
+  if (dispatch_observer() != nullptr) return true;  // a trace records: it must see the ops
+  return needs_grad(inputs) && grad_plan(inputs) == nullptr;
+}
+
+std::shared_ptr<const GradPlan> CompiledFunction::grad_plan(std::span<const Tensor> inputs) const {
+  std::vector<bool> input_flags, param_flags, key;
+  for (const Tensor& t : inputs)
+    input_flags.push_back(requires_grad(t));
+  for (const Value* p : recorded_->params())
+    param_flags.push_back(requires_grad(p->data()) && !(passes_ && passes_->frozen) &&
+                          graph_->find_param(p->name()) != nullptr);
+  key = input_flags;
+  key.insert(key.end(), param_flags.begin(), param_flags.end());
+  std::lock_guard<std::mutex> lock(grad_cache_->mutex);
+  for (const auto& [flags, plan] : grad_cache_->plans)
+    if (flags == key) return plan;
+  std::shared_ptr<const GradPlan> plan;
+  try {
+    plan = build_grad_plan(*recorded_, num_outputs_, inputs, input_flags, param_flags, passes_);
+  } catch (const Error&) {
+    // Not differentiable as a graph (an op without a grad rule): eager
+    // autograd, through the Interpreter, reports it when backward reaches it.
+  }
+  grad_cache_->plans.emplace_back(std::move(key), plan);
+  return plan;
 }
 
 void CompiledFunction::check_inputs(std::span<const Tensor> inputs) const {
@@ -146,8 +193,15 @@ void CompiledFunction::write_back(const std::vector<Tensor>& results,
 
 std::vector<Tensor> CompiledFunction::run(std::span<const Tensor> inputs) const {
   check_inputs(inputs);
-  const GraphRunner& runner = replays_through_dispatch(inputs) ? *interpreter_ : *runner_;
-  std::vector<Tensor> results = runner.run(inputs);
+  std::vector<Tensor> results;
+  std::shared_ptr<const GradPlan> plan;
+  if (dispatch_observer() == nullptr && needs_grad(inputs)) plan = grad_plan(inputs);
+  if (plan) {
+    results = run_with_grad(plan, inputs, *recorded_);
+  } else {
+    const GraphRunner& runner = replays_through_dispatch(inputs) ? *interpreter_ : *runner_;
+    results = runner.run(inputs);
+  }
   write_back(results, inputs);
   results.resize(num_outputs_);
   return results;

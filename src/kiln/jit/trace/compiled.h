@@ -5,8 +5,13 @@
 //   std::cout << f.graph().num_nodes();
 //
 // Calls that autograd must see (grad mode on and an input or parameter that
-// requires grad), and calls made while a trace records, replay the graph
-// through dispatch (the Interpreter). Other calls go to the runner: the
+// requires grad) run a compiled forward whose outputs lead back to a
+// compiled backward (compiled_grad.h): both are derived from the graph as it
+// was recorded, before the passes, one pair per set of inputs and parameters
+// requiring grad. A graph that cannot be differentiated (an op without a
+// grad rule) replays through dispatch instead, so eager autograd reports it
+// where eager code would. Calls made while a trace records replay through
+// dispatch (the Interpreter) too. Other calls go to the runner: the
 // compiled plan (jit/exec's Executable) unless a runner factory is installed
 // (set_runner_factory; an empty factory restores the Executable).
 #pragma once
@@ -21,6 +26,7 @@
 #include <vector>
 
 #include "kiln/jit/trace/compile_report.h"
+#include "kiln/jit/trace/compiled_grad.h"
 #include "kiln/jit/trace/interpreter.h"
 #include "kiln/jit/trace/recorder.h"
 
@@ -62,14 +68,22 @@ class CompiledFunction {
 
   // Whether a call with these inputs replays through dispatch (see above).
   bool replays_through_dispatch(std::span<const Tensor> inputs) const;
+  // Whether a call with these inputs needs a backward (see above).
+  bool needs_grad(std::span<const Tensor> inputs) const;
+  // The compiled forward and backward for these inputs' requires_grad
+  // flags (made on first use); null when the graph cannot be differentiated.
+  std::shared_ptr<const GradPlan> grad_plan(std::span<const Tensor> inputs) const;
   // Replaces the runner for calls autograd need not see.
   void set_runner(std::shared_ptr<const GraphRunner> runner);
 
  private:
   struct Optimized {
     Capture capture;
+    std::shared_ptr<const Graph> recorded;  // before the passes
+    std::optional<PassOptions> passes;
     CompileReport report;
   };
+  struct GradCache;
   static Optimized optimized(Capture capture, const std::optional<PassOptions>& passes);
   explicit CompiledFunction(Optimized optimized);
   void check_inputs(std::span<const Tensor> inputs) const;
@@ -82,6 +96,10 @@ class CompiledFunction {
   CompileReport compile_report_;
   std::shared_ptr<const GraphRunner> interpreter_;
   std::shared_ptr<const GraphRunner> runner_;
+  // What differentiate() starts from, and the passes its halves go through.
+  std::shared_ptr<const Graph> recorded_;
+  std::optional<PassOptions> passes_ = PassOptions{};
+  std::shared_ptr<GradCache> grad_cache_;
 };
 
 }  // namespace kiln::jit

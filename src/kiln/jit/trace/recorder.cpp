@@ -46,7 +46,7 @@ void Recorder::report(WarningKind kind, std::string what, const std::source_loca
   TraceWarning warning = make_warning(kind, std::move(what), where);
   warnings_.push_back(warning);
   if (options_.strict && is_divergence(kind)) throw Error(ErrorKind::Runtime, warning.message);
-  warn(warning);
+  if (!options_.quiet) warn(warning);
 }
 
 // ---------------------------------------------------------------- begin / end

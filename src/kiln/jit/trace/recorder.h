@@ -44,6 +44,9 @@ namespace kiln::jit {
 struct TraceOptions {
   // A divergence from eager is a kiln::Error rather than a warning.
   bool strict = false;
+  // Keep warnings in the Capture without handing them to the warning
+  // handler (kiln's own recordings, such as a graph's backward).
+  bool quiet = false;
   // Tensors a traced function uses that should stay live weights (graph
   // parameters by these names) rather than be frozen as constants.
   nn::NamedTensors params = {};
