@@ -24,17 +24,21 @@ test: build
 	@cd $(BUILD) && ctest --output-on-failure -j2
 	@$(PY) -m pytest -q tests/python
 
-# The C++ kernel choices, eager kiln from Python against eager PyTorch (W1
-# and W2 at batch 1), then compiled kiln (hybridized, traced, and from a C++
-# loop) against PyTorch eager, jit.script and jit.trace; then the compiler's
-# performance goals (W1, W2 against ONNX Runtime, PyTorch and the measured FP32
-# peak, bench/compiled_models.py); each on one thread.
+# The C++ kernel choices (one thread); then every framework side by side on
+# W1, W2 and W3, each in its own process (bench/run_all.py: kiln eager and
+# compiled from Python and C++, PyTorch, ONNX Runtime, TensorFlow, JAX, MXNet,
+# tinygrad), at 1 thread and at 2, with ratios to PyTorch eager, the fastest
+# other framework and the measured roofline; .bench/results.json and .png.
+# bench/setup_frameworks.sh first puts the other frameworks into
+# .bench/venv-* (skipped when done; one that cannot install is reported).
+# Last, the compiler's goals (issue 6: W1, W2 against ONNX Runtime, PyTorch and
+# the FP32 peak, bench/compiled_models.py). eager_python.py and
+# hybrid_python.py run alone.
 bench: build
 	@OMP_NUM_THREADS=1 $(BUILD)/bench/kiln_bench_kernels
 	@echo
-	@OMP_NUM_THREADS=1 $(PY) bench/eager_python.py
-	@echo
-	@OMP_NUM_THREADS=1 $(PY) bench/hybrid_python.py
+	@bash bench/setup_frameworks.sh
+	@$(PY) bench/run_all.py --threads 1,2
 	@echo
 	@OMP_NUM_THREADS=1 $(PY) bench/compiled_models.py
 
