@@ -6,10 +6,11 @@ kiln.no_grad(), hybridized (model.hybridize(), then model(x)), traced
 a C++ loop (kiln._C.jit._seconds_per_call_from_cpp: no Python in the loop,
 as bench/hybrid_python.py times it).
 Training step: eager (kiln.optim.SGD's zero_grad, cross_entropy, backward,
-step); the hybridized model in the same loop (the forward compiled, backward
-and update eager); and kiln.compile(step) of the whole step when this kiln
-has kiln.compile; a step that compiles but computes other losses or weights
-than PyTorch's shows as a mismatch in the table.
+step); the hybridized model in the same loop (compiled forward and backward
+graphs, the update eager); kiln.compile(step) of the whole step (one graph:
+forward, loss, backward, SGD update in place); and that step's graph called
+from a C++ loop. A step that computes other losses or weights than
+PyTorch's shows as a mismatch in the table.
 
     .venv/bin/python bench/harness/run_kiln.py JOB.json   (started by bench/run_all.py)
 """
@@ -121,9 +122,41 @@ def training_modes(job, case):
     else:
         modes.append(runner.Mode("compile", "kiln.compile(step)",
                                  unavailable="kiln.compile is not in this kiln"))
-    modes.append(runner.Mode("cpp-loop", "kiln compiled, C++ loop",
-                             unavailable="no C++ entry point runs a compiled training step"))
+    modes.append(compiled_step_from_cpp(job, case))
     return modes
+
+
+def compiled_step_from_cpp(job, case):
+    """The graph kiln.compile(step) records, run from a C++ loop: the same
+    recording (kiln.jit._record.record with the step's weights and optimizer
+    state bound by reference), then no Python per call."""
+    from kiln.jit import _record
+    weights = job.weights(case.model)
+    x, y = kiln.tensor(job.input(case)), kiln.tensor(job.target(case))
+    state = {}
+
+    def outputs():
+        model = build_model(case.model, weights).train()
+        opt = kiln.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        options = dict(optimize=True, frozen=False, fast_math=False, passes=[])
+        compiled, first, _ = _record.record(step, (x, y), [], False, options,
+                                            bind_outside_state=True)
+        state["compiled"] = compiled
+        losses = [first.item()] + [compiled.run([x, y])[0].item()
+                                   for _ in range(STEPS_CHECKED - 1)]
+        return runner.training_outputs(losses, {k: _numpy(v)
+                                                for k, v in model.state_dict().items()})
+
+    def timer(calls):
+        return kiln._C.jit._seconds_per_call_from_cpp(state["compiled"], [x, y], calls) * 1e6
+    return runner.Mode("cpp-loop", "kiln compiled, C++ loop", outputs, timer=timer)
 
 
 def build_modes(job, case):

@@ -113,11 +113,14 @@ void bind_jit(nb::module_& m) {
   nb::class_<jit::Recorder>(m, "Recorder")
       .def(
           "__init__",
-          [](jit::Recorder* self, bool strict, std::vector<std::string> input_names) {
-            new (self) jit::Recorder(
-                jit::TraceOptions{.strict = strict, .input_names = std::move(input_names)});
+          [](jit::Recorder* self, bool strict, std::vector<std::string> input_names,
+             bool bind_outside_state) {
+            new (self) jit::Recorder(jit::TraceOptions{.strict = strict,
+                                                       .bind_outside_state = bind_outside_state,
+                                                       .input_names = std::move(input_names)});
           },
-          nb::arg("strict") = false, nb::arg("input_names") = std::vector<std::string>())
+          nb::arg("strict") = false, nb::arg("input_names") = std::vector<std::string>(),
+          nb::arg("bind_outside_state") = false)
       .def("begin", &jit::Recorder::begin, nb::arg("inputs"), nb::arg("params"))
       .def("end", &jit::Recorder::end, nb::arg("outputs"))
       .def("abort", &jit::Recorder::abort)

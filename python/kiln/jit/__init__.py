@@ -190,7 +190,7 @@ class CompiledFunction:
                  passes=None):
         functools.update_wrapper(self, fn)
         name = getattr(fn, "__name__", "function")
-        self._hybrid = HybridCache(fn, f"compile({name})", strict=strict,
+        self._hybrid = HybridCache(fn, f"compile({name})", strict=strict, bind_outside_state=True,
                                    **_compile_options(optimize, frozen, fast_math, passes))
 
     def __call__(self, *args, **kwargs):

@@ -10,8 +10,10 @@ class HybridCache:
     """Compiles `fn` once per input signature. `params()` gives the (name,
     tensor) pairs to bind as graph parameters, read at each recording."""
 
-    def __init__(self, fn, owner, params=lambda: [], strict=False, **compile_options):
+    def __init__(self, fn, owner, params=lambda: [], strict=False, bind_outside_state=False,
+                 **compile_options):
         self._fn = fn
+        self._bind_outside_state = bind_outside_state
         self._owner = owner
         self._params = params
         self._strict = strict
@@ -46,7 +48,7 @@ class HybridCache:
         _record.check_inputs(args, self._owner)
         signature = _C.jit.signature_of(list(args), training)
         compiled, result, spec = _record.record(self._fn, args, self._params(), self._strict,
-                                                self._compile_options)
+                                                self._compile_options, self._bind_outside_state)
         if self._spec is not None and spec != self._spec:
             raise TypeError(f"{self._owner}: the function returned a different structure for "
                             f"{signature} than for earlier calls; a compiled function returns "

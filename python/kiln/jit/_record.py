@@ -109,10 +109,13 @@ def _input_names(fn, count):
     return names if len(names) == count and len(set(names)) == count else []
 
 
-def record(fn, inputs, params, strict, compile_options):
+def record(fn, inputs, params, strict, compile_options, bind_outside_state=False):
     """Runs fn(*inputs) once while recording. Returns (CompiledFunction, the
-    eager result, its structure)."""
-    recorder = _C.jit.Recorder(strict=False, input_names=_input_names(fn, len(inputs)))
+    eager result, its structure). bind_outside_state: tensors fn reaches
+    from outside (a model's weights, an optimizer's buffers) are bound by
+    reference and written back, not frozen as constants."""
+    recorder = _C.jit.Recorder(strict=False, input_names=_input_names(fn, len(inputs)),
+                               bind_outside_state=bind_outside_state)
     outer_strict = getattr(_local, "strict", False)
     _local.strict = strict
     try:

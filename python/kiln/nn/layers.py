@@ -247,7 +247,10 @@ class _BatchNorm(Module):
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats:
-            self.num_batches_tracked = (self.num_batches_tracked + 1).detach()
+            # In place, as torch does: a compiled forward records the write
+            # and repeats it on every call (rebinding would be invisible).
+            with no_grad():
+                self.num_batches_tracked.add_(1)
             if self.momentum is None:
                 factor = 1.0 / float(self.num_batches_tracked.item())
         use_batch_stats = self.training or not self.track_running_stats

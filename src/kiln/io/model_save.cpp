@@ -97,6 +97,9 @@ std::vector<Blob> collect_blobs(const Graph& graph, const std::vector<std::strin
 
 void save(const CompiledFunction& compiled, const std::string& path, const SaveOptions& options) {
   KILN_CHECK_VALUE(compiled.defined(), "save: the compiled function is empty");
+  KILN_CHECK_VALUE(compiled.grad_updates().empty(),
+                   "save: this is a compiled training step (it sets gradients); save the model "
+                   "instead: kiln.jit.trace(model, x).save(path)");
   std::shared_ptr<Graph> graph = compiled.graph().clone();
   std::vector<std::string> moved = move_large_constants_to_params(*graph);
 

@@ -218,6 +218,15 @@ DispatchObserver* dispatch_observer() {
 void set_dispatch_observer(DispatchObserver* observer) {
   t_observer = observer;
 }
+PauseRecording::PauseRecording() : observer_(t_observer), hook_(trace_hook()) {
+  t_observer = nullptr;
+  set_trace_hook(nullptr);
+}
+PauseRecording::~PauseRecording() {
+  t_observer = observer_;
+  set_trace_hook(hook_);
+}
+
 void set_autograd_hook(AutogradHook hook) {
   g_autograd_hook = hook;
 }

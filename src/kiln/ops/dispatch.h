@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "kiln/core/trace_hook.h"
 #include "kiln/ops/op.h"
 #include "kiln/ops/registry.h"
 
@@ -42,6 +43,21 @@ struct DispatchObserver {
 // The observer of this thread (a trace being recorded), or null.
 DispatchObserver* dispatch_observer();
 void set_dispatch_observer(DispatchObserver* observer);
+
+// Runs a scope as if no trace were recording on this thread: what it makes
+// comes from outside the traced code (an optimizer creating its state while
+// a training step is compiled, so that the state persists across calls).
+class PauseRecording {
+ public:
+  PauseRecording();
+  ~PauseRecording();
+  PauseRecording(const PauseRecording&) = delete;
+  PauseRecording& operator=(const PauseRecording&) = delete;
+
+ private:
+  DispatchObserver* observer_;
+  TraceHook* hook_;
+};
 
 using AutogradHook = void (*)(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                               std::span<const Tensor> outputs);

@@ -71,6 +71,21 @@ const Tensor& zeros_buffer(ParamState& state, const std::string& name, const Ten
 
 }  // namespace
 
+void Adam::prepare_capture(const Tensor& param, ParamState& state, const Hyperparams& options) {
+  zeros_buffer(state, "exp_avg", param);
+  zeros_buffer(state, "exp_avg_sq", param);
+  if (get(options, "amsgrad") != 0) zeros_buffer(state, "max_exp_avg_sq", param);
+}
+
+namespace {
+
+// 1 - beta^step for a step count held in a float64 0-d tensor.
+Tensor bias_correction(double beta, const Tensor& step) {
+  return add(neg(exp(mul(step, std::log(beta)))), 1.0);
+}
+
+}  // namespace
+
 void Adam::update(const Tensor& param, const Tensor& grad, ParamState& state,
                   const Hyperparams& options) {
   double lr = get(options, "lr"), eps = get(options, "eps");
@@ -79,9 +94,12 @@ void Adam::update(const Tensor& param, const Tensor& grad, ParamState& state,
   bool amsgrad = get(options, "amsgrad") != 0;
   int64_t step = ++state.step;
 
+  const Tensor& lr_tensor = capture_lr();
   Tensor g = grad;
   if (weight_decay != 0) {
-    if (decoupled_weight_decay_) {
+    if (decoupled_weight_decay_ && lr_tensor.defined()) {
+      mul_(param, add(mul(lr_tensor, -weight_decay), 1.0));
+    } else if (decoupled_weight_decay_) {
       mul_(param, 1 - lr * weight_decay);
     } else {
       g = add(grad, mul(param, weight_decay));
@@ -109,9 +127,16 @@ void Adam::update(const Tensor& param, const Tensor& grad, ParamState& state,
     second_moment = &max_exp_avg_sq;
   }
   Tensor denom = sqrt(*second_moment);
-  div_(denom, bias_correction2_sqrt);
-  add_(denom, eps);
-  Tensor update = mul(exp_avg, -step_size);  // addcdiv: (value * m) / denom
+  Tensor update;
+  if (lr_tensor.defined()) {  // compiling a step: the step count and lr are tensors
+    div_(denom, sqrt(bias_correction(beta2, state.step_tensor)));
+    add_(denom, eps);
+    update = mul(exp_avg, neg(div(lr_tensor, bias_correction(beta1, state.step_tensor))));
+  } else {
+    div_(denom, bias_correction2_sqrt);
+    add_(denom, eps);
+    update = mul(exp_avg, -step_size);  // addcdiv: (value * m) / denom
+  }
   div_(update, denom);
   add_(param, update);
 }

@@ -31,6 +31,7 @@ class Adam : public Optimizer {
   // AdamW: weight decay shrinks the parameter instead of joining the gradient.
   Adam(std::string name, bool decoupled_weight_decay, std::vector<ParamGroup> groups,
        AdamOptions defaults);
+  void prepare_capture(const Tensor& param, ParamState& state, const Hyperparams& options) override;
   void update(const Tensor& param, const Tensor& grad, ParamState& state,
               const Hyperparams& options) override;
   void check_options(const Hyperparams& options) const override;

@@ -5,6 +5,8 @@
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/factory.h"
 #include "kiln/ops/copy.h"
+#include "kiln/ops/dispatch.h"
+#include "kiln/ops/elementwise.h"
 
 namespace kiln {
 
@@ -90,25 +92,51 @@ double Optimizer::option(const std::string& name, size_t group) const {
   return it->second;
 }
 
+namespace {
+
+// Writes a 0-d tensor in place (compiled steps hold it by reference).
+void set_scalar(const Tensor& t, double value) {
+  mul_(t, 0.0);
+  add_(t, value);
+}
+
+}  // namespace
+
 void Optimizer::set_option(const std::string& name, double value, size_t group) {
   option(name, group);  // checks the group and the name
   Hyperparams options = groups_[group].options;
   options[name] = value;
   check_options(options);
   groups_[group].options = std::move(options);
+  if (name == "lr" && group < lr_tensors_.size() && lr_tensors_[group].defined()) {
+    NoGradGuard no_grad;
+    PauseRecording outside;
+    set_scalar(lr_tensors_[group], value);  // what a compiled step reads
+  }
 }
 
 const ParamState& Optimizer::state(int64_t index) const {
   KILN_CHECK_INDEX(index >= 0 && index < int64_t(states_.size()), name_, ": no parameter ", index,
                    " (there are ", states_.size(), ")");
-  return states_[size_t(index)];
+  ParamState& state = states_[size_t(index)];
+  // Compiled steps advance the tensor only.
+  if (state.step_tensor.defined()) state.step = int64_t(state.step_tensor.item<double>());
+  return state;
 }
 
 void Optimizer::step() {
   NoGradGuard no_grad;
+  bool capturing = dispatch_observer() != nullptr;
   size_t index = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const ParamGroup& group = groups_[g];
+    if (capturing) {
+      PauseRecording outside;
+      if (lr_tensors_.size() <= g) lr_tensors_.resize(groups_.size());
+      if (!lr_tensors_[g].defined())
+        lr_tensors_[g] = full({}, get(group.options, "lr"), DType::Float64);
+    }
+    capture_lr_ = capturing ? lr_tensors_[g] : Tensor();
     for (size_t i = 0; i < group.params.size(); ++i, ++index) {
       const Tensor& param = group.params[i];
       Tensor gradient = grad(param);
@@ -117,9 +145,24 @@ void Optimizer::step() {
                       " is ", param.dtype(), " but its grad is ", gradient.dtype());
       KILN_CHECK_VALUE(gradient.shape() == param.shape(), name_, ": parameter ", i, " of group ", g,
                        " has shape ", param.shape(), " but its grad has shape ", gradient.shape());
-      update(param, gradient, states_[index], group.options);
+      ParamState& state = states_[index];
+      if (capturing) {
+        {
+          PauseRecording outside;
+          if (!state.step_tensor.defined())
+            state.step_tensor = full({}, double(state.step), DType::Float64);
+          prepare_capture(param, state, group.options);
+        }
+        add_(state.step_tensor, 1.0);
+        update(param, gradient, state, group.options);
+        continue;
+      }
+      if (state.step_tensor.defined()) state.step = int64_t(state.step_tensor.item<double>());
+      update(param, gradient, state, group.options);
+      if (state.step_tensor.defined()) set_scalar(state.step_tensor, double(state.step));
     }
   }
+  capture_lr_ = Tensor();
 }
 
 void Optimizer::zero_grad() {
@@ -132,7 +175,7 @@ void Optimizer::zero_grad() {
 OptimizerStateDict Optimizer::state_dict() const {
   OptimizerStateDict dict;
   for (size_t i = 0; i < states_.size(); ++i) {
-    const ParamState& state = states_[i];
+    const ParamState& state = this->state(int64_t(i));
     if (state.step == 0 && state.buffers.empty()) continue;
     ParamState copy{state.step, {}};
     for (const auto& [name, buffer] : state.buffers)

@@ -30,6 +30,10 @@ struct ParamGroup {
 struct ParamState {
   int64_t step = 0;                       // updates made to this parameter
   std::map<std::string, Tensor> buffers;  // "momentum_buffer", "exp_avg", ...
+  // The step count as a float64 0-d tensor, made when a training step is
+  // compiled: the compiled step advances it (Adam's bias corrections read
+  // it), and `step` follows it.
+  Tensor step_tensor;
 };
 
 // A snapshot (the tensors are copies) of an optimizer's state, as in
@@ -79,6 +83,19 @@ class Optimizer {
   // calls the virtual check_options, which only the derived class has.
   void add_initial_groups(std::vector<ParamGroup> groups);
 
+  // While a training step is being compiled (a trace records on this
+  // thread), step() first makes every state tensor the update will use
+  // outside the recording, so that the compiled step reads and writes the
+  // same tensors on every call (the trace binds them by reference), and
+  // hands the update the learning rate as a tensor (capture_lr()), which
+  // set_option keeps current. Updates must then take one path whatever the
+  // step count (zero-initialized buffers, bias corrections from step_tensor).
+  virtual void prepare_capture(const Tensor& param, ParamState& state,
+                               const Hyperparams& options) = 0;
+  // The group's learning rate as a float64 0-d tensor while compiling a
+  // step; undefined otherwise (eager steps use the number).
+  const Tensor& capture_lr() const { return capture_lr_; }
+
   // One parameter's update; `grad` has the parameter's shape and dtype.
   virtual void update(const Tensor& param, const Tensor& grad, ParamState& state,
                       const Hyperparams& options) = 0;
@@ -89,8 +106,10 @@ class Optimizer {
   std::string name_;
   Hyperparams defaults_;
   std::vector<std::string> buffer_names_;
-  std::vector<ParamGroup> groups_;  // options filled in from the defaults
-  std::vector<ParamState> states_;  // one per parameter, over all groups in order
+  std::vector<ParamGroup> groups_;          // options filled in from the defaults
+  mutable std::vector<ParamState> states_;  // one per parameter, over all groups in order
+  std::vector<Tensor> lr_tensors_;          // per group, made by the first compiled step
+  Tensor capture_lr_;
 };
 
 // One group over `params` (none when the list is empty, which the

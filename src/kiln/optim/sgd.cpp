@@ -1,5 +1,6 @@
 #include "kiln/optim/sgd.h"
 
+#include "kiln/core/factory.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/elementwise.h"
 
@@ -33,6 +34,18 @@ void SGD::check_options(const Hyperparams& options) const {
                    momentum, " and dampening ", dampening);
 }
 
+// The compiled step has one path for every step: the momentum buffer starts
+// at zeros, which gives the first step's buffer = gradient exactly when
+// there is no dampening (0 * momentum + g).
+void SGD::prepare_capture(const Tensor& param, ParamState& state, const Hyperparams& options) {
+  double momentum = get(options, "momentum"), dampening = get(options, "dampening");
+  if (momentum == 0 || state.buffers.count("momentum_buffer")) return;
+  KILN_CHECK_VALUE(dampening == 0, "SGD: compiling a training step with dampening ", dampening,
+                   " before the first step: torch's first step skips the dampening, which a "
+                   "compiled step cannot repeat; take one eager step first");
+  state.buffers["momentum_buffer"] = zeros_like(param);
+}
+
 void SGD::update(const Tensor& param, const Tensor& grad, ParamState& state,
                  const Hyperparams& options) {
   double lr = get(options, "lr"), momentum = get(options, "momentum");
@@ -59,6 +72,10 @@ void SGD::update(const Tensor& param, const Tensor& grad, ParamState& state,
     }
     const Tensor& buffer = found->second;
     direction = nesterov ? add(direction, mul(buffer, momentum)) : buffer;
+  }
+  if (capture_lr().defined()) {
+    add_(param, mul(direction, neg(capture_lr())));
+    return;
   }
   add_(param, mul(direction, -lr));
 }

@@ -27,6 +27,7 @@ class SGD : public Optimizer {
   SGD(std::vector<ParamGroup> groups, SGDOptions defaults = {});
 
  protected:
+  void prepare_capture(const Tensor& param, ParamState& state, const Hyperparams& options) override;
   void update(const Tensor& param, const Tensor& grad, ParamState& state,
               const Hyperparams& options) override;
   void check_options(const Hyperparams& options) const override;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <mutex>
 
 #include "kiln/autograd/autograd.h"
@@ -69,7 +70,9 @@ CompiledFunction::CompiledFunction(Capture capture, const std::optional<PassOpti
 
 CompiledFunction::CompiledFunction(Optimized optimized)
     : CompiledFunction(std::move(optimized.capture.graph), optimized.capture.num_outputs,
-                       std::move(optimized.capture.state_updates)) {
+                       std::move(optimized.capture.state_updates),
+                       std::move(optimized.capture.grad_updates)) {
+  differentiable_ = optimized.capture.differentiable;
   warnings_ = std::move(optimized.capture.warnings);
   CompileReport lowered = std::move(compile_report_);  // what the constructor measured
   compile_report_ = std::move(optimized.report);
@@ -82,16 +85,27 @@ CompiledFunction::CompiledFunction(Optimized optimized)
 }
 
 CompiledFunction::CompiledFunction(std::shared_ptr<const Graph> graph, size_t num_outputs,
-                                   std::vector<StateUpdate> state_updates)
+                                   std::vector<StateUpdate> state_updates,
+                                   std::vector<GradUpdate> grad_updates)
     : graph_(std::move(graph)),
       num_outputs_(num_outputs),
       state_updates_(std::move(state_updates)),
+      grad_updates_(std::move(grad_updates)),
       grad_cache_(std::make_shared<GradCache>()) {
   KILN_CHECK_VALUE(graph_ != nullptr, "CompiledFunction: no graph");
   recorded_ = graph_;
-  KILN_CHECK_VALUE(num_outputs_ + state_updates_.size() == graph_->outputs().size(),
-                   "CompiledFunction: ", num_outputs_, " outputs and ", state_updates_.size(),
-                   " state updates, but the graph has ", graph_->outputs().size(), " outputs");
+  size_t grad_outputs =
+      size_t(std::count_if(grad_updates_.begin(), grad_updates_.end(),
+                           [](const GradUpdate& u) { return u.output != size_t(-1); }));
+  KILN_CHECK_VALUE(num_outputs_ + state_updates_.size() + grad_outputs == graph_->outputs().size(),
+                   "CompiledFunction: ", num_outputs_, " outputs, ", state_updates_.size(),
+                   " state updates and ", grad_outputs, " gradients, but the graph has ",
+                   graph_->outputs().size(), " outputs");
+  for (const GradUpdate& update : grad_updates_) {
+    KILN_CHECK_VALUE(graph_->find_param(update.param) != nullptr &&
+                         (update.output == size_t(-1) || update.output < graph_->outputs().size()),
+                     "CompiledFunction: a grad update names no parameter or output of the graph");
+  }
   for (const StateUpdate& update : state_updates_) {
     bool known = update.target == ValueKind::Param ? graph_->find_param(update.param) != nullptr
                                                    : update.input < graph_->inputs().size();
@@ -125,10 +139,24 @@ namespace {
 bool requires_grad(const Tensor& t) {
   return t.defined() && t.requires_grad();
 }
+
+// copy_ without dispatch for the common case (a compiled training step
+// writes every weight and buffer back on each call): same dtype and shape,
+// both dense. The version bump is what copy_ would do.
+void write_state(const Tensor& target, const Tensor& value) {
+  bool plain = target.dtype() == value.dtype() && target.shape() == value.shape() &&
+               target.is_contiguous() && value.is_contiguous();
+  if (!plain) {
+    copy_(target, value);
+    return;
+  }
+  std::memcpy(target.data_ptr(), value.data_ptr(), size_t(value.numel()) * value.itemsize());
+  target.bump_version();
+}
 }  // namespace
 
 bool CompiledFunction::needs_grad(std::span<const Tensor> inputs) const {
-  if (!grad_mode_enabled()) return false;
+  if (!differentiable_ || !grad_mode_enabled()) return false;
   if (std::any_of(inputs.begin(), inputs.end(), requires_grad)) return true;
   // Parameters a frozen compile treats as constants get none.
   if (passes_ && passes_->frozen) return false;
@@ -181,13 +209,17 @@ void CompiledFunction::check_inputs(std::span<const Tensor> inputs) const {
 // In-place writes the traced code made to its inputs and parameters.
 void CompiledFunction::write_back(const std::vector<Tensor>& results,
                                   std::span<const Tensor> inputs) const {
-  if (state_updates_.empty()) return;
+  if (state_updates_.empty() && grad_updates_.empty()) return;
   NoGradGuard no_grad;  // as the eager code's state updates (BatchNorm's counter)
   for (const StateUpdate& update : state_updates_) {
     const Tensor& target = update.target == ValueKind::Param
                                ? graph_->find_param(update.param)->data()
                                : inputs[update.input];
-    copy_(target, results[update.output]);
+    write_state(target, results[update.output]);
+  }
+  for (const GradUpdate& update : grad_updates_) {
+    const Tensor& param = graph_->find_param(update.param)->data();
+    set_grad(param, update.output == size_t(-1) ? Tensor() : results[update.output]);
   }
 }
 

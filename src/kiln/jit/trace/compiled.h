@@ -49,7 +49,8 @@ class CompiledFunction {
   // `num_outputs` outputs are returned, the rest are `state_updates`. The
   // graph must not change afterwards (clone it to rewrite it).
   CompiledFunction(std::shared_ptr<const Graph> graph, size_t num_outputs,
-                   std::vector<StateUpdate> state_updates = {});
+                   std::vector<StateUpdate> state_updates = {},
+                   std::vector<GradUpdate> grad_updates = {});
 
   // Runs the graph on inputs of the dtypes and shapes it was traced with.
   std::vector<Tensor> run(std::span<const Tensor> inputs) const;
@@ -60,6 +61,7 @@ class CompiledFunction {
   const std::shared_ptr<const Graph>& shared_graph() const { return graph_; }
   size_t num_outputs() const { return num_outputs_; }
   const std::vector<StateUpdate>& state_updates() const { return state_updates_; }
+  const std::vector<GradUpdate>& grad_updates() const { return grad_updates_; }
   const std::vector<TraceWarning>& warnings() const { return warnings_; }
   // What the passes did to the captured graph (empty when none ran).
   const PassReport& report() const { return compile_report_.passes; }
@@ -92,6 +94,8 @@ class CompiledFunction {
   std::shared_ptr<const Graph> graph_;
   size_t num_outputs_ = 0;
   std::vector<StateUpdate> state_updates_;
+  std::vector<GradUpdate> grad_updates_;
+  bool differentiable_ = true;
   std::vector<TraceWarning> warnings_;
   CompileReport compile_report_;
   std::shared_ptr<const GraphRunner> interpreter_;

@@ -1,5 +1,7 @@
 #include "kiln/jit/trace/recorder.h"
 
+#include "kiln/autograd/autograd.h"
+
 #include <algorithm>
 
 #include "kiln/kernels/cpu/copy.h"
@@ -104,6 +106,8 @@ Capture Recorder::end(const std::vector<Tensor>& outputs) {
   capture.num_outputs = values.size();
   graph_->set_outputs(std::move(values));
   add_state_updates(capture);
+  add_grad_updates(capture);
+  capture.differentiable = !options_.bind_outside_state;
   drop_unused_constants();
   capture.warnings = std::move(warnings_);
   capture.seconds =
@@ -152,6 +156,41 @@ void Recorder::add_state_updates(Capture& capture) {
     outputs.push_back(entry.value);
   }
   graph_->set_outputs(std::move(outputs));
+}
+
+// The .grad of every bound parameter that requires grad, as the code left
+// it: a training step's zero_grad(); backward() leaves this call's gradient.
+void Recorder::add_grad_updates(Capture& capture) {
+  if (!options_.bind_outside_state) return;
+  std::vector<Value*> outputs = graph_->outputs();
+  for (const Root& root : roots_) {
+    if (root.original->kind() != ValueKind::Param || !root.tensor.requires_grad()) continue;
+    Tensor g = kiln::grad(root.tensor);
+    GradUpdate update{root.original->name()};
+    if (g.defined()) {
+      update.output = outputs.size();
+      outputs.push_back(value_of(g, /*check_stale=*/true));
+    }
+    capture.grad_updates.push_back(std::move(update));
+  }
+  graph_->set_outputs(std::move(outputs));
+}
+
+// A tensor from outside, bound by reference (bind_outside_state).
+Value* Recorder::bind_state(const Tensor& t) {
+  if (t.requires_grad() && kiln::grad(t).defined()) {
+    report(WarningKind::GradConstant,
+           str("a parameter (shape ", t.shape(),
+               ") enters the compiled function with a .grad already: each call sets .grad to "
+               "that call's gradient rather than adding to it; call zero_grad() inside the "
+               "compiled step"));
+  }
+  Value* v = graph_->add_param(str("state.", graph_->params().size()),
+                               TensorMeta{t.dtype(), t.shape()}, t);
+  dynamic_.insert(v);
+  bind(t, v);
+  roots_.push_back(Root{t, v});
+  return v;
 }
 
 void Recorder::warn_constant_outputs(const std::vector<Value*>& outputs) {
@@ -248,7 +287,9 @@ Value* Recorder::value_of(const Tensor& t, bool check_stale) {
   }
   if (Entry* same = find_same_view(t)) {
     Value* value = value_of(same->tensor, check_stale);
-    if (same->tensor.requires_grad() && !t.requires_grad() && is_dynamic(value)) {
+    // A recorded training step is never differentiated again (Capture::differentiable).
+    bool differentiable = !options_.bind_outside_state;
+    if (differentiable && same->tensor.requires_grad() && !t.requires_grad() && is_dynamic(value)) {
       report(WarningKind::UntracedView,
              str("detach() of ", describe(value),
                  " is not recorded: when the compiled function runs under autograd, gradients "
@@ -263,13 +304,14 @@ Value* Recorder::value_of(const Tensor& t, bool check_stale) {
            str("a view of a traced tensor made outside the op table (shape ", t.shape(),
                "): the graph holds a copy of its values at trace time"));
   }
+  bool outside = born_.count(t.storage().get()) == 0;
+  if (outside && options_.bind_outside_state && !t.impl()->wrapped_number) return bind_state(t);
   if (t.requires_grad()) {
     report(WarningKind::GradConstant,
            str("a tensor that requires grad (shape ", t.shape(),
                ") was captured as a constant: the compiled function uses a copy of its value "
                "and no gradient reaches it; pass it as an input or a named parameter"));
   }
-  bool outside = born_.count(t.storage().get()) == 0;
   return bind(t, add_constant(t), outside).value;
 }
 
@@ -320,6 +362,10 @@ void Recorder::before_write(const OpDef& op, std::span<const Tensor> inputs, con
   }
   pending_write_ = out.impl();
   bool known = find(out) || by_storage_.count(out.storage().get()) > 0;
+  if (!known && options_.bind_outside_state && born_.count(out.storage().get()) == 0) {
+    bind_state(out);
+    return;
+  }
   if (known) value_of(out, /*check_stale=*/true);
   bool outside = known ? find(out)->outside : born_.count(out.storage().get()) == 0;
   if (!outside) return;

@@ -50,6 +50,12 @@ struct TraceOptions {
   // Tensors a traced function uses that should stay live weights (graph
   // parameters by these names) rather than be frozen as constants.
   nn::NamedTensors params = {};
+  // Tensors from outside the traced code (not inputs, not named parameters)
+  // are bound by reference as parameters named "state.N" instead of copied
+  // as constants, and writes into them become state updates: what a whole
+  // training step needs (the model's weights, the optimizer's buffers). The
+  // parameters' .grad as the code leaves it becomes a grad update.
+  bool bind_outside_state = false;
   // Names for the graph inputs (optional; as many as there are inputs).
   std::vector<std::string> input_names = {};
   // The passes the recorded graph goes through before it is compiled (the
@@ -66,6 +72,13 @@ struct StateUpdate {
   std::string param;  // the parameter's name, when target is Param
 };
 
+// A parameter's .grad as the traced code left it: set to a graph output
+// after each run (or cleared, when `output` is npos: zero_grad() last).
+struct GradUpdate {
+  std::string param;
+  size_t output = size_t(-1);
+};
+
 // What one recording produced.
 struct Capture {
   std::shared_ptr<Graph> graph;
@@ -73,6 +86,10 @@ struct Capture {
   // the rest are state updates.
   size_t num_outputs = 0;
   std::vector<StateUpdate> state_updates;
+  std::vector<GradUpdate> grad_updates;  // with bind_outside_state; after the state updates
+  // False for a recorded training step (bind_outside_state): its outputs
+  // are results, never differentiated again.
+  bool differentiable = true;
   std::vector<TraceWarning> warnings;  // everything reported while recording
   double seconds = 0;                  // from begin() to end()
 };
@@ -141,6 +158,8 @@ class Recorder final : private DispatchObserver, private TraceHook {
   void mark_dynamic(const OpDef& op, const Node* node);
   bool is_dynamic(const Value* value) const { return dynamic_.count(value) > 0; }
   void add_state_updates(Capture& capture);
+  void add_grad_updates(Capture& capture);
+  Value* bind_state(const Tensor& t);
   void warn_constant_outputs(const std::vector<Value*>& outputs);
   void drop_unused_constants();
 
