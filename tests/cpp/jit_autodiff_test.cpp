@@ -9,6 +9,12 @@
 #include "kiln/jit/ir/parser.h"
 #include "kiln/jit/ir/printer.h"
 #include "kiln/jit/trace/autodiff.h"
+#include "kiln/jit/trace/trace.h"
+#include "kiln/nn/container.h"
+#include "kiln/nn/functional.h"
+#include "kiln/nn/layers.h"
+#include "kiln/ops/copy.h"
+#include "kiln/optim/sgd.h"
 
 namespace kiln::jit {
 namespace {
@@ -84,6 +90,66 @@ TEST(JitAutodiff, BuildingTheBackwardDrawsNoRandomNumbersAndWritesNoState) {
   // The mask crosses the cut: dropout runs once, in the forward.
   EXPECT_NE(to_text(*d.forward).find("dropout("), std::string::npos);
   EXPECT_EQ(to_text(*d.backward).find("dropout("), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln::jit
+
+namespace kiln::jit {
+namespace {
+
+// A whole training step traced from C++ with bind_outside_state (what
+// Python's kiln.compile does): five compiled steps of SGD with momentum
+// leave the weights, gradients and momentum buffers eager steps leave.
+TEST(JitAutodiff, CompiledTrainingStepEqualsEagerSteps) {
+  struct Run {
+    std::vector<Tensor> params, grads, buffers;
+    std::vector<float> losses;
+  };
+  auto train = [](bool compiled) {
+    manual_seed(0);
+    auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(10, 5),
+                                                  std::make_shared<nn::ReLU>(),
+                                                  std::make_shared<nn::Linear>(5, 2));
+    SGD opt(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+    auto step = [&](const std::vector<Tensor>& in) {
+      opt.zero_grad();
+      Tensor loss = nn::functional::cross_entropy((*model)(in[0]), in[1]);
+      backward(loss);
+      opt.step();
+      return std::vector<Tensor>{loss};
+    };
+    manual_seed(1);
+    Run run;
+    CompiledFunction f;
+    for (int i = 0; i < 5; ++i) {
+      std::vector<Tensor> batch = {randn({10, 10}), randint(0, 2, {10})};
+      Tensor loss;
+      if (compiled && i == 0) {  // records while taking the first step
+        TraceRun first = trace_and_run(step, batch, {}, {.bind_outside_state = true});
+        f = first.compiled;
+        loss = first.outputs[0];
+      } else {
+        loss = compiled ? f(batch)[0] : step(batch)[0];
+      }
+      run.losses.push_back(loss.item<float>());
+    }
+    for (const Tensor& p : model->parameters()) {
+      run.params.push_back(clone(detach(p)));
+      run.grads.push_back(clone(grad(p)));
+    }
+    for (int64_t i = 0; i < 4; ++i)
+      run.buffers.push_back(opt.state(i).buffers.at("momentum_buffer"));
+    EXPECT_EQ(opt.state(0).step, 5);
+    return run;
+  };
+  Run eager = train(false), compiled = train(true);
+  EXPECT_EQ(compiled.losses, eager.losses);
+  for (size_t i = 0; i < eager.params.size(); ++i) {
+    EXPECT_TRUE(bitwise_equal(compiled.params[i], eager.params[i])) << "parameter " << i;
+    EXPECT_TRUE(bitwise_equal(compiled.grads[i], eager.grads[i])) << "grad " << i;
+    EXPECT_TRUE(bitwise_equal(compiled.buffers[i], eager.buffers[i])) << "buffer " << i;
+  }
 }
 
 }  // namespace

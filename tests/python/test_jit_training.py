@@ -210,3 +210,27 @@ def test_a_training_step_cannot_be_saved_but_its_model_can(tmp_path):
 def test_sgd_dampening_before_the_first_step_is_refused_when_compiling():
     with pytest.raises(ValueError, match="take one eager step first"):
         train(lambda p: optim.SGD(p, lr=0.1, momentum=0.9, dampening=0.5), compiled=True)
+
+
+def test_a_scheduler_changes_the_learning_rate_a_compiled_step_uses():
+    runs = []
+    for compiled in (False, True):
+        kiln.manual_seed(0)
+        model = my_model()
+        opt = optim.SGD(model.parameters(), lr=0.5)
+        sched = optim.lr_scheduler.StepLR(opt, 1, gamma=0.1)
+
+        def step(x, target):
+            opt.zero_grad()
+            loss = nn.CrossEntropyLoss()(model(x), target)
+            loss.backward()
+            opt.step()
+            return loss
+        step = kiln.compile(step) if compiled else step
+        kiln.manual_seed(1)
+        for _ in range(4):
+            step(kiln.randn(10, 10), kiln.randint(0, 2, (10,)))
+            sched.step()
+        runs.append(numpy_params(model))
+    for got, want in zip(*runs):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
