@@ -76,11 +76,11 @@ def test_quick_run_reports_what_did_not_run(quick_run):
     assert "median_us" not in rows["jax", "jit", "W1-b1"]
     assert rows["torch", "compile", "W1-b1"]["status"] == "skipped (--skip-modes)"
     assert rows["onnxruntime", "*", "W3b-b10"]["status"].startswith("n/a: inference only")
-    assert rows["kiln", "cpp-loop", "W3b-b10"]["status"].startswith("not available")
-    # kiln.compile of a whole training step: timed only if its losses and
-    # weights match PyTorch's, else reported as a mismatch.
-    compiled = rows["kiln", "compile", "W3b-b10"]
-    assert compiled["status"] == "ok" or compiled["status"].startswith("output mismatch")
+    # kiln.compile of a whole training step, from Python and from a C++ loop:
+    # timed only because its losses and weights matched PyTorch's.
+    for mode in ("compile", "cpp-loop"):
+        assert rows["kiln", mode, "W3b-b10"]["status"] == "ok", rows["kiln", mode, "W3b-b10"]
+        assert rows["kiln", mode, "W3b-b10"]["median_us"] > 0
 
 
 def test_a_wrong_output_is_caught(quick_run):
