@@ -90,27 +90,37 @@ def inference_modes(job, case):
                         timer=cpp_loop)]
 
 
+def new_training(case, weights, hybridize=False):
+    """A fresh model in training mode, its SGD optimizer, and the eager step."""
+    model = build_model(case.model, weights).train()
+    if hybridize:
+        model.hybridize()
+    opt = kiln.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return model, step
+
+
+def checked_training(model, first_loss, next_loss):
+    losses = [first_loss] + [next_loss() for _ in range(STEPS_CHECKED - 1)]
+    return runner.training_outputs(losses, {k: _numpy(v) for k, v in model.state_dict().items()})
+
+
 def training_mode(job, case, id, label, compile_step=False, hybridize=False):
     weights = job.weights(case.model)
     x, y = kiln.tensor(job.input(case)), kiln.tensor(job.target(case))
     state = {}
 
-    def eager_step(x, y):
-        opt = state["opt"]
-        opt.zero_grad()
-        loss = nn.functional.cross_entropy(state["model"](x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
     def outputs():
-        model = build_model(case.model, weights).train()
-        state["model"] = model.hybridize() if hybridize else model
-        state["opt"] = kiln.optim.SGD(model.parameters(), lr=LEARNING_RATE)
-        state["step"] = kiln.compile(eager_step) if compile_step else eager_step
-        losses = [state["step"](x, y).item() for _ in range(STEPS_CHECKED)]
-        return runner.training_outputs(losses, {k: _numpy(v)
-                                                for k, v in model.state_dict().items()})
+        model, step = new_training(case, weights, hybridize)
+        state["step"] = kiln.compile(step) if compile_step else step
+        return checked_training(model, state["step"](x, y).item(),
+                                lambda: state["step"](x, y).item())
     return runner.Mode(id, label, outputs, lambda: state["step"](x, y))
 
 
@@ -136,23 +146,12 @@ def compiled_step_from_cpp(job, case):
     state = {}
 
     def outputs():
-        model = build_model(case.model, weights).train()
-        opt = kiln.optim.SGD(model.parameters(), lr=LEARNING_RATE)
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
+        model, step = new_training(case, weights)
         options = dict(optimize=True, frozen=False, fast_math=False, passes=[])
         compiled, first, _ = _record.record(step, (x, y), [], False, options,
                                             bind_outside_state=True)
         state["compiled"] = compiled
-        losses = [first.item()] + [compiled.run([x, y])[0].item()
-                                   for _ in range(STEPS_CHECKED - 1)]
-        return runner.training_outputs(losses, {k: _numpy(v)
-                                                for k, v in model.state_dict().items()})
+        return checked_training(model, first.item(), lambda: compiled.run([x, y])[0].item())
 
     def timer(calls):
         return kiln._C.jit._seconds_per_call_from_cpp(state["compiled"], [x, y], calls) * 1e6

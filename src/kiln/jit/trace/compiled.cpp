@@ -101,16 +101,22 @@ CompiledFunction::CompiledFunction(std::shared_ptr<const Graph> graph, size_t nu
                    "CompiledFunction: ", num_outputs_, " outputs, ", state_updates_.size(),
                    " state updates and ", grad_outputs, " gradients, but the graph has ",
                    graph_->outputs().size(), " outputs");
+  // Parameters are looked up by name once here, not on every call.
   for (const GradUpdate& update : grad_updates_) {
-    KILN_CHECK_VALUE(graph_->find_param(update.param) != nullptr &&
+    const Value* param = graph_->find_param(update.param);
+    KILN_CHECK_VALUE(param != nullptr &&
                          (update.output == size_t(-1) || update.output < graph_->outputs().size()),
                      "CompiledFunction: a grad update names no parameter or output of the graph");
+    grad_targets_.push_back(param);
   }
   for (const StateUpdate& update : state_updates_) {
-    bool known = update.target == ValueKind::Param ? graph_->find_param(update.param) != nullptr
+    const Value* param =
+        update.target == ValueKind::Param ? graph_->find_param(update.param) : nullptr;
+    bool known = update.target == ValueKind::Param ? param != nullptr
                                                    : update.input < graph_->inputs().size();
     KILN_CHECK_VALUE(known && update.output < graph_->outputs().size(),
                      "CompiledFunction: a state update names no input or parameter of the graph");
+    state_targets_.push_back(param);
   }
   interpreter_ = std::make_shared<Interpreter>(graph_);
   auto start = std::chrono::steady_clock::now();
@@ -211,15 +217,14 @@ void CompiledFunction::write_back(const std::vector<Tensor>& results,
                                   std::span<const Tensor> inputs) const {
   if (state_updates_.empty() && grad_updates_.empty()) return;
   NoGradGuard no_grad;  // as the eager code's state updates (BatchNorm's counter)
-  for (const StateUpdate& update : state_updates_) {
-    const Tensor& target = update.target == ValueKind::Param
-                               ? graph_->find_param(update.param)->data()
-                               : inputs[update.input];
+  for (size_t i = 0; i < state_updates_.size(); ++i) {
+    const StateUpdate& update = state_updates_[i];
+    const Tensor& target = state_targets_[i] ? state_targets_[i]->data() : inputs[update.input];
     write_state(target, results[update.output]);
   }
-  for (const GradUpdate& update : grad_updates_) {
-    const Tensor& param = graph_->find_param(update.param)->data();
-    set_grad(param, update.output == size_t(-1) ? Tensor() : results[update.output]);
+  for (size_t i = 0; i < grad_updates_.size(); ++i) {
+    size_t output = grad_updates_[i].output;
+    set_grad(grad_targets_[i]->data(), output == size_t(-1) ? Tensor() : results[output]);
   }
 }
 

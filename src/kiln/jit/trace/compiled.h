@@ -95,6 +95,8 @@ class CompiledFunction {
   size_t num_outputs_ = 0;
   std::vector<StateUpdate> state_updates_;
   std::vector<GradUpdate> grad_updates_;
+  // The parameter each update writes (null: a state update of an input).
+  std::vector<const Value*> state_targets_, grad_targets_;
   bool differentiable_ = true;
   std::vector<TraceWarning> warnings_;
   CompileReport compile_report_;
