@@ -6,6 +6,7 @@
 """
 from kiln import _C
 from kiln._C import Tensor, dtype, dispatch, from_numpy, from_dlpack, manual_seed, is_grad_enabled
+from kiln._C import memory_stats, release_cached_memory
 from kiln._tensor import install_tensor_methods
 from kiln._factories import (tensor, zeros, ones, empty, full, arange, linspace, eye, rand,
                              randn, randint, zeros_like, ones_like, empty_like, full_like,

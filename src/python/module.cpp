@@ -268,6 +268,23 @@ NB_MODULE(_C, m) {
         nb::arg("grad_outputs"), nb::arg("retain_graph") = false, nb::arg("create_graph") = false,
         nb::arg("allow_unused") = false);
   m.def("_allocator_live_bytes", [] { return allocator_stats().live_bytes; });
+  m.def(
+      "memory_stats",
+      [] {
+        const AllocatorStats s = allocator_stats();
+        nb::dict d;
+        d["live_bytes"] = s.live_bytes;
+        d["peak_bytes"] = s.peak_bytes;
+        d["live_blocks"] = s.live_blocks;
+        d["total_allocations"] = s.total_allocations;
+        d["cached_bytes"] = s.cached_bytes;
+        d["cache_hits"] = s.cache_hits;
+        return d;
+      },
+      "The CPU allocator's counters: bytes live and at peak, blocks live, allocations ever "
+      "made, and the freed large blocks kept for reuse (cached_bytes, cache_hits).");
+  m.def("release_cached_memory", &release_cached_blocks,
+        "Frees the large blocks the allocator keeps for reuse (see memory_stats()).");
   m.def("is_grad_enabled", &grad_mode_enabled);
   m.def("set_grad_enabled", &set_grad_mode, nb::arg("mode"));
 }

@@ -52,6 +52,31 @@ TEST(Allocator, AlignsAndCountsLiveBytes) {
   EXPECT_EQ(allocator_stats().live_bytes, before);
 }
 
+TEST(Allocator, ReusesFreedLargeBlocksOfTheSameSize) {
+  release_cached_blocks();
+  const int64_t live = allocator_stats().live_bytes;
+  void* first = nullptr;
+  {
+    Tensor big = empty({1 << 16});  // 256 KiB: cached when freed
+    first = big.data_ptr();
+  }
+  EXPECT_GE(allocator_stats().cached_bytes, int64_t(1) << 18);
+  EXPECT_EQ(allocator_stats().live_bytes, live) << "a cached block is not live";
+  const int64_t hits = allocator_stats().cache_hits;
+  Tensor again = empty({1 << 16});
+  EXPECT_EQ(again.data_ptr(), first);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(again.data_ptr()) % kAlignment, 0u);
+  EXPECT_EQ(allocator_stats().cache_hits, hits + 1);
+  Tensor other = empty({(1 << 16) + 16});  // another size: not that block
+  EXPECT_NE(other.data_ptr(), first);
+  again = Tensor();
+  other = Tensor();
+  release_cached_blocks();
+  EXPECT_EQ(allocator_stats().cached_bytes, 0);
+  Tensor small = empty({4});
+  EXPECT_EQ(allocator_stats().cached_bytes, 0) << "small blocks go straight back";
+}
+
 TEST(Factory, FillsValues) {
   EXPECT_EQ(zeros({2, 2}).to_vector<float>(), std::vector<float>(4, 0.f));
   EXPECT_EQ(ones({3}, DType::Int32).to_vector<int32_t>(), std::vector<int32_t>(3, 1));

@@ -3,6 +3,7 @@
 // PyTorch live in tests/oracle/cases_{unary,binary}.py.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 
 #include "kiln/core/factory.h"
@@ -10,6 +11,7 @@
 #include "kiln/ops/copy.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/registry.h"
+#include "kiln/ops/view.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -85,6 +87,28 @@ TEST(ElementwiseApi, ClampAndWhere) {
   EXPECT_EQ(where(cond, x, 0.0).to_vector<float>(), (std::vector<float>{0, 0.5, 3}));
   EXPECT_EQ(where(cond, 7, x).to_vector<float>(), (std::vector<float>{-2, 7, 7}));
   EXPECT_EQ(where(cond, x, 0.0).dtype(), DType::Float32);
+}
+
+// float32 where takes an 8-lane path over dense runs: every pairing of a
+// dense or single-value side, lengths around the vector width, NaN bits kept.
+TEST(ElementwiseApi, WhereOverDenseRunsMatchesElementByElement) {
+  for (int64_t n : {1, 7, 8, 9, 37}) {
+    Tensor x = randn({n}), y = randn({n}), cond = rand({n}) > 0.5;
+    static_cast<float*>(x.data_ptr())[0] = std::nanf("");
+    const std::vector<float> xs = x.to_vector<float>(), ys = y.to_vector<float>();
+    const std::vector<bool> cs = cond.to_vector<bool>();
+    auto check = [&](const Tensor& got, bool x_dense, bool y_dense) {
+      std::vector<float> values = got.to_vector<float>();
+      for (int64_t i = 0; i < n; ++i) {
+        float want = cs[size_t(i)] ? xs[x_dense ? size_t(i) : 0] : ys[y_dense ? size_t(i) : 0];
+        EXPECT_EQ(std::bit_cast<uint32_t>(values[size_t(i)]), std::bit_cast<uint32_t>(want))
+            << "n " << n << " element " << i;
+      }
+    };
+    check(where(cond, x, y), true, true);
+    check(where(cond, reshape(slice(x, 0, 0, 1), {}), y), false, true);
+    check(where(cond, x, reshape(slice(y, 0, 0, 1), {})), true, false);
+  }
 }
 
 TEST(ElementwiseInPlace, WritesIntoTheTensorAndReturnsIt) {

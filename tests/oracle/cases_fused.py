@@ -66,7 +66,7 @@ FUSED_ELEMENTWISE = [
          attrs=program("sigmoid(%0) mul($0, %1) neg($1)"), name="chain"),
     Case("fused_elementwise", [randn(3, 7), randn()], lambda x, c: torch.tanh(x * c + x),
          attrs=program("mul(%0, %1) add($0, %0) tanh($1)"), name="scalar_input"),
-    Case("fused_elementwise", [randn(3000)], lambda x: torch.cos(torch.sin(x)) * x,
+    Case("fused_elementwise", [randn(20000)], lambda x: torch.cos(torch.sin(x)) * x,
          attrs=program("sin(%0) cos($0) mul($1, %0)"), name="several_blocks"),
     Case("fused_elementwise", [randn(5, 6, layout="transposed"), randn(5, 6)],
          lambda a, b: torch.sigmoid(a + b), attrs=program("add(%0, %1) sigmoid($0)"),

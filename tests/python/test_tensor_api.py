@@ -167,3 +167,20 @@ def test_every_user_op_is_a_kiln_function():
     for name, *_ in kiln._C.op_schemas():
         if not name.endswith("_backward"):
             assert callable(getattr(kiln, name)), name
+
+
+def test_memory_stats_and_the_cache_of_large_blocks():
+    kiln.release_cached_memory()
+    assert kiln.memory_stats()["cached_bytes"] == 0
+    live = kiln.memory_stats()["live_bytes"]
+    big = kiln.empty(1 << 16)  # 256 KiB
+    assert kiln.memory_stats()["live_bytes"] == live + (1 << 18)
+    del big
+    stats = kiln.memory_stats()
+    assert stats["live_bytes"] == live and stats["cached_bytes"] >= 1 << 18
+    hits = stats["cache_hits"]
+    again = kiln.empty(1 << 16)
+    assert kiln.memory_stats()["cache_hits"] == hits + 1
+    del again
+    kiln.release_cached_memory()
+    assert kiln.memory_stats()["cached_bytes"] == 0

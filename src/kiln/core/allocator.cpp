@@ -2,6 +2,9 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <map>
+#include <mutex>
+#include <vector>
 
 #include "kiln/util/error.h"
 
@@ -12,6 +15,7 @@ std::atomic<int64_t> g_live_bytes{0};
 std::atomic<int64_t> g_peak_bytes{0};
 std::atomic<int64_t> g_live_blocks{0};
 std::atomic<int64_t> g_total_allocations{0};
+std::atomic<int64_t> g_cache_hits{0};
 
 void raise_peak(int64_t live) {
   int64_t peak = g_peak_bytes.load(std::memory_order_relaxed);
@@ -19,15 +23,95 @@ void raise_peak(int64_t live) {
   }
 }
 
+size_t rounded_size(size_t nbytes) {
+  // aligned_alloc wants a size that is a multiple of the alignment; a
+  // zero-size tensor still gets a distinct, freeable block.
+  size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
+  return rounded == 0 ? kAlignment : rounded;
+}
+
+// Freed large blocks by size. Only large blocks pass through here, so the
+// lock is taken at most once per large allocation or free.
+class BlockCache {
+ public:
+  void* take(size_t size) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = blocks_.find(size);
+    if (it == blocks_.end()) return nullptr;
+    void* ptr = it->second.back();
+    it->second.pop_back();
+    if (it->second.empty()) blocks_.erase(it);
+    cached_bytes_ -= size;
+    return ptr;
+  }
+
+  // Keeps the block unless that would pass the limit; then the largest
+  // blocks kept so far go first (the likeliest to be stale: a batch size
+  // that changed), and the block itself when it alone is too big.
+  void put(void* ptr, size_t size) {
+    std::vector<std::pair<void*, size_t>> evicted;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      while (cached_bytes_ + size > kCacheLimitBytes && !blocks_.empty()) {
+        auto largest = std::prev(blocks_.end());
+        evicted.emplace_back(largest->second.back(), largest->first);
+        cached_bytes_ -= largest->first;
+        largest->second.pop_back();
+        if (largest->second.empty()) blocks_.erase(largest);
+      }
+      if (cached_bytes_ + size <= kCacheLimitBytes) {
+        blocks_[size].push_back(ptr);
+        cached_bytes_ += size;
+        ptr = nullptr;
+      }
+    }
+    for (auto [block, bytes] : evicted)
+      std::free(block);
+    std::free(ptr);  // outside the lock
+  }
+
+  void clear() {
+    std::map<size_t, std::vector<void*>> blocks;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      blocks.swap(blocks_);
+      cached_bytes_ = 0;
+    }
+    for (auto& [size, pointers] : blocks)
+      for (void* ptr : pointers)
+        std::free(ptr);
+  }
+
+  size_t cached_bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return cached_bytes_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<size_t, std::vector<void*>> blocks_;
+  size_t cached_bytes_ = 0;
+};
+
+// Never destroyed: tensors may still be freed while the process exits,
+// after static destructors ran.
+BlockCache& block_cache() {
+  static BlockCache* cache = new BlockCache;
+  return *cache;
+}
+
 }  // namespace
 
 void* cpu_allocate(size_t nbytes) {
-  // aligned_alloc wants a size that is a multiple of the alignment; a zero-size
-  // tensor still gets a distinct, freeable block.
-  size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-  if (rounded == 0) rounded = kAlignment;
-  void* ptr = std::aligned_alloc(kAlignment, rounded);
-  KILN_CHECK(ptr != nullptr, "out of memory: failed to allocate ", nbytes, " bytes");
+  const size_t size = rounded_size(nbytes);
+  void* ptr = nullptr;
+  if (size >= kCachedMinBytes) ptr = block_cache().take(size);
+  if (ptr) {
+    g_cache_hits.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    ptr = std::aligned_alloc(kAlignment, size);
+    KILN_CHECK(ptr != nullptr, "out of memory: failed to allocate ", nbytes, " bytes");
+  }
   int64_t live = g_live_bytes.fetch_add(int64_t(nbytes)) + int64_t(nbytes);
   raise_peak(live);
   g_live_blocks.fetch_add(1);
@@ -37,18 +121,31 @@ void* cpu_allocate(size_t nbytes) {
 
 void cpu_free(void* ptr, size_t nbytes) {
   if (ptr == nullptr) return;
-  std::free(ptr);
+  const size_t size = rounded_size(nbytes);
+  if (size >= kCachedMinBytes) {
+    block_cache().put(ptr, size);
+  } else {
+    std::free(ptr);
+  }
   g_live_bytes.fetch_sub(int64_t(nbytes));
   g_live_blocks.fetch_sub(1);
 }
 
 AllocatorStats allocator_stats() {
-  return {g_live_bytes.load(), g_peak_bytes.load(), g_live_blocks.load(),
-          g_total_allocations.load()};
+  return {g_live_bytes.load(),
+          g_peak_bytes.load(),
+          g_live_blocks.load(),
+          g_total_allocations.load(),
+          int64_t(block_cache().cached_bytes()),
+          g_cache_hits.load()};
 }
 
 void reset_peak_bytes() {
   g_peak_bytes.store(g_live_bytes.load());
+}
+
+void release_cached_blocks() {
+  block_cache().clear();
 }
 
 }  // namespace kiln

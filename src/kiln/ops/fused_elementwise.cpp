@@ -8,7 +8,7 @@
 //
 // The output is computed a block of elements at a time: every op of the
 // program runs its own kernel over the block, the intermediate results stay
-// in small per-thread buffers that fit in L1, and the output is written
+// in small per-thread buffers that stay in cache, and the output is written
 // once. Inputs are read once. Each op's own infer, kernel and backward rule
 // run, so the bits are those of the ops one after the other.
 #include <cctype>
@@ -21,7 +21,9 @@
 namespace kiln {
 namespace {
 
-constexpr int64_t kBlock = 1024;  // elements per block: a few buffers of it fit in L1
+// Elements per block: a few buffers of it stay in L2, and the per-block cost
+// (a kernel call per op) is small against the work.
+constexpr int64_t kBlock = 8192;
 
 void check_program(bool ok, const std::string& program, const std::string& why) {
   KILN_CHECK_VALUE(ok, "fused_elementwise: bad program \"", program, "\": ", why);
@@ -124,23 +126,32 @@ bool is_dense(const cpu::StridedView& v) {
   return true;
 }
 
+// Per-thread buffers for the blocks, reused from block to block and call to
+// call: the per-block cost is what limits a large fused update.
+struct BlockScratch {
+  std::vector<char> results;
+  std::vector<cpu::StridedView> inputs, outputs, operands;
+};
+
 void run_block(const Program& program, const KernelArgs& args, int64_t start, int64_t count,
-               std::vector<char>& scratch) {
+               BlockScratch& scratch) {
   const cpu::StridedView& out = args.outputs[0];
   const int64_t itemsize = int64_t(element_size(out.dtype));
   const size_t steps = program.instructions.size();
-  scratch.resize(size_t(kBlock * itemsize) * steps);
-  std::vector<cpu::StridedView> inputs, results;
+  scratch.inputs.clear();
   for (const cpu::StridedView& in : args.inputs)
-    inputs.push_back(block_of(in, start, count));
+    scratch.inputs.push_back(block_of(in, start, count));
+  scratch.outputs.clear();
   for (size_t j = 0; j < steps; ++j) {
     const bool last = j + 1 == steps;
     cpu::StridedView r = block_of(out, start, count);
-    if (!last) r.data = scratch.data() + size_t(kBlock * itemsize) * j;
-    results.push_back(r);
+    if (!last) r.data = scratch.results.data() + size_t(kBlock * itemsize) * j;
+    scratch.outputs.push_back(r);
     const Instruction& ins = program.instructions[j];
-    auto operands = gather_operands(ins, inputs, results, [](const Operand&) {});
-    ins.op->cpu(KernelArgs{operands, std::span(&results[j], 1), ins.attrs});
+    scratch.operands.clear();
+    for (const Operand& o : ins.operands)
+      scratch.operands.push_back(o.is_result ? scratch.outputs[o.index] : scratch.inputs[o.index]);
+    ins.op->cpu(KernelArgs{scratch.operands, std::span(&scratch.outputs[j], 1), ins.attrs});
   }
 }
 
@@ -150,8 +161,10 @@ void fused_kernel(const KernelArgs& args) {
   bool blockable = is_dense(out);
   for (const cpu::StridedView& in : args.inputs)
     blockable = blockable && (in.numel() == 1 || is_dense(in));
-  thread_local std::vector<char> scratch;
   if (blockable) {
+    thread_local BlockScratch scratch;
+    const size_t intermediates = program.instructions.size() - 1;
+    scratch.results.resize(size_t(kBlock) * element_size(out.dtype) * intermediates);
     for (int64_t start = 0; start < out.numel(); start += kBlock)
       run_block(program, args, start, std::min(kBlock, out.numel() - start), scratch);
     return;
@@ -295,7 +308,10 @@ void register_fused_elementwise(OpRegistry& registry) {
                      .infer = infer_fused,
                      .cpu = fused_kernel,
                      .grad = fused_grad,
-                     .kind = OpKind::Opaque});
+                     .kind = OpKind::Opaque,
+                     // Each block's inputs are read before its output is
+                     // written, and only the last op writes the output.
+                     .may_run_inplace = true});
 }
 
 }  // namespace kiln

@@ -13,9 +13,10 @@ std::string input_label(const Value* v, size_t i) {
 
 }  // namespace
 
-Executable::Executable(std::shared_ptr<const Graph> graph) : graph_(std::move(graph)) {
+Executable::Executable(std::shared_ptr<const Graph> graph, std::span<const OutputIntoParam> into)
+    : graph_(std::move(graph)) {
   KILN_CHECK_VALUE(graph_ != nullptr, "Executable: no graph given");
-  plan_ = lower(*graph_);
+  plan_ = lower(*graph_, into);
   // One workspace up front, so a single-threaded caller allocates nothing
   // but results, from the first call on.
   pool_.push_back(std::make_unique<Workspace>(plan_));
@@ -63,6 +64,13 @@ void Executable::check_outputs(std::span<const Tensor> outputs,
                     v->dtype(), ", got ", out.dtype());
     KILN_CHECK_VALUE(out.shape() == v->shape(), "compiled graph: output ", j, " expected shape ",
                      v->shape(), ", got ", out.shape());
+    if (const int32_t held = plan_.output_held[j]; held >= 0) {
+      const Tensor& param = plan_.held[size_t(held)];
+      KILN_CHECK_VALUE(out.data_ptr() == param.data_ptr() && out.is_contiguous(),
+                       "compiled graph: output ", j, " is written into parameter '",
+                       graph_->params()[size_t(held)]->name(), "'; pass that parameter's tensor");
+      continue;
+    }
     KILN_CHECK_VALUE(!overlaps(out, outputs.first(j)), "compiled graph: output ", j,
                      " shares memory with an earlier output");
     KILN_CHECK_VALUE(!overlaps(out, inputs), "compiled graph: output ", j,
@@ -76,8 +84,11 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
   check_inputs(inputs);
   std::vector<Tensor> outputs;
   outputs.reserve(graph_->outputs().size());
-  for (const Value* v : graph_->outputs())
-    outputs.push_back(make_tensor(v->shape(), v->dtype()));
+  for (size_t j = 0; j < graph_->outputs().size(); ++j) {
+    const int32_t held = plan_.output_held[j];
+    const Value* v = graph_->outputs()[j];
+    outputs.push_back(held >= 0 ? plan_.held[size_t(held)] : make_tensor(v->shape(), v->dtype()));
+  }
   execute(inputs, outputs);
   return outputs;
 }

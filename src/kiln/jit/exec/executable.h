@@ -17,7 +17,10 @@
 //   view of one (a graph that returns an input returns a copy of it), so the
 //   caller may keep or write them without touching the model.
 // - Parameters and constants are referenced, not copied: an optimizer's
-//   in-place update is seen by the next call. Rebinding a parameter to a
+//   in-place update is seen by the next call. Outputs named in `into` at
+//   construction are the exception to fresh results: they are written into
+//   their parameter's memory (a compiled training step's new weights), and
+//   that parameter's tensor is the result. Rebinding a parameter to a
 //   new tensor (Value::set_data) after compiling is not seen; compile again.
 // - Inputs may have any strides. The plan assumes contiguous inputs; an input
 //   with other strides takes a slower path that re-derives the views over it
@@ -48,7 +51,8 @@ class Executable {
   // Lowers the graph: checks it, places every value, prepares the kernels
   // (oneDNN primitives are created here). Throws kiln::Error naming the node
   // when the graph cannot run.
-  explicit Executable(std::shared_ptr<const Graph> graph);
+  explicit Executable(std::shared_ptr<const Graph> graph,
+                      std::span<const OutputIntoParam> into = {});
   ~Executable();
   Executable(const Executable&) = delete;
   Executable& operator=(const Executable&) = delete;
@@ -62,7 +66,8 @@ class Executable {
   // Writes the results into `outputs` (each of its output's exact dtype and
   // shape; any strides). They must not share memory with each other, the
   // inputs, or the parameters and constants. Allocates nothing when the
-  // outputs are contiguous.
+  // outputs are contiguous. An output written into a parameter must be
+  // that parameter's tensor.
   void run_into(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const;
 
   const Graph& graph() const { return *graph_; }

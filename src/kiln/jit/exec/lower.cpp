@@ -2,7 +2,10 @@
 // their input's memory, every other node a step; graph outputs computed by a
 // kernel are written straight into the caller's result tensor, and any other
 // output (an input, a parameter, a view, a repeat) gets a copy step at the
-// end, so results never alias the workspace or the model's weights.
+// end, so results never alias the workspace or the model's weights. Outputs
+// written into a parameter (OutputIntoParam) are the exception, by request.
+#include <algorithm>
+#include <limits>
 #include <unordered_map>
 
 #include "kiln/jit/exec/plan.h"
@@ -44,9 +47,13 @@ Tensor geometry_tensor(const Slot& slot, const std::vector<Tensor>& held) {
                                              slot.byte_offset / itemsize, v.dtype));
 }
 
+// A read of a parameter by a graph output, which is copied after every step.
+constexpr size_t kReadAtEnd = std::numeric_limits<size_t>::max();
+
 class Lowering {
  public:
-  explicit Lowering(const Graph& graph) : graph_(graph) {}
+  Lowering(const Graph& graph, std::span<const OutputIntoParam> into)
+      : graph_(graph), into_(into) {}
 
   Plan run() {
     plan_.num_inputs = graph_.inputs().size();
@@ -57,6 +64,7 @@ class Lowering {
       add_held(v);
     for (const Value* v : graph_.constants())
       add_held(v);
+    mark_outputs_into_params();
     find_direct_outputs();
     for (const Node* node : graph_.nodes()) {
       check_types(*node);
@@ -93,8 +101,75 @@ class Lowering {
               .root_index = uint32_t(plan_.held.size()),
               .byte_offset = t.offset() * int64_t(t.itemsize()),
               .view = view_of(t)};
+    held_index_[v] = uint32_t(plan_.held.size());
     plan_.held.push_back(t);
     slots_[v] = new_slot(v, slot);
+  }
+
+  void mark_outputs_into_params() {
+    plan_.output_held.assign(graph_.outputs().size(), -1);
+    std::unordered_map<const Value*, int> times_named;
+    for (const OutputIntoParam& entry : into_)
+      ++times_named[entry.param];
+    for (const OutputIntoParam& entry : into_) {
+      auto held = held_index_.find(entry.param);
+      KILN_CHECK(entry.output < graph_.outputs().size() && held != held_index_.end(),
+                 "compiled graph: an output to write into a parameter names no output (",
+                 entry.output, ") or parameter of the graph");
+      const Value* out = graph_.outputs()[entry.output];
+      const Tensor& target = plan_.held[held->second];
+      bool fits = out->dtype() == target.dtype() && out->shape() == target.shape() &&
+                  target.is_contiguous() && times_named[entry.param] == 1 && out != entry.param &&
+                  held->second < graph_.params().size();
+      if (!fits) continue;
+      plan_.output_held[entry.output] = int32_t(held->second);
+      plan_.mutations.push_back(Mutation{RootKind::Fixed, held->second});
+    }
+    if (!into_.empty()) find_last_reads();
+  }
+
+  // For every parameter, the last node that reads it or a view of it (its
+  // position in the graph), or kReadAtEnd when a graph output is a view of it.
+  void find_last_reads() {
+    for (const Value* p : graph_.params())
+      viewed_param_[p] = p;
+    const std::vector<Node*>& nodes = graph_.nodes();
+    for (size_t position = 0; position < nodes.size(); ++position) {
+      const Node& node = *nodes[position];
+      node_position_[&node] = position;
+      for (const Value* in : node.inputs()) {
+        auto it = in ? viewed_param_.find(in) : viewed_param_.end();
+        if (it == viewed_param_.end()) continue;
+        if (node.op().kind != OpKind::View) {
+          last_read_[it->second] = position;
+          continue;
+        }
+        for (const Value* out : node.outputs())
+          viewed_param_[out] = it->second;
+      }
+    }
+    for (const Value* out : graph_.outputs()) {
+      auto it = viewed_param_.find(out);
+      if (it != viewed_param_.end()) last_read_[it->second] = kReadAtEnd;
+    }
+  }
+
+  // Whether `producer` may write output j straight into the parameter it
+  // goes into: every read of the parameter's old value comes before it, or
+  // is its own elementwise read of the same element.
+  bool may_write_into_param(size_t j, const Node& producer) const {
+    const Value* param = graph_.params().at(size_t(plan_.output_held[j]));
+    auto read = last_read_.find(param);
+    if (read == last_read_.end()) return true;
+    if (read->second == kReadAtEnd) return false;
+    const size_t position = node_position_.at(&producer);
+    if (read->second != position) return read->second < position;
+    if (!producer.op().may_run_inplace) return false;
+    // A view of the parameter would be read in another order than written.
+    return std::none_of(producer.inputs().begin(), producer.inputs().end(), [&](const Value* in) {
+      auto it = in ? viewed_param_.find(in) : viewed_param_.end();
+      return in != param && it != viewed_param_.end() && it->second == param;
+    });
   }
 
   void find_direct_outputs() {
@@ -103,7 +178,9 @@ class Lowering {
       const Value* v = outputs[j];
       bool computed =
           v->kind() == ValueKind::NodeOutput && v->producer()->op().kind != OpKind::View;
-      if (computed && !direct_outputs_.count(v)) direct_outputs_[v] = uint32_t(j);
+      if (!computed || direct_outputs_.count(v)) continue;
+      if (plan_.output_held[j] >= 0 && !may_write_into_param(j, *v->producer())) continue;
+      direct_outputs_[v] = uint32_t(j);
     }
   }
 
@@ -210,13 +287,18 @@ class Lowering {
       KILN_CHECK(slots_.count(outputs[j]), "graph output ", j, " (", label(outputs[j]),
                  ") is not a value of this graph");
     }
-    for (size_t j = 0; j < outputs.size(); ++j) {
-      const Value* v = outputs[j];
-      auto direct = direct_outputs_.find(v);
-      if (direct != direct_outputs_.end() && direct->second == j) continue;
-      const int32_t source = slots_.at(v);
-      Slot target{.root = RootKind::Output, .root_index = uint32_t(j), .view = contiguous_view(v)};
-      add_step(clone_op, no_attrs, {source}, {new_slot(v, target)}, /*prepare=*/false);
+    // Copies into parameters last: the others may read a parameter's old value.
+    for (bool into_param : {false, true}) {
+      for (size_t j = 0; j < outputs.size(); ++j) {
+        const Value* v = outputs[j];
+        auto direct = direct_outputs_.find(v);
+        if (direct != direct_outputs_.end() && direct->second == j) continue;
+        if ((plan_.output_held[j] >= 0) != into_param) continue;
+        const int32_t source = slots_.at(v);
+        Slot target{
+            .root = RootKind::Output, .root_index = uint32_t(j), .view = contiguous_view(v)};
+        add_step(clone_op, no_attrs, {source}, {new_slot(v, target)}, /*prepare=*/false);
+      }
     }
   }
 
@@ -306,17 +388,23 @@ class Lowering {
   }
 
   const Graph& graph_;
+  std::span<const OutputIntoParam> into_;
   Plan plan_;
   // Compile time only: the hot path never looks anything up.
   std::unordered_map<const Value*, int32_t> slots_;
   std::unordered_map<const Value*, uint32_t> direct_outputs_;  // -> its first output index
+  std::unordered_map<const Value*, uint32_t> held_index_;
+  // Only when outputs go into parameters:
+  std::unordered_map<const Value*, const Value*> viewed_param_;  // a view -> its parameter
+  std::unordered_map<const Value*, size_t> last_read_;           // a parameter -> position
+  std::unordered_map<const Node*, size_t> node_position_;
 };
 
 }  // namespace
 
-Plan lower(const Graph& graph) {
+Plan lower(const Graph& graph, std::span<const OutputIntoParam> into) {
   verify(graph);  // a graph from a user rewrite or a file may be malformed
-  return Lowering(graph).run();
+  return Lowering(graph, into).run();
 }
 
 }  // namespace kiln::jit

@@ -16,6 +16,7 @@
 
 #include <deque>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -67,8 +68,19 @@ struct Mutation {
   uint32_t index;
 };
 
+// A graph output written into a parameter's own memory instead of a fresh
+// tensor: a training step's new weights and optimizer buffers. The kernel
+// that computes it writes there directly when nothing reads the parameter's
+// old value afterwards; else a copy at the end of the plan does.
+struct OutputIntoParam {
+  size_t output;
+  const Value* param;
+};
+
 struct Plan {
   size_t num_inputs = 0, num_outputs = 0;
+  // Per graph output: the held tensor it is written into, or -1.
+  std::vector<int32_t> output_held;
   std::vector<Slot> slots;
   std::vector<int32_t> input_slots;  // the slot of each graph input
   std::vector<Step> steps;
@@ -96,7 +108,8 @@ Tensor derive_view(const Slot& slot, const Tensor& base);
 
 // Checks the graph can run (nodes in order, types as the op table infers
 // them, parameters bound, kernels present) and lowers it. Errors name the
-// node, op and values.
-Plan lower(const Graph& graph);
+// node, op and values. An entry of `into` whose parameter is not dense (or
+// is named twice) is ignored: that output stays a fresh tensor.
+Plan lower(const Graph& graph, std::span<const OutputIntoParam> into = {});
 
 }  // namespace kiln::jit

@@ -19,7 +19,8 @@ RunnerFactory g_runner_factory;
 // lowered once, no dispatch per op.
 class ExecutableRunner final : public GraphRunner {
  public:
-  explicit ExecutableRunner(std::shared_ptr<const Graph> graph) : executable_(std::move(graph)) {}
+  ExecutableRunner(std::shared_ptr<const Graph> graph, std::span<const OutputIntoParam> into)
+      : executable_(std::move(graph), into) {}
   std::vector<Tensor> run(std::span<const Tensor> inputs) const override {
     return executable_.run(inputs);
   }
@@ -29,14 +30,17 @@ class ExecutableRunner final : public GraphRunner {
   Executable executable_;
 };
 
-std::shared_ptr<const GraphRunner> make_runner(const std::shared_ptr<const Graph>& graph) {
+// `into`: the state updates of parameters, which the Executable writes in
+// place (a factory's runner returns them as fresh tensors to copy instead).
+std::shared_ptr<const GraphRunner> make_runner(const std::shared_ptr<const Graph>& graph,
+                                               std::span<const OutputIntoParam> into) {
   RunnerFactory factory;
   {
     std::lock_guard<std::mutex> lock(g_factory_mutex);
     factory = g_runner_factory;
   }
   if (factory) return factory(graph);
-  return std::make_shared<ExecutableRunner>(graph);
+  return std::make_shared<ExecutableRunner>(graph, into);
 }
 
 }  // namespace
@@ -118,9 +122,12 @@ CompiledFunction::CompiledFunction(std::shared_ptr<const Graph> graph, size_t nu
                      "CompiledFunction: a state update names no input or parameter of the graph");
     state_targets_.push_back(param);
   }
+  std::vector<OutputIntoParam> into;
+  for (size_t i = 0; i < state_updates_.size(); ++i)
+    if (state_targets_[i]) into.push_back({state_updates_[i].output, state_targets_[i]});
   interpreter_ = std::make_shared<Interpreter>(graph_);
   auto start = std::chrono::steady_clock::now();
-  runner_ = make_runner(graph_);
+  runner_ = make_runner(graph_, into);
   compile_report_.lower_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (auto* executable = dynamic_cast<const ExecutableRunner*>(runner_.get())) {
@@ -148,8 +155,10 @@ bool requires_grad(const Tensor& t) {
 
 // copy_ without dispatch for the common case (a compiled training step
 // writes every weight and buffer back on each call): same dtype and shape,
-// both dense. The version bump is what copy_ would do.
+// both dense. The version bump is what copy_ would do. Nothing to do when
+// the plan already wrote the value in place (the Executable bumped it).
 void write_state(const Tensor& target, const Tensor& value) {
+  if (target.data_ptr() == value.data_ptr() && target.is_alias_of(value)) return;
   bool plain = target.dtype() == value.dtype() && target.shape() == value.shape() &&
                target.is_contiguous() && value.is_contiguous();
   if (!plain) {
