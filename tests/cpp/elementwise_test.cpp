@@ -3,6 +3,8 @@
 // PyTorch live in tests/oracle/cases_{unary,binary}.py.
 #include <gtest/gtest.h>
 
+#include <immintrin.h>
+
 #include <bit>
 #include <cmath>
 
@@ -225,9 +227,32 @@ TEST(ElementwiseKernels, VectorizedTranscendentalsMatchTheScalarReference) {
   EXPECT_TRUE(std::isnan(cpu::exp_f32(NAN)));
   EXPECT_EQ(cpu::sigmoid_f32(-INFINITY), 0.0f);
   EXPECT_EQ(cpu::sigmoid_f32(INFINITY), 1.0f);
+  EXPECT_TRUE(std::isnan(cpu::sigmoid_f32(NAN)));
+  // Below -87.3 the result is subnormal, not flushed to 0.
+  EXPECT_GT(cpu::sigmoid_f32(-95.0f), 0.0f);
+  EXPECT_LE(ulps(cpu::sigmoid_f32(-95.0f), std::exp(-95.0)), 1.0);
   EXPECT_EQ(cpu::tanh_f32(-INFINITY), -1.0f);
   EXPECT_TRUE(std::signbit(cpu::tanh_f32(-0.0f)));
   EXPECT_TRUE(std::isnan(cpu::tanh_f32(NAN)));
+}
+
+// The 8-lane sigmoid kernels keep in registers (the direct conv's fused
+// activation) gives sigmoid_f32's bits, lane by lane.
+TEST(ElementwiseKernels, SigmoidOnEightLanesIsTheScalarSigmoid) {
+  std::vector<float> xs = {0.0f,    -0.0f, INFINITY, -INFINITY, NAN,     1e-40f,
+                           -1e-40f, 88.0f, -88.0f,   -104.0f,   -150.0f, 20.0f};
+  for (int i = 0; i < 40000; ++i)
+    xs.push_back(float(-120.0 + 240.0 * i / 40000));
+  while (xs.size() % 8 != 0)
+    xs.push_back(0.5f);
+  for (size_t i = 0; i < xs.size(); i += 8) {
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, cpu::sigmoid_f32x8(_mm256_loadu_ps(&xs[i])));
+    for (size_t k = 0; k < 8; ++k) {
+      const float want = cpu::sigmoid_f32(xs[i + k]);
+      EXPECT_EQ(std::bit_cast<uint32_t>(lanes[k]), std::bit_cast<uint32_t>(want)) << xs[i + k];
+    }
+  }
 }
 
 TEST(ElementwiseOps, TableFlags) {

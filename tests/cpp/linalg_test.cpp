@@ -10,10 +10,12 @@
 #include <thread>
 
 #include "kiln/core/factory.h"
+#include "kiln/kernels/cpu/conv.h"
 #include "kiln/kernels/cpu/pool.h"
 #include "kiln/ops/conv_pool.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/dispatch.h"
+#include "kiln/ops/elementwise.h"
 #include "kiln/ops/linalg.h"
 
 namespace kiln {
@@ -124,8 +126,9 @@ TEST_F(LinalgCrossCheck, Conv2dDirectKernelMatchesReference) {
   for (int trial = 0; trial < 40; ++trial) {
     const int64_t oc = pick(1, 16), ic = pick(1, 6), kh = pick(1, 5), kw = pick(1, 5);
     const IntList stride{pick(1, 3), pick(1, 3)}, padding{pick(0, 2), pick(0, 2)};
+    // Up to 30 wide: rows of 8 or more take the row blocking.
     const int64_t h = pick(std::max<int64_t>(kh - 2 * padding[0], 1), 13);
-    const int64_t w = pick(std::max<int64_t>(kw - 2 * padding[1], 1), 13);
+    const int64_t w = pick(std::max<int64_t>(kw - 2 * padding[1], 1), 30);
     Tensor x = random({pick(1, 3), ic, h, w});
     Tensor weight = random({oc, ic, kh, kw});
     Tensor bias = coin() ? randn({oc}) : Tensor();
@@ -134,6 +137,32 @@ TEST_F(LinalgCrossCheck, Conv2dDirectKernelMatchesReference) {
     EXPECT_LT(max_rel_error(got, want), f32_tolerance(ic * kh * kw))
         << "x " << to_string(x.shape()) << " w " << to_string(weight.shape()) << " stride "
         << to_string(stride) << " padding " << to_string(padding);
+  }
+}
+
+// The direct kernel's fused activations store what applying relu or sigmoid
+// to its output afterwards gives, to the bit, in both register blockings.
+TEST_F(LinalgCrossCheck, Conv2dDirectKernelFusedActivations) {
+  for (int trial = 0; trial < 30; ++trial) {
+    cpu::Conv2dParams p;
+    p.stride[0] = pick(1, 2), p.stride[1] = pick(1, 2);
+    p.padding[0] = pick(0, 2), p.padding[1] = pick(0, 2);
+    const int64_t oc = pick(1, 16), ic = pick(1, 4), k = pick(1, 5);
+    Tensor x = random({1, ic, pick(k, 14), pick(k, 30)});
+    Tensor weight = random({oc, ic, k, k}), bias = randn({oc});
+    const int64_t oh = (x.size(2) + 2 * p.padding[0] - k) / p.stride[0] + 1;
+    const int64_t ow = (x.size(3) + 2 * p.padding[1] - k) / p.stride[1] + 1;
+    Tensor plain = empty({1, oc, oh, ow});
+    ASSERT_TRUE(cpu::conv2d_direct_f32_applies(view_of(plain), view_of(x), view_of(weight), p));
+    cpu::conv2d_direct_f32(view_of(plain), view_of(x), view_of(weight), view_of(bias), p);
+    for (auto [activation, after] : {std::pair{cpu::ConvActivation::Relu, relu(plain)},
+                                     std::pair{cpu::ConvActivation::Sigmoid, sigmoid(plain)}}) {
+      Tensor fused = empty_like(plain);
+      cpu::conv2d_direct_f32(view_of(fused), view_of(x), view_of(weight), view_of(bias), p,
+                             activation);
+      EXPECT_EQ(std::memcmp(fused.data_ptr(), after.data_ptr(), size_t(after.numel()) * 4), 0)
+          << "x " << to_string(x.shape()) << " w " << to_string(weight.shape());
+    }
   }
 }
 

@@ -24,10 +24,14 @@ void conv2d(const StridedView& out, const StridedView& x, const StridedView& w,
 // Small float32 problems (groups 1, no dilation, at most 16 output channels,
 // a few million multiply-adds) go to kiln's own direct kernel instead of
 // oneDNN (conv_direct.cpp; bench/kernel_choices.cpp measures both).
+// An activation the direct kernel applies before storing, with the results
+// of applying it to the output afterwards.
+enum class ConvActivation { None, Relu, Sigmoid };
 bool conv2d_direct_f32_applies(const StridedView& out, const StridedView& x, const StridedView& w,
                                const Conv2dParams& p);
 void conv2d_direct_f32(const StridedView& out, const StridedView& x, const StridedView& w,
-                       const StridedView& bias, const Conv2dParams& p);
+                       const StridedView& bias, const Conv2dParams& p,
+                       ConvActivation activation = ConvActivation::None);
 
 // The other implementations behind conv2d(), for tests that cross-check them.
 void conv2d_onednn_f32(const StridedView& out, const StridedView& x, const StridedView& w,

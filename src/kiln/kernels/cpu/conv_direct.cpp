@@ -3,12 +3,26 @@
 // primitive's setup of its blocked layouts) dominate: bench/kernel_choices.cpp
 // sets the two side by side.
 //
-// Vectorized over output channels: the weights are packed per call as
-// [C][KH][KW][OC rounded up to 8] (they may change between calls), the input
-// is copied once into a zero-padded plane per channel (no bounds checks in
-// the inner loop), and each step of the inner loop broadcasts one input
-// value for each of 4 neighbouring output pixels and multiplies it into one
-// or two 8-wide vectors of output channels.
+// The weights are packed per call as [C][KH][KW][OC rounded up to 8] (they
+// may change between calls) and the input is copied once into a zero-padded
+// plane per channel (no bounds checks in the inner loops). Two register
+// blockings, whichever wastes fewer lanes:
+//  - rows: with stride 1 along W and rows of at least 8, the lanes hold 8
+//    neighbouring output pixels of one row; each step loads two input
+//    vectors and multiplies them by one broadcast weight for each of up to
+//    6 output channels (12 accumulators). Rows are covered by pairs of
+//    vectors, the last pair pulled back to end at the row's end. Results go
+//    out as whole rows of the NCHW planes. (LeNet's conv1: 6 channels would
+//    fill 6 of 8 lanes of a channel vector; 28 pixels fill 28 of 32 here.)
+//  - pixels: the lanes hold 8 output channels; each step broadcasts one
+//    input value for each of 4 output pixels (consecutive in the flattened
+//    OH x OW plane, so row ends cost nothing) into one or two vectors of
+//    channels. The 4 x 8 block is transposed to store 4 pixels per channel.
+// Every output is bias + the sum over c, kh, kw in that order, one fma per
+// term (the order the reference loop adds in), whichever blocking computes
+// it; a pixel computed twice (overlapping tail blocks) gets the same value.
+// An activation can be applied to the accumulators before they are stored,
+// with the same results as applying it to the output afterwards.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -16,12 +30,14 @@
 
 #include "kiln/kernels/cpu/conv.h"
 #include "kiln/kernels/cpu/parallel.h"
+#include "kiln/kernels/cpu/vec_math.h"
 
 namespace kiln::cpu {
 namespace {
 
 constexpr int64_t kLanes = 8;
-constexpr int64_t kPixels = 4;  // output pixels per register block
+constexpr int64_t kPixels = 4;   // output pixels per block, pixel blocking
+constexpr int kRowChannels = 6;  // output channels per block, row blocking
 // A bound on the problems it takes (bench/kernel_choices.cpp: still 2x ahead
 // of oneDNN at LeNet batch 64, 15M multiply-adds, one thread).
 constexpr int64_t kMaxDirectMacs = int64_t(1) << 26;
@@ -44,6 +60,14 @@ Geometry geometry_of(const StridedView& out, const StridedView& x, const Strided
   return g;
 }
 
+// Rows when they fill more lanes than channel vectors do: OW of every
+// 16-pixel pair against OC of OCP channels.
+bool use_rows(const Geometry& g) {
+  if (g.sw != 1 || g.OW < kLanes) return false;
+  const int64_t row_lanes = (g.OW + 2 * kLanes - 1) / (2 * kLanes) * 2 * kLanes;
+  return g.OW * g.OCP > g.OC * row_lanes;
+}
+
 // Per-thread buffers, reused from call to call.
 struct Scratch {
   std::vector<float> weights, bias, input;
@@ -54,21 +78,56 @@ Scratch& scratch() {
   return s;
 }
 
+// In place: r[j] = [r0[j] .. r7[j]].
+void transpose8(__m256* r) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
+
+// w's [OC][taps] (tap t = (c * KH + kh) * KW + kw) into [taps][OCP], the
+// padding channels 0. When each channel's taps are contiguous (a contiguous
+// weight tensor), 8 x 8 blocks at a time: element by element, packing
+// conv2's 2400 weights cost 2.7 us a call, a third of the convolution.
 void pack_weights(const Geometry& g, const StridedView& w, const StridedView& bias, Scratch& s) {
-  s.weights.assign(size_t(g.C * g.KH * g.KW * g.OCP), 0.0f);
+  const int64_t taps = g.C * g.KH * g.KW, ocp = g.OCP, s0 = w.strides[0];
+  s.weights.assign(size_t(taps * ocp), 0.0f);
   const float* src = w.ptr<const float>();
-  for (int64_t oc = 0; oc < g.OC; ++oc) {
-    for (int64_t c = 0; c < g.C; ++c) {
-      for (int64_t kh = 0; kh < g.KH; ++kh) {
-        for (int64_t kw = 0; kw < g.KW; ++kw) {
-          const float v =
-              src[oc * w.strides[0] + c * w.strides[1] + kh * w.strides[2] + kw * w.strides[3]];
-          s.weights[size_t(((c * g.KH + kh) * g.KW + kw) * g.OCP + oc)] = v;
+  float* dst = s.weights.data();
+  const bool flat = w.strides[3] == 1 && w.strides[2] == g.KW && w.strides[1] == g.KH * g.KW;
+  int64_t t0 = 0;
+  if (flat) {
+    for (; t0 + kLanes <= taps; t0 += kLanes) {
+      for (int64_t oc0 = 0; oc0 < g.OC; oc0 += kLanes) {
+        __m256 r[kLanes];
+        for (int64_t i = 0; i < kLanes; ++i) {
+          r[i] = oc0 + i < g.OC ? _mm256_loadu_ps(src + (oc0 + i) * s0 + t0) : _mm256_setzero_ps();
         }
+        transpose8(r);
+        for (int64_t j = 0; j < kLanes; ++j)
+          _mm256_storeu_ps(dst + (t0 + j) * ocp + oc0, r[j]);
       }
     }
   }
-  s.bias.assign(size_t(g.OCP), 0.0f);
+  for (int64_t t = t0; t < taps; ++t) {  // the rest, or all of a strided w
+    const int64_t c = t / (g.KH * g.KW), kh = t / g.KW % g.KH, kw = t % g.KW;
+    const float* in = src + c * w.strides[1] + kh * w.strides[2] + kw * w.strides[3];
+    for (int64_t oc = 0; oc < g.OC; ++oc)
+      dst[t * ocp + oc] = in[oc * s0];
+  }
+  s.bias.assign(size_t(ocp), 0.0f);
   if (!bias.data) return;
   for (int64_t oc = 0; oc < g.OC; ++oc)
     s.bias[size_t(oc)] = bias.ptr<const float>()[oc * bias.strides[0]];
@@ -92,30 +151,121 @@ void pad_input(const Geometry& g, const StridedView& x, int64_t n, float* dst) {
   }
 }
 
-// `P` output pixels (ow .. ow + P - 1 of row oh) for all output channels, in
-// OCB vectors each: acc[p][b] = bias + sum over c, kh, kw.
-// Writes the accumulators of one pixel (OCB vectors of channels) out to
-// the NCHW output, channel by channel.
-void store_pixel(const Geometry& g, const __m256* acc, int ocb, float* dst) {
+// The activation on 8 outputs; bit for bit what unary() computes on them.
+template <ConvActivation A>
+__m256 activate(__m256 v) {
+  if constexpr (A == ConvActivation::Sigmoid) return sigmoid_f32x8(v);
+  // max returns its second operand when one is NaN: NaN passes and -0 stays
+  // -0, as in relu's x < 0 ? 0 : x.
+  if constexpr (A == ConvActivation::Relu) return _mm256_max_ps(_mm256_setzero_ps(), v);
+  return v;
+}
+
+// Row blocking: OCB channels from oc0 on, 8 pixels of row oh from each of
+// ow0 and ow1. The accumulators are arrays indexed by constants after
+// unrolling, which GCC keeps in registers (12 of them, 2 inputs, 1 weight).
+template <int OCB, ConvActivation A>
+void row_block(const Geometry& g, const float* input, const float* weights, const float* bias,
+               int64_t oh, int64_t oc0, int64_t ow0, int64_t ow1, float* out_image) {
+  __m256 acc0[OCB], acc1[OCB];
+#pragma GCC unroll 8
+  for (int o = 0; o < OCB; ++o)
+    acc0[o] = acc1[o] = _mm256_set1_ps(bias[oc0 + o]);
+  const int64_t kh_count = g.KH, kw_count = g.KW, ocp = g.OCP;
+  const float* w = weights + oc0;
+  for (int64_t c = 0; c < g.C; ++c) {
+    for (int64_t kh = 0; kh < kh_count; ++kh) {
+      const float* x = input + (c * g.PH + oh * g.sh + kh) * g.PW;
+      for (int64_t kw = 0; kw < kw_count; ++kw, w += ocp, ++x) {
+        const __m256 x0 = _mm256_loadu_ps(x + ow0), x1 = _mm256_loadu_ps(x + ow1);
+#pragma GCC unroll 8
+        for (int o = 0; o < OCB; ++o) {
+          const __m256 wv = _mm256_broadcast_ss(w + o);
+          acc0[o] = _mm256_fmadd_ps(x0, wv, acc0[o]);
+          acc1[o] = _mm256_fmadd_ps(x1, wv, acc1[o]);
+        }
+      }
+    }
+  }
   const int64_t plane = g.OH * g.OW;
-  alignas(32) float lanes[kLanes];
-  for (int b = 0; b < ocb; ++b) {
-    _mm256_store_ps(lanes, acc[b]);
-    const int64_t first = b * kLanes, count = std::min(kLanes, g.OC - first);
-    for (int64_t k = 0; k < count; ++k)
-      dst[(first + k) * plane] = lanes[k];
+#pragma GCC unroll 8
+  for (int o = 0; o < OCB; ++o) {
+    float* dst = out_image + (oc0 + o) * plane + oh * g.OW;
+    // ow1's vector first: where the two overlap, ow0's (equal) values win.
+    _mm256_storeu_ps(dst + ow1, activate<A>(acc1[o]));
+    _mm256_storeu_ps(dst + ow0, activate<A>(acc0[o]));
   }
 }
 
-// Four output pixels (ow .. ow + 3 of row oh) for all output channels, in
-// OCB vectors each. The accumulators are named variables: as an array, GCC
-// kept them in memory.
-template <int OCB>
+template <int OCB, ConvActivation A>
+void conv_rows_for(const Geometry& g, const float* input, const Scratch& s, int64_t oc0,
+                   float* out_image) {
+  for (int64_t oh = 0; oh < g.OH; ++oh) {
+    for (int64_t ow = 0; ow < g.OW; ow += 2 * kLanes) {
+      // The last pair ends at the row's end (overlapping the one before).
+      const int64_t ow0 = std::min(ow, std::max<int64_t>(g.OW - 2 * kLanes, 0));
+      const int64_t ow1 = std::min(ow0 + kLanes, g.OW - kLanes);
+      row_block<OCB, A>(g, input, s.weights.data(), s.bias.data(), oh, oc0, ow0, ow1, out_image);
+    }
+  }
+}
+
+template <ConvActivation A>
+void conv_rows(const Geometry& g, const float* input, const Scratch& s, float* out_image) {
+  for (int64_t oc0 = 0; oc0 < g.OC; oc0 += kRowChannels) {
+    switch (std::min<int64_t>(kRowChannels, g.OC - oc0)) {
+      case 1:
+        conv_rows_for<1, A>(g, input, s, oc0, out_image);
+        break;
+      case 2:
+        conv_rows_for<2, A>(g, input, s, oc0, out_image);
+        break;
+      case 3:
+        conv_rows_for<3, A>(g, input, s, oc0, out_image);
+        break;
+      case 4:
+        conv_rows_for<4, A>(g, input, s, oc0, out_image);
+        break;
+      case 5:
+        conv_rows_for<5, A>(g, input, s, oc0, out_image);
+        break;
+      default:
+        conv_rows_for<6, A>(g, input, s, oc0, out_image);
+        break;
+    }
+  }
+}
+
+// Stores channels first .. first + 7 (those below OC) of 4 consecutive
+// output positions: a0..a3 hold the 8 channels of one position each.
+void store_transposed(const Geometry& g, __m256 a0, __m256 a1, __m256 a2, __m256 a3, int64_t first,
+                      float* dst) {
+  // Within each 128-bit half, a 4x4 transpose: r_i = [channel i | channel i + 4].
+  const __m256 t0 = _mm256_unpacklo_ps(a0, a1), t1 = _mm256_unpackhi_ps(a0, a1);
+  const __m256 t2 = _mm256_unpacklo_ps(a2, a3), t3 = _mm256_unpackhi_ps(a2, a3);
+  const __m256 r[4] = {_mm256_shuffle_ps(t0, t2, 0x44), _mm256_shuffle_ps(t0, t2, 0xEE),
+                       _mm256_shuffle_ps(t1, t3, 0x44), _mm256_shuffle_ps(t1, t3, 0xEE)};
+  const int64_t plane = g.OH * g.OW, count = std::min(kLanes, g.OC - first);
+  float* d = dst + first * plane;
+  for (int i = 0; i < 4 && i < count; ++i)
+    _mm_storeu_ps(d + i * plane, _mm256_castps256_ps128(r[i]));
+  for (int i = 4; i < count; ++i)
+    _mm_storeu_ps(d + i * plane, _mm256_extractf128_ps(r[i - 4], 1));
+}
+
+// Pixel blocking: the 4 output positions p .. p + 3 of the flattened plane,
+// all channels in OCB vectors. The accumulators are named variables: as an
+// array, GCC kept them in memory.
+template <int OCB, ConvActivation A>
 void four_pixels(const Geometry& g, const float* input, const float* weights, const float* bias,
-                 int64_t oh, int64_t ow, float* out_image) {
+                 int64_t p, float* out_image) {
+  int64_t at[kPixels];  // each position's window origin in the padded plane
+  for (int64_t j = 0; j < kPixels; ++j)
+    at[j] = ((p + j) / g.OW * g.sh) * g.PW + (p + j) % g.OW * g.sw;
+  const int64_t d1 = at[1] - at[0], d2 = at[2] - at[0], d3 = at[3] - at[0];
   const int64_t channels = g.C, kh_count = g.KH, kw_count = g.KW, ocp = g.OCP;
-  const int64_t pw = g.PW, ph = g.PH, sw = g.sw;
-  const float* origin = input + (oh * g.sh) * pw + ow * sw;
+  const int64_t pw = g.PW, ph = g.PH;
+  const float* origin = input + at[0];
   const __m256 b0 = _mm256_loadu_ps(bias);
   const __m256 b1 = OCB > 1 ? _mm256_loadu_ps(bias + kLanes) : _mm256_setzero_ps();
   __m256 a00 = b0, a10 = b0, a20 = b0, a30 = b0;
@@ -127,9 +277,9 @@ void four_pixels(const Geometry& g, const float* input, const float* weights, co
       for (int64_t kw = 0; kw < kw_count; ++kw, w += ocp, ++x) {
         const __m256 w0 = _mm256_loadu_ps(w);
         const __m256 x0 = _mm256_broadcast_ss(x);
-        const __m256 x1 = _mm256_broadcast_ss(x + sw);
-        const __m256 x2 = _mm256_broadcast_ss(x + 2 * sw);
-        const __m256 x3 = _mm256_broadcast_ss(x + 3 * sw);
+        const __m256 x1 = _mm256_broadcast_ss(x + d1);
+        const __m256 x2 = _mm256_broadcast_ss(x + d2);
+        const __m256 x3 = _mm256_broadcast_ss(x + d3);
         a00 = _mm256_fmadd_ps(x0, w0, a00);
         a10 = _mm256_fmadd_ps(x1, w0, a10);
         a20 = _mm256_fmadd_ps(x2, w0, a20);
@@ -144,16 +294,17 @@ void four_pixels(const Geometry& g, const float* input, const float* weights, co
       }
     }
   }
-  float* dst = out_image + oh * g.OW + ow;
-  const __m256 p0[2] = {a00, a01}, p1[2] = {a10, a11}, p2[2] = {a20, a21}, p3[2] = {a30, a31};
-  store_pixel(g, p0, OCB, dst);
-  store_pixel(g, p1, OCB, dst + 1);
-  store_pixel(g, p2, OCB, dst + 2);
-  store_pixel(g, p3, OCB, dst + 3);
+  float* dst = out_image + p;
+  store_transposed(g, activate<A>(a00), activate<A>(a10), activate<A>(a20), activate<A>(a30), 0,
+                   dst);
+  if constexpr (OCB > 1) {
+    store_transposed(g, activate<A>(a01), activate<A>(a11), activate<A>(a21), activate<A>(a31),
+                     kLanes, dst);
+  }
 }
 
-// One output pixel (a row's tail).
-template <int OCB>
+// One output position (planes of fewer than 4), channel by channel.
+template <int OCB, ConvActivation A>
 void one_pixel(const Geometry& g, const float* input, const float* weights, const float* bias,
                int64_t oh, int64_t ow, float* out_image) {
   __m256 acc[2] = {_mm256_loadu_ps(bias),
@@ -169,24 +320,36 @@ void one_pixel(const Geometry& g, const float* input, const float* weights, cons
       }
     }
   }
-  store_pixel(g, acc, OCB, out_image + oh * g.OW + ow);
+  alignas(32) float lanes[2 * kLanes];
+  for (int b = 0; b < OCB; ++b)
+    _mm256_store_ps(lanes + b * kLanes, activate<A>(acc[b]));
+  for (int64_t oc = 0; oc < g.OC; ++oc)
+    out_image[oc * g.OH * g.OW + oh * g.OW + ow] = lanes[oc];
 }
 
-template <int OCB>
+template <int OCB, ConvActivation A>
+void conv_pixels(const Geometry& g, const float* input, const Scratch& s, float* out_image) {
+  const int64_t count = g.OH * g.OW;
+  if (count < kPixels) {
+    for (int64_t p = 0; p < count; ++p)
+      one_pixel<OCB, A>(g, input, s.weights.data(), s.bias.data(), p / g.OW, p % g.OW, out_image);
+    return;
+  }
+  for (int64_t p = 0; p < count; p += kPixels) {
+    // The last block ends at the plane's end (overlapping the one before).
+    four_pixels<OCB, A>(g, input, s.weights.data(), s.bias.data(), std::min(p, count - kPixels),
+                        out_image);
+  }
+}
+
+template <ConvActivation A>
 void conv_image(const Geometry& g, const float* input, const Scratch& s, float* out_image) {
-  for (int64_t oh = 0; oh < g.OH; ++oh) {
-    int64_t ow = 0;
-    for (; ow + kPixels <= g.OW; ow += kPixels)
-      four_pixels<OCB>(g, input, s.weights.data(), s.bias.data(), oh, ow, out_image);
-    if (ow == g.OW) continue;
-    if (g.OW >= kPixels) {
-      // The row's tail as one more block of four ending at the row's end:
-      // the pixels it shares with the block before get the same values again.
-      four_pixels<OCB>(g, input, s.weights.data(), s.bias.data(), oh, g.OW - kPixels, out_image);
-      continue;
-    }
-    for (; ow < g.OW; ++ow)
-      one_pixel<OCB>(g, input, s.weights.data(), s.bias.data(), oh, ow, out_image);
+  if (use_rows(g)) {
+    conv_rows<A>(g, input, s, out_image);
+  } else if (g.OCP == kLanes) {
+    conv_pixels<1, A>(g, input, s, out_image);
+  } else {
+    conv_pixels<2, A>(g, input, s, out_image);
   }
 }
 
@@ -203,7 +366,7 @@ bool conv2d_direct_f32_applies(const StridedView& out, const StridedView& x, con
 }
 
 void conv2d_direct_f32(const StridedView& out, const StridedView& x, const StridedView& w,
-                       const StridedView& bias, const Conv2dParams& p) {
+                       const StridedView& bias, const Conv2dParams& p, ConvActivation act) {
   const Geometry g = geometry_of(out, x, w, p);
   Scratch& packed = scratch();
   pack_weights(g, w, bias, packed);
@@ -212,13 +375,18 @@ void conv2d_direct_f32(const StridedView& out, const StridedView& x, const Strid
   // work; each thread pads into its own buffer and reads the packed weights.
   parallel_for(g.N, g.N > 1 && g.N * image_macs > (int64_t(1) << 20), [&](int64_t n) {
     std::vector<float>& input = scratch().input;
+    // (Row blocks read 8 floats from ow + kw, ow <= OW - 8: within the
+    // padded row, so the plane needs no slack.)
     input.resize(size_t(g.C * g.PH * g.PW));
     pad_input(g, x, n, input.data());
     float* out_image = out.ptr<float>() + n * g.OC * g.OH * g.OW;
-    if (g.OCP == kLanes) {
-      conv_image<1>(g, input.data(), packed, out_image);
-    } else {
-      conv_image<2>(g, input.data(), packed, out_image);
+    switch (act) {
+      case ConvActivation::None:
+        return conv_image<ConvActivation::None>(g, input.data(), packed, out_image);
+      case ConvActivation::Relu:
+        return conv_image<ConvActivation::Relu>(g, input.data(), packed, out_image);
+      case ConvActivation::Sigmoid:
+        return conv_image<ConvActivation::Sigmoid>(g, input.data(), packed, out_image);
     }
   });
 }

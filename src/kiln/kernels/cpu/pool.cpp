@@ -61,24 +61,52 @@ void deinterleave(const float* p, __m256& even, __m256& odd) {
   odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
 }
 
+// Even and odd elements of 8 consecutive floats: [x0 x2 x4 x6], [x1 x3 x5 x7].
+void deinterleave4(const float* p, __m128& even, __m128& odd) {
+  const __m128 lo = _mm_loadu_ps(p), hi = _mm_loadu_ps(p + 4);
+  even = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+  odd = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+}
+
 // One output row of a 2x2, stride-2 average over rows r0 and r1: each
 // output is ((((0 + r0[2i]) + r0[2i+1]) + r1[2i]) + r1[2i+1]) / 4, the same
-// operations in the same order as the general loop, eight at a time.
+// operations in the same order as the general loop, eight (or four) at a
+// time. A row that is not whole vectors ends with one more vector pulled
+// back to end at the row's end: the outputs it shares with the vector before
+// get the same values again. (LeNet's rows are 14 and 5 wide: with a scalar
+// tail, 6 of 14 and all 5 outputs went one at a time.) Multiplying by 1/4
+// rounds exactly as dividing by 4 does: both scale by a power of two.
 void avg_pool_2x2_row_f32(const float* r0, const float* r1, float* d, int64_t OW) {
-  const __m256 four = _mm256_set1_ps(4.0f);
-  int64_t ow = 0;
-  for (; ow + 8 <= OW; ow += 8) {
-    __m256 a, b, c, e;
-    deinterleave(r0 + 2 * ow, a, b);
-    deinterleave(r1 + 2 * ow, c, e);
-    __m256 sum = _mm256_add_ps(_mm256_setzero_ps(), a);
-    sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(sum, b), c), e);
-    _mm256_storeu_ps(d + ow, _mm256_div_ps(sum, four));
+  if (OW >= 8) {
+    const __m256 quarter = _mm256_set1_ps(0.25f);
+    for (int64_t i = 0; i < OW; i += 8) {
+      const int64_t ow = std::min(i, OW - 8);
+      __m256 a, b, c, e;
+      deinterleave(r0 + 2 * ow, a, b);
+      deinterleave(r1 + 2 * ow, c, e);
+      __m256 sum = _mm256_add_ps(_mm256_setzero_ps(), a);
+      sum = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(sum, b), c), e);
+      _mm256_storeu_ps(d + ow, _mm256_mul_ps(sum, quarter));
+    }
+    return;
   }
-  for (; ow < OW; ++ow) {
+  if (OW >= 4) {
+    const __m128 quarter = _mm_set1_ps(0.25f);
+    for (int64_t i = 0; i < OW; i += 4) {
+      const int64_t ow = std::min(i, OW - 4);
+      __m128 a, b, c, e;
+      deinterleave4(r0 + 2 * ow, a, b);
+      deinterleave4(r1 + 2 * ow, c, e);
+      __m128 sum = _mm_add_ps(_mm_setzero_ps(), a);
+      sum = _mm_add_ps(_mm_add_ps(_mm_add_ps(sum, b), c), e);
+      _mm_storeu_ps(d + ow, _mm_mul_ps(sum, quarter));
+    }
+    return;
+  }
+  for (int64_t ow = 0; ow < OW; ++ow) {
     float sum = 0.0f + r0[2 * ow];
     sum = ((sum + r0[2 * ow + 1]) + r1[2 * ow]) + r1[2 * ow + 1];
-    d[ow] = sum / 4.0f;
+    d[ow] = sum * 0.25f;
   }
 }
 
@@ -235,6 +263,28 @@ void pool_onednn_f32(const StridedView& out, const StridedView& x, const Pool2dP
   });
 }
 
+// LeNet's pooling: float32, 2x2 windows at stride 2, no padding, every
+// window inside the input (no ceil_mode overhang), rows contiguous. Then
+// count_include_pad cannot matter and every divisor is 4.
+bool is_plain_2x2_f32(const StridedView& out, const StridedView& x, const Pool2dParams& p) {
+  return out.dtype == DType::Float32 && p.kernel[0] == 2 && p.kernel[1] == 2 && p.stride[0] == 2 &&
+         p.stride[1] == 2 && p.padding[0] == 0 && p.padding[1] == 0 && p.dilation[0] == 1 &&
+         p.dilation[1] == 1 && x.strides[3] == 1 && 2 * out.shape[2] <= x.shape[2] &&
+         2 * out.shape[3] <= x.shape[3];
+}
+
+// The reference's results without its per-call set-up (two vectors of
+// window spans, allocated and checked every call).
+void avg_pool_2x2_f32(const StridedView& out, const StridedView& x) {
+  const int64_t OH = out.shape[2], OW = out.shape[3], sh = x.strides[2];
+  for_each_plane<float>(out, x, 4, [&](const float* src, float* dst) {
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      const float* r0 = src + 2 * oh * sh;
+      avg_pool_2x2_row_f32(r0, r0 + sh, dst + oh * OW, OW);
+    }
+  });
+}
+
 }  // namespace
 
 void max_pool2d_reference(const StridedView& out, const StridedView& x, const Pool2dParams& p) {
@@ -280,6 +330,10 @@ void max_pool2d(const StridedView& out, const StridedView& x, const Pool2dParams
 
 void avg_pool2d(const StridedView& out, const StridedView& x, const Pool2dParams& p) {
   if (out.numel() == 0) return;
+  if (is_plain_2x2_f32(out, x, p)) {
+    avg_pool_2x2_f32(out, x);
+    return;
+  }
   avg_pool2d_reference(out, x, p);
 }
 

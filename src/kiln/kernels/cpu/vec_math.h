@@ -1,10 +1,13 @@
 // float32 exp, sigmoid and tanh written so that a loop calling them
-// vectorizes: no branches (both sides are computed and selected), no calls,
+// vectorizes (sigmoid also comes as sigmoid_f32x8 for kernels that hold
+// their values in registers): no branches (both sides are computed and selected), no calls,
 // integer work through bit casts. std::exp and friends are calls into libm,
 // which the compiler cannot vectorize; these run 8 lanes at a time on AVX2.
 // The scalar references are std::exp / std::tanh themselves;
 // tests/cpp/elementwise_test.cpp compares the two over the whole float range.
 #pragma once
+
+#include <immintrin.h>
 
 #include <algorithm>
 #include <bit>
@@ -56,8 +59,74 @@ inline float exp_f32(float x) {
   return select_f32(std::isnan(x), x, y);
 }
 
+// sigmoid(x) from e = exp(-|x|), which never overflows: 1 / (1 + e) for
+// x >= 0 and e / (1 + e) below, one division either way. Against
+// 1 / (1 + exp_f32(-x)) it saves the NaN selects and the upper clamp (the
+// argument is <= 0), k comes out of the rounding itself (adding 1.5 * 2^23
+// leaves it in the low mantissa bits: no round or int conversion), and 2^k
+// is one exponent built for k + 64 then one multiply by 2^-64, which rounds
+// once where the result is subnormal (x below -87.3, which 1 / (1 + exp(-x))
+// flushed to 0). NaN propagates through every step (max keeps a NaN second
+// operand; a NaN p times any scale is NaN). exp(r) on |r| <= ln2 / 2 is the
+// Cephes polynomial of exp_f32. Within 2 ulp of the exact value everywhere
+// (w2kern/sigmoid_bench.cpp checks all 2^32 inputs).
 inline float sigmoid_f32(float x) {
-  return 1.0f / (1.0f + exp_f32(-x));
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693359375f;
+  constexpr float kLn2Lo = -2.12194440e-4f;
+  constexpr float kShifter = 12582912.0f;  // 1.5 * 2^23
+  // -|x| clamped at -110, where exp has long rounded to 0 (and k + 64 stays
+  // a normal exponent); NaN passes (std::max returns its first operand).
+  const float a = std::max(-std::fabs(x), -110.0f);
+  const float kf = std::fma(a, kLog2e, kShifter);  // k = round(a log2 e) in the low bits
+  const float k = kf - kShifter;
+  float r = std::fma(k, -kLn2Hi, a);
+  r = std::fma(k, -kLn2Lo, r);
+  // exp(r) = 1 + r + r^2 P(r), Cephes' degree-5 P evaluated as
+  // (c5 r + c4) r^4 + (c3 r + c2) r^2 + (c1 r + c0): the same terms as
+  // Horner's rule with fewer dependent steps (measured: same speed and same
+  // worst-case error as Horner here; it only shortens each lane's chain).
+  const float r2 = r * r, r4 = r2 * r2;
+  const float p54 = std::fma(1.9875691500e-4f, r, 1.3981999507e-3f);
+  const float p32 = std::fma(8.3334519073e-3f, r, 4.1665795894e-2f);
+  const float p10 = std::fma(1.6666665459e-1f, r, 5.0000001201e-1f);
+  const float poly = std::fma(p54, r4, std::fma(p32, r2, p10));
+  const float q = std::fma(poly, r2, r);  // exp(r) - 1
+  // 2^(k + 64): k's low bits shifted into the exponent field (the shifter's
+  // own bits shift out), plus the bias 127 + 64. (q + 1) * 2^(k + 64) is
+  // one fma, rounded once as (q + 1) would be (the scale is a power of 2 and
+  // the product normal); the multiply by 2^-64 rounds subnormal results.
+  const float scale = std::bit_cast<float>((std::bit_cast<uint32_t>(kf) << 23) + (191u << 23));
+  const float e = std::fma(q, scale, scale) * 0x1p-64f;
+  // e for negative x (the sign bit, so -0 and negative NaNs too), else 1.
+  const uint32_t negative = uint32_t(std::bit_cast<int32_t>(x) >> 31);
+  const float num = std::bit_cast<float>((std::bit_cast<uint32_t>(e) & negative) |
+                                         (std::bit_cast<uint32_t>(1.0f) & ~negative));
+  return num / (1.0f + e);
+}
+
+// sigmoid_f32 on 8 lanes, operation for operation.
+inline __m256 sigmoid_f32x8(__m256 x) {
+  const __m256 shifter = _mm256_set1_ps(12582912.0f);
+  const __m256 a = _mm256_max_ps(_mm256_set1_ps(-110.0f), _mm256_or_ps(x, _mm256_set1_ps(-0.0f)));
+  const __m256 kf = _mm256_fmadd_ps(a, _mm256_set1_ps(1.44269504088896341f), shifter);
+  const __m256 k = _mm256_sub_ps(kf, shifter);
+  __m256 r = _mm256_fmadd_ps(k, _mm256_set1_ps(-0.693359375f), a);
+  r = _mm256_fmadd_ps(k, _mm256_set1_ps(2.12194440e-4f), r);
+  const __m256 r2 = _mm256_mul_ps(r, r), r4 = _mm256_mul_ps(r2, r2);
+  const __m256 p54 =
+      _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r, _mm256_set1_ps(1.3981999507e-3f));
+  const __m256 p32 =
+      _mm256_fmadd_ps(_mm256_set1_ps(8.3334519073e-3f), r, _mm256_set1_ps(4.1665795894e-2f));
+  const __m256 p10 =
+      _mm256_fmadd_ps(_mm256_set1_ps(1.6666665459e-1f), r, _mm256_set1_ps(5.0000001201e-1f));
+  const __m256 poly = _mm256_fmadd_ps(p54, r4, _mm256_fmadd_ps(p32, r2, p10));
+  const __m256 q = _mm256_fmadd_ps(poly, r2, r);
+  const __m256 scale = _mm256_castsi256_ps(_mm256_add_epi32(
+      _mm256_slli_epi32(_mm256_castps_si256(kf), 23), _mm256_set1_epi32(191 << 23)));
+  const __m256 e = _mm256_mul_ps(_mm256_fmadd_ps(q, scale, scale), _mm256_set1_ps(0x1p-64f));
+  const __m256 num = _mm256_blendv_ps(_mm256_set1_ps(1.0f), e, x);  // by x's sign bit
+  return _mm256_div_ps(num, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }
 
 // tanh(|x|) is x + x^3 P(x^2) below 0.625 (a least-squares fit for relative
