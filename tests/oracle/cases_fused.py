@@ -68,6 +68,8 @@ FUSED_ELEMENTWISE = [
          attrs=program("mul(%0, %1) add($0, %0) tanh($1)"), name="scalar_input"),
     Case("fused_elementwise", [randn(20000)], lambda x: torch.cos(torch.sin(x)) * x,
          attrs=program("sin(%0) cos($0) mul($1, %0)"), name="several_blocks"),
+    Case("fused_elementwise", [randn(3000)], lambda x: torch.cos(torch.sin(x)) * x,
+         attrs=program("sin(%0) cos($0) mul($1, %0)"), name="one_block_with_gradients"),
     Case("fused_elementwise", [randn(5, 6, layout="transposed"), randn(5, 6)],
          lambda a, b: torch.sigmoid(a + b), attrs=program("add(%0, %1) sigmoid($0)"),
          name="strided_input"),
