@@ -18,10 +18,6 @@
 namespace kiln::jit {
 namespace {
 
-TensorMeta f32(IntList shape) {
-  return TensorMeta{DType::Float32, std::move(shape)};
-}
-
 // w_new = w - 0.5 * g, and what else a case adds to the graph.
 struct Step {
   std::shared_ptr<Graph> graph = std::make_shared<Graph>();

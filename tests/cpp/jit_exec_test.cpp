@@ -22,10 +22,6 @@
 namespace kiln::jit {
 namespace {
 
-TensorMeta f32(IntList shape) {
-  return TensorMeta{DType::Float32, std::move(shape)};
-}
-
 Value* add_param(Graph& g, const std::string& name, const Tensor& t) {
   return t.defined() ? g.add_param(name, meta_of(t), t) : nullptr;
 }

@@ -3,16 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include "jit_test_util.h"
 #include "kiln/core/factory.h"
 #include "kiln/ops/registry.h"
 #include "test_util.h"
 
 namespace kiln::jit {
 namespace {
-
-TensorMeta f32(IntList shape) {
-  return TensorMeta{DType::Float32, std::move(shape)};
-}
 
 TEST(JitGraph, AppendInfersTypesAndRecordsUses) {
   Graph g;

@@ -17,10 +17,6 @@
 namespace kiln::jit {
 namespace {
 
-TensorMeta f32(IntList shape) {
-  return TensorMeta{DType::Float32, std::move(shape)};
-}
-
 // No two buffers live at the same step overlap in the arena, and every
 // buffer fits inside it.
 void expect_no_live_overlap(const std::vector<BufferRequest>& requests, const MemoryPlan& plan) {

@@ -93,6 +93,10 @@ inline TensorMeta meta(DType dtype, IntList shape) {
   return TensorMeta{dtype, std::move(shape)};
 }
 
+inline TensorMeta f32(IntList shape) {
+  return meta(DType::Float32, std::move(shape));
+}
+
 // W1's first layers: linear, relu, a wrapped number, a reduction with two
 // outputs, a linear without bias; parameters by state_dict name.
 std::unique_ptr<Graph> small_mlp();
