@@ -14,6 +14,10 @@
 // 3. Small float32 convolutions (LeNet's two layers): cpu::conv2d_direct_f32,
 //    vectorized over output channels, against oneDNN's convolution, which
 //    reorders the weights into its blocked layout on every call.
+// 4. Float32 GEMM with rows of a contiguous (linear layers at batch > 1, most
+//    matmuls): cpu::gemm_f32 (packs b per call, as eager does) and
+//    cpu::gemm_f32_packed (b packed once, as compiled plans keep weights)
+//    against oneDNN's matmul, with bias; GFLOP/s beside the times.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,6 +25,7 @@
 #include <vector>
 
 #include "kiln/kernels/cpu/conv.h"
+#include "kiln/kernels/cpu/gemm_f32.h"
 #include "kiln/kernels/cpu/matmul.h"
 #include "kiln/kernels/cpu/pool.h"
 
@@ -136,9 +141,41 @@ void bench_conv(int64_t batch, int64_t c, int64_t size, int64_t oc, int64_t padd
   p.padding[0] = p.padding[1] = padding;
   double onednn = time_us([&] { kiln::cpu::conv2d_onednn_f32(yv, xv, wv, bv, p); });
   double own = time_us([&] { kiln::cpu::conv2d_direct_f32(yv, xv, wv, bv, p); });
-  std::printf("conv2d %3lldx%2lldx%2lldx%2lld -> %2lld   onednn %8.2f us   direct %8.2f us   %5.1fx\n",
-              (long long)batch, (long long)c, (long long)size, (long long)size, (long long)oc,
-              onednn, own, onednn / own);
+  std::printf(
+      "conv2d %3lldx%2lldx%2lldx%2lld -> %2lld   onednn %8.2f us   direct %8.2f us   %5.1fx\n",
+      (long long)batch, (long long)c, (long long)size, (long long)size, (long long)oc, onednn, own,
+      onednn / own);
+}
+
+// y[m, n] = x[m, k] · Wᵀ + b with W [n, k], as linear runs it.
+void bench_gemm(int64_t m, int64_t k, int64_t n) {
+  std::mt19937 rng(0);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(size_t(m * k)), w(size_t(n * k)), b(static_cast<size_t>(n)),
+      y(size_t(m * n));
+  for (auto* v : {&x, &w, &b}) {
+    for (float& e : *v)
+      e = normal(rng);
+  }
+  StridedView out = view2(y.data(), m, n, n, 1), lhs = view2(x.data(), m, k, k, 1);
+  StridedView rhs = view2(w.data(), k, n, 1, k), bias;
+  bias.data = b.data();
+  bias.ndim = 1;
+  bias.shape[0] = n;
+  bias.strides[0] = 1;
+  const kiln::cpu::GemmRows rows{y.data(), n, x.data(), k, b.data(), m};
+  const kiln::cpu::GemmB wt{w.data(), k, n, 1, k};
+  kiln::cpu::PackedB packed;
+  packed.pack(wt);
+  const double onednn = time_us([&] { kiln::cpu::matmul_onednn_f32(out, lhs, rhs, bias, 1, 0); });
+  const double per_call = time_us([&] { kiln::cpu::gemm_f32(rows, wt); });
+  const double prepacked = time_us([&] { kiln::cpu::gemm_f32_packed(rows, packed); });
+  const double gflop = 2e-3 * double(m) * double(n) * double(k);
+  std::printf(
+      "gemm %4lld x %4lld -> %4lld   onednn %8.1f us (%5.1f GF/s)   packed per call %8.1f us "
+      "(%5.1f)   prepacked %8.1f us (%5.1f)   %4.2fx / %4.2fx\n",
+      (long long)m, (long long)k, (long long)n, onednn, gflop / onednn, per_call, gflop / per_call,
+      prepacked, gflop / prepacked, onednn / per_call, onednn / prepacked);
 }
 
 }  // namespace
@@ -157,4 +194,9 @@ int main() {
     bench_conv(batch, 1, 28, 6, 2);
     bench_conv(batch, 6, 14, 16, 0);
   }
+  for (int64_t m : {64, 1024}) {
+    bench_gemm(m, 512, 256);
+    bench_gemm(m, 256, 128);
+  }
+  bench_gemm(1024, 1024, 1024);
 }

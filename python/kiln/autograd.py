@@ -15,3 +15,12 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     retain = create_graph if retain_graph is None else retain_graph
     return tuple(_C.autograd_grad(outputs, inputs, list(grad_outputs), retain, create_graph,
                                   allow_unused))
+
+
+def increment_version(tensor):
+    """Marks `tensor` as modified, as torch.autograd.graph.increment_version
+    does. kiln's own in-place ops do this themselves; a write through memory
+    shared with another library (tensor.detach().numpy(), DLPack, the buffer
+    protocol) does not, so call this after one. Compiled models keep packed
+    copies of weights keyed on this counter and repack when it moves."""
+    tensor._bump_version()

@@ -172,7 +172,8 @@ void bind_tensor(nb::module_& m) {
       .def("_item_as", &item_as, nb::arg("what"))
       .def("__hash__", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl()); })
       .def("_is_same", &Tensor::is_same)
-      .def("_version", &Tensor::version);
+      .def("_version", &Tensor::version)
+      .def("_bump_version", &Tensor::bump_version);
 
   cls.def_prop_rw("requires_grad", &Tensor::requires_grad,
                   [](const Tensor& t, bool value) { requires_grad_(t, value); })

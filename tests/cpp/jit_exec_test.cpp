@@ -11,6 +11,7 @@
 #include "kiln/core/allocator.h"
 #include "kiln/core/factory.h"
 #include "kiln/core/random.h"
+#include "kiln/jit/passes/pipeline.h"
 #include "kiln/nn/container.h"
 #include "kiln/nn/layers.h"
 #include "kiln/ops/dispatch.h"
@@ -160,9 +161,9 @@ TEST(JitExec, EightThreadsAgreeWithOneThreadMatvec) {
   expect_threads_agree(exe, {1, 512});
 }
 
-TEST(JitExec, EightThreadsAgreeWithOneThreadOneDnn) {
+TEST(JitExec, EightThreadsAgreeWithOneThreadPackedGemm) {
   auto net = make_w1();
-  Executable exe(graph_of(*net, {8, 512}));  // oneDNN primitives run concurrently
+  Executable exe(graph_of(*net, {8, 512}));  // kiln's GEMM on weights packed once
   expect_threads_agree(exe, {8, 512});
 }
 
@@ -270,18 +271,46 @@ TEST(JitExec, OutputsNeverAliasInputsOrParameters) {
 }
 
 TEST(JitExec, ParameterUpdatesInPlaceAreSeen) {
-  auto net = make_w1();
-  Executable exe(graph_of(*net, {1, 512}));
-  Tensor x = randn({1, 512});
-  Tensor before = exe.run({x})[0];
-  auto first = net->at<nn::Linear>(0);
-  {
-    NoGradGuard no_grad;
-    mul_(first->weight, 0.5);  // what an optimizer step does
+  for (int64_t batch : {1, 64}) {  // matvec reads the weights; the GEMM packs them
+    auto net = make_w1();
+    Executable exe(graph_of(*net, {batch, 512}));
+    Tensor x = randn({batch, 512});
+    Tensor before = exe.run({x})[0];
+    auto first = net->at<nn::Linear>(0);
+    {
+      NoGradGuard no_grad;
+      mul_(first->weight, 0.5);  // what an optimizer step does
+    }
+    Tensor after = exe.run({x})[0];
+    EXPECT_FALSE(bitwise_equal(after, before)) << "batch " << batch;
+    EXPECT_TRUE(bitwise_equal(after, eager(*net, x))) << "batch " << batch;
   }
-  Tensor after = exe.run({x})[0];
-  EXPECT_FALSE(bitwise_equal(after, before));
-  EXPECT_TRUE(bitwise_equal(after, eager(*net, x)));
+}
+
+// At batch 64 the first two linears run kiln's GEMM and keep their weights
+// packed (the plan says which); the 2-column head reads its weight as it is.
+// Unfused (linear) and fused (linear_act after the passes) alike.
+TEST(JitExec, WeightsArePackedOnceAndFollowTheirVersion) {
+  for (bool fused : {false, true}) {
+    SCOPED_TRACE(fused ? "fused" : "unfused");
+    auto net = make_w1();
+    std::shared_ptr<Graph> graph = graph_of(*net, {64, 512});
+    if (fused) optimize(*graph);
+    Executable exe(graph);
+    const std::string text = exe.plan().to_string();
+    size_t packed = 0;
+    for (const Step& step : exe.plan().steps)
+      packed += step.packed_held >= 0;
+    EXPECT_EQ(packed, 2u) << text;
+    EXPECT_NE(text.find(fused ? "linear_act" : "linear"), std::string::npos) << text;
+    EXPECT_NE(text.find("[packs fixed "), std::string::npos) << text;
+    Tensor x = randn({64, 512});
+    for (int round = 0; round < 3; ++round) {
+      EXPECT_TRUE(bitwise_equal(exe.run({x})[0], eager(*net, x))) << "round " << round;
+      NoGradGuard no_grad;
+      copy_(net->at<nn::Linear>(2)->weight, randn({128, 256}));  // a load_state_dict
+    }
+  }
 }
 
 TEST(JitExec, MultiOutputOps) {
@@ -351,10 +380,10 @@ TEST(JitExec, BatchNormTrainingUpdatesRunningStatsLikeEager) {
   }
 }
 
-TEST(JitExec, RunIntoAllocatesNothing) {
+void expect_run_into_allocates_nothing(int64_t batch) {
   auto net = make_w1();
-  Executable exe(graph_of(*net, {1, 512}));
-  Tensor x = randn({1, 512}), y = empty({1, 2});
+  Executable exe(graph_of(*net, {batch, 512}));
+  Tensor x = randn({batch, 512}), y = empty({batch, 2});
   exe.run_into(std::vector<Tensor>{x}, std::vector<Tensor>{y});
   const AllocatorStats before = allocator_stats();
   for (int call = 0; call < 1000; ++call)
@@ -368,6 +397,13 @@ TEST(JitExec, RunIntoAllocatesNothing) {
     exe.run({x});
   EXPECT_EQ(allocator_stats().total_allocations, allocations + 100)
       << "run() allocates its one result and nothing else";
+}
+
+TEST(JitExec, RunIntoAllocatesNothing) {
+  for (int64_t batch : {1, 64}) {
+    SCOPED_TRACE(str("batch ", batch));
+    expect_run_into_allocates_nothing(batch);
+  }
 }
 
 TEST(JitExec, RunIntoNonContiguousOutputs) {

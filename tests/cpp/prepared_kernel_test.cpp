@@ -1,11 +1,13 @@
 // OpDef::prepare: a prepared kernel gives bit for bit what the op's plain
-// kernel gives, for every path it can choose (matvec, oneDNN, the reference
-// loops, empty outputs) and any strides, and keeps no data between calls.
+// kernel gives, for every path it can choose (matvec, kiln's GEMM, oneDNN,
+// the reference loops, empty outputs) and any strides, and keeps no data
+// between calls but a packed weight, tied to the weight's version.
 #include <gtest/gtest.h>
 
 #include "jit_test_util.h"
 #include "kiln/core/factory.h"
 #include "kiln/ops/dispatch.h"
+#include "kiln/ops/elementwise.h"
 #include "kiln/ops/view.h"
 
 namespace kiln {
@@ -81,15 +83,54 @@ TEST_P(PreparedKernelTest, EqualsThePlainKernel) {
       bitwise_equal(run_prepared(*kernel, again, attrs, want), dispatch1(def, again, attrs)));
 }
 
+// run_packed keeps b packed while the version it is given stays the same,
+// and packs again when it moves.
+TEST(PreparedKernelPacking, RepacksWhenTheVersionMoves) {
+  const OpDef& def = op("linear");
+  const Attrs attrs = normalize_attrs(def, {});
+  Tensor x = randn({9, 40}), w = randn({24, 40}), b = randn({24});
+  const Tensor want = dispatch1(def, {x, w, b}, attrs);
+  std::vector<cpu::StridedView> in_views{view_of(x), view_of(w), view_of(b)};
+  Tensor out = empty_like(want);
+  cpu::StridedView out_view = view_of(out);
+  const KernelArgs args{in_views, {&out_view, 1}, attrs};
+  std::unique_ptr<PreparedKernel> kernel = def.prepare(args);
+  ASSERT_EQ(kernel->packable_input(), 1) << "the weight";
+
+  kernel->run_packed(args, 5);
+  EXPECT_TRUE(bitwise_equal(out, want));
+  mul_(w, 2.0);  // in place: the views still point at w's memory
+  kernel->run_packed(args, 5);
+  EXPECT_TRUE(bitwise_equal(out, want)) << "same version: the packed copy is used";
+  kernel->run_packed(args, 6);
+  EXPECT_TRUE(bitwise_equal(out, dispatch1(def, {x, w, b}, attrs))) << "new version: repacked";
+}
+
+TEST(PreparedKernelPacking, OnlyKilnsGemmPacks) {
+  const OpDef& def = op("linear");
+  const Attrs attrs = normalize_attrs(def, {});
+  for (const IntList& x_shape : {IntList{1, 16}, IntList{4, 16}}) {
+    Tensor x = randn(x_shape), w = randn({x_shape[0] == 1 ? 8 : 2, 16});
+    std::vector<cpu::StridedView> in_views{view_of(x), view_of(w), {}};
+    Tensor out = make_tensor({x_shape[0], w.size(0)}, DType::Float32);
+    cpu::StridedView out_view = view_of(out);
+    std::unique_ptr<PreparedKernel> kernel = def.prepare({in_views, {&out_view, 1}, attrs});
+    EXPECT_EQ(kernel->packable_input(), -1) << "matvec at batch 1 and for 2 columns";
+  }
+}
+
 const IntList kAbsent{-1};
 
 INSTANTIATE_TEST_SUITE_P(
     Ops, PreparedKernelTest,
     testing::Values(
-        Case{"linear", {{1, 64}, {32, 64}, {32}}},   // matvec
-        Case{"linear", {{64}, {32, 64}, kAbsent}},   // 1-D input, matvec
-        Case{"linear", {{5, 64}, {32, 64}, {32}}},   // oneDNN
-        Case{"linear", {{2, 3, 16}, {8, 16}, {8}}},  // batch folded into rows
+        Case{"linear", {{1, 64}, {32, 64}, {32}}},    // matvec
+        Case{"linear", {{64}, {32, 64}, kAbsent}},    // 1-D input, matvec
+        Case{"linear", {{5, 64}, {32, 64}, {32}}},    // kiln's GEMM
+        Case{"linear", {{7, 300}, {40, 300}, {40}}},  // GEMM: two K blocks, a partial panel
+        Case{"linear", {{2, 3, 16}, {8, 16}, {8}}},   // batch folded into rows
+        Case{"linear", {{5, 64}, {3, 64}, {3}}},      // 3 columns: matvec per row
+        Case{"matmul", {{6, 4}, {4, 3}}},             // 3 columns, b not Wᵀ: oneDNN
         Case{"linear", {{1, 16}, {8, 16}, {8}}, {}, DType::Float32, true},  // Wᵀ stored
         Case{"linear", {{4, 16}, {8, 16}, {8}}, {}, DType::Float64},        // reference loop
         Case{"linear", {{3, 0}, {4, 0}, {4}}},                              // K = 0

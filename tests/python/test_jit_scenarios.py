@@ -251,3 +251,24 @@ def test_compile_report_says_what_the_compiler_did():
     folded = kiln.jit.trace(lambda x: x * 1 + 0, kiln.randn(3))
     assert folded.report().count("mul-one") == 1
     assert folded.report().nodes_after < folded.report().nodes_before
+
+
+def test_compiled_weights_packed_once_follow_updates():
+    # At batch 64 a compiled linear keeps its weight packed across calls and
+    # packs it again when the weight's version counter moves: every kiln
+    # in-place op moves it; a write through a NumPy view of the same memory
+    # does not, until kiln.autograd.increment_version says so.
+    kiln.manual_seed(0)
+    net = w1()
+    net.eval()
+    x = kiln.randn(64, 512)
+    with kiln.no_grad():
+        traced = kiln.jit.trace(net, x)
+        assert kiln.equal(traced(x), net(x))
+        weight = net[0].weight
+        weight.mul_(0.5)
+        assert kiln.equal(traced(x), net(x)), "an in-place op is seen"
+        weight.detach().numpy()[:] *= 2
+        assert not kiln.equal(traced(x), net(x)), "a NumPy write alone is not"
+        kiln.autograd.increment_version(weight)
+        assert kiln.equal(traced(x), net(x)), "increment_version makes it seen"

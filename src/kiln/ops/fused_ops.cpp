@@ -89,6 +89,11 @@ class PreparedWithActivation final : public PreparedKernel {
     }
     apply_activation(args, activation_);
   }
+  int packable_input() const override { return prepared_ ? prepared_->packable_input() : -1; }
+  void run_packed(const KernelArgs& args, uint64_t version) const override {
+    prepared_->run_packed(args, version);
+    apply_activation(args, activation_);
+  }
 
  private:
   const OpDef& producer_;

@@ -2,12 +2,16 @@
 // kernel glue turns every case into one batched product (1-D operands gain a
 // unit dim, batch dims are broadcast with stride 0) for cpu::matmul, except
 // batch-1 float32 linear layers and those with a few output columns, which
-// go to cpu::matvec_f32.
+// go to cpu::matvec_f32, and float32 products whose a rows are contiguous,
+// which go to kiln's GEMM (cpu::gemm_f32; compiled plans keep b packed).
 #include "kiln/ops/linalg.h"
 
 #include <cmath>
+#include <mutex>
+#include <optional>
 
 #include "kiln/kernels/cpu/copy.h"
+#include "kiln/kernels/cpu/gemm_f32.h"
 #include "kiln/kernels/cpu/matmul.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
@@ -110,6 +114,50 @@ void run_matvec(const Matvec& m, void* out, const void* a, const void* b, const 
   }
 }
 
+// A product kiln's own GEMM runs (cpu::gemm_f32): float32 with rows of a
+// contiguous in K and b contiguous along K (a linear layer's Wᵀ) or N, at
+// least 2 rows and more columns than the rowwise matvec takes. Batch dims
+// fold into the rows when b is shared by all of them (a linear layer over
+// [batch, tokens, features]).
+struct Gemm {
+  cpu::GemmB b;  // data from the product
+  int64_t m = 0, a_row_stride = 0, out_row_stride = 0;
+};
+
+std::optional<Gemm> gemm_of(const Product& p) {
+  const cpu::StridedView &out = p.out, &a = p.a, &b = p.b;
+  const int nd = out.ndim;
+  const int64_t K = a.shape[nd - 1], N = out.shape[nd - 1];
+  const int64_t rows = N == 0 ? 0 : out.numel() / N;
+  const bool plain = cpu::gemm_f32_available() && out.dtype == DType::Float32 && p.alpha == 1 &&
+                     p.beta == 0 && K > 0 && rows >= 2 && N > kRowwiseMaxColumns &&
+                     a.strides[nd - 1] == 1 && (b.strides[nd - 2] == 1 || b.strides[nd - 1] == 1) &&
+                     (!p.bias.data || p.bias.strides[0] == 1);
+  if (!plain) return std::nullopt;
+  // The stride from one row of a to the next, the batch dims' included: a
+  // single row per batch entry (M = 1) steps by the innermost batch stride.
+  int64_t row_stride = a.strides[nd - 2];
+  for (int d = nd - 3; d >= 0 && a.shape[nd - 2] == 1; --d) {
+    if (a.shape[d] == 1) continue;
+    row_stride = a.strides[d];
+    break;
+  }
+  int64_t next_batch = row_stride * a.shape[nd - 2];
+  for (int d = nd - 3; d >= 0; --d) {
+    if (b.strides[d] != 0 && b.shape[d] != 1) return std::nullopt;
+    if (a.shape[d] != 1 && a.strides[d] != next_batch) return std::nullopt;
+    next_batch *= a.shape[d];
+  }
+  return Gemm{cpu::GemmB{b.ptr<const float>(), K, N, b.strides[nd - 2], b.strides[nd - 1]}, rows,
+              row_stride, N};
+}
+
+cpu::GemmRows gemm_rows(const Gemm& g, void* out, const void* a, const void* bias) {
+  return cpu::GemmRows{static_cast<float*>(out),        g.out_row_stride,
+                       static_cast<const float*>(a),    g.a_row_stride,
+                       static_cast<const float*>(bias), g.m};
+}
+
 // a and b broadcast to out's batch dims (stride 0 where they repeat).
 Product make_product(const cpu::StridedView& out, const cpu::StridedView& a,
                      const cpu::StridedView& b, const cpu::StridedView& bias, double alpha = 1,
@@ -129,6 +177,10 @@ void run_product(const Product& p) {
     run_matvec(matvec_of(p), p.out.data, p.a.data, p.b.data, p.bias.data);
     return;
   }
+  if (std::optional<Gemm> gemm = gemm_of(p)) {
+    cpu::gemm_f32(gemm_rows(*gemm, p.out.data, p.a.data, p.bias.data), gemm->b);
+    return;
+  }
   cpu::matmul(p.out, p.a, p.b, p.bias, p.alpha, p.beta);
 }
 
@@ -139,8 +191,9 @@ struct ProductOp {
   void (*before)(const KernelArgs&);  // work before the product (addmm's copy), or null
 };
 
-// A product whose geometry is fixed: matvec or a cpu::MatmulPlan is chosen
-// once, as run_product would choose it per call.
+// A product whose geometry is fixed: matvec, kiln's GEMM or a
+// cpu::MatmulPlan is chosen once, as run_product would choose it per call.
+// With kiln's GEMM, b can stay packed across calls (run_packed).
 class PreparedProduct final : public PreparedKernel {
  public:
   PreparedProduct(const ProductOp& op, const KernelArgs& args)
@@ -149,6 +202,8 @@ class PreparedProduct final : public PreparedKernel {
       matvec_shape_ = matvec_of(product_);
       return;
     }
+    gemm_ = gemm_of(product_);
+    if (gemm_) return;
     plan_ = std::make_unique<cpu::MatmulPlan>(product_.out, product_.a, product_.b, product_.bias,
                                               product_.alpha, product_.beta);
   }
@@ -158,9 +213,15 @@ class PreparedProduct final : public PreparedKernel {
     void* out = args.outputs[0].data;
     const void* a = args.inputs[size_t(op_.a)].data;
     const void* b = args.inputs[size_t(op_.b)].data;
-    const void* bias = product_.bias.data ? args.inputs[size_t(op_.bias)].data : nullptr;
+    const void* bias = bias_of(args);
     if (matvec_) {
       run_matvec(matvec_shape_, out, a, b, bias);
+      return;
+    }
+    if (gemm_) {
+      cpu::GemmB gemm_b = gemm_->b;
+      gemm_b.data = static_cast<const float*>(b);
+      cpu::gemm_f32(gemm_rows(*gemm_, out, a, bias), gemm_b);
       return;
     }
     Product p = product_;
@@ -171,12 +232,49 @@ class PreparedProduct final : public PreparedKernel {
     plan_->run(p.out, p.a, p.b, p.bias);
   }
 
+  int packable_input() const override { return gemm_ ? op_.b : -1; }
+
+  void run_packed(const KernelArgs& args, uint64_t version) const override {
+    if (op_.before) op_.before(args);
+    std::shared_ptr<const PackedWeight> packed = packed_for(args, version);
+    cpu::gemm_f32_packed(
+        gemm_rows(*gemm_, args.outputs[0].data, args.inputs[size_t(op_.a)].data, bias_of(args)),
+        packed->b);
+  }
+
  private:
+  struct PackedWeight {
+    uint64_t version = 0;
+    cpu::PackedB b;
+  };
+
+  const void* bias_of(const KernelArgs& args) const {
+    return product_.bias.data ? args.inputs[size_t(op_.bias)].data : nullptr;
+  }
+
+  // b packed at `version`: packed now if the copy is older. A copy that
+  // another call is still reading is left to it and a new one made; else
+  // the buffer is reused, so a training loop (new weights every step)
+  // repacks without allocating.
+  std::shared_ptr<const PackedWeight> packed_for(const KernelArgs& args, uint64_t version) const {
+    std::lock_guard<std::mutex> lock(packed_mutex_);
+    if (packed_ && packed_->version == version) return packed_;
+    if (!packed_ || packed_.use_count() > 1) packed_ = std::make_shared<PackedWeight>();
+    cpu::GemmB b = gemm_->b;
+    b.data = static_cast<const float*>(args.inputs[size_t(op_.b)].data);
+    packed_->b.pack(b);
+    packed_->version = version;
+    return packed_;
+  }
+
   ProductOp op_;
   Product product_;
   bool matvec_;
   Matvec matvec_shape_;
+  std::optional<Gemm> gemm_;
   std::unique_ptr<cpu::MatmulPlan> plan_;
+  mutable std::mutex packed_mutex_;
+  mutable std::shared_ptr<PackedWeight> packed_;
 };
 
 // Whether `from` expands to `to` (NumPy rules, `to` fixed).

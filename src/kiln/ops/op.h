@@ -89,6 +89,15 @@ class PreparedKernel {
  public:
   virtual ~PreparedKernel() = default;
   virtual void run(const KernelArgs& args) const = 0;
+
+  // A weight this kernel can keep in a packed form across calls (the input
+  // index), or -1. When that input is a parameter or constant that nothing
+  // in the plan writes, the executable calls run_packed() instead of run(),
+  // with the version counter of the input's storage: the kernel packs the
+  // weight on the first call and again whenever the version moved (an
+  // optimizer step, copy_, any in-place op). Same bits as run().
+  virtual int packable_input() const { return -1; }
+  virtual void run_packed(const KernelArgs& args, uint64_t version) const { run(args); }
 };
 
 using InferFn = InferResult (*)(const InferArgs&);

@@ -145,7 +145,11 @@ void Executable::run_steps(Workspace& ws, bool inputs_strided) const {
     KernelArgs kernel_args{
         {first, step.num_inputs}, {first + step.num_inputs, step.num_outputs}, *step.attrs};
     if (step.prepared && !(inputs_strided && step.touches_inputs)) {
-      step.prepared->run(kernel_args);
+      if (step.packed_held >= 0) {
+        step.prepared->run_packed(kernel_args, plan_.held[size_t(step.packed_held)].version());
+      } else {
+        step.prepared->run(kernel_args);
+      }
     } else {
       step.kernel(kernel_args);
     }

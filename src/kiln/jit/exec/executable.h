@@ -22,6 +22,11 @@
 //   their parameter's memory (a compiled training step's new weights), and
 //   that parameter's tensor is the result. Rebinding a parameter to a
 //   new tensor (Value::set_data) after compiling is not seen; compile again.
+// - Weights that kiln's GEMM reads (linear layers at batch > 1) are kept
+//   packed across calls and packed again when their storage's version
+//   counter moves, which every kiln in-place op does. A write that bypasses
+//   kiln ops (through data_ptr(), or NumPy sharing the memory) must call
+//   bump_version() for the next call to see it.
 // - Inputs may have any strides. The plan assumes contiguous inputs; an input
 //   with other strides takes a slower path that re-derives the views over it
 //   and runs the plain kernels where a prepared one assumed those strides.

@@ -75,6 +75,7 @@ class Lowering {
       }
     }
     add_output_copies();
+    choose_packed_weights();
     place_buffers();
     return std::move(plan_);
   }
@@ -358,6 +359,30 @@ class Lowering {
       if (slot.root == RootKind::Fixed || slot.root == RootKind::Input) {
         plan_.mutations.push_back(Mutation{slot.root, slot.root_index});
       }
+    }
+  }
+
+  // Prepared kernels that can keep a weight packed across calls do so when
+  // the weight is a parameter or constant that no step of this plan writes:
+  // its version counter then changes only between calls.
+  void choose_packed_weights() {
+    std::vector<const StorageImpl*> written;
+    for (const Mutation& m : plan_.mutations) {
+      if (m.root == RootKind::Fixed) written.push_back(plan_.held[m.index].storage().get());
+    }
+    for (int32_t held : plan_.output_held) {
+      if (held >= 0) written.push_back(plan_.held[size_t(held)].storage().get());
+    }
+    for (Step& step : plan_.steps) {
+      if (!step.prepared) continue;
+      const int input = step.prepared->packable_input();
+      if (input < 0 || uint32_t(input) >= step.num_inputs) continue;
+      const int32_t id = plan_.arg_slots[step.first_arg + uint32_t(input)];
+      if (id < 0 || plan_.slots[size_t(id)].root != RootKind::Fixed) continue;
+      const uint32_t held = plan_.slots[size_t(id)].root_index;
+      const StorageImpl* storage = plan_.held[held].storage().get();
+      if (std::find(written.begin(), written.end(), storage) != written.end()) continue;
+      step.packed_held = int32_t(held);
     }
   }
 

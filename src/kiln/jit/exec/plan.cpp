@@ -59,6 +59,7 @@ std::string Plan::to_string() const {
     for (uint32_t k = 0; k < step.num_outputs; ++k)
       out << " " << arg_text(*this, step.first_arg + step.num_inputs + k);
     if (step.prepared) out << " [prepared]";
+    if (step.packed_held >= 0) out << " [packs fixed " << step.packed_held << "]";
     out << "\n";
   }
   out << "arena: " << memory.arena_bytes << " bytes (unshared: " << memory.unshared_bytes

@@ -52,6 +52,10 @@ struct Step {
   // Reads or writes a slot rooted at a graph input: when an input comes
   // with other strides, the plain kernel runs (prepared state assumed them).
   bool touches_inputs = false;
+  // The held tensor whose packed copy the prepared kernel keeps (see
+  // PreparedKernel::packable_input), or -1: run_packed() is called with its
+  // version.
+  int32_t packed_held = -1;
 };
 
 // Sets args[arg].data = bases[base] + byte_offset.

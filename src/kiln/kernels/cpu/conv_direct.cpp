@@ -78,25 +78,6 @@ Scratch& scratch() {
   return s;
 }
 
-// In place: r[j] = [r0[j] .. r7[j]].
-void transpose8(__m256* r) {
-  __m256 t[8], u[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 8; i += 4) {
-    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-  }
-}
-
 // w's [OC][taps] (tap t = (c * KH + kh) * KW + kw) into [taps][OCP], the
 // padding channels 0. When each channel's taps are contiguous (a contiguous
 // weight tensor), 8 x 8 blocks at a time: element by element, packing
@@ -115,7 +96,7 @@ void pack_weights(const Geometry& g, const StridedView& w, const StridedView& bi
         for (int64_t i = 0; i < kLanes; ++i) {
           r[i] = oc0 + i < g.OC ? _mm256_loadu_ps(src + (oc0 + i) * s0 + t0) : _mm256_setzero_ps();
         }
-        transpose8(r);
+        transpose8x8(r);
         for (int64_t j = 0; j < kLanes; ++j)
           _mm256_storeu_ps(dst + (t0 + j) * ocp + oc0, r[j]);
       }

@@ -1,0 +1,279 @@
+#include "kiln/kernels/cpu/gemm_f32.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "kiln/kernels/cpu/parallel.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include "kiln/kernels/cpu/vec_math.h"
+#define KILN_GEMM_AVX2 1
+#endif
+
+namespace kiln::cpu {
+
+bool gemm_f32_available() {
+#ifdef KILN_GEMM_AVX2
+  return true;
+#else
+  return false;
+#endif
+}
+
+namespace {
+
+constexpr int kNR = 16;  // output columns per panel: two ymm vectors
+// Rows of the register tile: 6 x 2 = 12 accumulators cover the FMA latency
+// (4 cycles on 2 pipes wants at least 8 independent chains) and leave two
+// registers for b and one for the broadcast of a.
+constexpr int kMR = 6;
+// K block: a 16 x 256 panel slice (16 KiB) stays in L1 while the rows of a
+// stream past it from L2 (128 .. 512 measured; 256 was best).
+constexpr int64_t kKC = 256;
+// M block: 192 rows x 256 of a (192 KiB) stay in L2 while every panel passes
+// through L1; only large batches have more rows than this.
+constexpr int64_t kMC = 192;
+// Below this many multiply-adds a second thread costs more to wake than it saves.
+constexpr int64_t kParallelMinWork = int64_t(1) << 18;
+// The per-thread packing buffer of gemm_f32() is kept for the next call up
+// to this size; larger b are packed into a buffer freed after the call.
+constexpr size_t kScratchKeepBytes = size_t(32) << 20;
+
+int64_t panels_of(int64_t n) {
+  return (n + kNR - 1) / kNR;
+}
+
+// The K block length: at most kKC, balanced so no block is a short sliver.
+int64_t k_block(int64_t k) {
+  const int64_t blocks = std::max<int64_t>(1, (k + kKC - 1) / kKC);
+  return (k + blocks - 1) / blocks;
+}
+
+#ifdef KILN_GEMM_AVX2
+
+// Panel p of b into dst[k][16]: dst[kk][j] = b[kk][16p + j], zero past N.
+void pack_panel(const GemmB& b, int64_t p, float* dst) {
+  const int64_t j0 = p * kNR, cols = std::min<int64_t>(kNR, b.n - j0);
+  int64_t kk = 0;
+  if (b.k_stride == 1 && cols == kNR) {
+    // b is Wᵀ with W's rows contiguous (a linear layer's weight): 8 x 8
+    // register transposes, two per 8 values of k.
+    const float* w = b.data + j0 * b.n_stride;
+    for (; kk + 8 <= b.k; kk += 8) {
+      for (int half = 0; half < 2; ++half) {
+        __m256 r[8];
+        for (int i = 0; i < 8; ++i)
+          r[i] = _mm256_loadu_ps(w + (half * 8 + i) * b.n_stride + kk);
+        transpose8x8(r);
+        for (int t = 0; t < 8; ++t)
+          _mm256_store_ps(dst + (kk + t) * kNR + half * 8, r[t]);
+      }
+    }
+  } else if (b.n_stride == 1) {
+    for (; kk < b.k; ++kk) {
+      float* row = dst + kk * kNR;
+      std::memcpy(row, b.data + kk * b.k_stride + j0, sizeof(float) * size_t(cols));
+      std::fill(row + cols, row + kNR, 0.0f);
+    }
+  }
+  for (; kk < b.k; ++kk) {
+    for (int64_t j = 0; j < kNR; ++j)
+      dst[kk * kNR + j] = j < cols ? b.data[kk * b.k_stride + (j0 + j) * b.n_stride] : 0.0f;
+  }
+}
+
+// Loads the first `cols` floats of src into two registers (zero past them).
+inline void load_partial(const float* src, int cols, __m256& lo, __m256& hi) {
+  alignas(32) float tmp[kNR] = {};
+  std::memcpy(tmp, src, sizeof(float) * size_t(cols));
+  lo = _mm256_load_ps(tmp);
+  hi = _mm256_load_ps(tmp + 8);
+}
+
+// What one pass of the micro-kernel does over its K block.
+struct BlockPass {
+  int64_t kc;
+  int cols;           // of the panel that are real (16 but for the last panel)
+  bool first, last;   // the first K block starts from 0; the last adds the bias
+  const float* bias;  // at the panel's first column, or null
+};
+
+// c[MR][cols] (+)= a[MR][kc] · panel[kc][16]. Every loop over the
+// accumulators needs the unroll pragma: without it GCC keeps acc on the
+// stack and the kernel runs at a third of its speed.
+template <int MR>
+void micro_kernel(const BlockPass& pass, const float* a, int64_t lda, const float* b, float* c,
+                  int64_t ldc) {
+  __m256 acc[MR][2];
+  if (pass.first) {
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i)
+      acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  } else if (pass.cols == kNR) {
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      acc[i][0] = _mm256_loadu_ps(c + i * ldc);
+      acc[i][1] = _mm256_loadu_ps(c + i * ldc + 8);
+    }
+  } else {
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i)
+      load_partial(c + i * ldc, pass.cols, acc[i][0], acc[i][1]);
+  }
+  for (int64_t p = 0; p < pass.kc; ++p) {
+    const __m256 b0 = _mm256_load_ps(b + p * kNR), b1 = _mm256_load_ps(b + p * kNR + 8);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const __m256 av = _mm256_broadcast_ss(a + i * lda + p);
+      acc[i][0] = _mm256_fmadd_ps(av, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(av, b1, acc[i][1]);
+    }
+  }
+  if (pass.last && pass.bias) {
+    __m256 bias0, bias1;
+    load_partial(pass.bias, pass.cols, bias0, bias1);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      acc[i][0] = _mm256_add_ps(acc[i][0], bias0);
+      acc[i][1] = _mm256_add_ps(acc[i][1], bias1);
+    }
+  }
+  if (pass.cols == kNR) {
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      _mm256_storeu_ps(c + i * ldc, acc[i][0]);
+      _mm256_storeu_ps(c + i * ldc + 8, acc[i][1]);
+    }
+    return;
+  }
+  alignas(32) float tmp[kNR];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    _mm256_store_ps(tmp, acc[i][0]);
+    _mm256_store_ps(tmp + 8, acc[i][1]);
+    std::memcpy(c + i * ldc, tmp, sizeof(float) * size_t(pass.cols));
+  }
+}
+
+// Rows [i0, i1) of one panel's columns for one K block.
+void panel_rows(const GemmRows& rows, const BlockPass& pass, int64_t i0, int64_t i1, int64_t k0,
+                int64_t j0, const float* panel) {
+  const int64_t lda = rows.a_row_stride, ldc = rows.out_row_stride;
+  int64_t i = i0;
+  for (; i + kMR <= i1; i += kMR)
+    micro_kernel<kMR>(pass, rows.a + i * lda + k0, lda, panel, rows.out + i * ldc + j0, ldc);
+  const float* a = rows.a + i * lda + k0;
+  float* c = rows.out + i * ldc + j0;
+  switch (i1 - i) {
+    case 5:
+      micro_kernel<5>(pass, a, lda, panel, c, ldc);
+      break;
+    case 4:
+      micro_kernel<4>(pass, a, lda, panel, c, ldc);
+      break;
+    case 3:
+      micro_kernel<3>(pass, a, lda, panel, c, ldc);
+      break;
+    case 2:
+      micro_kernel<2>(pass, a, lda, panel, c, ldc);
+      break;
+    case 1:
+      micro_kernel<1>(pass, a, lda, panel, c, ldc);
+      break;
+    default:
+      break;
+  }
+}
+
+// Rows [r0, r1) x panels [p0, p1) of the product: M blocks, then K blocks,
+// then panels, then 6-row tiles.
+void gemm_tile(const GemmRows& rows, const PackedB& b, int64_t r0, int64_t r1, int64_t p0,
+               int64_t p1) {
+  const int64_t k = b.k(), kcb = k_block(k);
+  for (int64_t i0 = r0; i0 < r1; i0 += kMC) {
+    const int64_t i1 = std::min(r1, i0 + kMC);
+    int64_t k0 = 0;
+    do {  // at least once, so that K = 0 still writes the bias (or zeros)
+      const int64_t kc = std::min(kcb, k - k0);
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t j0 = p * kNR;
+        const BlockPass pass{kc, int(std::min<int64_t>(kNR, b.n() - j0)), k0 == 0, k0 + kc >= k,
+                             rows.bias ? rows.bias + j0 : nullptr};
+        panel_rows(rows, pass, i0, i1, k0, j0, b.panel(p) + k0 * kNR);
+      }
+      k0 += kc;
+    } while (k0 < k);
+  }
+}
+
+#endif  // KILN_GEMM_AVX2
+
+}  // namespace
+
+PackedB::~PackedB() {
+  std::free(data_);
+}
+
+void PackedB::pack(const GemmB& b) {
+  const int64_t panels = panels_of(b.n);
+  // Rounded up to the alignment, as aligned_alloc wants; never zero bytes.
+  const size_t bytes =
+      (size_t(std::max<int64_t>(1, panels * b.k * kNR)) * sizeof(float) + 63) / 64 * 64;
+  if (bytes > bytes_) {
+    std::free(data_);
+    data_ = static_cast<float*>(std::aligned_alloc(64, bytes));
+    if (!data_) throw std::bad_alloc();
+    bytes_ = bytes;
+  }
+  k_ = b.k;
+  n_ = b.n;
+#ifdef KILN_GEMM_AVX2
+  parallel_for(panels, panels * b.k * kNR >= kParallelMinWork && max_threads() > 1,
+               [&](int64_t p) { pack_panel(b, p, data_ + p * b.k * kNR); });
+#endif
+}
+
+void gemm_f32_packed(const GemmRows& rows, const PackedB& b) {
+#ifdef KILN_GEMM_AVX2
+  const int64_t panels = panels_of(b.n());
+  if (rows.m == 0 || panels == 0) return;
+  const int64_t threads = max_threads();
+  if (threads == 1 || rows.m * b.n() * b.k() < kParallelMinWork) {
+    gemm_tile(rows, b, 0, rows.m, 0, panels);
+    return;
+  }
+  // A grid of row chunks (whole 6-row tiles) by panel groups, rows first:
+  // each task then reads all of b once, and a only for its rows.
+  const int64_t tiles = (rows.m + kMR - 1) / kMR;
+  const int64_t row_tasks = std::min(threads, tiles);
+  const int64_t panel_tasks = std::max<int64_t>(1, std::min(panels, threads / row_tasks));
+  const int64_t rows_per_task = (tiles + row_tasks - 1) / row_tasks * kMR;
+  const int64_t panels_per_task = (panels + panel_tasks - 1) / panel_tasks;
+  parallel_for(row_tasks * panel_tasks, true, [&](int64_t task) {
+    const int64_t r0 = task / panel_tasks * rows_per_task,
+                  p0 = task % panel_tasks * panels_per_task;
+    gemm_tile(rows, b, r0, std::min(rows.m, r0 + rows_per_task), p0,
+              std::min(panels, p0 + panels_per_task));
+  });
+#else
+  (void)rows;
+  (void)b;
+#endif
+}
+
+void gemm_f32(const GemmRows& rows, const GemmB& b) {
+  const size_t bytes = size_t(panels_of(b.n) * b.k * kNR) * sizeof(float);
+  if (bytes > kScratchKeepBytes) {
+    PackedB packed;
+    packed.pack(b);
+    gemm_f32_packed(rows, packed);
+    return;
+  }
+  thread_local PackedB scratch;
+  scratch.pack(b);
+  gemm_f32_packed(rows, scratch);
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,72 @@
+// kiln's own float32 GEMM, out[M, N] = a[M, K] · b[K, N] (+ bias[N]), for
+// products whose rows of `a` are contiguous in K: every linear layer and most
+// matmuls. b is packed into panels of 16 columns, [ceil(N/16)][K][16], and a
+// 6x16 register tile runs over them (12 accumulators, two aligned loads of b
+// and six broadcasts of a per k) — the GotoBLAS shape for 16 ymm registers.
+//
+// Why kiln owns it: oneDNN 2.6's AVX2 matmul packs b again on every call,
+// and with weights packed once this kernel runs W1 (MLP 512-256-128-2) at
+// batch 64 at 88-90% of one core's FP32 peak against oneDNN's 77-83%
+// (bench/gemm_f32.cpp). Compiled graphs keep a packed copy of each weight
+// (PackedB) across calls; eager calls pack per call with gemm_f32(), which
+// gives exactly the same bits: the sums run in the same order either way.
+//
+// The order of the sums: each output sums k = 0 .. K-1 in one chain per K
+// block of at most 256 (balanced: K = 512 is two blocks of 256), the blocks
+// added in order, and the bias added last, as `matmul(a, b) + bias` would.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+namespace kiln::cpu {
+
+// Whether this build has the kernel (x86-64 with AVX2 and FMA).
+bool gemm_f32_available();
+
+// b[k][n] at data + k * k_stride + n * n_stride, K x N.
+struct GemmB {
+  const float* data = nullptr;
+  int64_t k = 0, n = 0, k_stride = 0, n_stride = 0;
+};
+
+// The a side and the result: a[m][k] at a + m * a_row_stride + k, out[m][n]
+// at out + m * out_row_stride + n; bias is null or N contiguous floats.
+struct GemmRows {
+  float* out = nullptr;
+  int64_t out_row_stride = 0;
+  const float* a = nullptr;
+  int64_t a_row_stride = 0;
+  const float* bias = nullptr;
+  int64_t m = 0;
+};
+
+// b packed once, kept across calls. pack() reuses the buffer when the shape
+// is unchanged.
+class PackedB {
+ public:
+  PackedB() = default;
+  ~PackedB();
+  PackedB(const PackedB&) = delete;
+  PackedB& operator=(const PackedB&) = delete;
+
+  void pack(const GemmB& b);
+  int64_t k() const { return k_; }
+  int64_t n() const { return n_; }
+  const float* panel(int64_t p) const { return data_ + p * k_ * 16; }
+
+ private:
+  float* data_ = nullptr;
+  size_t bytes_ = 0;
+  int64_t k_ = 0, n_ = 0;
+};
+
+// The product with b packed beforehand. Splits across OpenMP threads when
+// the product is large enough; the result does not depend on the split.
+void gemm_f32_packed(const GemmRows& rows, const PackedB& b);
+
+// The same product with b packed on the way (into a per-thread scratch
+// buffer): same bits as pack() + gemm_f32_packed().
+void gemm_f32(const GemmRows& rows, const GemmB& b);
+
+}  // namespace kiln::cpu
