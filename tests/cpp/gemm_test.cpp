@@ -108,8 +108,9 @@ TEST_F(GemmTest, MatchesFloat64ReferenceOnEveryRemainder) {
 }
 
 TEST_F(GemmTest, PackedOnceEqualsPackedPerCallBitwise) {
+  // 70 rows pack b panel by panel on the way; 250 pack all of b first.
   for (Layout layout : {Layout::KContiguous, Layout::NContiguous, Layout::Strided}) {
-    Problem p{70, 600, 45, layout, true};
+    Problem p{layout == Layout::NContiguous ? 250 : 70, 600, 45, layout, true};
     p.fill(rng_);
     std::vector<float> per_call = p.output(), prepacked = p.output();
     gemm_f32(p.rows(per_call), p.b);
@@ -164,6 +165,9 @@ TEST_F(GemmTest, ThreadsGiveTheSameBits) {
     std::vector<float> four = p.output();
     gemm_f32_packed(p.rows(four), packed4);
     EXPECT_EQ(one, four) << "m " << m;
+    std::vector<float> per_call = p.output();
+    gemm_f32(p.rows(per_call), p.b);  // split by panels packed on the way
+    EXPECT_EQ(one, per_call) << "m " << m;
   }
   set_num_threads(threads_before);
 }

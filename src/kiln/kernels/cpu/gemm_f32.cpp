@@ -53,34 +53,35 @@ int64_t k_block(int64_t k) {
 
 #ifdef KILN_GEMM_AVX2
 
-// Panel p of b into dst[k][16]: dst[kk][j] = b[kk][16p + j], zero past N.
-void pack_panel(const GemmB& b, int64_t p, float* dst) {
+// Rows [k0, k0 + kc) of panel p of b into dst[kc][16]:
+// dst[kk][j] = b[k0 + kk][16p + j], zero past N.
+void pack_panel(const GemmB& b, int64_t p, int64_t k0, int64_t kc, float* dst) {
   const int64_t j0 = p * kNR, cols = std::min<int64_t>(kNR, b.n - j0);
+  const float* src = b.data + k0 * b.k_stride + j0 * b.n_stride;
   int64_t kk = 0;
   if (b.k_stride == 1 && cols == kNR) {
     // b is Wᵀ with W's rows contiguous (a linear layer's weight): 8 x 8
     // register transposes, two per 8 values of k.
-    const float* w = b.data + j0 * b.n_stride;
-    for (; kk + 8 <= b.k; kk += 8) {
+    for (; kk + 8 <= kc; kk += 8) {
       for (int half = 0; half < 2; ++half) {
         __m256 r[8];
         for (int i = 0; i < 8; ++i)
-          r[i] = _mm256_loadu_ps(w + (half * 8 + i) * b.n_stride + kk);
+          r[i] = _mm256_loadu_ps(src + (half * 8 + i) * b.n_stride + kk);
         transpose8x8(r);
         for (int t = 0; t < 8; ++t)
           _mm256_store_ps(dst + (kk + t) * kNR + half * 8, r[t]);
       }
     }
   } else if (b.n_stride == 1) {
-    for (; kk < b.k; ++kk) {
+    for (; kk < kc; ++kk) {
       float* row = dst + kk * kNR;
-      std::memcpy(row, b.data + kk * b.k_stride + j0, sizeof(float) * size_t(cols));
+      std::memcpy(row, src + kk * b.k_stride, sizeof(float) * size_t(cols));
       std::fill(row + cols, row + kNR, 0.0f);
     }
   }
-  for (; kk < b.k; ++kk) {
+  for (; kk < kc; ++kk) {
     for (int64_t j = 0; j < kNR; ++j)
-      dst[kk * kNR + j] = j < cols ? b.data[kk * b.k_stride + (j0 + j) * b.n_stride] : 0.0f;
+      dst[kk * kNR + j] = j < cols ? src[kk * b.k_stride + j * b.n_stride] : 0.0f;
   }
 }
 
@@ -208,6 +209,28 @@ void gemm_tile(const GemmRows& rows, const PackedB& b, int64_t r0, int64_t r1, i
   }
 }
 
+// Panels [p0, p1) of the product for all rows (at most kMC of them), each
+// panel's K block packed right before its use into a buffer that stays in
+// L1: b is read once and its packed copy never goes out to L2 or L3, which
+// packing all of b first costs (2-4% at W1's shapes). The sums are those of
+// gemm_tile: same blocks, same order.
+void gemm_streaming(const GemmRows& rows, const GemmB& b, int64_t p0, int64_t p1) {
+  alignas(64) thread_local float panel[kKC * kNR];
+  const int64_t kcb = k_block(b.k);
+  int64_t k0 = 0;
+  do {
+    const int64_t kc = std::min(kcb, b.k - k0);
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t j0 = p * kNR;
+      pack_panel(b, p, k0, kc, panel);
+      const BlockPass pass{kc, int(std::min<int64_t>(kNR, b.n - j0)), k0 == 0, k0 + kc >= b.k,
+                           rows.bias ? rows.bias + j0 : nullptr};
+      panel_rows(rows, pass, 0, rows.m, k0, j0, panel);
+    }
+    k0 += kc;
+  } while (k0 < b.k);
+}
+
 #endif  // KILN_GEMM_AVX2
 
 }  // namespace
@@ -231,7 +254,7 @@ void PackedB::pack(const GemmB& b) {
   n_ = b.n;
 #ifdef KILN_GEMM_AVX2
   parallel_for(panels, panels * b.k * kNR >= kParallelMinWork && max_threads() > 1,
-               [&](int64_t p) { pack_panel(b, p, data_ + p * b.k * kNR); });
+               [&](int64_t p) { pack_panel(b, p, 0, b.k, data_ + p * b.k * kNR); });
 #endif
 }
 
@@ -264,6 +287,22 @@ void gemm_f32_packed(const GemmRows& rows, const PackedB& b) {
 }
 
 void gemm_f32(const GemmRows& rows, const GemmB& b) {
+#ifdef KILN_GEMM_AVX2
+  const int64_t panels = panels_of(b.n);
+  if (rows.m == 0 || panels == 0) return;
+  if (rows.m <= kMC) {
+    const int64_t threads = std::min<int64_t>(max_threads(), panels);
+    if (threads == 1 || rows.m * b.n * b.k < kParallelMinWork) {
+      gemm_streaming(rows, b, 0, panels);
+      return;
+    }
+    const int64_t per_task = (panels + threads - 1) / threads;
+    parallel_for(threads, true, [&](int64_t task) {
+      gemm_streaming(rows, b, task * per_task, std::min(panels, (task + 1) * per_task));
+    });
+    return;
+  }
+#endif
   const size_t bytes = size_t(panels_of(b.n) * b.k * kNR) * sizeof(float);
   if (bytes > kScratchKeepBytes) {
     PackedB packed;
