@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -135,6 +136,25 @@ TEST_F(GemmTest, BiasIsAddedAfterTheSum) {
       const size_t at = size_t(i * p.ldo() + j);
       ASSERT_EQ(with_bias[at], without[at] + p.bias_values[size_t(j)]) << i << ", " << j;
     }
+  }
+}
+
+TEST_F(GemmTest, ReluInTheStoreEqualsReluAfterwards) {
+  // x < 0 ? 0 : x on the stored value, NaN passing, as the relu kernel does.
+  for (int64_t m : {7, 250}) {  // packed on the way, panel by panel and whole
+    Problem p{m, 300, 21, Layout::KContiguous, true};
+    p.fill(rng_);
+    p.a[5] = std::nanf("");  // row 0 of the result is NaN throughout
+    std::vector<float> plain = p.output(), fused = p.output();
+    gemm_f32(p.rows(plain), p.b);
+    GemmRows rows = p.rows(fused);
+    rows.relu = true;
+    gemm_f32(rows, p.b);
+    for (size_t i = 0; i < plain.size(); ++i) {
+      const float want = plain[i] < 0 ? 0.0f : plain[i];
+      ASSERT_EQ(std::memcmp(&fused[i], &want, sizeof(float)), 0) << "element " << i;
+    }
+    EXPECT_TRUE(std::isnan(fused[0]));
   }
 }
 

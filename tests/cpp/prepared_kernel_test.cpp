@@ -124,13 +124,15 @@ const IntList kAbsent{-1};
 INSTANTIATE_TEST_SUITE_P(
     Ops, PreparedKernelTest,
     testing::Values(
-        Case{"linear", {{1, 64}, {32, 64}, {32}}},    // matvec
-        Case{"linear", {{64}, {32, 64}, kAbsent}},    // 1-D input, matvec
-        Case{"linear", {{5, 64}, {32, 64}, {32}}},    // kiln's GEMM
-        Case{"linear", {{7, 300}, {40, 300}, {40}}},  // GEMM: two K blocks, a partial panel
-        Case{"linear", {{2, 3, 16}, {8, 16}, {8}}},   // batch folded into rows
-        Case{"linear", {{5, 64}, {3, 64}, {3}}},      // 3 columns: matvec per row
-        Case{"matmul", {{6, 4}, {4, 3}}},             // 3 columns, b not Wᵀ: oneDNN
+        Case{"linear", {{1, 64}, {32, 64}, {32}}},      // matvec
+        Case{"linear", {{64}, {32, 64}, kAbsent}},      // 1-D input, matvec
+        Case{"linear", {{5, 64}, {32, 64}, {32}}},      // kiln's GEMM
+        Case{"linear", {{7, 300}, {40, 300}, {40}}},    // GEMM: two K blocks, a partial panel
+        Case{"linear", {{2, 3, 16}, {8, 16}, {8}}},     // batch folded into rows
+        Case{"linear", {{5, 64}, {3, 64}, {3}}},        // 3 columns: matvec per row
+        Case{"linear_act", {{9, 70}, {20, 70}, {20}}},  // relu in the GEMM's store
+        Case{"linear_act", {{9, 70}, {20, 70}, {20}}, {{"activation", "sigmoid"}}},
+        Case{"matmul", {{6, 4}, {4, 3}}},  // 3 columns, b not Wᵀ: oneDNN
         Case{"linear", {{1, 16}, {8, 16}, {8}}, {}, DType::Float32, true},  // Wᵀ stored
         Case{"linear", {{4, 16}, {8, 16}, {8}}, {}, DType::Float64},        // reference loop
         Case{"linear", {{3, 0}, {4, 0}, {4}}},                              // K = 0

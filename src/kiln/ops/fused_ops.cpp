@@ -75,30 +75,35 @@ void apply_activation(const KernelArgs& args, cpu::UnaryOp activation) {
   cpu::unary(activation, out, out);
 }
 
-// The producer's prepared kernel (or plain kernel), then the activation.
+// The producer's prepared kernel (or plain kernel), then the activation,
+// unless the producer's kernel applies it as it stores (relu in kiln's GEMM:
+// the same bits, one pass over the output fewer).
 class PreparedWithActivation final : public PreparedKernel {
  public:
   PreparedWithActivation(const OpDef& producer, std::unique_ptr<PreparedKernel> prepared,
                          cpu::UnaryOp activation)
-      : producer_(producer), prepared_(std::move(prepared)), activation_(activation) {}
+      : producer_(producer), prepared_(std::move(prepared)), activation_(activation) {
+    fused_ = prepared_ && activation_ == cpu::UnaryOp::Relu && prepared_->take_relu();
+  }
   void run(const KernelArgs& args) const override {
     if (prepared_) {
       prepared_->run(args);
     } else {
       producer_.cpu(args);
     }
-    apply_activation(args, activation_);
+    if (!fused_) apply_activation(args, activation_);
   }
   int packable_input() const override { return prepared_ ? prepared_->packable_input() : -1; }
   void run_packed(const KernelArgs& args, uint64_t version) const override {
     prepared_->run_packed(args, version);
-    apply_activation(args, activation_);
+    if (!fused_) apply_activation(args, activation_);
   }
 
  private:
   const OpDef& producer_;
   std::unique_ptr<PreparedKernel> prepared_;
   cpu::UnaryOp activation_;
+  bool fused_ = false;  // the producer's kernel applies the activation
 };
 
 template <const char* kProducer>

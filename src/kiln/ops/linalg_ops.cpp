@@ -152,10 +152,15 @@ std::optional<Gemm> gemm_of(const Product& p) {
               row_stride, N};
 }
 
-cpu::GemmRows gemm_rows(const Gemm& g, void* out, const void* a, const void* bias) {
-  return cpu::GemmRows{static_cast<float*>(out),        g.out_row_stride,
-                       static_cast<const float*>(a),    g.a_row_stride,
-                       static_cast<const float*>(bias), g.m};
+cpu::GemmRows gemm_rows(const Gemm& g, void* out, const void* a, const void* bias,
+                        bool relu = false) {
+  return cpu::GemmRows{.out = static_cast<float*>(out),
+                       .out_row_stride = g.out_row_stride,
+                       .a = static_cast<const float*>(a),
+                       .a_row_stride = g.a_row_stride,
+                       .bias = static_cast<const float*>(bias),
+                       .m = g.m,
+                       .relu = relu};
 }
 
 // a and b broadcast to out's batch dims (stride 0 where they repeat).
@@ -221,7 +226,7 @@ class PreparedProduct final : public PreparedKernel {
     if (gemm_) {
       cpu::GemmB gemm_b = gemm_->b;
       gemm_b.data = static_cast<const float*>(b);
-      cpu::gemm_f32(gemm_rows(*gemm_, out, a, bias), gemm_b);
+      cpu::gemm_f32(gemm_rows(*gemm_, out, a, bias, relu_), gemm_b);
       return;
     }
     Product p = product_;
@@ -234,12 +239,17 @@ class PreparedProduct final : public PreparedKernel {
 
   int packable_input() const override { return gemm_ ? op_.b : -1; }
 
+  bool take_relu() override {
+    relu_ = gemm_.has_value();
+    return relu_;
+  }
+
   void run_packed(const KernelArgs& args, uint64_t version) const override {
     if (op_.before) op_.before(args);
     std::shared_ptr<const PackedWeight> packed = packed_for(args, version);
-    cpu::gemm_f32_packed(
-        gemm_rows(*gemm_, args.outputs[0].data, args.inputs[size_t(op_.a)].data, bias_of(args)),
-        packed->b);
+    cpu::gemm_f32_packed(gemm_rows(*gemm_, args.outputs[0].data, args.inputs[size_t(op_.a)].data,
+                                   bias_of(args), relu_),
+                         packed->b);
   }
 
  private:
@@ -272,6 +282,7 @@ class PreparedProduct final : public PreparedKernel {
   bool matvec_;
   Matvec matvec_shape_;
   std::optional<Gemm> gemm_;
+  bool relu_ = false;  // applied by the GEMM's store (take_relu)
   std::unique_ptr<cpu::MatmulPlan> plan_;
   mutable std::mutex packed_mutex_;
   mutable std::shared_ptr<PackedWeight> packed_;

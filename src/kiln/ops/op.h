@@ -98,6 +98,11 @@ class PreparedKernel {
   // optimizer step, copy_, any in-place op). Same bits as run().
   virtual int packable_input() const { return -1; }
   virtual void run_packed(const KernelArgs& args, uint64_t version) const { run(args); }
+
+  // Asked once, before any run, by a fused op whose activation is relu
+  // (linear_act): true when this kernel will apply relu to its output as it
+  // stores it, so the caller does not make a second pass over it.
+  virtual bool take_relu() { return false; }
 };
 
 using InferFn = InferResult (*)(const InferArgs&);

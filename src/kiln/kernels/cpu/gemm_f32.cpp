@@ -99,6 +99,7 @@ struct BlockPass {
   int cols;           // of the panel that are real (16 but for the last panel)
   bool first, last;   // the first K block starts from 0; the last adds the bias
   const float* bias;  // at the panel's first column, or null
+  bool relu;          // on the last K block, after the bias
 };
 
 // c[MR][cols] (+)= a[MR][kc] · panel[kc][16]. Every loop over the
@@ -139,6 +140,15 @@ void micro_kernel(const BlockPass& pass, const float* a, int64_t lda, const floa
     for (int i = 0; i < MR; ++i) {
       acc[i][0] = _mm256_add_ps(acc[i][0], bias0);
       acc[i][1] = _mm256_add_ps(acc[i][1], bias1);
+    }
+  }
+  if (pass.last && pass.relu) {
+    // max(0, x) returns x when the comparison fails: NaN and -0 pass.
+    const __m256 zero = _mm256_setzero_ps();
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      acc[i][0] = _mm256_max_ps(zero, acc[i][0]);
+      acc[i][1] = _mm256_max_ps(zero, acc[i][1]);
     }
   }
   if (pass.cols == kNR) {
@@ -200,8 +210,8 @@ void gemm_tile(const GemmRows& rows, const PackedB& b, int64_t r0, int64_t r1, i
       const int64_t kc = std::min(kcb, k - k0);
       for (int64_t p = p0; p < p1; ++p) {
         const int64_t j0 = p * kNR;
-        const BlockPass pass{kc, int(std::min<int64_t>(kNR, b.n() - j0)), k0 == 0, k0 + kc >= k,
-                             rows.bias ? rows.bias + j0 : nullptr};
+        const BlockPass pass{kc,           int(std::min<int64_t>(kNR, b.n() - j0)), k0 == 0,
+                             k0 + kc >= k, rows.bias ? rows.bias + j0 : nullptr,    rows.relu};
         panel_rows(rows, pass, i0, i1, k0, j0, b.panel(p) + k0 * kNR);
       }
       k0 += kc;
@@ -223,8 +233,12 @@ void gemm_streaming(const GemmRows& rows, const GemmB& b, int64_t p0, int64_t p1
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t j0 = p * kNR;
       pack_panel(b, p, k0, kc, panel);
-      const BlockPass pass{kc, int(std::min<int64_t>(kNR, b.n - j0)), k0 == 0, k0 + kc >= b.k,
-                           rows.bias ? rows.bias + j0 : nullptr};
+      const BlockPass pass{kc,
+                           int(std::min<int64_t>(kNR, b.n - j0)),
+                           k0 == 0,
+                           k0 + kc >= b.k,
+                           rows.bias ? rows.bias + j0 : nullptr,
+                           rows.relu};
       panel_rows(rows, pass, 0, rows.m, k0, j0, panel);
     }
     k0 += kc;

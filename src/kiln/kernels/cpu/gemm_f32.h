@@ -32,6 +32,8 @@ struct GemmB {
 
 // The a side and the result: a[m][k] at a + m * a_row_stride + k, out[m][n]
 // at out + m * out_row_stride + n; bias is null or N contiguous floats.
+// relu: out = relu(sum + bias) as it is stored (x < 0 ? 0 : x, so NaN and
+// -0 pass as the relu kernel passes them), saving a pass over out.
 struct GemmRows {
   float* out = nullptr;
   int64_t out_row_stride = 0;
@@ -39,6 +41,7 @@ struct GemmRows {
   int64_t a_row_stride = 0;
   const float* bias = nullptr;
   int64_t m = 0;
+  bool relu = false;
 };
 
 // b packed once, kept across calls. pack() reuses the buffer when the shape
