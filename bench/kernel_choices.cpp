@@ -62,27 +62,38 @@ double time_us(F f) {
   return samples[samples.size() / 2];
 }
 
-void bench(int64_t batch, int64_t k, int64_t n) {  // linear: x [batch, k] · Wᵀ
-  std::mt19937 rng(0);
-  std::normal_distribution<float> normal;
-  std::vector<float> x(size_t(batch * k)), w(size_t(n * k)), b(static_cast<size_t>(n)),
-      y(size_t(batch * n));
-  for (auto* v : {&x, &w, &b}) {
-    for (float& e : *v)
-      e = normal(rng);
+// A linear layer's operands, y[m, n] = x[m, k] · Wᵀ + b with W [n, k], random
+// normal values, and the views oneDNN's matmul takes (Wᵀ as a [K, N] view
+// over W's storage, as linear passes it).
+struct LinearProblem {
+  int64_t m, k, n;
+  std::vector<float> x, w, b, y;
+  StridedView out, lhs, rhs, bias;
+
+  LinearProblem(int64_t m_, int64_t k_, int64_t n_)
+      : m(m_), k(k_), n(n_), x(size_t(m * k)), w(size_t(n * k)), b(size_t(n)), y(size_t(m * n)) {
+    std::mt19937 rng(0);
+    std::normal_distribution<float> normal;
+    for (auto* v : {&x, &w, &b}) {
+      for (float& e : *v)
+        e = normal(rng);
+    }
+    out = view2(y.data(), m, n, n, 1);
+    lhs = view2(x.data(), m, k, k, 1);
+    rhs = view2(w.data(), k, n, 1, k);
+    bias.data = b.data();
+    bias.ndim = 1;
+    bias.shape[0] = n;
+    bias.strides[0] = 1;
   }
-  // Wᵀ as a [K, N] view over W's [N, K] storage, as linear passes it.
-  StridedView out = view2(y.data(), batch, n, n, 1);
-  StridedView lhs = view2(x.data(), batch, k, k, 1);
-  StridedView rhs = view2(w.data(), k, n, 1, k);
-  StridedView bias;
-  bias.data = b.data();
-  bias.ndim = 1;
-  bias.shape[0] = n;
-  bias.strides[0] = 1;
-  double onednn = time_us([&] { kiln::cpu::matmul_onednn_f32(out, lhs, rhs, bias, 1, 0); });
-  double own =
-      time_us([&] { kiln::cpu::matvec_f32(y.data(), x.data(), w.data(), k, b.data(), 1, n, k); });
+  void onednn() { kiln::cpu::matmul_onednn_f32(out, lhs, rhs, bias, 1, 0); }
+};
+
+void bench(int64_t k, int64_t n) {  // batch 1
+  LinearProblem p(1, k, n);
+  double onednn = time_us([&] { p.onednn(); });
+  double own = time_us(
+      [&] { kiln::cpu::matvec_f32(p.y.data(), p.x.data(), p.w.data(), k, p.b.data(), 1, n, k); });
   std::printf("linear batch 1  %4lld -> %4lld   onednn %8.2f us   matvec %8.2f us   %5.1fx\n",
               (long long)k, (long long)n, onednn, own, onednn / own);
 }
@@ -147,27 +158,14 @@ void bench_conv(int64_t batch, int64_t c, int64_t size, int64_t oc, int64_t padd
       onednn / own);
 }
 
-// y[m, n] = x[m, k] · Wᵀ + b with W [n, k], as linear runs it.
+// kiln's GEMM against oneDNN on a linear layer at batch m.
 void bench_gemm(int64_t m, int64_t k, int64_t n) {
-  std::mt19937 rng(0);
-  std::normal_distribution<float> normal;
-  std::vector<float> x(size_t(m * k)), w(size_t(n * k)), b(static_cast<size_t>(n)),
-      y(size_t(m * n));
-  for (auto* v : {&x, &w, &b}) {
-    for (float& e : *v)
-      e = normal(rng);
-  }
-  StridedView out = view2(y.data(), m, n, n, 1), lhs = view2(x.data(), m, k, k, 1);
-  StridedView rhs = view2(w.data(), k, n, 1, k), bias;
-  bias.data = b.data();
-  bias.ndim = 1;
-  bias.shape[0] = n;
-  bias.strides[0] = 1;
-  const kiln::cpu::GemmRows rows{y.data(), n, x.data(), k, b.data(), m};
-  const kiln::cpu::GemmB wt{w.data(), k, n, 1, k};
+  LinearProblem p(m, k, n);
+  const kiln::cpu::GemmRows rows{p.y.data(), n, p.x.data(), k, p.b.data(), m};
+  const kiln::cpu::GemmB wt{p.w.data(), k, n, 1, k};
   kiln::cpu::PackedB packed;
   packed.pack(wt);
-  const double onednn = time_us([&] { kiln::cpu::matmul_onednn_f32(out, lhs, rhs, bias, 1, 0); });
+  const double onednn = time_us([&] { p.onednn(); });
   const double per_call = time_us([&] { kiln::cpu::gemm_f32(rows, wt); });
   const double prepacked = time_us([&] { kiln::cpu::gemm_f32_packed(rows, packed); });
   const double gflop = 2e-3 * double(m) * double(n) * double(k);
@@ -184,7 +182,7 @@ int main() {
   std::printf("oneDNN vs kiln's own kernels; ratio > 1 means ours is faster\n");
   const int64_t shapes[][2] = {{512, 256}, {256, 128}, {128, 2}, {1024, 1024}};
   for (const auto& s : shapes)
-    bench(1, s[0], s[1]);
+    bench(s[0], s[1]);
   for (bool average : {true, false}) {
     bench_pool(1, 6, 28, average);
     bench_pool(64, 6, 28, average);

@@ -175,27 +175,12 @@ void panel_rows(const GemmRows& rows, const BlockPass& pass, int64_t i0, int64_t
   int64_t i = i0;
   for (; i + kMR <= i1; i += kMR)
     micro_kernel<kMR>(pass, rows.a + i * lda + k0, lda, panel, rows.out + i * ldc + j0, ldc);
-  const float* a = rows.a + i * lda + k0;
-  float* c = rows.out + i * ldc + j0;
-  switch (i1 - i) {
-    case 5:
-      micro_kernel<5>(pass, a, lda, panel, c, ldc);
-      break;
-    case 4:
-      micro_kernel<4>(pass, a, lda, panel, c, ldc);
-      break;
-    case 3:
-      micro_kernel<3>(pass, a, lda, panel, c, ldc);
-      break;
-    case 2:
-      micro_kernel<2>(pass, a, lda, panel, c, ldc);
-      break;
-    case 1:
-      micro_kernel<1>(pass, a, lda, panel, c, ldc);
-      break;
-    default:
-      break;
-  }
+  if (i == i1) return;
+  // The last 1 to 5 rows: a tile of that height.
+  using Tile = void (*)(const BlockPass&, const float*, int64_t, const float*, float*, int64_t);
+  static constexpr Tile kRemainder[kMR] = {nullptr,         micro_kernel<1>, micro_kernel<2>,
+                                           micro_kernel<3>, micro_kernel<4>, micro_kernel<5>};
+  kRemainder[i1 - i](pass, rows.a + i * lda + k0, lda, panel, rows.out + i * ldc + j0, ldc);
 }
 
 // Rows [r0, r1) x panels [p0, p1) of the product: M blocks, then K blocks,
