@@ -79,7 +79,7 @@ class GemmTest : public testing::Test {
 };
 
 TEST_F(GemmTest, MatchesFloat64ReferenceOnEveryRemainder) {
-  const int64_t ms[] = {1, 2, 5, 6, 7, 13, 200};  // 6-row tiles, their rest, 192-row blocks
+  const int64_t ms[] = {1, 2, 5, 6, 7, 13, 200};  // 6-row tiles, their rest, 96-row blocks
   const int64_t ks[] = {1, 9, 256, 300, 513};     // one K block, two, three
   const int64_t ns[] = {5, 16, 17, 40};           // whole and partial 16-wide panels
   int checked = 0;

@@ -69,7 +69,7 @@ class PackedB {
 void gemm_f32_packed(const GemmRows& rows, const PackedB& b);
 
 // The same product with b packed on the way: panel by panel into a buffer
-// that stays in L1 for up to 192 rows, else all of b into a per-thread
+// that stays in L1 for up to 96 rows, else all of b into a per-thread
 // scratch buffer first. Same bits as pack() + gemm_f32_packed().
 void gemm_f32(const GemmRows& rows, const GemmB& b);
 
