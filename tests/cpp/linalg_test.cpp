@@ -1,6 +1,6 @@
-// Cross-checks of the float32 paths (oneDNN's matmul and conv, linear's
-// matvec, the direct conv kernel, pooling) against the float64 reference loops on random shapes and
-// layouts, plus the primitive cache under threads. The op table (cases_linalg.py,
+// Cross-checks of the float32 paths (oneDNN's matmul and conv, kiln's GEMM,
+// linear's matvec, the direct conv kernel, pooling) against the float64 reference loops on random
+// shapes and layouts, plus the primitive cache under threads. The op table (cases_linalg.py,
 // cases_conv_pool.py) checks both against PyTorch on fixed shapes.
 #include <gtest/gtest.h>
 
@@ -17,6 +17,7 @@
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/linalg.h"
+#include "kiln/ops/view.h"
 
 namespace kiln {
 namespace {
@@ -88,6 +89,24 @@ TEST_F(LinalgCrossCheck, LinearMatvecMatchesReference) {
       Tensor x1 = randn({k});  // 1-D input, no bias: the same kernel
       EXPECT_LT(max_rel_error(linear(x1, w), linear(f64(x1), f64(w))), f32_tolerance(k));
     }
+  }
+}
+
+// Batched linear and matmul shapes that kiln's GEMM takes (batch dims folded
+// into rows) and views it must leave to oneDNN (rows of x not evenly spaced:
+// a slice of the token dim), against float64.
+TEST_F(LinalgCrossCheck, BatchedProductsMatchReference) {
+  for (int trial = 0; trial < 30; ++trial) {
+    const int64_t B = pick(1, 3), T = pick(2, 9), K = pick(1, 300), N = pick(5, 40);
+    Tensor x = randn({B, T, K});                                       // folds into B * T rows
+    if (trial % 3 == 1) x = slice(randn({B, T + 2, K}), 1, 1, T + 1);  // gaps between batches
+    if (trial % 3 == 2) x = slice(randn({B, T, K + 3}), 2, 0, K);      // padded rows: folds too
+    Tensor w = randn({N, K}), b = randn({N});
+    EXPECT_LT(max_rel_error(linear(x, w, b), linear(f64(x), f64(w), f64(b))), f32_tolerance(K))
+        << "x " << to_string(x.shape()) << " strides " << to_string(x.strides()) << " N " << N;
+    Tensor rhs = coin() ? randn({K, N}) : t(randn({N, K}));
+    EXPECT_LT(max_rel_error(matmul(x, rhs), matmul(f64(x), f64(rhs))), f32_tolerance(K))
+        << "x " << to_string(x.shape()) << " rhs strides " << to_string(rhs.strides());
   }
 }
 
