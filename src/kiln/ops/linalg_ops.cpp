@@ -6,6 +6,7 @@
 // which go to kiln's GEMM (cpu::gemm_f32; compiled plans keep b packed).
 #include "kiln/ops/linalg.h"
 
+#include <atomic>
 #include <cmath>
 #include <mutex>
 #include <optional>
@@ -270,6 +271,9 @@ class PreparedProduct final : public PreparedKernel {
     std::lock_guard<std::mutex> lock(packed_mutex_);
     if (packed_ && packed_->version == version) return packed_;
     if (!packed_ || packed_.use_count() > 1) packed_ = std::make_shared<PackedWeight>();
+    // use_count() is a relaxed read: order the last reader's reads of the
+    // buffer (it dropped its pointer after them) before this repack.
+    std::atomic_thread_fence(std::memory_order_acquire);
     cpu::GemmB b = gemm_->b;
     b.data = static_cast<const float*>(args.inputs[size_t(op_.b)].data);
     packed_->b.pack(b);

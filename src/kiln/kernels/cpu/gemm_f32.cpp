@@ -246,6 +246,7 @@ void PackedB::pack(const GemmB& b) {
       (size_t(std::max<int64_t>(1, panels * b.k * kNR)) * sizeof(float) + 63) / 64 * 64;
   if (bytes > bytes_) {
     std::free(data_);
+    bytes_ = 0;  // a failed allocation leaves an empty buffer, never a freed one
     data_ = static_cast<float*>(std::aligned_alloc(64, bytes));
     if (!data_) throw std::bad_alloc();
     bytes_ = bytes;
