@@ -103,6 +103,29 @@ struct BlockPass {
   bool relu;          // on the last K block, after the bias
 };
 
+// Calls body(k0, kc) for each K block of k, in order; K = 0 still makes one
+// (empty) block, whose pass writes the bias (or zeros). With block_pass,
+// the one place that fixes the order of the sums, which the packed and the
+// per-call paths share.
+template <typename Body>
+void for_each_k_block(int64_t k, const Body& body) {
+  const int64_t kcb = k_block(k);
+  int64_t k0 = 0;
+  do {
+    const int64_t kc = std::min(kcb, k - k0);
+    body(k0, kc);
+    k0 += kc;
+  } while (k0 < k);
+}
+
+// The pass over K block [k0, k0 + kc) of panel p of a product with k x n b.
+BlockPass block_pass(const GemmRows& rows, int64_t k, int64_t n, int64_t p, int64_t k0,
+                     int64_t kc) {
+  const int64_t j0 = p * kNR;
+  return BlockPass{kc,           int(std::min<int64_t>(kNR, n - j0)),  k0 == 0,
+                   k0 + kc >= k, rows.bias ? rows.bias + j0 : nullptr, rows.relu};
+}
+
 // c[MR][cols] (+)= a[MR][kc] · panel[kc][16]. Every loop over the
 // accumulators needs the unroll pragma: without it GCC keeps acc on the
 // stack and the kernel runs at a third of its speed.
@@ -188,20 +211,14 @@ void panel_rows(const GemmRows& rows, const BlockPass& pass, int64_t i0, int64_t
 // then panels, then 6-row tiles.
 void gemm_tile(const GemmRows& rows, const PackedB& b, int64_t r0, int64_t r1, int64_t p0,
                int64_t p1) {
-  const int64_t k = b.k(), kcb = k_block(k);
   for (int64_t i0 = r0; i0 < r1; i0 += kMC) {
     const int64_t i1 = std::min(r1, i0 + kMC);
-    int64_t k0 = 0;
-    do {  // at least once, so that K = 0 still writes the bias (or zeros)
-      const int64_t kc = std::min(kcb, k - k0);
+    for_each_k_block(b.k(), [&](int64_t k0, int64_t kc) {
       for (int64_t p = p0; p < p1; ++p) {
-        const int64_t j0 = p * kNR;
-        const BlockPass pass{kc,           int(std::min<int64_t>(kNR, b.n() - j0)), k0 == 0,
-                             k0 + kc >= k, rows.bias ? rows.bias + j0 : nullptr,    rows.relu};
-        panel_rows(rows, pass, i0, i1, k0, j0, b.panel(p) + k0 * kNR);
+        panel_rows(rows, block_pass(rows, b.k(), b.n(), p, k0, kc), i0, i1, k0, p * kNR,
+                   b.panel(p) + k0 * kNR);
       }
-      k0 += kc;
-    } while (k0 < k);
+    });
   }
 }
 
@@ -212,23 +229,12 @@ void gemm_tile(const GemmRows& rows, const PackedB& b, int64_t r0, int64_t r1, i
 // gemm_tile: same blocks, same order.
 void gemm_streaming(const GemmRows& rows, const GemmB& b, int64_t p0, int64_t p1) {
   alignas(64) thread_local float panel[kKC * kNR];
-  const int64_t kcb = k_block(b.k);
-  int64_t k0 = 0;
-  do {
-    const int64_t kc = std::min(kcb, b.k - k0);
+  for_each_k_block(b.k, [&](int64_t k0, int64_t kc) {
     for (int64_t p = p0; p < p1; ++p) {
-      const int64_t j0 = p * kNR;
       pack_panel(b, p, k0, kc, panel);
-      const BlockPass pass{kc,
-                           int(std::min<int64_t>(kNR, b.n - j0)),
-                           k0 == 0,
-                           k0 + kc >= b.k,
-                           rows.bias ? rows.bias + j0 : nullptr,
-                           rows.relu};
-      panel_rows(rows, pass, 0, rows.m, k0, j0, panel);
+      panel_rows(rows, block_pass(rows, b.k, b.n, p, k0, kc), 0, rows.m, k0, p * kNR, panel);
     }
-    k0 += kc;
-  } while (k0 < b.k);
+  });
 }
 
 #endif  // KILN_GEMM_AVX2
