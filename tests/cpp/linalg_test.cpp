@@ -11,6 +11,7 @@
 
 #include "kiln/core/factory.h"
 #include "kiln/kernels/cpu/conv.h"
+#include "kiln/kernels/cpu/matmul.h"
 #include "kiln/kernels/cpu/pool.h"
 #include "kiln/ops/conv_pool.h"
 #include "kiln/ops/copy.h"
@@ -88,6 +89,51 @@ TEST_F(LinalgCrossCheck, LinearMatvecMatchesReference) {
           << "k " << k << " n " << n;
       Tensor x1 = randn({k});  // 1-D input, no bias: the same kernel
       EXPECT_LT(max_rel_error(linear(x1, w), linear(f64(x1), f64(w))), f32_tolerance(k));
+    }
+  }
+}
+
+// A compiled batch-1 linear walks its weight rows the other way on every
+// other call (MatvecOptions::bottom_up) and may apply relu as it stores: the
+// bits must not depend on the way, for every remainder of rows (n % 4) and
+// of k (k % 16) and a strided bias, and relu must equal x < 0 ? 0 : x
+// afterwards (NaN passing, as the relu kernel passes it).
+TEST_F(LinalgCrossCheck, MatvecWalksEitherWayToTheSameBits) {
+  for (int64_t k : {1, 15, 16, 17, 512, 700}) {
+    for (int64_t n : {1, 3, 4, 5, 7, 128, 257}) {
+      for (int64_t bias_stride : {0, 1, 3}) {
+        std::vector<float> x = randn({k}).to_vector<float>();
+        std::vector<float> w = randn({n, k + 2}).to_vector<float>();  // rows padded by 2
+        std::vector<float> bias = randn({n * 3}).to_vector<float>();
+        w[size_t((n - 1) * (k + 2))] = std::nanf("");  // the last row sums to NaN
+        const float* b = bias_stride ? bias.data() : nullptr;
+        auto run = [&](cpu::MatvecOptions options) {
+          std::vector<float> y(size_t(n), -1.0f);
+          cpu::matvec_f32(y.data(), x.data(), w.data(), k + 2, b, bias_stride, n, k, options);
+          return y;
+        };
+        const std::vector<float> down = run({}), up = run({.bottom_up = true});
+        std::vector<float> relu_after = down;
+        for (float& v : relu_after)
+          v = v < 0 ? 0.0f : v;
+        const std::string where = "k " + std::to_string(k) + " n " + std::to_string(n) +
+                                  " bias stride " + std::to_string(bias_stride);
+        EXPECT_EQ(std::memcmp(down.data(), up.data(), down.size() * sizeof(float)), 0) << where;
+        for (bool bottom_up : {false, true}) {
+          const std::vector<float> relu = run({.bottom_up = bottom_up, .relu = true});
+          EXPECT_EQ(std::memcmp(relu.data(), relu_after.data(), relu.size() * sizeof(float)), 0)
+              << where << " relu, bottom_up " << bottom_up;
+        }
+        EXPECT_TRUE(std::isnan(down.back())) << where;
+        // And the sum itself, against float64.
+        for (int64_t j = 0; j + 1 < n; ++j) {
+          double want = b ? b[j * bias_stride] : 0;
+          for (int64_t i = 0; i < k; ++i)
+            want += double(x[size_t(i)]) * w[size_t(j * (k + 2) + i)];
+          EXPECT_NEAR(down[size_t(j)], want, f32_tolerance(k) * (1 + std::fabs(want)))
+              << "row " << j << " " << where;
+        }
+      }
     }
   }
 }

@@ -131,6 +131,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"linear", {{2, 3, 16}, {8, 16}, {8}}},     // batch folded into rows
         Case{"linear", {{5, 64}, {3, 64}, {3}}},        // 3 columns: matvec per row
         Case{"linear_act", {{9, 70}, {20, 70}, {20}}},  // relu in the GEMM's store
+        Case{"linear_act", {{1, 70}, {21, 70}, {21}}},  // relu in the matvec's store
+        Case{"linear_act", {{6, 70}, {3, 70}, {3}}},    // matvec per row, relu in its store
         Case{"linear_act", {{9, 70}, {20, 70}, {20}}, {{"activation", "sigmoid"}}},
         Case{"matmul", {{6, 4}, {4, 3}}},  // 3 columns, b not Wᵀ: oneDNN
         Case{"linear", {{1, 16}, {8, 16}, {8}}, {}, DType::Float32, true},  // Wᵀ stored

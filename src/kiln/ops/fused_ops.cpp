@@ -76,8 +76,8 @@ void apply_activation(const KernelArgs& args, cpu::UnaryOp activation) {
 }
 
 // The producer's prepared kernel (or plain kernel), then the activation,
-// unless the producer's kernel applies it as it stores (relu in kiln's GEMM:
-// the same bits, one pass over the output fewer).
+// unless the producer's kernel applies it as it stores (relu in kiln's
+// matvec and GEMM: the same bits, one pass over the output fewer).
 class PreparedWithActivation final : public PreparedKernel {
  public:
   PreparedWithActivation(const OpDef& producer, std::unique_ptr<PreparedKernel> prepared,

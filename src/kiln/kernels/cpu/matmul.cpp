@@ -307,11 +307,17 @@ void matmul(const StridedView& out, const StridedView& a, const StridedView& b,
 namespace {
 
 #if defined(__AVX2__) && defined(__FMA__)
-float horizontal_sum_avx(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+// The sums of four vectors' lanes, lane r for v_r, each in the same order:
+// (t0 + t2) + (t1 + t3) where t = low half + high half of v_r.
+__m128 horizontal_sums4_avx(__m256 v0, __m256 v1, __m256 v2, __m256 v3) {
+  const __m256 halves01 =
+      _mm256_add_ps(_mm256_permute2f128_ps(v0, v1, 0x20), _mm256_permute2f128_ps(v0, v1, 0x31));
+  const __m256 halves23 =
+      _mm256_add_ps(_mm256_permute2f128_ps(v2, v3, 0x20), _mm256_permute2f128_ps(v2, v3, 0x31));
+  __m128 t0 = _mm256_castps256_ps128(halves01), t1 = _mm256_extractf128_ps(halves01, 1);
+  __m128 t2 = _mm256_castps256_ps128(halves23), t3 = _mm256_extractf128_ps(halves23, 1);
+  _MM_TRANSPOSE4_PS(t0, t1, t2, t3);  // now t_j holds lane j of every row
+  return _mm_add_ps(_mm_add_ps(t0, t2), _mm_add_ps(t1, t3));
 }
 
 // Four weight rows at a time share each load of x; two accumulators per row
@@ -319,9 +325,18 @@ float horizontal_sum_avx(__m256 v) {
 // streaming the weights from L3 (W1's do not fit in L2): each step asks for
 // the same line of the next four rows, which took W1 from 10.4 to 9.5 µs
 // (the hardware prefetcher alone does not run that far ahead across rows;
-// two or more blocks ahead was slower again).
-void dot4_f32_avx2(const float* x, const float* w, int64_t w_row_stride, int64_t k, float* out4) {
+// two or more blocks ahead was slower again). `prefetch_rows` is +4 when the
+// blocks are walked down the matrix, -4 when up.
+//
+// The four sums are reduced together and leave in one store with the bias
+// added: storing them one by one and adding the bias from a vector load
+// stalled on store forwarding every block (W1 at batch 1 took ~10% longer).
+// Each row sums its lanes, then its k % 16 tail, then the bias.
+void dot4_f32_avx2(const float* x, const float* w, int64_t w_row_stride, int64_t k,
+                   const float* bias, int64_t bias_stride, int64_t prefetch_rows, bool relu,
+                   float* out4) {
   const float* rows[4] = {w, w + w_row_stride, w + 2 * w_row_stride, w + 3 * w_row_stride};
+  const int64_t prefetch_offset = prefetch_rows * w_row_stride;
   __m256 acc[4][2];
   for (auto& row : acc)
     row[0] = row[1] = _mm256_setzero_ps();
@@ -329,18 +344,33 @@ void dot4_f32_avx2(const float* x, const float* w, int64_t w_row_stride, int64_t
   for (; i + 16 <= k; i += 16) {
     __m256 x0 = _mm256_loadu_ps(x + i), x1 = _mm256_loadu_ps(x + i + 8);
     for (int r = 0; r < 4; ++r)
-      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + 4 * w_row_stride + i), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(rows[r] + prefetch_offset + i), _MM_HINT_T0);
     for (int r = 0; r < 4; ++r) {
       acc[r][0] = _mm256_fmadd_ps(x0, _mm256_loadu_ps(rows[r] + i), acc[r][0]);
       acc[r][1] = _mm256_fmadd_ps(x1, _mm256_loadu_ps(rows[r] + i + 8), acc[r][1]);
     }
   }
-  for (int r = 0; r < 4; ++r) {
-    float sum = horizontal_sum_avx(_mm256_add_ps(acc[r][0], acc[r][1]));
-    for (int64_t j = i; j < k; ++j)
-      sum += x[j] * rows[r][j];
-    out4[r] = sum;
+  __m128 sums = horizontal_sums4_avx(
+      _mm256_add_ps(acc[0][0], acc[0][1]), _mm256_add_ps(acc[1][0], acc[1][1]),
+      _mm256_add_ps(acc[2][0], acc[2][1]), _mm256_add_ps(acc[3][0], acc[3][1]));
+  if (i < k) {
+    alignas(16) float tails[4];
+    _mm_store_ps(tails, sums);
+    for (int r = 0; r < 4; ++r) {
+      for (int64_t j = i; j < k; ++j)
+        tails[r] += x[j] * rows[r][j];
+    }
+    sums = _mm_load_ps(tails);
   }
+  if (bias) {
+    const __m128 b = bias_stride == 1 ? _mm_loadu_ps(bias)
+                                      : _mm_setr_ps(bias[0], bias[bias_stride],
+                                                    bias[2 * bias_stride], bias[3 * bias_stride]);
+    sums = _mm_add_ps(sums, b);
+  }
+  // max(0, x) returns x when the comparison fails: NaN and -0 pass.
+  if (relu) sums = _mm_max_ps(_mm_setzero_ps(), sums);
+  _mm_storeu_ps(out4, sums);
 }
 #endif
 
@@ -364,43 +394,48 @@ float dot_f32_scalar(const float* x, const float* w, int64_t k) {
 
 namespace {
 
-// Rows j0 .. j0 + 3 of matvec_f32 (fewer at the end).
+// Rows j0 .. j0 + 3 of matvec_f32 (fewer at the end); the next block the
+// walk takes starts `prefetch_rows` rows away.
 void matvec_block(float* y, const float* x, const float* w, int64_t w_row_stride, const float* bias,
-                  int64_t bias_stride, int64_t n, int64_t k, int64_t j0) {
+                  int64_t bias_stride, int64_t n, int64_t k, bool relu, int64_t j0,
+                  int64_t prefetch_rows) {
 #if defined(__AVX2__) && defined(__FMA__)
   if (j0 + 4 <= n) {
-    dot4_f32_avx2(x, w + j0 * w_row_stride, w_row_stride, k, y + j0);
-  } else {
-    for (int64_t j = j0; j < n; ++j)
-      y[j] = dot_f32_scalar(x, w + j * w_row_stride, k);
-  }
-#else
-  for (int64_t j = j0; j < std::min(n, j0 + 4); ++j) {
-    y[j] = dot_f32_scalar(x, w + j * w_row_stride, k);
+    dot4_f32_avx2(x, w + j0 * w_row_stride, w_row_stride, k,
+                  bias ? bias + j0 * bias_stride : nullptr, bias_stride, prefetch_rows, relu,
+                  y + j0);
+    return;
   }
 #endif
-  if (!bias) return;
-  for (int64_t j = j0; j < std::min(n, j0 + 4); ++j)
-    y[j] += bias[j * bias_stride];
+  for (int64_t j = j0; j < std::min(n, j0 + 4); ++j) {
+    float sum = dot_f32_scalar(x, w + j * w_row_stride, k);
+    if (bias) sum += bias[j * bias_stride];
+    y[j] = relu && sum < 0 ? 0.0f : sum;
+  }
 }
 
 }  // namespace
 
 void matvec_f32(float* y, const float* x, const float* w, int64_t w_row_stride, const float* bias,
-                int64_t bias_stride, int64_t n, int64_t k) {
+                int64_t bias_stride, int64_t n, int64_t k, MatvecOptions options) {
   const int64_t blocks = (n + 3) / 4;
   // Splitting rows across threads pays only for large weights: for the W1
   // shapes (<= 128K weights) waking a second thread cost more than it saved
-  // (bench/linear_small.cpp). Small ones skip OpenMP altogether: even a
+  // (bench/kernel_choices.cpp). Small ones skip OpenMP altogether: even a
   // region that runs on one thread (`if` false) costs libgomp a team setup.
   if (n * k < (int64_t(1) << 18)) {
+    if (options.bottom_up) {
+      for (int64_t blk = blocks - 1; blk >= 0; --blk)
+        matvec_block(y, x, w, w_row_stride, bias, bias_stride, n, k, options.relu, blk * 4, -4);
+      return;
+    }
     for (int64_t blk = 0; blk < blocks; ++blk)
-      matvec_block(y, x, w, w_row_stride, bias, bias_stride, n, k, blk * 4);
+      matvec_block(y, x, w, w_row_stride, bias, bias_stride, n, k, options.relu, blk * 4, 4);
     return;
   }
 #pragma omp parallel for
   for (int64_t blk = 0; blk < blocks; ++blk)
-    matvec_block(y, x, w, w_row_stride, bias, bias_stride, n, k, blk * 4);
+    matvec_block(y, x, w, w_row_stride, bias, bias_stride, n, k, options.relu, blk * 4, 4);
 }
 
 }  // namespace kiln::cpu

@@ -49,10 +49,21 @@ class MatmulPlan {
   bool empty_;
 };
 
+// How matvec_f32 walks and stores. bottom_up walks the rows from the last
+// to the first, with the same results: a caller that runs the same weights
+// again and again alternates it, so that each call starts on the rows the
+// previous call read last, the ones still in L2 when w does not fit there.
+// relu stores relu(y) (x < 0 ? 0 : x, so NaN and -0 pass as the relu kernel
+// passes them), saving a pass over y.
+struct MatvecOptions {
+  bool bottom_up = false;
+  bool relu = false;
+};
+
 // y[j] = dot(x, w + j * w_row_stride) + bias[j * bias_stride] for j < n:
 // a linear layer at batch 1 with weight rows of k contiguous floats. bias
 // may be null.
 void matvec_f32(float* y, const float* x, const float* w, int64_t w_row_stride, const float* bias,
-                int64_t bias_stride, int64_t n, int64_t k);
+                int64_t bias_stride, int64_t n, int64_t k, MatvecOptions options = {});
 
 }  // namespace kiln::cpu
