@@ -77,6 +77,29 @@ TEST(Allocator, ReusesFreedLargeBlocksOfTheSameSize) {
   EXPECT_EQ(allocator_stats().cached_bytes, 0) << "small blocks go straight back";
 }
 
+// A thread keeps the small blocks it frees, a few of each size, and hands
+// them out again newest first; the rest go back to the C library.
+TEST(Allocator, KeepsAFewFreedSmallBlocksPerThread) {
+  release_cached_blocks();  // this thread's small blocks too
+  const int64_t live = allocator_stats().live_bytes;
+  std::vector<void*> freed;
+  {
+    std::vector<Tensor> tensors;
+    for (int i = 0; i < 9; ++i) {
+      tensors.push_back(empty({12}));  // 48 bytes: a 64-byte block
+      freed.push_back(tensors.back().data_ptr());
+    }
+  }  // freed first to last: the first 8 are kept, the 9th goes back
+  EXPECT_EQ(allocator_stats().live_bytes, live);
+  EXPECT_EQ(allocator_stats().cached_bytes, 0) << "small blocks are not counted there";
+  std::vector<Tensor> again;
+  for (int i = 7; i >= 0; --i) {
+    again.push_back(empty({3, 5}));  // 60 bytes: the same size of block
+    EXPECT_EQ(again.back().data_ptr(), freed[size_t(i)]) << "kept block " << i;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(again.back().data_ptr()) % kAlignment, 0u);
+  }
+}
+
 TEST(Factory, FillsValues) {
   EXPECT_EQ(zeros({2, 2}).to_vector<float>(), std::vector<float>(4, 0.f));
   EXPECT_EQ(ones({3}, DType::Int32).to_vector<int32_t>(), std::vector<int32_t>(3, 1));

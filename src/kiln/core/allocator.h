@@ -7,7 +7,11 @@
 // and giving such blocks back to the C library made it return them to the
 // system and take page faults to get them again (a fifth of a compiled W1
 // training step). At most kCacheLimitBytes are kept; release_cached_blocks()
-// returns them all.
+// returns them all. Small blocks (up to kSmallCachedMaxBytes) are kept too,
+// by the thread that freed them and for that thread only, a few of each size
+// (a compiled model's result at batch 1 is one, every call); they are not in
+// cached_bytes, and a thread's own go back when it exits or calls
+// release_cached_blocks().
 #pragma once
 
 #include <cstddef>
@@ -18,6 +22,7 @@ namespace kiln {
 inline constexpr size_t kAlignment = 64;
 inline constexpr size_t kCachedMinBytes = size_t(64) << 10;
 inline constexpr size_t kCacheLimitBytes = size_t(256) << 20;
+inline constexpr size_t kSmallCachedMaxBytes = 1024;
 
 struct AllocatorStats {
   int64_t live_bytes = 0;  // allocated and not yet freed
@@ -33,7 +38,8 @@ void cpu_free(void* ptr, size_t nbytes);
 
 AllocatorStats allocator_stats();
 void reset_peak_bytes();
-// Frees the cached blocks (the next large allocations go to the C library).
+// Frees the cached blocks, and the small ones this thread keeps (the next
+// allocations go to the C library).
 void release_cached_blocks();
 
 }  // namespace kiln
