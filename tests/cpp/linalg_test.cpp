@@ -138,6 +138,49 @@ TEST_F(LinalgCrossCheck, MatvecWalksEitherWayToTheSameBits) {
   }
 }
 
+// A few columns over many rows (a classifier's head): four rows of x at a
+// time, the last block repeating its last row. Every row against float64,
+// rows padded, a strided bias, relu in the store, a NaN row passing.
+TEST_F(LinalgCrossCheck, MatvecRowsMatchReference) {
+  for (int64_t rows : {2, 3, 4, 5, 9, 64}) {
+    for (int64_t n : {1, 2, 4}) {
+      for (int64_t k : {1, 15, 16, 17, 128}) {
+        const int64_t x_stride = k + 3, y_stride = n + 1, bias_stride = 2;
+        std::vector<float> x = randn({rows, x_stride}).to_vector<float>();
+        std::vector<float> w = randn({n, k}).to_vector<float>();
+        std::vector<float> bias = randn({n * bias_stride}).to_vector<float>();
+        x[size_t((rows - 1) * x_stride)] = std::nanf("");  // the last row sums to NaN
+        for (bool relu : {false, true}) {
+          std::vector<float> y(size_t(rows * y_stride), 7.0f);
+          cpu::matvec_rows_f32({y.data(), y_stride, x.data(), x_stride, rows}, w.data(), k,
+                               bias.data(), bias_stride, n, k, relu);
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t j = 0; j < n; ++j) {
+              double want = bias[size_t(j * bias_stride)];
+              for (int64_t i = 0; i < k; ++i)
+                want += double(x[size_t(r * x_stride + i)]) * w[size_t(j * k + i)];
+              if (relu && want < 0) want = 0;
+              const float got = y[size_t(r * y_stride + j)];
+              if (std::isnan(want)) {
+                EXPECT_TRUE(std::isnan(got)) << "row " << r << " relu " << relu;
+                continue;
+              }
+              EXPECT_NEAR(got, want, f32_tolerance(k) * (1 + std::fabs(want)))
+                  << "rows " << rows << " n " << n << " k " << k << " row " << r;
+            }
+            EXPECT_EQ(y[size_t(r * y_stride + n)], 7.0f) << "the padding is not written";
+          }
+        }
+      }
+    }
+  }
+  // Through linear: 3 columns over 50 rows of a transposed-layout input.
+  Tensor x = reversed_layout(randn({50, 33})), w = randn({3, 33}), b = randn({3});
+  EXPECT_LT(max_rel_error(linear(x, w, b), linear(f64(x), f64(w), f64(b))), f32_tolerance(33));
+  Tensor xc = randn({50, 33});
+  EXPECT_LT(max_rel_error(linear(xc, w, b), linear(f64(xc), f64(w), f64(b))), f32_tolerance(33));
+}
+
 // Batched linear and matmul shapes that kiln's GEMM takes (batch dims folded
 // into rows) and views it must leave to oneDNN (rows of x not evenly spaced:
 // a slice of the token dim), against float64.

@@ -108,12 +108,16 @@ Matvec matvec_of(const Product& p) {
 
 void run_matvec(const Matvec& m, void* out, const void* a, const void* b, const void* bias,
                 cpu::MatvecOptions options = {}) {
-  for (int64_t row = 0; row < m.rows; ++row) {
-    cpu::matvec_f32(static_cast<float*>(out) + row * m.out_row_stride,
-                    static_cast<const float*>(a) + row * m.a_row_stride,
-                    static_cast<const float*>(b), m.w_row_stride, static_cast<const float*>(bias),
-                    m.bias_stride, m.n, m.k, options);
+  const auto* w = static_cast<const float*>(b);
+  const auto* bias_f32 = static_cast<const float*>(bias);
+  if (m.rows == 1) {
+    cpu::matvec_f32(static_cast<float*>(out), static_cast<const float*>(a), w, m.w_row_stride,
+                    bias_f32, m.bias_stride, m.n, m.k, options);
+    return;
   }
+  cpu::MatvecRows rows{static_cast<float*>(out), m.out_row_stride, static_cast<const float*>(a),
+                       m.a_row_stride, m.rows};
+  cpu::matvec_rows_f32(rows, w, m.w_row_stride, bias_f32, m.bias_stride, m.n, m.k, options.relu);
 }
 
 // A product kiln's own GEMM runs (cpu::gemm_f32): float32 with rows of a

@@ -320,23 +320,15 @@ __m128 horizontal_sums4_avx(__m256 v0, __m256 v1, __m256 v2, __m256 v3) {
   return _mm_add_ps(_mm_add_ps(t0, t2), _mm_add_ps(t1, t3));
 }
 
-// Four weight rows at a time share each load of x; two accumulators per row
-// hide the FMA latency (8 independent chains). Batch-1 linears are bound by
+// Four rows at a time share each load of x; two accumulators per row hide
+// the FMA latency (8 independent chains). Batch-1 linears are bound by
 // streaming the weights from L3 (W1's do not fit in L2): each step asks for
-// the same line of the next four rows, which took W1 from 10.4 to 9.5 µs
-// (the hardware prefetcher alone does not run that far ahead across rows;
-// two or more blocks ahead was slower again). `prefetch_rows` is +4 when the
-// blocks are walked down the matrix, -4 when up.
-//
-// The four sums are reduced together and leave in one store with the bias
-// added: storing them one by one and adding the bias from a vector load
-// stalled on store forwarding every block (W1 at batch 1 took ~10% longer).
-// Each row sums its lanes, then its k % 16 tail, then the bias.
-void dot4_f32_avx2(const float* x, const float* w, int64_t w_row_stride, int64_t k,
-                   const float* bias, int64_t bias_stride, int64_t prefetch_rows, bool relu,
-                   float* out4) {
-  const float* rows[4] = {w, w + w_row_stride, w + 2 * w_row_stride, w + 3 * w_row_stride};
-  const int64_t prefetch_offset = prefetch_rows * w_row_stride;
+// the same line of the rows `prefetch_offset` floats on, the next block,
+// which took W1 from 10.4 to 9.5 µs (the hardware prefetcher alone does not
+// run that far ahead across rows; two or more blocks ahead was slower
+// again). Each row sums its lanes, then its k % 16 tail.
+__m128 dot4_f32_avx2(const float* x, const float* const rows[4], int64_t k,
+                     int64_t prefetch_offset) {
   __m256 acc[4][2];
   for (auto& row : acc)
     row[0] = row[1] = _mm256_setzero_ps();
@@ -353,24 +345,21 @@ void dot4_f32_avx2(const float* x, const float* w, int64_t w_row_stride, int64_t
   __m128 sums = horizontal_sums4_avx(
       _mm256_add_ps(acc[0][0], acc[0][1]), _mm256_add_ps(acc[1][0], acc[1][1]),
       _mm256_add_ps(acc[2][0], acc[2][1]), _mm256_add_ps(acc[3][0], acc[3][1]));
-  if (i < k) {
-    alignas(16) float tails[4];
-    _mm_store_ps(tails, sums);
-    for (int r = 0; r < 4; ++r) {
-      for (int64_t j = i; j < k; ++j)
-        tails[r] += x[j] * rows[r][j];
-    }
-    sums = _mm_load_ps(tails);
+  if (i == k) return sums;
+  alignas(16) float tails[4];
+  _mm_store_ps(tails, sums);
+  for (int r = 0; r < 4; ++r) {
+    for (int64_t j = i; j < k; ++j)
+      tails[r] += x[j] * rows[r][j];
   }
-  if (bias) {
-    const __m128 b = bias_stride == 1 ? _mm_loadu_ps(bias)
-                                      : _mm_setr_ps(bias[0], bias[bias_stride],
-                                                    bias[2 * bias_stride], bias[3 * bias_stride]);
-    sums = _mm_add_ps(sums, b);
-  }
-  // max(0, x) returns x when the comparison fails: NaN and -0 pass.
-  if (relu) sums = _mm_max_ps(_mm_setzero_ps(), sums);
-  _mm_storeu_ps(out4, sums);
+  return _mm_load_ps(tails);
+}
+
+// sums + bias when there is one, then relu if asked (max(0, x) returns x
+// when the comparison fails: NaN and -0 pass, as the relu kernel passes them).
+__m128 finish4(__m128 sums, const __m128* bias, bool relu) {
+  if (bias) sums = _mm_add_ps(sums, *bias);
+  return relu ? _mm_max_ps(_mm_setzero_ps(), sums) : sums;
 }
 #endif
 
@@ -395,15 +384,27 @@ float dot_f32_scalar(const float* x, const float* w, int64_t k) {
 namespace {
 
 // Rows j0 .. j0 + 3 of matvec_f32 (fewer at the end); the next block the
-// walk takes starts `prefetch_rows` rows away.
+// walk takes starts `prefetch_rows` rows away. The four results leave in one
+// store with the bias added: storing them one by one and adding the bias
+// from a vector load stalled on store forwarding every block (W1 at batch 1
+// took ~10% longer).
 void matvec_block(float* y, const float* x, const float* w, int64_t w_row_stride, const float* bias,
                   int64_t bias_stride, int64_t n, int64_t k, bool relu, int64_t j0,
                   int64_t prefetch_rows) {
 #if defined(__AVX2__) && defined(__FMA__)
   if (j0 + 4 <= n) {
-    dot4_f32_avx2(x, w + j0 * w_row_stride, w_row_stride, k,
-                  bias ? bias + j0 * bias_stride : nullptr, bias_stride, prefetch_rows, relu,
-                  y + j0);
+    const float* first = w + j0 * w_row_stride;
+    const float* rows[4] = {first, first + w_row_stride, first + 2 * w_row_stride,
+                            first + 3 * w_row_stride};
+    __m128 b = _mm_setzero_ps();
+    if (bias) {
+      const float* b0 = bias + j0 * bias_stride;
+      b = bias_stride == 1
+              ? _mm_loadu_ps(b0)
+              : _mm_setr_ps(b0[0], b0[bias_stride], b0[2 * bias_stride], b0[3 * bias_stride]);
+    }
+    const __m128 sums = dot4_f32_avx2(x, rows, k, prefetch_rows * w_row_stride);
+    _mm_storeu_ps(y + j0, finish4(sums, bias ? &b : nullptr, relu));
     return;
   }
 #endif
@@ -436,6 +437,41 @@ void matvec_f32(float* y, const float* x, const float* w, int64_t w_row_stride, 
 #pragma omp parallel for
   for (int64_t blk = 0; blk < blocks; ++blk)
     matvec_block(y, x, w, w_row_stride, bias, bias_stride, n, k, options.relu, blk * 4, 4);
+}
+
+void matvec_rows_f32(const MatvecRows& rows, const float* w, int64_t w_row_stride,
+                     const float* bias, int64_t bias_stride, int64_t n, int64_t k, bool relu) {
+#if defined(__AVX2__) && defined(__FMA__)
+  // Four rows of x against each weight row; a last block of fewer rows
+  // repeats its last row, so every row is summed the same way.
+  auto block = [&](int64_t r0) {
+    const float* x_rows[4];
+    for (int64_t r = 0; r < 4; ++r)
+      x_rows[r] = rows.x + std::min(r0 + r, rows.count - 1) * rows.x_row_stride;
+    for (int64_t j = 0; j < n; ++j) {
+      const __m128 b = _mm_set1_ps(bias ? bias[j * bias_stride] : 0.0f);
+      const __m128 sums = dot4_f32_avx2(w + j * w_row_stride, x_rows, k, 4 * rows.x_row_stride);
+      alignas(16) float out4[4];
+      _mm_store_ps(out4, finish4(sums, bias ? &b : nullptr, relu));
+      for (int64_t r = 0; r < std::min<int64_t>(4, rows.count - r0); ++r)
+        rows.y[(r0 + r) * rows.y_row_stride + j] = out4[r];
+    }
+  };
+  const int64_t blocks = (rows.count + 3) / 4;
+  if (rows.count * n * k < (int64_t(1) << 18)) {  // as matvec_f32
+    for (int64_t blk = 0; blk < blocks; ++blk)
+      block(blk * 4);
+    return;
+  }
+#pragma omp parallel for
+  for (int64_t blk = 0; blk < blocks; ++blk)
+    block(blk * 4);
+#else
+  for (int64_t r = 0; r < rows.count; ++r) {
+    matvec_f32(rows.y + r * rows.y_row_stride, rows.x + r * rows.x_row_stride, w, w_row_stride,
+               bias, bias_stride, n, k, {.relu = relu});
+  }
+#endif
 }
 
 }  // namespace kiln::cpu

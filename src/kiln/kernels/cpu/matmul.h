@@ -66,4 +66,20 @@ struct MatvecOptions {
 void matvec_f32(float* y, const float* x, const float* w, int64_t w_row_stride, const float* bias,
                 int64_t bias_stride, int64_t n, int64_t k, MatvecOptions options = {});
 
+// Rows of a linear layer's input and output for matvec_rows_f32.
+struct MatvecRows {
+  float* y;
+  int64_t y_row_stride;
+  const float* x;
+  int64_t x_row_stride;
+  int64_t count;
+};
+
+// matvec_f32 for each row of x (a few columns, n <= 4, over many rows: a
+// classifier's head at batch 64): four rows of x share each load of a weight
+// row instead of one row's scalar dot products per column.
+void matvec_rows_f32(const MatvecRows& rows, const float* w, int64_t w_row_stride,
+                     const float* bias, int64_t bias_stride, int64_t n, int64_t k,
+                     bool relu = false);
+
 }  // namespace kiln::cpu
