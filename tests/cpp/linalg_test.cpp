@@ -101,12 +101,12 @@ TEST_F(LinalgCrossCheck, LinearMatvecMatchesReference) {
 TEST_F(LinalgCrossCheck, MatvecWalksEitherWayToTheSameBits) {
   for (int64_t k : {1, 15, 16, 17, 512, 700}) {
     for (int64_t n : {1, 3, 4, 5, 7, 128, 257}) {
-      for (int64_t bias_stride : {0, 1, 3}) {
+      for (int64_t bias_stride : {-1, 0, 1, 3}) {  // -1: no bias; 0: one broadcast
         std::vector<float> x = randn({k}).to_vector<float>();
         std::vector<float> w = randn({n, k + 2}).to_vector<float>();  // rows padded by 2
         std::vector<float> bias = randn({n * 3}).to_vector<float>();
         w[size_t((n - 1) * (k + 2))] = std::nanf("");  // the last row sums to NaN
-        const float* b = bias_stride ? bias.data() : nullptr;
+        const float* b = bias_stride >= 0 ? bias.data() : nullptr;
         auto run = [&](cpu::MatvecOptions options) {
           std::vector<float> y(size_t(n), -1.0f);
           cpu::matvec_f32(y.data(), x.data(), w.data(), k + 2, b, bias_stride, n, k, options);
@@ -169,12 +169,18 @@ TEST_F(LinalgCrossCheck, MatvecRowsMatchReference) {
                   << "rows " << rows << " n " << n << " k " << k << " row " << r;
             }
             EXPECT_EQ(y[size_t(r * y_stride + n)], 7.0f) << "the padding is not written";
+            std::vector<float> alone(static_cast<size_t>(n));  // the row at batch 1: the same bits
+            cpu::matvec_f32(alone.data(), x.data() + r * x_stride, w.data(), k, bias.data(),
+                            bias_stride, n, k, {.relu = relu});
+            EXPECT_EQ(std::memcmp(alone.data(), y.data() + r * y_stride, alone.size() * 4), 0)
+                << "rows " << rows << " n " << n << " k " << k << " row " << r;
           }
         }
       }
     }
   }
-  // Through linear: 3 columns over 50 rows of a transposed-layout input.
+  // Through linear: 3 columns over 50 rows (a column-major input goes to
+  // oneDNN, a contiguous one to the rows kernel).
   Tensor x = reversed_layout(randn({50, 33})), w = randn({3, 33}), b = randn({3});
   EXPECT_LT(max_rel_error(linear(x, w, b), linear(f64(x), f64(w), f64(b))), f32_tolerance(33));
   Tensor xc = randn({50, 33});

@@ -104,7 +104,7 @@ BlockCache& block_cache() {
 // freed them for its next request of that size. A compiled model at batch 1
 // returns a new small tensor every call, and aligned_alloc's 64-byte
 // alignment made glibc split a chunk for each and merge it back when freed:
-// a third of the executor's own time per call. Each thread keeps at most
+// half of the executor's own time per call. Each thread keeps at most
 // kSmallBlocksPerSize blocks of each size (68 KiB in all).
 constexpr size_t kSmallSizes = kSmallCachedMaxBytes / kAlignment;
 constexpr int kSmallBlocksPerSize = 8;

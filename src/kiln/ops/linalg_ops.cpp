@@ -226,12 +226,15 @@ class PreparedProduct final : public PreparedKernel {
     const void* b = args.inputs[size_t(op_.b)].data;
     const void* bias = bias_of(args);
     if (matvec_) {
-      // Each call walks the rows the other way from the last one (see
-      // cpu::matvec_f32): W1 at batch 1, whose weights overflow L2, took
-      // ~5% less time. Two calls at once may both take the same way; it
-      // only moves which rows come from cache, not the results.
-      const bool bottom_up = matvec_bottom_up_.load(std::memory_order_relaxed);
-      matvec_bottom_up_.store(!bottom_up, std::memory_order_relaxed);
+      // Each batch-1 call walks the rows the other way from the last one
+      // (see cpu::matvec_f32): W1, whose weights overflow L2, took ~5%
+      // less time. Two calls at once may both take the same way; it only
+      // moves which rows come from cache, not the results.
+      bool bottom_up = false;
+      if (matvec_shape_.rows == 1) {
+        bottom_up = matvec_bottom_up_.load(std::memory_order_relaxed);
+        matvec_bottom_up_.store(!bottom_up, std::memory_order_relaxed);
+      }
       run_matvec(matvec_shape_, out, a, b, bias, {.bottom_up = bottom_up, .relu = relu_});
       return;
     }

@@ -363,6 +363,7 @@ __m128 finish4(__m128 sums, const __m128* bias, bool relu) {
 }
 #endif
 
+#if !defined(__AVX2__) || !defined(__FMA__)
 float dot_f32_scalar(const float* x, const float* w, int64_t k) {
   // Eight partial sums, like the SIMD lanes, so results match closely.
   float lanes[8] = {};
@@ -378,6 +379,7 @@ float dot_f32_scalar(const float* x, const float* w, int64_t k) {
     sum += x[i] * w[i];
   return sum;
 }
+#endif
 
 }  // namespace
 
@@ -391,28 +393,36 @@ namespace {
 void matvec_block(float* y, const float* x, const float* w, int64_t w_row_stride, const float* bias,
                   int64_t bias_stride, int64_t n, int64_t k, bool relu, int64_t j0,
                   int64_t prefetch_rows) {
+  const int64_t count = std::min<int64_t>(4, n - j0);
 #if defined(__AVX2__) && defined(__FMA__)
-  if (j0 + 4 <= n) {
-    const float* first = w + j0 * w_row_stride;
-    const float* rows[4] = {first, first + w_row_stride, first + 2 * w_row_stride,
-                            first + 3 * w_row_stride};
-    __m128 b = _mm_setzero_ps();
-    if (bias) {
-      const float* b0 = bias + j0 * bias_stride;
-      b = bias_stride == 1
-              ? _mm_loadu_ps(b0)
-              : _mm_setr_ps(b0[0], b0[bias_stride], b0[2 * bias_stride], b0[3 * bias_stride]);
-    }
-    const __m128 sums = dot4_f32_avx2(x, rows, k, prefetch_rows * w_row_stride);
-    _mm_storeu_ps(y + j0, finish4(sums, bias ? &b : nullptr, relu));
+  // A last block of fewer rows repeats its last row, so that every row is
+  // summed as matvec_rows_f32 sums it (a row's bits do not depend on the
+  // batch size).
+  const float* rows[4];
+  alignas(16) float bias4[4] = {};
+  for (int64_t r = 0; r < 4; ++r) {
+    const int64_t j = j0 + std::min(r, count - 1);
+    rows[r] = w + j * w_row_stride;
+    if (bias) bias4[r] = bias[j * bias_stride];
+  }
+  const __m128 b = _mm_load_ps(bias4);
+  const __m128 sums =
+      finish4(dot4_f32_avx2(x, rows, k, prefetch_rows * w_row_stride), bias ? &b : nullptr, relu);
+  if (count == 4) {
+    _mm_storeu_ps(y + j0, sums);
     return;
   }
-#endif
-  for (int64_t j = j0; j < std::min(n, j0 + 4); ++j) {
+  alignas(16) float out4[4];
+  _mm_store_ps(out4, sums);
+  for (int64_t r = 0; r < count; ++r)
+    y[j0 + r] = out4[r];
+#else
+  for (int64_t j = j0; j < j0 + count; ++j) {
     float sum = dot_f32_scalar(x, w + j * w_row_stride, k);
     if (bias) sum += bias[j * bias_stride];
     y[j] = relu && sum < 0 ? 0.0f : sum;
   }
+#endif
 }
 
 }  // namespace
@@ -458,7 +468,9 @@ void matvec_rows_f32(const MatvecRows& rows, const float* w, int64_t w_row_strid
     }
   };
   const int64_t blocks = (rows.count + 3) / 4;
-  if (rows.count * n * k < (int64_t(1) << 18)) {  // as matvec_f32
+  // Threads only for 2^18 multiply-adds and more (W1's head at batch 1024):
+  // below, waking a second thread cost more than it saved, as in matvec_f32.
+  if (rows.count * n * k < (int64_t(1) << 18)) {
     for (int64_t blk = 0; blk < blocks; ++blk)
       block(blk * 4);
     return;
