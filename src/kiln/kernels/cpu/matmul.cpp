@@ -355,6 +355,14 @@ __m128 dot4_f32_avx2(const float* x, const float* const rows[4], int64_t k,
   return _mm_load_ps(tails);
 }
 
+// The rows first, first + 1, ... of a block of four, `count` of them real:
+// a short block repeats its last row, so that it sums like a full one.
+void block_rows(const float* base, int64_t row_stride, int64_t first, int64_t count,
+                const float* rows[4]) {
+  for (int64_t r = 0; r < 4; ++r)
+    rows[r] = base + (first + std::min(r, count - 1)) * row_stride;
+}
+
 // sums + bias when there is one, then relu if asked (max(0, x) returns x
 // when the comparison fails: NaN and -0 pass, as the relu kernel passes them).
 __m128 finish4(__m128 sums, const __m128* bias, bool relu) {
@@ -395,17 +403,17 @@ void matvec_block(float* y, const float* x, const float* w, int64_t w_row_stride
                   int64_t prefetch_rows) {
   const int64_t count = std::min<int64_t>(4, n - j0);
 #if defined(__AVX2__) && defined(__FMA__)
-  // A last block of fewer rows repeats its last row, so that every row is
-  // summed as matvec_rows_f32 sums it (a row's bits do not depend on the
-  // batch size).
+  // Summed as matvec_rows_f32 sums a row (a row's bits do not depend on
+  // the batch size). The bias is read straight into a vector: gathering it
+  // through a small array would stall on store forwarding again.
   const float* rows[4];
-  alignas(16) float bias4[4] = {};
-  for (int64_t r = 0; r < 4; ++r) {
-    const int64_t j = j0 + std::min(r, count - 1);
-    rows[r] = w + j * w_row_stride;
-    if (bias) bias4[r] = bias[j * bias_stride];
+  block_rows(w, w_row_stride, j0, count, rows);
+  __m128 b = _mm_setzero_ps();
+  if (bias) {
+    const float* b0 = bias + j0 * bias_stride;
+    auto at = [&](int64_t r) { return b0[std::min(r, count - 1) * bias_stride]; };
+    b = count == 4 && bias_stride == 1 ? _mm_loadu_ps(b0) : _mm_setr_ps(at(0), at(1), at(2), at(3));
   }
-  const __m128 b = _mm_load_ps(bias4);
   const __m128 sums =
       finish4(dot4_f32_avx2(x, rows, k, prefetch_rows * w_row_stride), bias ? &b : nullptr, relu);
   if (count == 4) {
@@ -452,12 +460,11 @@ void matvec_f32(float* y, const float* x, const float* w, int64_t w_row_stride, 
 void matvec_rows_f32(const MatvecRows& rows, const float* w, int64_t w_row_stride,
                      const float* bias, int64_t bias_stride, int64_t n, int64_t k, bool relu) {
 #if defined(__AVX2__) && defined(__FMA__)
-  // Four rows of x against each weight row; a last block of fewer rows
-  // repeats its last row, so every row is summed the same way.
+  // Four rows of x against each weight row (block_rows: a short last block
+  // sums like a full one).
   auto block = [&](int64_t r0) {
     const float* x_rows[4];
-    for (int64_t r = 0; r < 4; ++r)
-      x_rows[r] = rows.x + std::min(r0 + r, rows.count - 1) * rows.x_row_stride;
+    block_rows(rows.x, rows.x_row_stride, r0, std::min<int64_t>(4, rows.count - r0), x_rows);
     for (int64_t j = 0; j < n; ++j) {
       const __m128 b = _mm_set1_ps(bias ? bias[j * bias_stride] : 0.0f);
       const __m128 sums = dot4_f32_avx2(w + j * w_row_stride, x_rows, k, 4 * rows.x_row_stride);
