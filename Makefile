@@ -31,9 +31,10 @@ test: build
 # other framework and the measured roofline; .bench/results.json and .png.
 # bench/setup_frameworks.sh first puts the other frameworks into
 # .bench/venv-* (skipped when done; one that cannot install is reported).
-# Last, the compiler's goals (issue 6: W1, W2 against ONNX Runtime, PyTorch and
-# the FP32 peak, bench/compiled_models.py). eager_python.py and
-# hybrid_python.py run alone.
+# Last, the compiler's goals (W1, W2 against ONNX Runtime, PyTorch and the
+# FP32 peak, bench/compiled_models.py). run_all.py and compiled_models.py
+# each rewrite their own section of bench/RESULTS.md with what they measured.
+# eager_python.py and hybrid_python.py run alone.
 bench: build
 	@OMP_NUM_THREADS=1 $(BUILD)/bench/kiln_bench_kernels
 	@echo

@@ -16,10 +16,13 @@ W1's GFLOP/s count 2*(512*256 + 256*128 + 128*2) flops per sample and are
 set against this core's FP32 peak, measured by bench/fma_peak.cpp
 (build/release/bench/kiln_bench_peak, else compiled here with g++).
 "Faster than X" goals compare medians, kiln called from Python (traced) as X
-is; kiln from C++ is shown beside it.
+is; kiln from C++ is shown beside it. What it prints (the tables, a summary
+and the goals) also becomes the "compiled_models" section of
+bench/RESULTS.md (--results-md PATH: another file; --no-results-md: none).
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/compiled_models.py \
         [--repeats 7] [--calls 1000] [--no-torch-compile] [--json out.json]
+        [--results-md bench/RESULTS.md | --no-results-md]
 """
 import argparse
 import contextlib
@@ -45,6 +48,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 import kiln  # noqa: E402
 import kiln.jit  # noqa: E402
 from eager_python import lenet, mlp  # noqa: E402  (bench/ is on sys.path as the script's dir)
+from harness import machine, results_md  # noqa: E402
 from hybrid_python import python_loop  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -223,6 +227,24 @@ def print_table(case, batch, modes, times, calls, repeats, peak):
     print()
 
 
+def print_summary(results):
+    """One table: a row per workload, a column per mode, median µs per call."""
+    names = []
+    for r in results.values():
+        names += [name for name, _, _ in r["modes"] if name not in names]
+    print("### Summary: median µs per call\n")
+    print("| workload | " + " | ".join(names) + " |")
+    print("|---|" + "---:|" * len(names))
+    for case, r in results.items():
+        cells = []
+        for name in names:
+            t = r["times"].get(name)
+            med = statistics.median(t) if t else None
+            cells.append("" if med is None else f"{med:.1f}" if med < 100 else f"{med:.0f}")
+        print(f"| {case} | " + " | ".join(cells) + " |")
+    print()
+
+
 def goals(results, peak, peak_source, compile_ms):
     """[(goal, measured, verdict)]."""
     def med(case, mode):
@@ -269,11 +291,28 @@ def main():
     parser.add_argument("--no-torch-compile", action="store_true",
                         help="skip torch.compile (it takes tens of seconds to compile)")
     parser.add_argument("--json", metavar="PATH", help="also write the numbers here")
+    parser.add_argument("--results-md", metavar="PATH", default=str(results_md.RESULTS_MD),
+                        help="write the tables into this file's compiled_models section")
+    parser.add_argument("--no-results-md", action="store_true",
+                        help="leave bench/RESULTS.md alone")
     args = parser.parse_args()
     if args.repeats < 5 or args.calls < 1 or args.warmup < 1:
         parser.error("--repeats must be at least 5, --calls and --warmup at least 1")
     torch.set_num_threads(1)
+    started = time.perf_counter()
+    with results_md.tee_stdout() as printed:
+        rows = measure_and_print(args)
+    if not args.no_results_md and args.results_md:
+        body = (results_md.stamp(machine.describe()) + " Written by bench/compiled_models.py; "
+                f"{time.perf_counter() - started:.0f} s in all.\n\n"
+                + results_md.demote_headings(printed.getvalue().strip()))
+        path = results_md.write_section("compiled_models", body, args.results_md)
+        print(f"Tables written into {os.path.relpath(path)}", file=sys.stderr)
+    return rows
 
+
+def measure_and_print(args):
+    """Measures every case, prints the tables and the goals; the goal rows."""
     peak, peak_source = measure_peak()
     print(f"## Compiled models, one thread, float32, no_grad (kiln {kiln.__version__}, "
           f"PyTorch {torch.__version__}, ONNX Runtime {ort.__version__})\n")
@@ -302,6 +341,7 @@ def main():
                     samples.append((time.perf_counter() - start) * 1e3)
             compile_ms = statistics.median(samples)
 
+    print_summary(results)
     print("### Goals\n")
     print("| goal | measured | verdict |")
     print("|---|---|---|")
@@ -326,6 +366,7 @@ def main():
                 for name, _, status in r["modes"]}}
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)
+    return rows
 
 
 if __name__ == "__main__":

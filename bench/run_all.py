@@ -43,7 +43,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from harness import frameworks as fw  # noqa: E402
-from harness import machine, report  # noqa: E402
+from harness import machine, report, results_md  # noqa: E402
 from harness.reference import check_outputs, make_data, reference_outputs  # noqa: E402
 from harness.workloads import CASES, CASES_BY_ID  # noqa: E402
 
@@ -80,7 +80,18 @@ def parse_args(argv=None):
                         help="where bench/setup_frameworks.sh put the venv-<name> folders")
     parser.add_argument("--json", default=str(WORK_DIR / "results.json"), help="JSON output")
     parser.add_argument("--png", default=str(WORK_DIR / "results.png"), help="chart of ratios")
+    parser.add_argument("--results-md", metavar="PATH", default=None,
+                        help="write the tables into this file's run_all section (default: "
+                             "bench/RESULTS.md, after a full run only)")
+    parser.add_argument("--no-results-md", action="store_true",
+                        help="leave bench/RESULTS.md alone")
     args = parser.parse_args(argv)
+    full_run = (not args.quick and args.frameworks == parser.get_default("frameworks")
+                and args.cases == parser.get_default("cases") and not args.skip_modes)
+    if args.no_results_md:
+        args.results_md = None
+    elif args.results_md is None and full_run:
+        args.results_md = str(results_md.RESULTS_MD)
     if args.quick:
         args.repeats, args.calls, args.warmup = 5, 20, 5
         args.repetition_s, args.batch1_repetition_s = 0.02, 0.05
@@ -234,6 +245,7 @@ def main(argv=None):
                "settings": {k: getattr(args, k) for k in (
                    "repeats", "calls", "warmup", "repetition_s", "batch1_repetition_s",
                    "quick")}, "runs": []}
+    tables = []  # what print_tables printed, one text per thread count
     for threads in args.threads:
         if args.no_machine:
             measured = {"threads": threads, "fp32_peak_gflops": None, "read_gbs": {},
@@ -252,7 +264,9 @@ def main(argv=None):
                                     "case": case_id, **row})
         report.add_ratios(run, cases, frameworks)
         results["runs"].append(run)
-        report.print_tables(run, results, cases, frameworks)
+        with results_md.tee_stdout() as printed:
+            report.print_tables(run, results, cases, frameworks)
+        tables.append(printed.getvalue())
     results["total_s"] = round(time.perf_counter() - started, 1)
 
     pathlib.Path(args.json).parent.mkdir(parents=True, exist_ok=True)
@@ -261,6 +275,12 @@ def main(argv=None):
     if args.png:
         why = report.write_chart(results, cases, frameworks, args.png)
         print(f"; chart: {_shown(args.png)}" if why is None else f"; no chart: {why}", end="")
+    if args.results_md:
+        body = (results_md.stamp(results["machine"]) + " Written by bench/run_all.py; "
+                f"{results['total_s']:.0f} s in all.\n\n"
+                + results_md.demote_headings("\n\n".join(t.strip() for t in tables)))
+        path = results_md.write_section("run_all", body, args.results_md)
+        print(f"; tables: {_shown(str(path))}", end="")
     print(f" ({results['total_s']:.0f} s in all)")
     return results
 
