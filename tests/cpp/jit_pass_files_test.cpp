@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 #include "ir_check.h"
@@ -15,6 +16,7 @@
 #include "kiln/jit/exec/executable.h"
 #include "kiln/jit/ir/parser.h"
 #include "kiln/jit/ir/printer.h"
+#include "kiln/jit/passes/peephole_rules.h"
 #include "kiln/jit/passes/pipeline.h"
 #include "test_util.h"
 
@@ -80,8 +82,38 @@ INSTANTIATE_TEST_SUITE_P(Files, PassFile, testing::ValuesIn(ir_test_files()),
                            return name;
                          });
 
+// Every peephole rule fires in some file, and every registered pass is
+// named by some file's RUN line and changes the graph in one of those.
 TEST(PassFiles, DirectoryHoldsATestPerRule) {
-  EXPECT_GE(ir_test_files().size(), 30u);
+  std::set<std::string> fired, named, changed;
+  for (const std::string& path : ir_test_files()) {
+    IrTestFile file = read_ir_test(path);
+    PassOptions options = options_of(file);
+    std::unique_ptr<Graph> graph = parse_graph(file.text);
+    PassReport report = optimize(*graph, options);
+    named.insert(options.passes.begin(), options.passes.end());
+    for (const PassRecord& pass : report.passes) {
+      bool is_named = std::count(options.passes.begin(), options.passes.end(), pass.name) > 0;
+      if (is_named && pass.runs_changed > 0) changed.insert(pass.name);
+      if (pass.name != "peephole") continue;
+      for (const auto& [rule, times] : pass.rules) {
+        if (times > 0) fired.insert(rule);
+      }
+    }
+  }
+  std::vector<std::string> missing;
+  for (const PeepholeRule& rule : peephole_rules()) {
+    std::string what = str("peephole rule ", rule.name, " fires in no file");
+    if (!fired.contains(rule.name) && std::count(missing.begin(), missing.end(), what) == 0)
+      missing.push_back(what);
+  }
+  for (const PassInfo& pass : pass_registry().all()) {
+    if (!named.contains(pass.name)) missing.push_back(str("pass ", pass.name, ": no RUN line"));
+    if (!changed.contains(pass.name)) {
+      missing.push_back(str("pass ", pass.name, " changes no graph of a file naming it"));
+    }
+  }
+  EXPECT_EQ(missing, std::vector<std::string>{});
 }
 
 // ---- the files' graphs compute the same before and after their passes
@@ -192,6 +224,95 @@ TEST(IrCheck, CheckNotCoversTheStretchBetweenMatches) {
 TEST(IrCheck, CheckNextMatchesOnlyTheNextLine) {
   EXPECT_EQ(match_checks(kOutput, checks_of("# CHECK: relu\n# CHECK-NEXT: neg")), "");
   EXPECT_NE(match_checks(kOutput, checks_of("# CHECK: graph\n# CHECK-NEXT: neg")), "");
+}
+
+// ---- the matcher's patterns: [[NAME:regex]], [[NAME]], {{regex}}
+
+TEST(IrCheck, ACapturedNameMatchesOnlyWhatItCaptured) {
+  // relu's result is %0, returned is %1: a use of R matches %0 only.
+  EXPECT_EQ(match_checks(kOutput, checks_of("# CHECK: [[R:%[0-9]+]] : f32[2] = relu(%x)\n"
+                                            "# CHECK: neg([[R]])")),
+            "");
+  std::string failure = match_checks(
+      kOutput, checks_of("# CHECK: [[R:%[0-9]+]] : f32[2] = relu(%x)\n# CHECK: return ([[R]])"));
+  EXPECT_NE(failure.find("CHECK 'return ([[R]])' (line 3, with R = '%0') not found"),
+            std::string::npos)
+      << failure;
+  // The capture is what the regex matched, no more.
+  EXPECT_EQ(match_checks(kOutput, checks_of("# CHECK: [[R:%[0-9]+]] : f32[2] = relu(%x)\n"
+                                            "# CHECK: [[N:%[0-9]+]] : f32[2] = neg([[R]])\n"
+                                            "# CHECK: return ([[N]])")),
+            "");
+  // A name captured again holds the new text from there on.
+  EXPECT_EQ(match_checks(kOutput, checks_of("# CHECK: [[R:%[0-9]+]] : f32[2] = relu(%x)\n"
+                                            "# CHECK: [[R:%[0-9]+]] : f32[2] = neg(\n"
+                                            "# CHECK: return ([[R]])")),
+            "");
+}
+
+TEST(IrCheck, ANameUsedOnItsOwnLineMatchesTheSameText) {
+  const std::vector<CheckLine> checks = checks_of(
+      "# CHECK: [[S:%[0-9]+]] : f32[2] = add([[A:%[0-9]+]], [[A]])\n"
+      "# CHECK-NEXT: return ([[S]])");
+  // Not the first add, whose inputs differ: the second.
+  EXPECT_EQ(match_checks("  %2 : f32[2] = add(%0, %1)\n  %3 : f32[2] = add(%0, %0)\n"
+                         "  return (%3)\n",
+                         checks),
+            "");
+  EXPECT_NE(match_checks("  %2 : f32[2] = add(%0, %1)\n  return (%2)\n", checks), "");
+}
+
+TEST(IrCheck, RegexMatchesWithoutCapturing) {
+  EXPECT_EQ(match_checks(kOutput, checks_of("# CHECK: {{%[0-9]+}} : f32[2] = relu(%x)")), "");
+  EXPECT_NE(match_checks(kOutput, checks_of("# CHECK: {{%[a-z]+}} : f32[2] = relu(%x)")), "");
+  EXPECT_EQ(match_checks(kOutput, checks_of("# CHECK: = {{relu|tanh}}(\n# CHECK: neg")), "");
+  // A brace count and a bracket expression holding "]]" or "}}" end right.
+  EXPECT_EQ(match_checks(kOutput, checks_of("# CHECK: {{[a-z]{3}}}(%x)\n# CHECK: [[N:[%]]]1 :")),
+            "");
+}
+
+TEST(IrCheck, TheRestOfALineIsLiteral) {
+  // As regexes, "(%1)" would match "%1" and "[2]" the digit 2.
+  EXPECT_EQ(match_checks(kOutput, checks_of("# CHECK: return (%1)")), "");
+  EXPECT_EQ(match_checks(kOutput, checks_of("# CHECK: f32[2] = relu(%x)")), "");
+  EXPECT_NE(match_checks(kOutput, checks_of("# CHECK: return %1")), "");
+  EXPECT_NE(match_checks("  f322 = relu.x\n", checks_of("# CHECK: f32[2] = relu(%x)")), "");
+}
+
+TEST(IrCheck, CheckNotUsesACapturedName) {
+  // R = %0 is read by neg, never by relu.
+  EXPECT_EQ(match_checks(kOutput, checks_of("# CHECK: [[R:%[0-9]+]] : f32[2] = relu\n"
+                                            "# CHECK-NOT: relu([[R]])\n# CHECK: return")),
+            "");
+  std::string failure = match_checks(kOutput, checks_of("# CHECK: [[R:%[0-9]+]] : f32[2] = relu\n"
+                                                        "# CHECK-NOT: neg([[R]])\n"
+                                                        "# CHECK: return"));
+  EXPECT_NE(failure.find("CHECK-NOT 'neg([[R]])' (line 3, with R = '%0') matched output line 3"),
+            std::string::npos)
+      << failure;
+}
+
+TEST(IrCheck, PatternErrorsNameTheFileLine) {
+  auto error = [](const std::string& checks) {
+    return error_text([&] { parse_ir_test("# RUN: kiln-opt\n" + checks, "t.ir"); });
+  };
+  EXPECT_EQ(error("# CHECK: relu\n# CHECK: return ([[R]])\n"),
+            "t.ir:3: '[[R]]' uses a name no earlier CHECK line defines");
+  // Defined on a later line is not defined yet.
+  EXPECT_EQ(error("# CHECK: [[R]]\n# CHECK: [[R:%0]]\n"),
+            "t.ir:2: '[[R]]' uses a name no earlier CHECK line defines");
+  EXPECT_EQ(error("# CHECK: x\n# CHECK-NOT: [[R:%[0-9]+]]\n"),
+            "t.ir:3: a CHECK-NOT cannot define a name ('[[R:%[0-9]+]]'): it matches no line to "
+            "capture from");
+  EXPECT_EQ(error("# CHECK: return ([[R:%[0-9]+)\n"),
+            "t.ir:2: '[[' without a closing ']]' in '[[R:%[0-9]+)'");
+  EXPECT_EQ(error("# CHECK: {{%0\n"), "t.ir:2: '{{' without a closing '}}' in '{{%0'");
+  EXPECT_EQ(error("# CHECK: [[1x:%0]]\n"),
+            "t.ir:2: bad name '1x' in '[[1x:%0]]' (letters, digits and '_', not starting with a "
+            "digit)");
+  EXPECT_EQ(error("# CHECK: {{}}\n"), "t.ir:2: empty regex in '{{}}'");
+  std::string bad = error("# CHECK: x {{(%0}}\n");
+  EXPECT_TRUE(bad.starts_with("t.ir:2: bad regex '(%0' in '{{(%0}}': ")) << bad;
 }
 
 TEST(IrCheck, FileNeedsOneRunLineAndAChecks) {
