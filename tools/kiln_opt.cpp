@@ -11,6 +11,7 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kiln/jit/ir/parser.h"
@@ -22,6 +23,7 @@ namespace {
 
 using kiln::jit::PassInfo;
 using kiln::jit::PassOptions;
+using kiln::jit::PipelineStep;
 
 void print_help(std::ostream& os) {
   os << "usage: kiln-opt [options] [file | -]\n"
@@ -37,11 +39,18 @@ void print_help(std::ostream& os) {
         "  --report         print what each pass did, as '#' comments after the graph\n"
         "  --help           print this help\n"
         "\n"
-        "passes (the default pipeline is every pass not marked 'may change rounding'):\n";
+        "passes:\n";
   for (const PassInfo& pass : kiln::jit::pass_registry().all()) {
-    os << "  " << pass.name << std::string(pass.name.size() < 15 ? 15 - pass.name.size() : 1, ' ')
+    os << "  " << pass.name << std::string(pass.name.size() < 18 ? 18 - pass.name.size() : 1, ' ')
        << pass.summary << (pass.may_change_rounding ? " (may change rounding)" : "") << "\n";
   }
+  os << "\nthe default pipeline, in order (passes marked fast-math run only with --fast-math):\n  ";
+  const char* separator = "";
+  for (const PipelineStep& step : kiln::jit::default_pipeline_steps()) {
+    os << std::exchange(separator, ", ") << step.pass
+       << (step.fast_math_only ? " (fast-math)" : "");
+  }
+  os << "\n";
   os << "\nenvironment: KILN_DUMP_IR=<pass> prints the IR after that pass to stderr\n";
 }
 

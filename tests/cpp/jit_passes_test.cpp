@@ -5,6 +5,7 @@
 // of the op test table, folded and not).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
@@ -49,11 +50,30 @@ std::shared_ptr<Graph> optimized_copy(const Graph& g, const PassOptions& options
 
 TEST(PassPipeline, DefaultPipelineHoldsOnlyPassesThatKeepRounding) {
   std::vector<std::string> names = default_pipeline();
-  EXPECT_EQ(names, (std::vector<std::string>{"constant_fold", "peephole", "cse", "dce", "fuse",
-                                             "fuse_elementwise"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"constant_fold", "peephole", "cse", "dce",
+                                             "fuse_activations", "fuse_elementwise"}));
   for (const std::string& name : names)
     EXPECT_FALSE(pass_registry().get(name).may_change_rounding) << name;
-  EXPECT_GE(default_pipeline(/*allow_rounding_changes=*/true).size(), names.size());
+  EXPECT_EQ(default_pipeline(/*allow_rounding_changes=*/true),
+            (std::vector<std::string>{"constant_fold", "peephole", "cse", "dce", "fold_batch_norm",
+                                      "fuse_activations", "fuse_elementwise"}));
+}
+
+// The list names every registered pass once, and marks fast-math only
+// exactly the passes that may change rounding.
+TEST(PassPipeline, DefaultPipelineNamesEveryRegisteredPassOnce) {
+  std::vector<std::string> registered, listed;
+  for (const PassInfo& info : pass_registry().all())
+    registered.push_back(info.name);
+  for (const PipelineStep& step : default_pipeline_steps()) {
+    listed.push_back(step.pass);
+    const PassInfo* info = pass_registry().find(step.pass);
+    ASSERT_NE(info, nullptr) << step.pass;
+    EXPECT_EQ(step.fast_math_only, info->may_change_rounding) << step.pass;
+  }
+  std::sort(registered.begin(), registered.end());
+  std::sort(listed.begin(), listed.end());
+  EXPECT_EQ(listed, registered);
 }
 
 TEST(PassPipeline, UnknownPassNamesTheKnownOnes) {

@@ -46,7 +46,7 @@ TEST(JitTrace, MlpGraphHasNamedParamsAndMatchesEagerBitwise) {
 
   const Graph& g = f.graph();
   ASSERT_EQ(g.inputs().size(), 1u);
-  // linear -> relu twice became linear_act (the fuse pass), then a linear.
+  // linear -> relu twice became linear_act (the fuse_activations pass), then a linear.
   EXPECT_EQ(count_nodes(g, "linear_act"), 2u);
   EXPECT_EQ(count_nodes(g, "linear"), 1u);
   EXPECT_EQ(count_nodes(g, "relu"), 0u);

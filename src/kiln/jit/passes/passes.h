@@ -33,7 +33,8 @@ bool fuse_elementwise(Graph& graph, PassContext& context);
 // weights of that op (may change rounding: fast-math only).
 bool fold_batch_norm(Graph& graph, PassContext& context);
 
-// Fills `registry` with the passes above, in the default pipeline's order.
+// Fills `registry` with the passes above (the default pipeline is its own
+// list: default_pipeline_steps in pipeline.h).
 void register_builtin_passes(PassRegistry& registry);
 
 }  // namespace kiln::jit

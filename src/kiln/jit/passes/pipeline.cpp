@@ -201,7 +201,7 @@ void register_builtin_passes(PassRegistry& registry) {
                 .run = fold_batch_norm,
                 .summary = "frozen: batch_norm (eval) folds into the conv2d/linear before it",
                 .may_change_rounding = true});
-  registry.add({.name = "fuse",
+  registry.add({.name = "fuse_activations",
                 .run = fuse_activations,
                 .summary = "linear/conv2d + relu/sigmoid/tanh become one fused op"});
   registry.add({.name = "fuse_elementwise",
@@ -209,10 +209,37 @@ void register_builtin_passes(PassRegistry& registry) {
                 .summary = "chains of elementwise ops become one fused_elementwise op"});
 }
 
+// ---------------------------------------------------------------- default pipeline
+
+const std::vector<PipelineStep>& default_pipeline_steps() {
+  static const std::vector<PipelineStep> steps = {
+      // First: constant subgraphs (cast(number), ...) become the constants
+      // the peephole rules read (x * cast(1) -> x).
+      {"constant_fold"},
+      // After folding, to see constant operands; before cse, since a
+      // simplified node (exp(x * 1) -> exp(x)) may duplicate another.
+      {"peephole"},
+      // Merges the duplicates the rewrites above exposed.
+      {"cse"},
+      // Drops what the passes above left unused, so the fusions below see
+      // the real readers (a dead reader blocks fusing: "read elsewhere").
+      {"dce"},
+      // Before fuse_activations: folding the batch_norm between a
+      // conv2d/linear and its relu leaves a pair to fuse in the same round.
+      {"fold_batch_norm", /*fast_math_only=*/true},
+      // Before fuse_elementwise, which would take the relu/sigmoid/tanh
+      // after a linear/conv2d into an elementwise group instead.
+      {"fuse_activations"},
+      // Last: its fused op hides its members from every pass above.
+      {"fuse_elementwise"},
+  };
+  return steps;
+}
+
 std::vector<std::string> default_pipeline(bool allow_rounding_changes) {
   std::vector<std::string> names;
-  for (const PassInfo& info : pass_registry().all()) {
-    if (allow_rounding_changes || !info.may_change_rounding) names.push_back(info.name);
+  for (const PipelineStep& step : default_pipeline_steps()) {
+    if (allow_rounding_changes || !step.fast_math_only) names.push_back(step.pass);
   }
   return names;
 }

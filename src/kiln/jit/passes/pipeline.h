@@ -10,8 +10,9 @@
 // A pass is a free function `bool pass(Graph&, PassContext&)` returning
 // whether it changed the graph; it is registered once by name with a flag
 // saying whether it may change floating-point rounding. The default pipeline
-// holds every pass that cannot, so optimized graphs give eager's results bit
-// for bit; `allow_rounding_changes` (fast-math) adds the others.
+// is an explicit list (default_pipeline_steps); its passes that may change
+// rounding are marked fast-math only, so by default optimized graphs give
+// eager's results bit for bit.
 //
 // Environment:
 //   KILN_DUMP_IR=<pass>[,<pass>...]  print the IR after each run of these
@@ -105,7 +106,7 @@ class PassRegistry {
   const PassInfo* find(std::string_view name) const;
   // Throws naming the pass and listing the known ones.
   const PassInfo& get(std::string_view name) const;
-  // In registration order, which is the default pipeline's order.
+  // In registration order (the default pipeline's order is its own list).
   const std::vector<PassInfo>& all() const { return passes_; }
 
  private:
@@ -116,8 +117,19 @@ class PassRegistry {
 // use; another layer may add its own.
 PassRegistry& pass_registry();
 
-// The default pipeline's pass names: every registered pass that cannot
-// change rounding (all of them with `allow_rounding_changes`).
+// One place in the default pipeline.
+struct PipelineStep {
+  std::string pass;
+  // A pass that may change rounding: it runs only with allow_rounding_changes.
+  bool fast_math_only = false;
+};
+
+// The default pipeline, in order; pipeline.cpp says why each pass stands
+// where it does.
+const std::vector<PipelineStep>& default_pipeline_steps();
+
+// The default pipeline's pass names, in order: its steps, the fast-math-only
+// ones only with `allow_rounding_changes`.
 std::vector<std::string> default_pipeline(bool allow_rounding_changes = false);
 
 // Runs the passes of `options` over `graph`, in place. Throws kiln::Error
