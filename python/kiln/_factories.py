@@ -1,8 +1,19 @@
 """Tensor factories with PyTorch's signatures: sizes as varargs or one
 sequence, keyword dtype and requires_grad."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import cast
+
 import numpy as np
 
 from kiln import _C
+from kiln._C import Tensor
+from kiln._C import dtype as DType
+
+# A size: an int per dimension, as varargs (zeros(2, 3)) or one sequence
+# (zeros((2, 3))).
+Size = int | Sequence[int]
 
 _NUMPY_DTYPES = {
     _C.dtype.float32: np.float32,
@@ -13,17 +24,18 @@ _NUMPY_DTYPES = {
 }
 
 
-def _size(size):
+def _size(size: tuple[Size, ...]) -> list[int]:
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         return list(size[0])
-    return list(size)
+    return cast(list[int], list(size))  # varargs: one int per dimension
 
 
-def tensor(data, dtype=None, requires_grad=False):
+def tensor(data: object, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
     """A new tensor holding a copy of `data` (nested lists, numbers, a NumPy
     array or a Tensor). Python floats give float32 and ints int64."""
     if isinstance(data, _C.Tensor):
         data = data.detach().numpy()
+    array: np.ndarray
     if dtype is not None:
         array = np.array(data, dtype=_NUMPY_DTYPES[dtype])
     else:
@@ -39,70 +51,76 @@ def tensor(data, dtype=None, requires_grad=False):
     return result
 
 
-def zeros(*size, dtype=None, requires_grad=False):
+def zeros(*size: Size, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
     return _C.zeros(_size(size), dtype, requires_grad)
 
 
-def ones(*size, dtype=None, requires_grad=False):
+def ones(*size: Size, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
     return _C.ones(_size(size), dtype, requires_grad)
 
 
-def empty(*size, dtype=None, requires_grad=False):
+def empty(*size: Size, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
     return _C.empty(_size(size), dtype, requires_grad)
 
 
-def full(size, fill_value, dtype=None, requires_grad=False):
+def full(size: Sequence[int], fill_value: float, dtype: DType | None = None,
+         requires_grad: bool = False) -> Tensor:
     return _C.full(list(size), fill_value, dtype, requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, requires_grad=False):
+def arange(start: float, end: float | None = None, step: float = 1, dtype: DType | None = None,
+           requires_grad: bool = False) -> Tensor:
     if end is None:
         start, end = 0, start
     return _C.arange(start, end, step, dtype, requires_grad)
 
 
-def linspace(start, end, steps, dtype=None, requires_grad=False):
+def linspace(start: float, end: float, steps: int, dtype: DType | None = None,
+             requires_grad: bool = False) -> Tensor:
     return _C.linspace(start, end, steps, dtype, requires_grad)
 
 
-def eye(n, m=None, dtype=None, requires_grad=False):
+def eye(n: int, m: int | None = None, dtype: DType | None = None,
+        requires_grad: bool = False) -> Tensor:
     return _C.eye(n, -1 if m is None else m, dtype, requires_grad)
 
 
-def rand(*size, dtype=None, requires_grad=False):
+def rand(*size: Size, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
     return _C.rand(_size(size), dtype, requires_grad)
 
 
-def randn(*size, dtype=None, requires_grad=False):
+def randn(*size: Size, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
     return _C.randn(_size(size), dtype, requires_grad)
 
 
-def randint(low, high=None, size=None, dtype=None):
+def randint(low: int, high: int | Sequence[int] | None = None,
+            size: Sequence[int] | None = None, dtype: DType | None = None) -> Tensor:
     """randint(high, size) or randint(low, high, size), as in PyTorch."""
-    if size is None:
-        low, high, size = 0, low, high
+    if size is None:  # randint(high, size)
+        low, high, size = 0, low, cast(Sequence[int], high)
     return _C.randint(low, high, list(size), dtype)
 
 
-def zeros_like(t, dtype=None, requires_grad=False):
+def zeros_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
     return zeros(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
-def ones_like(t, dtype=None, requires_grad=False):
+def ones_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
     return ones(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
-def empty_like(t, dtype=None, requires_grad=False):
+def empty_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
     return empty(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
-def full_like(t, fill_value, dtype=None, requires_grad=False):
+def full_like(t: Tensor, fill_value: float, dtype: DType | None = None,
+              requires_grad: bool = False) -> Tensor:
     return full(t.shape, fill_value, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
-def rand_like(t, dtype=None, requires_grad=False):
+def rand_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
     return rand(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
-def randn_like(t, dtype=None, requires_grad=False):
+def randn_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
     return randn(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)

@@ -10,17 +10,25 @@ shape depends on the data). Several advanced indices in one subscript
 (x[rows, cols]) broadcast together as in NumPy and PyTorch: the indexed dims
 are moved to the front, merged into one and read with one index_select of
 the flattened positions (see _several)."""
+from __future__ import annotations
+
 import operator
+from typing import Any
 
 import numpy as np
 
 from kiln import _C
+from kiln._C import Tensor
+
+# An item of an index: an int, slice, None, Ellipsis, bool, a list or array
+# of ints, or a tensor (integer or boolean); a subscript is one or a tuple.
+Index = Any
 
 _BAD_INDEX = ("only integers, slices (`:`), ellipsis (`...`), None and long or byte "
               "Variables are valid indices (got {})")
 
 
-def _as_advanced(item):
+def _as_advanced(item: Index) -> Tensor | None:
     """An index tensor for an advanced index, or None for a basic one."""
     if isinstance(item, _C.Tensor):
         if item.ndim == 0 and item.dtype != _C.dtype.bool:
@@ -32,7 +40,7 @@ def _as_advanced(item):
     return None
 
 
-def _dims_used(item):
+def _dims_used(item: Index) -> int:
     """How many dims of the indexed tensor an index item consumes."""
     if item is None or item is Ellipsis or isinstance(item, bool):
         return 0
@@ -42,7 +50,7 @@ def _dims_used(item):
     return 1
 
 
-def _walk(x, index):
+def _walk(x: Tensor, index: Index) -> tuple[Tensor, tuple[int, Tensor] | _Several | None]:
     """Applies the basic part of `index`; returns the view and, for the one
     advanced index if any, (dim in the view, index tensor)."""
     if not isinstance(index, tuple):
@@ -53,7 +61,8 @@ def _walk(x, index):
     if used > x.ndim:
         raise IndexError(f"too many indices for tensor of dimension {x.ndim}")
     ellipsis_dims = x.ndim - used
-    dim, advanced = 0, []
+    dim = 0
+    advanced: list[tuple[int, Tensor]] = []
     for item in index:
         if item is None:
             x = _C.dispatch("unsqueeze", [x], {"dim": dim})
@@ -69,7 +78,7 @@ def _walk(x, index):
             step = 1 if item.step is None else operator.index(item.step)
             if step <= 0:
                 raise ValueError("step must be greater than zero")
-            attrs = {"dim": dim, "step": step}
+            attrs: dict[str, int] = {"dim": dim, "step": step}
             if item.start is not None:
                 attrs["start"] = operator.index(item.start)
             if item.stop is not None:
@@ -97,8 +106,9 @@ class _Several:
     boolean mask becomes one index per dim it covers (its nonzero positions),
     all are bounds-checked, made non-negative and broadcast to one shape."""
 
-    def __init__(self, x, advanced):
-        dims, arrays = [], []
+    def __init__(self, x: Tensor, advanced: list[tuple[int, Tensor]]) -> None:
+        dims: list[int] = []
+        arrays: list[np.ndarray] = []
         for dim, index in advanced:
             if index.dtype == _C.dtype.bool:
                 _check_mask_shape(x, dim, index)
@@ -111,7 +121,7 @@ class _Several:
             dims.append(dim)
             arrays.append(_checked_positions(index.numpy().astype(np.int64), x.shape[dim], dim))
         try:
-            arrays = np.broadcast_arrays(*arrays)
+            arrays = list(np.broadcast_arrays(*arrays))
         except ValueError:
             shapes = ", ".join(str(list(a.shape)) for a in arrays)
             raise IndexError(f"shape mismatch: indexing tensors could not be broadcast "
@@ -124,18 +134,18 @@ class _Several:
         adjacent = dims == list(range(dims[0], dims[0] + len(dims)))
         self.at = dims[0] if adjacent else 0
 
-    def flat_positions(self, x):
+    def flat_positions(self, x: Tensor) -> Tensor:
         sizes = [x.shape[d] for d in self.dims]
         flat = np.ravel_multi_index(tuple(a.reshape(-1) for a in self.arrays), sizes)
         return _C.from_numpy(np.ascontiguousarray(flat, dtype=np.int64))
 
-    def merged(self, x):
+    def merged(self, x: Tensor) -> tuple[Tensor, list[int]]:
         """x with the indexed dims first, merged into one: [N, *rest]."""
         moved = _C.dispatch("permute", [x], {"dims": self.dims + self.rest})
         rest_shape = [x.shape[d] for d in self.rest]
         return _C.dispatch("reshape", [moved], {"shape": [-1] + rest_shape}), rest_shape
 
-    def place(self, t, rest_shape):
+    def place(self, t: Tensor, rest_shape: list[int]) -> Tensor:
         """[*shape, *rest] -> the result layout (broadcast dims at self.at)."""
         if self.at == 0:
             return t
@@ -144,7 +154,7 @@ class _Several:
                  list(range(nb + self.at, nb + len(rest_shape))))
         return _C.dispatch("permute", [t], {"dims": order})
 
-    def unplace(self, t, rest_shape):
+    def unplace(self, t: Tensor, rest_shape: list[int]) -> Tensor:
         """The inverse of place: the result layout -> [*shape, *rest]."""
         if self.at == 0:
             return t
@@ -153,13 +163,13 @@ class _Several:
                  list(range(self.at + nb, nb + len(rest_shape))))
         return _C.dispatch("permute", [t], {"dims": order})
 
-    def read(self, x):
+    def read(self, x: Tensor) -> Tensor:
         source, rest_shape = self.merged(x)
         out = _C.dispatch("index_select", [source, self.flat_positions(x)], {"dim": 0})
         out = _C.dispatch("reshape", [out], {"shape": self.shape + rest_shape})
         return self.place(out, rest_shape)
 
-    def write(self, x, value):
+    def write(self, x: Tensor, value: Tensor | float) -> None:
         rest_shape = [x.shape[d] for d in self.rest]
         if isinstance(value, _C.Tensor):
             result_shape = list(self.read(x).shape)
@@ -177,14 +187,14 @@ class _Several:
             _write(target, part)
 
 
-def _check_mask_shape(x, dim, mask):
+def _check_mask_shape(x: Tensor, dim: int, mask: Tensor) -> None:
     shape = tuple(x.shape[dim:dim + mask.ndim])
     if tuple(mask.shape) != shape:
         raise IndexError(f"The shape of the mask {list(mask.shape)} at index {dim} does not "
                          f"match the shape of the indexed tensor {list(shape)} at index {dim}")
 
 
-def _checked_positions(positions, size, dim):
+def _checked_positions(positions: np.ndarray, size: int, dim: int) -> np.ndarray:
     bad = positions[(positions < -size) | (positions >= size)]
     if bad.size:
         raise IndexError(f"index {bad.reshape(-1)[0]} is out of bounds for dimension {dim} "
@@ -192,14 +202,14 @@ def _checked_positions(positions, size, dim):
     return np.where(positions < 0, positions + size, positions)  # negatives count from the end
 
 
-def _mask_positions(x, dim, mask):
+def _mask_positions(x: Tensor, dim: int, mask: Tensor) -> tuple[Tensor, Tensor]:
     _check_mask_shape(x, dim, mask)
     positions = np.flatnonzero(mask.detach().numpy()).astype(np.int64)
     merged = list(x.shape[:dim]) + [-1] + list(x.shape[dim + mask.ndim:])
     return _C.dispatch("reshape", [x], {"shape": merged}), _C.from_numpy(positions)
 
 
-def _index_tensor(x, dim, index):
+def _index_tensor(x: Tensor, dim: int, index: Tensor) -> tuple[Tensor, Tensor]:
     if index.dtype == _C.dtype.bool:
         return _mask_positions(x, dim, index)
     if index.dtype not in (_C.dtype.int64, _C.dtype.int32):
@@ -208,7 +218,7 @@ def _index_tensor(x, dim, index):
     return x, _C.from_numpy(np.ascontiguousarray(_checked_positions(flat, x.shape[dim], dim)))
 
 
-def getitem(self, index):
+def getitem(self: Tensor, index: Index) -> Tensor:
     x, advanced = _walk(self, index)
     if advanced is None:
         return x
@@ -223,14 +233,14 @@ def getitem(self, index):
     return out
 
 
-def _write(view, value):
+def _write(view: Tensor, value: Tensor | float) -> None:
     if isinstance(value, _C.Tensor):
         view.copy_(value)
     else:
         view.fill_(value)
 
 
-def _check_autograd(self, target, value):
+def _check_autograd(self: Tensor, target: Tensor, value: Tensor | float) -> None:
     # Autograd doesn't yet follow a write through a view back to its base
     # (PyTorch rebases the base's history); refuse rather than give wrong
     # gradients. Writing into the whole tensor, or under no_grad, is fine.
@@ -242,7 +252,7 @@ def _check_autograd(self, target, value):
                            "kiln.no_grad())")
 
 
-def setitem(self, index, value):
+def setitem(self: Tensor, index: Index, value: Tensor | float) -> None:
     x, advanced = _walk(self, index)
     _check_autograd(self, x, value)
     if advanced is None:

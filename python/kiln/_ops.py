@@ -5,23 +5,38 @@ attributes may be given by keyword (`dim` is accepted for an op's `dims`, as
 PyTorch spells it). Each function is a direct call of kiln._C.dispatch with
 the op's OpDef. (kiln.nn's layers call the few ops a forward pass needs
 through their typed bindings instead, kiln._C.linear and friends.)"""
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
 from kiln import _C
 
-__all__ = []
+__all__: list[str] = []
+
+if TYPE_CHECKING:
+    # The op functions are made at import time (_install), so a type checker
+    # cannot list them: to it, any other name of this module is an op, of
+    # type Any. Unannotated on purpose: mypy 2.4.1 leaves an annotated
+    # module __getattr__ unresolved inside kiln's import cycle (every call of
+    # an op then fails as "Any? not callable", depending on file order).
+    def __getattr__(name):  # type: ignore[no-untyped-def]
+        ...
 
 
 # Ops whose one list attribute PyTorch also takes as varargs: x.view(2, 3).
 _SIZE_VARARGS = {"view", "reshape", "permute", "expand"}
 
 
-def _make_op(name, min_inputs, max_inputs, attr_names):
+def _make_op(name: str, min_inputs: int, max_inputs: int,
+             attr_names: list[str]) -> Callable[..., Any]:
     variadic = max_inputs < 0
     size_varargs = name in _SIZE_VARARGS
     takes_dims = "dims" in attr_names
     op_def = _C.op(name)  # looked up once, not by name on every call
     dispatch = _C.dispatch
 
-    def op(*args, **kwargs):
+    def op(*args: Any, **kwargs: Any) -> Any:
+        inputs: Sequence[Any]
         if not variadic:
             # The common call: tensors only, every attribute at its default.
             if not kwargs and min_inputs <= len(args) <= max_inputs:
@@ -51,7 +66,7 @@ def _make_op(name, min_inputs, max_inputs, attr_names):
     return op
 
 
-def _install():
+def _install() -> None:
     for name, min_inputs, max_inputs, _, attrs in _C.op_schemas():
         if name.endswith("_backward"):
             continue  # gradient kernels, not user API

@@ -1,11 +1,17 @@
 """The parts of kiln.Tensor that are naturally Python: repr, tolist,
 __array__, conversions to Python numbers, and the ops as methods."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from kiln import _C
+from kiln._C import Tensor
 
 
-def _repr(self):
+def _repr(self: Tensor) -> str:
     text = self._to_string()
     grad_fn = self._grad_fn_name
     if grad_fn:
@@ -15,29 +21,29 @@ def _repr(self):
     return text
 
 
-def _tolist(self):
+def _tolist(self: Tensor) -> Any:
     return self.detach().numpy().tolist()
 
 
-def _array(self, dtype=None, copy=None):
+def _array(self: Tensor, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
     array = self.detach().numpy()
     if dtype is not None:
         array = array.astype(dtype, copy=False)
     return array.copy() if copy else array
 
 
-def _transpose_all(self):
+def _transpose_all(self: Tensor) -> Tensor:
     """x.T: the dims reversed (the matrix transpose of a 2-D tensor)."""
     return self.permute(list(range(self.ndim))[::-1])
 
 
-def _cast(dtype):
-    def method(self):
+def _cast(dtype: _C.dtype) -> Callable[[Tensor], Tensor]:
+    def method(self: Tensor) -> Tensor:
         return self.to(dtype)
     return method
 
 
-def install_tensor_methods():
+def install_tensor_methods() -> None:
     from kiln import _indexing, _ops, _torch_forms
     cls = _C.Tensor
     cls.__repr__ = _repr

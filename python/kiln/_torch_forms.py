@@ -15,9 +15,14 @@ PyTorch's form and calls the op:
     kiln.flatten(x, start_dim, end_dim), kiln.t(x)
     kiln.isclose / allclose / equal, composed of ops
 """
+from __future__ import annotations
+
 from collections import namedtuple
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from kiln import _C, _ops
+from kiln._C import Tensor
 
 __all__ = ["max", "min", "split", "index_select", "gather", "scatter_add", "index_add", "var",
            "std", "flatten", "t", "isclose", "allclose", "equal"]
@@ -26,11 +31,13 @@ flatten = _C.flatten
 t = _C.t
 
 
-def _extreme(name, full, elementwise, along_dim):
+def _extreme(name: str, full: Callable[..., Any], elementwise: Callable[..., Any],
+             along_dim: Callable[..., Any]) -> Callable[..., Any]:
     # torch.return_types.max / min: a tuple whose parts also have names.
-    result = namedtuple(name, ["values", "indices"])
+    result = namedtuple(name, ["values", "indices"])  # type: ignore[misc]  # name: max or min
 
-    def fn(input, dim=None, keepdim=False, *, other=None):
+    def fn(input: Tensor, dim: int | Tensor | None = None, keepdim: bool = False, *,
+           other: Tensor | None = None) -> Any:
         if other is not None or isinstance(dim, _C.Tensor):
             if keepdim or (other is not None and dim is not None):
                 raise TypeError(f"{name}(input, other) takes no dim or keepdim")
@@ -51,7 +58,8 @@ max = _extreme("max", _ops.amax, _ops.maximum, _ops.max)  # noqa: A001
 min = _extreme("min", _ops.amin, _ops.minimum, _ops.min)  # noqa: A001
 
 
-def split(tensor, split_size_or_sections, dim=0):
+def split(tensor: Tensor, split_size_or_sections: int | Sequence[int],
+          dim: int = 0) -> tuple[Tensor, ...]:
     """Pieces of split_size along dim (the last may be smaller), or of the
     given sizes."""
     if isinstance(split_size_or_sections, int):
@@ -59,24 +67,27 @@ def split(tensor, split_size_or_sections, dim=0):
     return _ops.split(tensor, sizes=list(split_size_or_sections), dim=dim)
 
 
-def index_select(input, dim, index):
+def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     return _ops.index_select(input, index, dim)
 
 
-def gather(input, dim, index, *, sparse_grad=False):
+def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
     return _ops.gather(input, index, dim)
 
 
-def scatter_add(input, dim, index, src):
+def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     return _ops.scatter_add(input, index, src, dim)
 
 
-def index_add(input, dim, index, source, *, alpha=1):
+def index_add(input: Tensor, dim: int, index: Tensor, source: Tensor, *,
+              alpha: float = 1) -> Tensor:
     return _ops.index_add(input, index, source if alpha == 1 else source * alpha, dim)
 
 
-def _variance(name, op):
-    def fn(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+def _variance(name: str, op: Callable[..., Any]) -> Callable[..., Tensor]:
+    def fn(input: Tensor, dim: int | Sequence[int] | bool | None = None,
+           unbiased: bool | None = None, keepdim: bool = False, *,
+           correction: float | None = None) -> Tensor:
         if isinstance(dim, bool):  # torch.var(x, False): the unbiased flag
             dim, unbiased = None, dim
         if unbiased is not None and correction is not None:
@@ -96,12 +107,13 @@ var = _variance("var", _ops.var)
 std = _variance("std", _ops.std)
 
 
-def _both(a, b):
+def _both(a: Tensor, b: Tensor) -> Tensor:
     """Elementwise `a and b` of two bool tensors."""
     return _ops.where(a, b, a)
 
 
-def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+def isclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
+            equal_nan: bool = False) -> Tensor:
     """|input - other| <= atol + rtol * |other|, elementwise; equal values
     (infinities included) are close; NaNs only with equal_nan."""
     within = _ops.le(_ops.abs(input - other), atol + rtol * _ops.abs(other))
@@ -113,12 +125,13 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     return close
 
 
-def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+def allclose(input: Tensor, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08,
+             equal_nan: bool = False) -> bool:
     """Whether every element of input is close to other's (see isclose)."""
     return _ops.sum(_ops.logical_not(isclose(input, other, rtol, atol, equal_nan))).item() == 0
 
 
-def equal(input, other):
+def equal(input: Tensor, other: Tensor) -> bool:
     """Same shape and the same elements."""
     if tuple(input.shape) != tuple(other.shape):
         return False

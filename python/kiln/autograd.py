@@ -1,9 +1,16 @@
 """kiln.autograd: gradients without touching .grad, as torch.autograd.grad."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
 from kiln import _C
+from kiln._C import Tensor
 
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
-         allow_unused=False):
+def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
+         grad_outputs: Tensor | Sequence[Tensor] | None = None,
+         retain_graph: bool | None = None, create_graph: bool = False,
+         allow_unused: bool = False) -> tuple[Tensor | None, ...]:
     """d(outputs)/d(inputs), one entry per input (None where unused)."""
     outputs = [outputs] if isinstance(outputs, _C.Tensor) else list(outputs)
     single = isinstance(inputs, _C.Tensor)
@@ -17,7 +24,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                                   allow_unused))
 
 
-def increment_version(tensor):
+def increment_version(tensor: Tensor) -> None:
     """Marks `tensor` as modified, as torch.autograd.graph.increment_version
     does. kiln's own in-place ops do this themselves; a write through memory
     shared with another library (tensor.detach().numpy(), DLPack, the buffer

@@ -9,9 +9,21 @@ and writes the optimized graph, with kiln's fused ops written as the ONNX
 ops they stand for. An op without an ONNX translation fails the export,
 naming the op.
 """
+from __future__ import annotations
+
 import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from kiln import _C
+from kiln._C import Tensor
+
+if TYPE_CHECKING:
+    from kiln.jit import TracedModule
+    from kiln.nn import Module
+
+# dynamic_axes: {name: {0: "batch"}} or {name: [0]}
+DynamicAxes = Mapping[str, Mapping[int, str] | Sequence[int]]
 
 __all__ = ["export", "load", "can_export", "importable_ops"]
 
@@ -19,7 +31,7 @@ can_export = _C.onnx.can_export
 importable_ops = _C.onnx.importable_ops
 
 
-def _dynamic_batch(dynamic_axes):
+def _dynamic_batch(dynamic_axes: DynamicAxes | None) -> bool:
     if not dynamic_axes:
         return False
     for name, axes in dynamic_axes.items():
@@ -30,8 +42,10 @@ def _dynamic_batch(dynamic_axes):
     return True
 
 
-def export(model, example_inputs, path, opset_version=17, dynamic_axes=None,
-           output_names=None):
+def export(model: Module | TracedModule | Callable[..., Any],
+           example_inputs: Tensor | tuple[Tensor, ...], path: str | os.PathLike[str],
+           opset_version: int = 17, dynamic_axes: DynamicAxes | None = None,
+           output_names: Sequence[str] | None = None) -> None:
     """Writes `model` (a Module, a function, or a TracedModule) to `path` as
     an ONNX model of opset `opset_version` (13 to 17). example_inputs: the
     tensor (or tuple of tensors) to trace with. dynamic_axes: {name: {0:
@@ -43,7 +57,8 @@ def export(model, example_inputs, path, opset_version=17, dynamic_axes=None,
                    _dynamic_batch(dynamic_axes), list(output_names or []))
 
 
-def load(path, input_shapes=None, constant_inputs=None):
+def load(path: str | os.PathLike[str], input_shapes: Mapping[str, Sequence[int]] | None = None,
+         constant_inputs: Mapping[str, Tensor] | None = None) -> TracedModule:
     """Imports the ONNX model at `path` into kiln and compiles it (default
     passes): a TracedModule taking the model's inputs in order and returning
     its output, or a tuple of its outputs. Initializers become parameters

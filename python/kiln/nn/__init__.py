@@ -1,10 +1,39 @@
 """kiln.nn: Module (subclassable, as torch.nn.Module), Parameter, the layers
 and losses, and kiln.nn.functional."""
 from kiln.nn import functional
-from kiln.nn.layers import (AdaptiveAvgPool2d, AvgPool2d, BatchNorm1d, BatchNorm2d,
-                            BCEWithLogitsLoss, Conv2d, CrossEntropyLoss, Dropout, Embedding,
-                            Flatten, GELU, Identity, L1Loss, LayerNorm, LeakyReLU, Linear,
-                            LogSoftmax, MaxPool2d, ModuleList, MSELoss, NLLLoss, ReLU, Sequential,
-                            Sigmoid, Softmax, Tanh)
+from kiln.nn.layers import (
+    GELU,
+    AdaptiveAvgPool2d,
+    AvgPool2d,
+    BatchNorm1d,
+    BatchNorm2d,
+    BCEWithLogitsLoss,
+    Conv2d,
+    CrossEntropyLoss,
+    Dropout,
+    Embedding,
+    Flatten,
+    Identity,
+    L1Loss,
+    LayerNorm,
+    LeakyReLU,
+    Linear,
+    LogSoftmax,
+    MaxPool2d,
+    ModuleList,
+    MSELoss,
+    NLLLoss,
+    ReLU,
+    Sequential,
+    Sigmoid,
+    Softmax,
+    Tanh,
+)
 from kiln.nn.module import Module
 from kiln.nn.parameter import Parameter
+
+__all__ = ["functional", "Module", "Parameter", "AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d",
+           "BatchNorm2d", "BCEWithLogitsLoss", "Conv2d", "CrossEntropyLoss", "Dropout",
+           "Embedding", "Flatten", "GELU", "Identity", "L1Loss", "LayerNorm", "LeakyReLU",
+           "Linear", "LogSoftmax", "MaxPool2d", "ModuleList", "MSELoss", "NLLLoss", "ReLU",
+           "Sequential", "Sigmoid", "Softmax", "Tanh"]

@@ -3,36 +3,42 @@ initialization and reprs. The layers of a typical forward pass (Linear,
 Conv2d, the activations, pooling, Flatten) call their op's typed binding
 (kiln._C.linear, ...) directly with arguments prepared in __init__: per call,
 a forward is one attribute read per parameter and one call into C++."""
+from __future__ import annotations
+
 import math
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, overload
 
 from kiln import _C
 from kiln import _ops as K
+from kiln._C import Tensor
 from kiln._factories import arange, ones, rand, randn, tensor, zeros
 from kiln._grad_mode import no_grad
 from kiln.nn import functional as F
+from kiln.nn.functional import Pair
 from kiln.nn.module import Module
 from kiln.nn.parameter import Parameter
 
 
-def _uniform(shape, bound):
+def _uniform(shape: tuple[int, ...], bound: float) -> Parameter:
     """U(-bound, bound): what kaiming_uniform_(a=sqrt(5)) and the bias init
     of torch's Linear/Conv2d both come to."""
     with no_grad():
         return Parameter(rand(*shape) * (2.0 * bound) - bound)
 
 
-def _pair(v):
+def _pair(v: Pair) -> tuple[int, ...]:
     return (v, v) if isinstance(v, int) else tuple(v)
 
 
 class Identity(Module):
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return input
 
 
 class Linear(Module):
-    def __init__(self, in_features, out_features, bias=True):
+    def __init__(self, in_features: int, out_features: int, bias: bool = True) -> None:
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         bound = 1.0 / math.sqrt(in_features) if in_features > 0 else 0.0
@@ -42,17 +48,18 @@ class Linear(Module):
         else:
             self.register_parameter("bias", None)
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return _C.linear(input, self.weight, self.bias)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"bias={self.bias is not None}")
 
 
 class Conv2d(Module):
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Pair, stride: Pair = 1,
+                 padding: Pair = 0, dilation: Pair = 1, groups: int = 1,
+                 bias: bool = True) -> None:
         super().__init__()
         if in_channels % groups or out_channels % groups:
             raise ValueError("in_channels and out_channels must be divisible by groups")
@@ -67,11 +74,11 @@ class Conv2d(Module):
         else:
             self.register_parameter("bias", None)
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return _C.conv2d(input, self.weight, self.bias, self.stride, self.padding,
                          self.dilation, self.groups)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
              f"stride={self.stride}")
         if self.padding != (0, 0):
@@ -86,66 +93,66 @@ class Conv2d(Module):
 
 
 class ReLU(Module):
-    def __init__(self, inplace=False):
+    def __init__(self, inplace: bool = False) -> None:
         super().__init__()
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return _C.relu(input)
 
 
 class Sigmoid(Module):
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return _C.sigmoid(input)
 
 
 class Tanh(Module):
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return _C.tanh(input)
 
 
 class GELU(Module):
-    def __init__(self, approximate="none"):
+    def __init__(self, approximate: str = "none") -> None:
         super().__init__()
         self.approximate = approximate
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return F.gelu(input, self.approximate)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return f"approximate='{self.approximate}'"
 
 
 class LeakyReLU(Module):
-    def __init__(self, negative_slope=0.01, inplace=False):
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
         super().__init__()
         self.negative_slope = negative_slope
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return F.leaky_relu(input, self.negative_slope)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return f"negative_slope={self.negative_slope}"
 
 
 class Softmax(Module):
-    def __init__(self, dim=None):
+    def __init__(self, dim: int | None = None) -> None:
         super().__init__()
         self.dim = dim
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return F.softmax(input, self.dim)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return f"dim={self.dim}"
 
 
 class LogSoftmax(Softmax):
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return F.log_softmax(input, self.dim)
 
 
 class _Pool2d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0):
+    def __init__(self, kernel_size: Pair, stride: Pair | None = None, padding: Pair = 0) -> None:
         super().__init__()
         self.kernel_size = kernel_size
         self.stride = kernel_size if stride is None else stride
@@ -153,74 +160,76 @@ class _Pool2d(Module):
 
 
 class MaxPool2d(_Pool2d):
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    def __init__(self, kernel_size: Pair, stride: Pair | None = None, padding: Pair = 0,
+                 dilation: Pair = 1, ceil_mode: bool = False) -> None:
         super().__init__(kernel_size, stride, padding)
         self.dilation, self.ceil_mode = dilation, ceil_mode
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return _C.max_pool2d(input, _pair(self.kernel_size), _pair(self.stride),
                              _pair(self.padding), _pair(self.dilation), self.ceil_mode)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
                 f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
 class AvgPool2d(_Pool2d):
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
-                 count_include_pad=True):
+    def __init__(self, kernel_size: Pair, stride: Pair | None = None, padding: Pair = 0,
+                 ceil_mode: bool = False, count_include_pad: bool = True) -> None:
         super().__init__(kernel_size, stride, padding)
         self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return _C.avg_pool2d(input, _pair(self.kernel_size), _pair(self.stride),
                              _pair(self.padding), self.ceil_mode, self.count_include_pad)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class AdaptiveAvgPool2d(Module):
-    def __init__(self, output_size):
+    def __init__(self, output_size: Pair) -> None:
         super().__init__()
         self.output_size = output_size
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return F.adaptive_avg_pool2d(input, self.output_size)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
 
 
 class Flatten(Module):
-    def __init__(self, start_dim=1, end_dim=-1):
+    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
         super().__init__()
         self.start_dim, self.end_dim = start_dim, end_dim
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return _C.flatten(input, self.start_dim, self.end_dim)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
 class Dropout(Module):
-    def __init__(self, p=0.5, inplace=False):
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
         super().__init__()
         if p < 0 or p > 1:
             raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
         self.p = p
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return F.dropout(input, self.p, self.training)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return f"p={self.p}, inplace=False"
 
 
 class _BatchNorm(Module):
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
-                 track_running_stats=True, *, bias=True):
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True, *,
+                 bias: bool = True) -> None:
         super().__init__()
         self._has_bias = bias
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
@@ -243,7 +252,7 @@ class _BatchNorm(Module):
             self.register_buffer("running_var", None)
             self.register_buffer("num_batches_tracked", None)
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         self._check_input_dim(input)
         factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats:
@@ -259,26 +268,27 @@ class _BatchNorm(Module):
                             self.running_var if pass_running else None, self.weight, self.bias,
                             use_batch_stats, factor, self.eps)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
                 f"affine={self.affine}, bias={self._has_bias}, "
                 f"track_running_stats={self.track_running_stats}")
 
 
 class BatchNorm1d(_BatchNorm):
-    def _check_input_dim(self, input):
+    def _check_input_dim(self, input: Tensor) -> None:
         if input.ndim not in (2, 3):
             raise ValueError(f"expected 2D or 3D input (got {input.ndim}D input)")
 
 
 class BatchNorm2d(_BatchNorm):
-    def _check_input_dim(self, input):
+    def _check_input_dim(self, input: Tensor) -> None:
         if input.ndim != 4:
             raise ValueError(f"expected 4D input (got {input.ndim}D input)")
 
 
 class LayerNorm(Module):
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True):
+    def __init__(self, normalized_shape: int | Sequence[int], eps: float = 1e-5,
+                 elementwise_affine: bool = True, bias: bool = True) -> None:
         super().__init__()
         if isinstance(normalized_shape, int):
             normalized_shape = (normalized_shape,)
@@ -294,16 +304,17 @@ class LayerNorm(Module):
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return (f"{self.normalized_shape}, eps={self.eps}, "
                 f"elementwise_affine={self.elementwise_affine}, bias={self._has_bias}")
 
 
 class Embedding(Module):
-    def __init__(self, num_embeddings, embedding_dim, padding_idx=None):
+    def __init__(self, num_embeddings: int, embedding_dim: int,
+                 padding_idx: int | None = None) -> None:
         super().__init__()
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         if padding_idx is not None and padding_idx < 0:
@@ -316,16 +327,26 @@ class Embedding(Module):
                 weight = K.where(mask, weight, 0.0)
         self.weight = Parameter(weight)
 
-    def forward(self, input):
+    def forward(self, input: Tensor) -> Tensor:
         return F.embedding(input, self.weight, self.padding_idx)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         s = f"{self.num_embeddings}, {self.embedding_dim}"
         return s + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
 
 
 class Sequential(Module):
-    def __init__(self, *args):
+    # The overloads are for type checkers only: at run time typing.overload's
+    # registry would hold them, and through them this module's globals, past
+    # interpreter shutdown (nanobind then reports kiln._C objects as leaked).
+    if TYPE_CHECKING:
+        @overload
+        def __init__(self, *args: Module) -> None: ...
+
+        @overload
+        def __init__(self, arg: OrderedDict[str, Module], /) -> None: ...
+
+    def __init__(self, *args: Any) -> None:
         super().__init__()
         if len(args) == 1 and isinstance(args[0], OrderedDict):
             for name, module in args[0].items():
@@ -334,93 +355,105 @@ class Sequential(Module):
             for i, module in enumerate(args):
                 self.add_module(str(i), module)
 
-    def forward(self, input):
+    # A Sequential's entries are modules, never None (the `type: ignore`s).
+    def forward(self, input: Tensor) -> Tensor:
         for module in self._modules.values():
-            input = module(input)
+            input = module(input)  # type: ignore[misc]
         return input
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._modules)
 
-    def __iter__(self):
-        return iter(self._modules.values())
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())  # type: ignore[arg-type]
 
-    def __getitem__(self, index):
+    if TYPE_CHECKING:
+        @overload
+        def __getitem__(self, index: int) -> Module: ...
+
+        @overload
+        def __getitem__(self, index: slice) -> Sequential: ...
+
+    def __getitem__(self, index: int | slice) -> Module | Sequential:
         if isinstance(index, slice):
-            return Sequential(OrderedDict(list(self._modules.items())[index]))
+            return Sequential(OrderedDict(list(self._modules.items())[index]))  # type: ignore[arg-type]
         modules = list(self._modules.values())
-        return modules[index]
+        return modules[index]  # type: ignore[return-value]
 
-    def append(self, module):
+    def append(self, module: Module) -> Sequential:
         self.add_module(str(len(self)), module)
         return self
 
 
 class ModuleList(Module):
-    def __init__(self, modules=None):
+    def __init__(self, modules: Iterable[Module] | None = None) -> None:
         super().__init__()
         for module in modules or []:
             self.append(module)
 
-    def append(self, module):
+    # Its entries are modules, never None (the `type: ignore`s).
+    def append(self, module: Module) -> ModuleList:
         self.add_module(str(len(self._modules)), module)
         return self
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._modules)
 
-    def __iter__(self):
-        return iter(self._modules.values())
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())  # type: ignore[arg-type]
 
-    def __getitem__(self, index):
-        return list(self._modules.values())[index]
+    def __getitem__(self, index: int) -> Module:
+        return list(self._modules.values())[index]  # type: ignore[return-value]
 
 
 # -- loss modules -------------------------------------------------------------
 
 class _Loss(Module):
-    def __init__(self, reduction="mean"):
+    def __init__(self, reduction: str = "mean") -> None:
         super().__init__()
         self.reduction = reduction
 
 
 class CrossEntropyLoss(_Loss):
-    def __init__(self, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    def __init__(self, weight: Tensor | None = None, ignore_index: int = -100,
+                 reduction: str = "mean", label_smoothing: float = 0.0) -> None:
         super().__init__(reduction)
         self.register_buffer("weight", weight)
         self.ignore_index, self.label_smoothing = ignore_index, label_smoothing
 
-    def forward(self, input, target):
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.cross_entropy(input, target, self.weight, self.ignore_index, self.reduction,
                                self.label_smoothing)
 
 
 class NLLLoss(_Loss):
-    def __init__(self, weight=None, ignore_index=-100, reduction="mean"):
+    def __init__(self, weight: Tensor | None = None, ignore_index: int = -100,
+                 reduction: str = "mean") -> None:
         super().__init__(reduction)
         self.register_buffer("weight", weight)
         self.ignore_index = ignore_index
 
-    def forward(self, input, target):
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.nll_loss(input, target, self.weight, self.ignore_index, self.reduction)
 
 
 class MSELoss(_Loss):
-    def forward(self, input, target):
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.mse_loss(input, target, self.reduction)
 
 
 class L1Loss(_Loss):
-    def forward(self, input, target):
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.l1_loss(input, target, self.reduction)
 
 
 class BCEWithLogitsLoss(_Loss):
-    def __init__(self, weight=None, reduction="mean", pos_weight=None):
+    def __init__(self, weight: Tensor | None = None, reduction: str = "mean",
+                 pos_weight: Tensor | None = None) -> None:
         super().__init__(reduction)
         self.register_buffer("weight", weight)
         self.register_buffer("pos_weight", pos_weight)
 
-    def forward(self, input, target):
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
         return F.binary_cross_entropy_with_logits(input, target, self.weight, self.reduction,
                                                   self.pos_weight)

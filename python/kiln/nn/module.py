@@ -2,15 +2,20 @@
 attributes that are Parameters, Modules or registered buffers are recorded in
 assignment order and reached by parameters(), named_parameters(),
 state_dict() and friends with dotted names."""
+from __future__ import annotations
+
 from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Self
 
 import numpy as np
 
 from kiln import _C
+from kiln._C import Tensor
 from kiln.nn.parameter import Parameter
 
 
-def _as_tensor(value, like):
+def _as_tensor(value: Any, like: Tensor) -> Tensor:
     if isinstance(value, _C.Tensor):
         return value
     # np.asarray(order="C"), not ascontiguousarray: that one turns 0-d into 1-d.
@@ -25,7 +30,12 @@ class Module:
     super().__init__() first, assign their parts as attributes and define
     forward(); calling the module calls forward."""
 
-    def __init__(self):
+    training: bool
+    _parameters: OrderedDict[str, Parameter | None]
+    _buffers: OrderedDict[str, Tensor | None]
+    _modules: OrderedDict[str, Module | None]
+
+    def __init__(self) -> None:
         object.__setattr__(self, "training", True)
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
@@ -37,14 +47,14 @@ class Module:
     # a plain attribute read: a miss that falls back to __getattr__ costs a
     # formatted AttributeError first, about a microsecond per access. Every
     # write goes through _set_member or __delattr__, which keep both in step.
-    def _set_member(self, table, name, value):
+    def _set_member(self, table: OrderedDict[str, Any], name: str, value: Any) -> None:
         for other in (self._parameters, self._buffers, self._modules):
             if other is not table:
                 other.pop(name, None)
         table[name] = value
         self.__dict__[name] = value
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: Any) -> None:
         if "_parameters" not in self.__dict__:
             if isinstance(value, (Parameter, Module)):
                 raise AttributeError(
@@ -74,7 +84,7 @@ class Module:
         else:
             object.__setattr__(self, name, value)
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         # Only reached for names not in __dict__ (members are mirrored there).
         d = self.__dict__
         for table in ("_parameters", "_buffers", "_modules"):
@@ -82,7 +92,7 @@ class Module:
                 return d[table][name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
-    def __delattr__(self, name):
+    def __delattr__(self, name: str) -> None:
         for table in (self._parameters, self._buffers, self._modules):
             if name in table:
                 del table[name]
@@ -90,26 +100,27 @@ class Module:
                 return
         object.__delattr__(self, name)
 
-    def register_parameter(self, name, param):
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"cannot assign '{type(param).__name__}' as parameter '{name}' "
                             "(kiln.nn.Parameter or None expected)")
         self._set_member(self._parameters, name, param)
 
-    def register_buffer(self, name, tensor, persistent=True):
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
         if tensor is not None and not isinstance(tensor, _C.Tensor):
             raise TypeError(f"cannot assign '{type(tensor).__name__}' as buffer '{name}'")
         self._set_member(self._buffers, name, tensor)
         if not persistent:
             self.__dict__.setdefault("_non_persistent", set()).add(name)
 
-    def add_module(self, name, module):
+    def add_module(self, name: str, module: Module | None) -> None:
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         self._set_member(self._modules, name, module)
 
     # -- traversal ---------------------------------------------------------
-    def named_modules(self, memo=None, prefix=""):
+    def named_modules(self, memo: set[int] | None = None,
+                      prefix: str = "") -> Iterator[tuple[str, Module]]:
         memo = set() if memo is None else memo
         if id(self) in memo:
             return
@@ -119,22 +130,24 @@ class Module:
             if child is not None:
                 yield from child.named_modules(memo, f"{prefix}.{name}" if prefix else name)
 
-    def modules(self):
+    def modules(self) -> Iterator[Module]:
         for _, m in self.named_modules():
             yield m
 
-    def named_children(self):
+    def named_children(self) -> Iterator[tuple[str, Module]]:
         for name, child in self._modules.items():
             if child is not None:
                 yield name, child
 
-    def children(self):
+    def children(self) -> Iterator[Module]:
         for _, child in self.named_children():
             yield child
 
-    def _named_members(self, table, prefix, recurse):
+    def _named_members(self, table: str, prefix: str,
+                       recurse: bool) -> Iterator[tuple[str, Tensor]]:
         seen = set()
-        modules = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        modules: Iterator[tuple[str, Module]] | list[tuple[str, Module]] = (
+            self.named_modules(prefix=prefix) if recurse else [(prefix, self)])
         for module_prefix, module in modules:
             for name, value in getattr(module, table).items():
                 if value is None or id(value) in seen:
@@ -142,23 +155,26 @@ class Module:
                 seen.add(id(value))
                 yield (f"{module_prefix}.{name}" if module_prefix else name), value
 
-    def named_parameters(self, prefix="", recurse=True):
+    def named_parameters(self, prefix: str = "",
+                         recurse: bool = True) -> Iterator[tuple[str, Parameter]]:
         yield from self._named_members("_parameters", prefix, recurse)
 
-    def parameters(self, recurse=True):
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, prefix="", recurse=True):
+    def named_buffers(self, prefix: str = "",
+                      recurse: bool = True) -> Iterator[tuple[str, Tensor]]:
         yield from self._named_members("_buffers", prefix, recurse)
 
-    def buffers(self, recurse=True):
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
     # -- state -------------------------------------------------------------
-    def state_dict(self, destination=None, prefix="", keep_vars=False):
-        out = OrderedDict() if destination is None else destination
+    def state_dict(self, destination: dict[str, Tensor] | None = None, prefix: str = "",
+                   keep_vars: bool = False) -> dict[str, Tensor]:
+        out: dict[str, Tensor] = OrderedDict() if destination is None else destination
         for name, p in self._parameters.items():
             if p is not None:
                 out[prefix + name] = p if keep_vars else p.detach()
@@ -171,7 +187,8 @@ class Module:
                 child.state_dict(out, prefix + name + ".", keep_vars)
         return out
 
-    def load_state_dict(self, state_dict, strict=True):
+    def load_state_dict(self, state_dict: Mapping[str, Any],
+                        strict: bool = True) -> tuple[list[str], list[str]]:
         """Copies `state_dict`'s values (kiln tensors or anything NumPy takes)
         into this module's parameters and buffers, in place. strict: the keys
         must match exactly; errors name the missing and unexpected keys."""
@@ -202,24 +219,24 @@ class Module:
         return missing, unexpected
 
     # -- modes and grads ---------------------------------------------------
-    def train(self, mode=True):
+    def train(self, mode: bool = True) -> Self:
         for m in self.modules():
             object.__setattr__(m, "training", mode)
         return self
 
-    def eval(self):
+    def eval(self) -> Self:
         return self.train(False)
 
-    def requires_grad_(self, requires_grad=True):
+    def requires_grad_(self, requires_grad: bool = True) -> Self:
         for p in self.parameters():
             p.requires_grad_(requires_grad)
         return self
 
-    def zero_grad(self, set_to_none=True):
+    def zero_grad(self, set_to_none: bool = True) -> None:
         for p in self.parameters():
             p.grad = None
 
-    def apply(self, fn):
+    def apply(self, fn: Callable[[Module], object]) -> Self:
         for child in self.children():
             child.apply(fn)
         fn(self)
@@ -228,7 +245,7 @@ class Module:
     # -- calling -----------------------------------------------------------
     _hybrid = None  # set by hybridize(): the compiled entries, one per input signature
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(
             f'Module [{type(self).__name__}] is missing the required "forward" function')
 
@@ -273,10 +290,10 @@ class Module:
         return self._hybrid.cache_info()
 
     # -- printing ----------------------------------------------------------
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return ""
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         lines = [line for line in self.extra_repr().split("\n") if line]
         for name, child in self._modules.items():
             child_text = repr(child).replace("\n", "\n  ")
@@ -288,6 +305,6 @@ class Module:
             return head + lines[0] + ")"
         return head + "\n  " + "\n  ".join(lines) + "\n)"
 
-    def __dir__(self):
+    def __dir__(self) -> list[str]:
         return sorted(set(super().__dir__()) | set(self._parameters) | set(self._modules) |
                       set(self._buffers))

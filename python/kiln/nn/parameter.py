@@ -1,21 +1,26 @@
 """nn.Parameter: a Tensor that a Module registers as one of its parameters."""
+from __future__ import annotations
+
+from typing import NoReturn
+
 from kiln import _C
+from kiln._C import Tensor
 
 
 class Parameter(_C.Tensor):
     """A leaf tensor sharing `data`'s memory, with requires_grad set (as
     torch.nn.Parameter). Assigning one to a Module attribute registers it."""
 
-    def __init__(self, data=None, requires_grad=True):
+    def __init__(self, data: Tensor | None = None, requires_grad: bool = True) -> None:
         if data is None:
             data = _C.empty([0], None, False)
         super().__init__(data.detach())
         self.requires_grad_(requires_grad)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Parameter containing:\n" + _C.Tensor.__repr__(self)
 
     __str__ = __repr__
 
-    def __reduce_ex__(self, protocol):
+    def __reduce_ex__(self, protocol: object) -> NoReturn:
         raise TypeError("kiln Parameters can't be pickled yet; save module.state_dict()")

@@ -1,13 +1,18 @@
 """DataLoader: batches of a map-style dataset, in order or shuffled, collated
 by stacking (kiln.stack) in one process."""
+from __future__ import annotations
+
 import numbers
 import random
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from kiln import _C, _ops
 from kiln._factories import randint, tensor
+from kiln.utils.data.dataset import Sampler, SizedDataset
 
 
-def _permutation(n, generator=None):
+def _permutation(n: int, generator: int | random.Random | None = None) -> list[int]:
     """A permutation of range(n). generator: None (drawn from kiln's RNG, so
     kiln.manual_seed makes it reproducible), an int seed, or a random.Random."""
     if generator is None:
@@ -24,7 +29,7 @@ def _permutation(n, generator=None):
     return order
 
 
-def default_collate(batch):
+def default_collate(batch: list[Any]) -> Any:
     """Stacks a list of samples: tensors into one tensor with a new first
     dim, numbers into a tensor, and tuples/lists/dicts element by element."""
     first = batch[0]
@@ -51,9 +56,12 @@ class DataLoader:
     shuffle draws a new order each epoch, from `generator` (an int seed or a
     random.Random) or else from kiln's RNG (kiln.manual_seed)."""
 
-    def __init__(self, dataset, batch_size=1, shuffle=False, sampler=None, batch_sampler=None,
-                 num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
-                 worker_init_fn=None, multiprocessing_context=None, generator=None):
+    def __init__(self, dataset: SizedDataset, batch_size: int | None = 1, shuffle: bool = False,
+                 sampler: Sampler | None = None, batch_sampler: object = None,
+                 num_workers: int = 0, collate_fn: Callable[[list[Any]], Any] | None = None,
+                 pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
+                 worker_init_fn: object = None, multiprocessing_context: object = None,
+                 generator: int | random.Random | None = None) -> None:
         # torch's signature; the multi-process and batch_sampler options are not supported.
         if batch_sampler is not None:
             raise NotImplementedError("kiln's DataLoader: batch_sampler is not supported yet")
@@ -71,14 +79,14 @@ class DataLoader:
             generator = random.Random(int(generator))  # one stream over all epochs
         self.generator = generator
 
-    def _indices(self):
+    def _indices(self) -> list[int]:
         if self.sampler is not None:
             return list(self.sampler)
         if self.shuffle:
             return _permutation(len(self.dataset), self.generator)
         return list(range(len(self.dataset)))
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         indices = self._indices()
         if self.batch_size is None:  # no batching: samples one by one
             for i in indices:
@@ -90,7 +98,7 @@ class DataLoader:
                 return
             yield self.collate_fn([self.dataset[i] for i in chunk])
 
-    def __len__(self):
+    def __len__(self) -> int:
         n = len(self.sampler) if self.sampler is not None else len(self.dataset)
         if self.batch_size is None:
             return n

@@ -1,18 +1,42 @@
 """Map-style datasets."""
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, NoReturn, Protocol, cast
+
 from kiln import _C, _ops
+from kiln._C import Tensor
 
 
 class Dataset:
     """A map-style dataset: subclasses define __getitem__(i) and __len__."""
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int) -> Any:
         raise NotImplementedError("Subclasses of Dataset should implement __getitem__.")
 
-    def __add__(self, other):
+    def __add__(self, other: Dataset) -> NoReturn:
         raise NotImplementedError("kiln.utils.data: ConcatDataset is not supported yet")
 
 
-def _row(t, index):
+class SizedDataset(Protocol):
+    """What DataLoader, Subset and random_split read: dataset[i] and
+    len(dataset) (a Dataset subclass, a TensorDataset, or even a list)."""
+
+    def __getitem__(self, index: int, /) -> Any: ...
+
+    def __len__(self) -> int: ...
+
+
+class Sampler(Protocol):
+    """A DataLoader's sampler: the indices of an epoch, in order, and how many."""
+
+    def __iter__(self) -> Iterator[int]: ...
+
+    def __len__(self) -> int: ...
+
+
+def _row(t: Tensor, index: int) -> Tensor:
     if index < 0:
         index += t.shape[0]
     if not 0 <= index < t.shape[0]:
@@ -24,7 +48,7 @@ def _row(t, index):
 class TensorDataset(Dataset):
     """Row i of each tensor, as a tuple; the tensors share their first size."""
 
-    def __init__(self, *tensors):
+    def __init__(self, *tensors: Tensor) -> None:
         if not tensors:
             raise ValueError("TensorDataset needs at least one tensor")
         for t in tensors:
@@ -35,25 +59,26 @@ class TensorDataset(Dataset):
                              f"{[t.shape[0] for t in tensors]}")
         self.tensors = tensors
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int) -> tuple[Tensor, ...]:
         return tuple(_row(t, int(index)) for t in self.tensors)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.tensors[0].shape[0]
 
 
 class Subset(Dataset):
-    def __init__(self, dataset, indices):
+    def __init__(self, dataset: SizedDataset, indices: Iterable[int]) -> None:
         self.dataset, self.indices = dataset, list(indices)
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int) -> Any:
         return self.dataset[self.indices[index]]
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.indices)
 
 
-def random_split(dataset, lengths, generator=None):
+def random_split(dataset: SizedDataset, lengths: Sequence[int] | Sequence[float],
+                 generator: int | random.Random | None = None) -> list[Subset]:
     """Splits into non-overlapping Subsets of the given lengths (or fractions)."""
     from kiln.utils.data.dataloader import _permutation
     n = len(dataset)
@@ -66,7 +91,7 @@ def random_split(dataset, lengths, generator=None):
         raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
     order = _permutation(n, generator)
     out, start = [], 0
-    for length in lengths:
+    for length in cast(Sequence[int], lengths):
         out.append(Subset(dataset, order[start:start + length]))
         start += length
     return out
