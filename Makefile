@@ -4,7 +4,7 @@ PRESET ?= release
 BUILD := build/$(PRESET)
 PY := .venv/bin/python
 
-.PHONY: setup build demo test bench sanitize format clean
+.PHONY: setup build demo test lint bench sanitize format clean
 
 setup:
 	@bash scripts/setup.sh
@@ -23,6 +23,11 @@ demo: build
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j2
 	@$(PY) -m pytest -q tests/python
+
+# Formatting (clang-format), no file over 700 lines, ruff and mypy over the
+# Python: scripts/lint.sh says what failed and why. CI runs it after make test.
+lint: setup
+	@bash scripts/lint.sh
 
 # The C++ kernel choices (one thread); then every framework side by side on
 # W1, W2 and W3, each in its own process (bench/run_all.py: kiln eager and

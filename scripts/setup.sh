@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs everything kiln's build, tests and demo need on Debian 12, and
-# creates the project's virtual environment (.venv). Idempotent: when all is
-# present it only checks, in a few seconds.
+# Installs everything kiln's build, tests, lint and demo need on Debian 12,
+# and creates the project's virtual environment (.venv); make lint's
+# clang-format comes from apt, its ruff and mypy from the pinned requirements.
+# Idempotent: when all is present it only checks, in a few seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -2,7 +2,7 @@
 maximum/minimum, comparisons and where, with broadcasting and type promotion."""
 import torch
 
-from oracle import Case, randn, uniform, ints, bools, values, number
+from oracle import Case, bools, ints, number, randn, uniform, values
 
 INF, NAN = float("inf"), float("nan")
 
@@ -81,7 +81,11 @@ CASES += [
     Case("minimum", [bools(3, 4), bools(4)], torch.minimum, name="bool"),
 ]
 
-pow_fn = lambda a, b: torch.pow(a, b)
+
+def pow_fn(a, b):
+    return torch.pow(a, b)
+
+
 CASES += [
     Case("pow", [uniform(0.1, 3, 3, 4), uniform(-2, 2, 3, 4)], pow_fn, name="f32"),
     Case("pow", [uniform(0.1, 3, 4, 3, dtype="float64", layout="transposed"),
@@ -135,7 +139,11 @@ for name, fn in COMPARISONS.items():
              error=f"{name}: shapes [3] and [2] cannot be broadcast"),
     ]
 
-where_fn = lambda c, a, b: torch.where(c, a, b)
+
+def where_fn(c, a, b):
+    return torch.where(c, a, b)
+
+
 CASES += [
     Case("where", [bools(3, 4), randn(3, 4), randn(3, 4)], where_fn, name="f32"),
     Case("where", [bools(3, 1), randn(4, dtype="float64"),

@@ -1,7 +1,7 @@
 """Rows for cast, clone and fill."""
 import torch
 
-from oracle import Case, randn, uniform, ints, bools, values
+from oracle import Case, bools, ints, randn, uniform, values
 
 CASES = [
     Case("cast", [uniform(-3, 3, 2, 3)], lambda x: x.to(torch.int64),

@@ -5,7 +5,7 @@ import dataclasses
 import torch
 import torch.nn.functional as F
 
-from oracle import Case, absent, randn, uniform, ints, values
+from oracle import Case, absent, ints, randn, uniform
 
 
 def buffer(spec):

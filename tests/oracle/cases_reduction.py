@@ -2,7 +2,7 @@
 argmin, var, std) and softmax / log_softmax."""
 import torch
 
-from oracle import Case, randn, uniform, ints, bools, values
+from oracle import Case, bools, ints, randn, uniform, values
 
 NAN = float("nan")
 INF = float("inf")

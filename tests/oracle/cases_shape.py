@@ -3,7 +3,7 @@ embedding, one_hot, scatter_add, index_add."""
 import torch
 import torch.nn.functional as F
 
-from oracle import Case, randn, ints, bools, values
+from oracle import Case, bools, ints, randn, values
 
 CASES = [
     # reshape (the op always copies; the API picks view when it can)
@@ -129,7 +129,8 @@ CASES = [
          name="index_smaller_than_src_f64"),
     Case("scatter_add", [randn(4, 3, layout="expanded"), values([[1], [3]], "int32"),
                          randn(2, 1)],
-         lambda x, i, s: torch.scatter_add(x, 0, i.long(), s), attrs={"dim": 0}, name="i32_expanded"),
+         lambda x, i, s: torch.scatter_add(x, 0, i.long(), s), attrs={"dim": 0},
+         name="i32_expanded"),
     Case("scatter_add", [ints(0, 9, 3), values([0, 0, 2], "int64"), ints(0, 9, 3)],
          lambda x, i, s: torch.scatter_add(x, 0, i, s), attrs={"dim": 0}, name="int"),
     Case("scatter_add", [randn(), values(0, "int64"), randn()],

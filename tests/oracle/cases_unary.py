@@ -2,7 +2,7 @@
 import torch
 import torch.nn.functional as F
 
-from oracle import Case, randn, uniform, ints, bools, values
+from oracle import Case, bools, ints, randn, uniform, values
 
 INF, NAN = float("inf"), float("nan")
 
@@ -68,7 +68,8 @@ CASES += [
     Case("neg", [randn(0)], torch.neg, name="empty"),
     Case("neg", [bools(3)], name="bool", error="neg: negation, the `-` operator, on a bool"),
     Case("abs", [randn(3, 4, layout="expanded")], torch.abs, name="f32_expanded"),
-    Case("abs", [values([-0.0, -INF, NAN, 2.5], dtype="float64")], torch.abs, name="special", fd=False),
+    Case("abs", [values([-0.0, -INF, NAN, 2.5], dtype="float64")], torch.abs, name="special",
+         fd=False),
     Case("abs", [ints(-5, 5, 2, 3, dtype="int32", layout="transposed")], torch.abs, name="int32"),
     Case("abs", [bools(3)], name="bool", error="abs: not supported for bool input"),
     Case("relu", [randn(3, 4)], torch.relu, name="f32"),

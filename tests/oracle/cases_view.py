@@ -5,7 +5,7 @@ Also slice_scatter and select_scatter, the copying ops the backward rules of
 narrow, slice and select are built from."""
 import torch
 
-from oracle import Case, randn, ints, bools, values
+from oracle import Case, bools, ints, randn
 
 CASES = [
     # view

@@ -99,7 +99,8 @@ def run_case(name, kind, group_options, dtype, seed) -> dict:
         "optimizer": kind,
         "dtype": str(dtype).removeprefix("torch."),
         "shapes": SHAPES,
-        "groups": [{"params": [next(i for i, q in enumerate(params) if q is p) for p in g["params"]],
+        "groups": [{"params": [next(i for i, q in enumerate(params) if q is p)
+                               for p in g["params"]],
                     "options": g["options"]}
                    for g in groups],
         "init": init,

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import zlib
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -40,11 +41,11 @@ class Input:
     wrapped: bool = False  # a Python number (x + 2.5), a 0-d "wrapped" tensor
     requires_grad: bool = True  # participates in gradient checks (floating only)
 
-    def make(self, rng: np.random.RandomState) -> Optional[np.ndarray]:
+    def make(self, rng: np.random.RandomState) -> np.ndarray | None:
         made = self._make(rng)
         return None if made is None else np.array(made, dtype=NP_DTYPES[self.dtype])
 
-    def _make(self, rng: np.random.RandomState) -> Optional[np.ndarray]:
+    def _make(self, rng: np.random.RandomState) -> np.ndarray | None:
         if self.kind == "absent":
             return None
         if self.layout == "expanded" and self.kind != "values":
@@ -101,15 +102,15 @@ def absent():
 class Case:
     op: str
     inputs: Sequence[Input]
-    torch_fn: Optional[Callable] = None  # (torch tensors..., **attrs) -> tensor | tuple
+    torch_fn: Callable | None = None  # (torch tensors..., **attrs) -> tensor | tuple
     attrs: dict = dataclasses.field(default_factory=dict)
     name: str = ""
-    rtol: Optional[float] = None
-    atol: Optional[float] = None
+    rtol: float | None = None
+    atol: float | None = None
     reduce_len: int = 1  # scales atol, as a sum over n terms accumulates n roundings
-    error: Optional[str] = None  # expected substring of kiln's error message
+    error: str | None = None  # expected substring of kiln's error message
     # kiln outputs to compare (some ops return extra outputs PyTorch does not)
-    compare_outputs: Optional[Sequence[int]] = None
+    compare_outputs: Sequence[int] | None = None
     grad: bool = True  # check gradients against PyTorch (floating inputs and outputs only)
     fd: bool = True  # also check them by float64 finite differences (off at kinks, ties)
 

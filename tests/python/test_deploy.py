@@ -73,7 +73,7 @@ def test_scenario_6_train_then_deploy_what_was_trained(deploy_app, tmp_path):
     model.hybridize()
     opt = optim.SGD(model.parameters(), lr=0.1)
     criterion = nn.CrossEntropyLoss()
-    for epoch in range(3):
+    for _epoch in range(3):
         for i in range(0, 100, 10):
             loss = criterion(model(data[i:i + 10]), target[i:i + 10])
             opt.zero_grad()

@@ -12,9 +12,11 @@ A = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
 BASIC = [
     0, -1, 1, (0, 1), (1, -1, 2), (0, 1, 2, 3), (-2, -3, -4, -5),
     slice(None), slice(1, 3), slice(None, None, 2), slice(-2, None), slice(-10, 10),
-    slice(3, 1), slice(None, -1, 3), (slice(None), slice(1, 3)), (slice(None), 0, slice(1, None, 2)),
+    slice(3, 1), slice(None, -1, 3), (slice(None), slice(1, 3)),
+    (slice(None), 0, slice(1, None, 2)),
     None, (None, 0), (0, None, slice(1, 3), None), (Ellipsis, None), (Ellipsis, 0),
-    (0, Ellipsis), (0, Ellipsis, 1), (Ellipsis, slice(None, None, 3), None), (1, None, Ellipsis, -1),
+    (0, Ellipsis), (0, Ellipsis, 1), (Ellipsis, slice(None, None, 3), None),
+    (1, None, Ellipsis, -1),
     Ellipsis, (), np.int64(1), True, (slice(None), False),
 ]
 

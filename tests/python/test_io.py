@@ -1,7 +1,6 @@
 """Saving and loading from Python: .kiln model files (SCENARIOS.md §3),
 safetensors state dicts checked against the `safetensors` package, and the
 weights mapped rather than copied."""
-import os
 import subprocess
 import sys
 

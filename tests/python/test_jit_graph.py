@@ -70,7 +70,7 @@ def test_erase_dead_nodes_and_values():
     neg = g.insert("neg", [g.inputs[0]])
     g.erase(neg)
     with pytest.raises(RuntimeError, match="erased"):
-        neg.op
+        _ = neg.op
     g.set_outputs([g.inputs[0]])
     g.erase(mul)
     g.erase(cast)

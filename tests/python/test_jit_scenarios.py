@@ -7,7 +7,7 @@ import pytest
 
 import kiln
 from kiln import nn
-from workloads import w1, lenet
+from workloads import lenet, w1
 
 
 def test_scenario_2_hybridize(capsys):
@@ -188,7 +188,7 @@ def test_scenario_6_train_hybridized_matches_eager():
         opt = optim.SGD(model.parameters(), lr=0.1)
         criterion = nn.CrossEntropyLoss()
         losses = []
-        for epoch in range(5):
+        for _epoch in range(5):
             for i in range(0, 100, 10):
                 loss = criterion(model(data[i:i + 10]), target[i:i + 10])
                 opt.zero_grad()

@@ -212,6 +212,16 @@ def test_sgd_dampening_before_the_first_step_is_refused_when_compiling():
         train(lambda p: optim.SGD(p, lr=0.1, momentum=0.9, dampening=0.5), compiled=True)
 
 
+def training_step(model, opt):
+    def step(x, target):
+        opt.zero_grad()
+        loss = nn.CrossEntropyLoss()(model(x), target)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
 def test_a_scheduler_changes_the_learning_rate_a_compiled_step_uses():
     runs = []
     for compiled in (False, True):
@@ -219,13 +229,7 @@ def test_a_scheduler_changes_the_learning_rate_a_compiled_step_uses():
         model = my_model()
         opt = optim.SGD(model.parameters(), lr=0.5)
         sched = optim.lr_scheduler.StepLR(opt, 1, gamma=0.1)
-
-        def step(x, target):
-            opt.zero_grad()
-            loss = nn.CrossEntropyLoss()(model(x), target)
-            loss.backward()
-            opt.step()
-            return loss
+        step = training_step(model, opt)
         step = kiln.compile(step) if compiled else step
         kiln.manual_seed(1)
         for _ in range(4):

@@ -194,7 +194,7 @@ def test_module_registration_and_names_match_torch():
     with pytest.raises(TypeError, match="as parameter 'scale'"):
         net.scale = kiln.ones(3)
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        net.nope
+        _ = net.nope
     net.load_state_dict(_state(tnet))
     x = _x(5, 4)
     np.testing.assert_allclose(net(_k(x)).detach().numpy(),

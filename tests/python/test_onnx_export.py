@@ -9,8 +9,8 @@ import pytest
 import kiln
 from gen_refs import all_cases
 from kiln import nn
-from workloads import w1, lenet
 from test_op_table import kiln_operand, make_arrays
+from workloads import lenet, w1
 
 
 def session(path):

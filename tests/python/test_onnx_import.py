@@ -75,7 +75,8 @@ def float_info(name, shape):
 
 def test_unsupported_ops_and_types_are_named(tmp_path):
     model = model_with([helper.make_node("Tile", ["x", "r"], ["y"])],
-                       [float_info("x", [2]), helper.make_tensor_value_info("r", TensorProto.INT64, [1])],
+                       [float_info("x", [2]),
+                        helper.make_tensor_value_info("r", TensorProto.INT64, [1])],
                        [float_info("y", [4])])
     onnx.save(model, tmp_path / "tile.onnx")
     with pytest.raises(RuntimeError, match="op 'Tile' .* has no kiln translation"):
@@ -104,7 +105,7 @@ def test_malformed_files_are_refused(tmp_path):
     rng = np.random.RandomState(1)
     good = model_with([helper.make_node("Relu", ["x"], ["y"])], [float_info("x", [4])],
                       [float_info("y", [4])]).SerializeToString()
-    for trial in range(200):  # random damage: an error or a model, never a crash
+    for _trial in range(200):  # random damage: an error or a model, never a crash
         data = bytearray(good)
         for _ in range(3):
             data[rng.randint(len(data))] = rng.randint(256)

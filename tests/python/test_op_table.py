@@ -6,7 +6,6 @@ import re
 
 import numpy as np
 import pytest
-import torch
 
 import kiln
 from gen_refs import all_cases, to_torch

@@ -51,8 +51,9 @@ def test_repr_is_the_cpp_printing():
 
 
 @pytest.mark.parametrize("expr", [
-    "a + b", "a - b", "a * b", "a / b", "a ** 2", "2 ** b", "-a", "a @ b.transpose(0, 1)", "a + 2.5",
-    "3 - a", "2 * a", "1 / b", "a < b", "a <= 0", "a > b", "a >= 0.5", "a == a", "a != b",
+    "a + b", "a - b", "a * b", "a / b", "a ** 2", "2 ** b", "-a", "a @ b.transpose(0, 1)",
+    "a + 2.5", "3 - a", "2 * a", "1 / b", "a < b", "a <= 0", "a > b", "a >= 0.5", "a == a",
+    "a != b",
     "a + b.to(INT64)", "b.to(INT64) * 2", "b.to(INT64) / 2",
 ])
 def test_operators_match_pytorch(expr):
@@ -106,7 +107,8 @@ def test_no_grad_as_context_and_decorator():
 
 
 @pytest.mark.parametrize("action,exception,message", [
-    (lambda: kiln.ones(2, 3) + kiln.ones(4), RuntimeError, "add: shapes [2, 3] and [4] cannot be broadcast"),
+    (lambda: kiln.ones(2, 3) + kiln.ones(4), RuntimeError,
+     "add: shapes [2, 3] and [4] cannot be broadcast"),
     (lambda: kiln.dispatch("no_such_op", [], {}), ValueError, "unknown op 'no_such_op'"),
     (lambda: kiln.ones(2, 3).transpose(0, 5), IndexError, "out of range"),
     (lambda: kiln.ones(2).item(), RuntimeError, "a tensor with 2 elements cannot be converted"),

@@ -60,7 +60,7 @@ def test_max_returns_named_parts():
 def test_torch_forms_refuse_mixed_forms(call):
     x = kiln.ones(2, 3)
     with pytest.raises(TypeError):
-        eval(call)
+        eval(call, {"kiln": kiln, "x": x})
 
 
 def test_a_tensor_where_an_attribute_belongs_is_a_type_error():
