@@ -35,10 +35,12 @@ LINEAR_ACT = [
          attrs={"activation": "tanh"}, name="f64", reduce_len=5),
     Case("linear_act", [randn(2, 5), randn(3, 5), randn(3)], attrs={"activation": "gelu"},
          name="unknown_activation",
-         error="linear_act: activation must be relu, sigmoid or tanh, got 'gelu'"),
+         error="linear_act: activation must be an activation whose backward reads only its "
+               "output (relu, sigmoid, tanh), got 'gelu'"),
     Case("linear_act", [ints(0, 3, 2, 5), ints(0, 3, 3, 5), absent()],
          attrs={"activation": "sigmoid"}, name="int_sigmoid",
-         error="linear_act: activation sigmoid needs a floating result, got int64"),
+         error="linear_act: activation sigmoid cannot run in place over a result of dtype "
+               "int64 (it computes in float32)"),
     Case("linear_act", [randn(2, 5), randn(3, 4), absent()], name="shapes",
          error="linear: mat1 and mat2 shapes cannot be multiplied (2x5 and 4x3)"),
 ]

@@ -1,7 +1,10 @@
 // Elementwise math on one tensor: neg, abs, exp, log, sqrt, rsqrt, sin, cos,
 // tanh, sigmoid, the activations (relu, leaky_relu, gelu, elu, softplus),
-// logical_not and clamp. The kernels are in kernels/cpu/unary.cpp.
+// logical_not and clamp. Each op's math is a functor here, beside its OpDef,
+// holding the op's parameters as typed members read from its attributes;
+// kernels/cpu/unary.h has the loops that run them.
 #include <cmath>
+#include <optional>
 
 #include "kiln/kernels/cpu/unary.h"
 #include "kiln/ops/elementwise.h"
@@ -10,13 +13,6 @@
 
 namespace kiln {
 namespace {
-
-using cpu::UnaryOp;
-
-template <UnaryOp Op>
-void unary_kernel(const KernelArgs& args) {
-  cpu::unary(Op, args.outputs[0], args.inputs[0]);
-}
 
 // Integer inputs keep their dtype (neg, abs, relu); bool is rejected.
 InferResult infer_numeric(const InferArgs& args) {
@@ -48,25 +44,6 @@ InferResult infer_logical_not(const InferArgs& args) {
   return InferResult{{TensorMeta{DType::Bool, args.inputs[0].shape}}, {}};
 }
 
-void leaky_relu_kernel(const KernelArgs& args) {
-  cpu::unary(UnaryOp::LeakyRelu, args.outputs[0], args.inputs[0],
-             args.attrs.get_float("negative_slope"));
-}
-
-void gelu_kernel(const KernelArgs& args) {
-  bool tanh = args.attrs.get_string("approximate") == "tanh";
-  cpu::unary(tanh ? UnaryOp::GeluTanh : UnaryOp::Gelu, args.outputs[0], args.inputs[0]);
-}
-
-void elu_kernel(const KernelArgs& args) {
-  cpu::unary(UnaryOp::Elu, args.outputs[0], args.inputs[0], args.attrs.get_float("alpha"));
-}
-
-void softplus_kernel(const KernelArgs& args) {
-  cpu::unary(UnaryOp::Softplus, args.outputs[0], args.inputs[0], args.attrs.get_float("beta"),
-             args.attrs.get_float("threshold"));
-}
-
 // A bound takes part in type promotion like the Python number it stands for.
 // The attribute is a float, so a whole-valued bound counts as an int: an
 // int64 tensor clamped to [0, 5] stays int64 (as torch.clamp(x, 0, 5) does),
@@ -90,12 +67,190 @@ InferResult infer_clamp(const InferArgs& args) {
   return InferResult{{TensorMeta{dtype, x.shape}}, {dtype}};
 }
 
+// ---- the math of each op, on one element
+
+// An op without parameters: its functor is built from any attributes.
+struct NoParams {
+  explicit NoParams(const Attrs&) {}
+};
+
+struct Neg : NoParams {
+  using NoParams::NoParams;
+  template <typename T>
+  T operator()(T x) const {
+    return -x;
+  }
+};
+struct Abs : NoParams {
+  using NoParams::NoParams;
+  template <typename T>
+  T operator()(T x) const {
+    return cpu::abs_of(x);
+  }
+};
+struct Exp : NoParams {
+  using NoParams::NoParams;
+  template <typename T>
+  T operator()(T x) const {
+    return cpu::exp_of(x);
+  }
+};
+struct Log : NoParams {
+  using NoParams::NoParams;
+  template <typename T>
+  T operator()(T x) const {
+    return std::log(x);
+  }
+};
+struct Sqrt : NoParams {
+  using NoParams::NoParams;
+  template <typename T>
+  T operator()(T x) const {
+    return std::sqrt(x);
+  }
+};
+struct Rsqrt : NoParams {
+  using NoParams::NoParams;
+  template <typename T>
+  T operator()(T x) const {
+    return T(1) / std::sqrt(x);
+  }
+};
+struct Sin : NoParams {
+  using NoParams::NoParams;
+  template <typename T>
+  T operator()(T x) const {
+    return std::sin(x);
+  }
+};
+struct Cos : NoParams {
+  using NoParams::NoParams;
+  template <typename T>
+  T operator()(T x) const {
+    return std::cos(x);
+  }
+};
+struct Tanh : NoParams {
+  using NoParams::NoParams;
+  template <typename T>
+  T operator()(T x) const {
+    return cpu::tanh_of(x);
+  }
+};
+struct Sigmoid : NoParams {
+  using NoParams::NoParams;
+  template <typename T>
+  T operator()(T x) const {
+    return cpu::sigmoid_of(x);
+  }
+};
+// x < 0 rather than x > 0 so NaN passes through, as in PyTorch.
+struct Relu : NoParams {
+  using NoParams::NoParams;
+  template <typename T>
+  T operator()(T x) const {
+    return x < 0 ? T(0) : x;
+  }
+};
+
+struct LeakyRelu {
+  double negative_slope;
+  explicit LeakyRelu(const Attrs& a) : negative_slope(a.get_float("negative_slope")) {}
+  template <typename T>
+  T operator()(T x) const {
+    return x > 0 ? x : x * T(negative_slope);
+  }
+};
+
+struct GeluErf : NoParams {
+  using NoParams::NoParams;
+  template <typename T>
+  T operator()(T x) const {
+    return cpu::gelu_erf_of(x);
+  }
+};
+struct GeluTanh : NoParams {
+  using NoParams::NoParams;
+  template <typename T>
+  T operator()(T x) const {
+    return cpu::gelu_tanh_of(x);
+  }
+};
+
+struct Elu {
+  double alpha;
+  explicit Elu(const Attrs& a) : alpha(a.get_float("alpha")) {}
+  template <typename T>
+  T operator()(T x) const {
+    return x > 0 ? x : T(alpha) * std::expm1(x);
+  }
+};
+
+// log1p(exp(beta x)) / beta, returning x itself once beta x passes the
+// threshold (where the two agree to rounding and exp would overflow).
+struct Softplus {
+  double beta, threshold;
+  explicit Softplus(const Attrs& a)
+      : beta(a.get_float("beta")), threshold(a.get_float("threshold")) {}
+  template <typename T>
+  T operator()(T x) const {
+    T scaled = x * T(beta);
+    return scaled > T(threshold) ? x : std::log1p(std::exp(scaled)) / T(beta);
+  }
+};
+
+// NaN passes through every clamp, as in PyTorch: comparisons with NaN are
+// false, so the input is kept. min > max gives max everywhere.
+template <typename T>
+T clamp_min_of(T x, T lo) {
+  return x < lo ? lo : x;
+}
+template <typename T>
+T clamp_max_of(T x, T hi) {
+  return x > hi ? hi : x;
+}
+
+template <typename Fn>
+void floating_kernel(const KernelArgs& args) {
+  cpu::map_floating(args.outputs[0], args.inputs[0], Fn(args.attrs));
+}
+
+template <typename Fn>
+void numeric_kernel(const KernelArgs& args) {
+  cpu::map_numeric(args.outputs[0], args.inputs[0], Fn(args.attrs));
+}
+
+// gelu's `approximate` picks the function, once per call.
+void gelu_kernel(const KernelArgs& args) {
+  if (args.attrs.get_string("approximate") == "tanh") return floating_kernel<GeluTanh>(args);
+  floating_kernel<GeluErf>(args);
+}
+
+void logical_not_kernel(const KernelArgs& args) {
+  cpu::logical_not(args.outputs[0], args.inputs[0]);
+}
+
+// The bounds are converted to the element type once per call, not per
+// element, so each bound case is its own loop.
 void clamp_kernel(const KernelArgs& args) {
   const Attrs& a = args.attrs;
   const cpu::StridedView &out = args.outputs[0], &in = args.inputs[0];
-  if (!a.has("max")) return cpu::unary(UnaryOp::ClampMin, out, in, a.get_float("min"));
-  if (!a.has("min")) return cpu::unary(UnaryOp::ClampMax, out, in, a.get_float("max"));
-  cpu::unary(UnaryOp::Clamp, out, in, a.get_float("min"), a.get_float("max"));
+  const std::optional<double> lo = a.has("min") ? std::optional(a.get_float("min")) : std::nullopt;
+  const std::optional<double> hi = a.has("max") ? std::optional(a.get_float("max")) : std::nullopt;
+  visit_numeric(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (!hi) {
+      const T min = cpu::bound_as<T>(*lo);
+      return cpu::unary_loop<T, T>(out, in, [min](T x) { return clamp_min_of(x, min); });
+    }
+    if (!lo) {
+      const T max = cpu::bound_as<T>(*hi);
+      return cpu::unary_loop<T, T>(out, in, [max](T x) { return clamp_max_of(x, max); });
+    }
+    const T min = cpu::bound_as<T>(*lo), max = cpu::bound_as<T>(*hi);
+    cpu::unary_loop<T, T>(out, in,
+                          [min, max](T x) { return clamp_max_of(clamp_min_of(x, min), max); });
+  });
 }
 
 // ---- backward rules ----
@@ -232,47 +387,62 @@ OpDef elementwise(std::string name, InferFn infer, KernelFn cpu, std::string onn
                .onnx = {std::move(onnx_op)}};
 }
 
+// `grad_reads` says whether the backward rule above reads x or only y.
+enum class GradReads { Input, OutputOnly };
+
+OpDef activation(OpDef def, GradReads grad_reads) {
+  def.is_activation = true;
+  def.grad_reads_output_only = grad_reads == GradReads::OutputOnly;
+  return def;
+}
+
 }  // namespace
 
 void register_elementwise_unary_ops(OpRegistry& registry) {
+  registry.add(elementwise("neg", infer_neg, numeric_kernel<Neg>, "Neg", {}, unary_grad<neg_grad>));
   registry.add(
-      elementwise("neg", infer_neg, unary_kernel<UnaryOp::Neg>, "Neg", {}, unary_grad<neg_grad>));
-  registry.add(elementwise("abs", infer_numeric, unary_kernel<UnaryOp::Abs>, "Abs", {},
-                           unary_grad<abs_grad>));
+      elementwise("abs", infer_numeric, numeric_kernel<Abs>, "Abs", {}, unary_grad<abs_grad>));
   // Integer and bool inputs compute in float32, as in PyTorch.
-  registry.add(elementwise("exp", infer_unary_float, unary_kernel<UnaryOp::Exp>, "Exp", {},
-                           unary_grad<exp_grad>));
-  registry.add(elementwise("log", infer_unary_float, unary_kernel<UnaryOp::Log>, "Log", {},
-                           unary_grad<log_grad>));
-  registry.add(elementwise("sqrt", infer_unary_float, unary_kernel<UnaryOp::Sqrt>, "Sqrt", {},
+  registry.add(
+      elementwise("exp", infer_unary_float, floating_kernel<Exp>, "Exp", {}, unary_grad<exp_grad>));
+  registry.add(
+      elementwise("log", infer_unary_float, floating_kernel<Log>, "Log", {}, unary_grad<log_grad>));
+  registry.add(elementwise("sqrt", infer_unary_float, floating_kernel<Sqrt>, "Sqrt", {},
                            unary_grad<sqrt_grad>));
   // ONNX has no rsqrt; the exporter writes Reciprocal(Sqrt(x)).
-  registry.add(elementwise("rsqrt", infer_unary_float, unary_kernel<UnaryOp::Rsqrt>, "", {},
+  registry.add(elementwise("rsqrt", infer_unary_float, floating_kernel<Rsqrt>, "", {},
                            unary_grad<rsqrt_grad>));
-  registry.add(elementwise("sin", infer_unary_float, unary_kernel<UnaryOp::Sin>, "Sin", {},
-                           unary_grad<sin_grad>));
-  registry.add(elementwise("cos", infer_unary_float, unary_kernel<UnaryOp::Cos>, "Cos", {},
-                           unary_grad<cos_grad>));
-  registry.add(elementwise("tanh", infer_unary_float, unary_kernel<UnaryOp::Tanh>, "Tanh", {},
-                           unary_grad<tanh_grad>));
-  registry.add(elementwise("sigmoid", infer_unary_float, unary_kernel<UnaryOp::Sigmoid>, "Sigmoid",
-                           {}, unary_grad<sigmoid_grad>));
-  registry.add(elementwise("relu", infer_numeric, unary_kernel<UnaryOp::Relu>, "Relu", {},
-                           unary_grad<relu_grad>));
-  registry.add(elementwise("leaky_relu", infer_floating, leaky_relu_kernel, "LeakyRelu",
-                           {{"negative_slope", AttrKind::Float, 0.01}},
-                           unary_grad<leaky_relu_grad>));
-  registry.add(elementwise("gelu", infer_gelu, gelu_kernel, "Gelu",
-                           {{"approximate", AttrKind::String, std::string("none")}},
-                           unary_grad<gelu_grad>));
-  registry.add(elementwise("elu", infer_floating, elu_kernel, "Elu",
-                           {{"alpha", AttrKind::Float, 1.0}}, unary_grad<elu_grad>));
-  registry.add(elementwise("softplus", infer_floating, softplus_kernel, "Softplus",
-                           {{"beta", AttrKind::Float, 1.0}, {"threshold", AttrKind::Float, 20.0}},
-                           unary_grad<softplus_grad>));
+  registry.add(
+      elementwise("sin", infer_unary_float, floating_kernel<Sin>, "Sin", {}, unary_grad<sin_grad>));
+  registry.add(
+      elementwise("cos", infer_unary_float, floating_kernel<Cos>, "Cos", {}, unary_grad<cos_grad>));
+  registry.add(activation(elementwise("tanh", infer_unary_float, floating_kernel<Tanh>, "Tanh", {},
+                                      unary_grad<tanh_grad>),
+                          GradReads::OutputOnly));
+  registry.add(activation(elementwise("sigmoid", infer_unary_float, floating_kernel<Sigmoid>,
+                                      "Sigmoid", {}, unary_grad<sigmoid_grad>),
+                          GradReads::OutputOnly));
+  registry.add(activation(
+      elementwise("relu", infer_numeric, numeric_kernel<Relu>, "Relu", {}, unary_grad<relu_grad>),
+      GradReads::OutputOnly));
+  registry.add(activation(
+      elementwise("leaky_relu", infer_floating, floating_kernel<LeakyRelu>, "LeakyRelu",
+                  {{"negative_slope", AttrKind::Float, 0.01}}, unary_grad<leaky_relu_grad>),
+      GradReads::Input));
+  registry.add(activation(
+      elementwise("gelu", infer_gelu, gelu_kernel, "Gelu",
+                  {{"approximate", AttrKind::String, std::string("none")}}, unary_grad<gelu_grad>),
+      GradReads::Input));
+  registry.add(activation(elementwise("elu", infer_floating, floating_kernel<Elu>, "Elu",
+                                      {{"alpha", AttrKind::Float, 1.0}}, unary_grad<elu_grad>),
+                          GradReads::Input));
+  registry.add(
+      activation(elementwise("softplus", infer_floating, floating_kernel<Softplus>, "Softplus",
+                             {{"beta", AttrKind::Float, 1.0}, {"threshold", AttrKind::Float, 20.0}},
+                             unary_grad<softplus_grad>),
+                 GradReads::Input));
   // A bool output: no gradient, so no rule.
-  OpDef logical_not =
-      elementwise("logical_not", infer_logical_not, unary_kernel<UnaryOp::LogicalNot>, "Not");
+  OpDef logical_not = elementwise("logical_not", infer_logical_not, logical_not_kernel, "Not");
   logical_not.may_run_inplace = false;  // the output is bool whatever the input is
   registry.add(std::move(logical_not));
   registry.add(elementwise("clamp", infer_clamp, clamp_kernel, "Clip",

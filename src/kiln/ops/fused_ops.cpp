@@ -10,18 +10,23 @@
 //   linear_act(x, w, b?) {activation}        = activation(linear(x, w, b))
 //   conv2d_act(x, w, b?) {stride, ..., activation} = activation(conv2d(x, w, b))
 //
-// Activations: relu, sigmoid, tanh (their backward reads only the output,
-// which the fused op keeps; gelu's reads its input, which it does not).
-#include "kiln/kernels/cpu/unary.h"
+// Activations: the ops flagged is_activation and grad_reads_output_only
+// (relu, sigmoid, tanh): their backward reads only the output, which the
+// fused op keeps; gelu's reads its input, which it does not.
 #include "kiln/ops/registry.h"
 
 namespace kiln {
 namespace {
 
-cpu::UnaryOp activation_kernel(const std::string& name) {
-  if (name == "relu") return cpu::UnaryOp::Relu;
-  if (name == "sigmoid") return cpu::UnaryOp::Sigmoid;
-  return cpu::UnaryOp::Tanh;
+// The activation a fused op names, checked to be one it can carry: an
+// activation without attributes whose backward reads only its output.
+const OpDef& fusable_activation(const std::string& fused_op, const std::string& name) {
+  const OpDef* activation = op_registry().find(name);
+  KILN_CHECK_VALUE(activation && activation->is_activation && activation->grad_reads_output_only &&
+                       activation->attrs.empty(),
+                   fused_op, ": activation must be an activation whose backward reads only its ",
+                   "output (relu, sigmoid, tanh), got '", name, "'");
+  return *activation;
 }
 
 // The activation's backward rule sees the fused op's output as its own.
@@ -70,9 +75,10 @@ class ProducerGradContext final : public GradContext {
   Tensor grad_;
 };
 
-void apply_activation(const KernelArgs& args, cpu::UnaryOp activation) {
-  const cpu::StridedView& out = args.outputs[0];
-  cpu::unary(activation, out, out);
+// The activation's own kernel, in place over the fused op's output.
+void apply_activation(const KernelArgs& args, const OpDef& activation) {
+  static const Attrs kNoAttrs;
+  activation.cpu(KernelArgs{args.outputs.first(1), args.outputs.first(1), kNoAttrs});
 }
 
 // The producer's prepared kernel (or plain kernel), then the activation,
@@ -81,9 +87,10 @@ void apply_activation(const KernelArgs& args, cpu::UnaryOp activation) {
 class PreparedWithActivation final : public PreparedKernel {
  public:
   PreparedWithActivation(const OpDef& producer, std::unique_ptr<PreparedKernel> prepared,
-                         cpu::UnaryOp activation)
+                         const OpDef& activation)
       : producer_(producer), prepared_(std::move(prepared)), activation_(activation) {
-    fused_ = prepared_ && activation_ == cpu::UnaryOp::Relu && prepared_->take_relu();
+    static const OpDef& relu = op("relu");
+    fused_ = prepared_ && &activation_ == &relu && prepared_->take_relu();
   }
   void run(const KernelArgs& args) const override {
     if (prepared_) {
@@ -102,7 +109,7 @@ class PreparedWithActivation final : public PreparedKernel {
  private:
   const OpDef& producer_;
   std::unique_ptr<PreparedKernel> prepared_;
-  cpu::UnaryOp activation_;
+  const OpDef& activation_;
   bool fused_ = false;  // the producer's kernel applies the activation
 };
 
@@ -115,26 +122,35 @@ struct WithActivation {
 
   static InferResult infer(const InferArgs& args) {
     InferResult result = producer().infer(InferArgs{producer(), args.inputs, args.attrs});
-    const std::string& activation = args.attrs.get_string("activation");
-    KILN_CHECK_VALUE(activation == "relu" || activation == "sigmoid" || activation == "tanh",
-                     args.op.name, ": activation must be relu, sigmoid or tanh, got '", activation,
-                     "'");
-    const DType dtype = result.outputs[0].dtype;
-    KILN_CHECK_TYPE(activation == "relu" || is_floating(dtype), args.op.name, ": activation ",
-                    activation, " needs a floating result, got ", dtype);
+    const OpDef& activation = fusable_activation(args.op.name, args.attrs.get_string("activation"));
+    // The activation's own inference over the producer's output: it must
+    // take that dtype as it is and keep it (sigmoid of an integer result
+    // would compute in float32, which an in-place pass cannot hold).
+    const TensorMeta& produced = result.outputs[0];
+    InferResult applied = activation.infer(InferArgs{activation, {&produced, 1}, Attrs()});
+    bool keeps_dtype = applied.outputs[0].dtype == produced.dtype &&
+                       (applied.input_dtypes.empty() || applied.input_dtypes[0] == produced.dtype);
+    KILN_CHECK_TYPE(keeps_dtype, args.op.name, ": activation ", activation.name,
+                    " cannot run in place over a result of dtype ", produced.dtype,
+                    " (it computes in ", applied.outputs[0].dtype, ")");
     return result;
+  }
+
+  // Infer checked the activation already; the kernels only look it up.
+  static const OpDef& activation_of(const KernelArgs& args) {
+    return fusable_activation(std::string(kProducer) + "_act", args.attrs.get_string("activation"));
   }
 
   static void kernel(const KernelArgs& args) {
     producer().cpu(args);
-    apply_activation(args, activation_kernel(args.attrs.get_string("activation")));
+    apply_activation(args, activation_of(args));
   }
 
   static std::unique_ptr<PreparedKernel> prepare(const KernelArgs& args) {
     std::unique_ptr<PreparedKernel> prepared;
     if (producer().prepare) prepared = producer().prepare(args);
-    return std::make_unique<PreparedWithActivation>(
-        producer(), std::move(prepared), activation_kernel(args.attrs.get_string("activation")));
+    return std::make_unique<PreparedWithActivation>(producer(), std::move(prepared),
+                                                    activation_of(args));
   }
 
   static std::vector<Tensor> grad(const GradContext& ctx) {

@@ -151,6 +151,13 @@ struct OpDef {
   bool may_run_inplace = false;   // output may share input 0's buffer
   bool has_side_effects = false;  // never folded or removed (batch_norm's running stats)
   bool is_random = false;         // draws from the generator (dropout)
+  // An activation function (relu, gelu, ...): one input, elementwise, the
+  // op a fusion appends to a linear or conv2d.
+  bool is_activation = false;
+  // Its backward reads only its output y = f(x), never x (relu, sigmoid,
+  // tanh): an op that runs it in place over its producer's output
+  // (linear_act) still has what the backward needs.
+  bool grad_reads_output_only = false;
   // With has_side_effects: which inputs are written (null: none).
   MutatedInputsFn mutated_inputs = nullptr;
 
