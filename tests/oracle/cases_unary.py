@@ -92,7 +92,11 @@ CASES += [
          attrs={"approximate": "tanh"}, name="tanh_f32"),
     Case("gelu", [uniform(-6, 6, 7, dtype="float64")], lambda x: F.gelu(x, approximate="tanh"),
          attrs={"approximate": "tanh"}, name="tanh_f64"),
-    Case("gelu", [values([-INF, INF, NAN, -40.0, 40.0])], F.gelu, name="special", fd=False),
+    # Element by element: PyTorch's vectorized gelu gives NaN for +inf where
+    # its scalar path (and the math: x Φ(x) -> x) gives +inf, and which of
+    # the two a row of five meets depends on the CPU's vector width.
+    Case("gelu", [values([-INF, INF, NAN, -40.0, 40.0])],
+         lambda x: torch.stack([F.gelu(v.reshape(1))[0] for v in x]), name="special", fd=False),
     Case("gelu", [randn(3)], attrs={"approximate": "erf"}, name="bad_approximate",
          error="gelu: approximate must be 'none' or 'tanh', got 'erf'"),
     Case("gelu", [ints(-3, 3, 4)], name="int", error="gelu: expected a floating input, got int64"),
