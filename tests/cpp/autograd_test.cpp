@@ -9,6 +9,7 @@
 #include "kiln/core/allocator.h"
 #include "kiln/core/factory.h"
 #include "kiln/ops/copy.h"
+#include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/reduction.h"
 #include "test_util.h"
@@ -32,6 +33,27 @@ TEST(Autograd, RecordsAndAccumulatesIntoLeaves) {
   EXPECT_EQ(values(grad(b)), (std::vector<float>{1, 2}));
   backward(a * b, ones({2}));  // a second graph accumulates
   EXPECT_EQ(values(grad(a)), (std::vector<float>{7, 9}));
+}
+
+// No static constructor installs autograd: without init_autograd() (or
+// requires_grad_(), which calls it) an op on a tensor that requires grad is a
+// clear error rather than a silently unrecorded op.
+TEST(Autograd, OpsOnGradTensorsNeedAutogradInitialized) {
+  TensorOptions requiring_grad;
+  requiring_grad.requires_grad = true;
+  Tensor x = ones({2}, requiring_grad);
+  set_autograd_hook(nullptr);
+  std::string message = error_of([&] { (void)(x * 2.0); }).what();
+  init_autograd();
+  EXPECT_TRUE(message.find("mul: an input requires grad, but autograd is not initialized") !=
+              std::string::npos)
+      << message;
+  Tensor y = x * 2.0;  // initialized again: recorded
+  EXPECT_EQ(grad_fn_name(y), "MulBackward0");
+  set_autograd_hook(nullptr);
+  Tensor z = zeros({2});
+  requires_grad_(z);  // installs the hooks itself
+  EXPECT_EQ(grad_fn_name(z * 2.0), "MulBackward0");
 }
 
 TEST(Autograd, BroadcastGradientsAreSummedBack) {

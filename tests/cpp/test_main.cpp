@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "kiln/autograd/autograd.h"
 #include "kiln/core/allocator.h"
 #include "kiln/ops/registry.h"
 
@@ -30,7 +31,8 @@ class LeakCheck : public testing::EmptyTestEventListener {
 
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
-  kiln::op_registry();  // fill the table before the first test's baseline
+  kiln::op_registry();    // fill the table before the first test's baseline
+  kiln::init_autograd();  // tests make tensors with TensorOptions::requires_grad
   auto* leak_check = new LeakCheck;
   testing::UnitTest::GetInstance()->listeners().Append(leak_check);
   int result = RUN_ALL_TESTS();

@@ -34,11 +34,10 @@ Tensor seed_gradient(const Tensor& root, const Tensor& grad_output) {
 
 }  // namespace
 
-// Linking the autograd layer is what turns recording on: the hook is
-// installed when this library loads, so a tensor made with requires_grad
-// through a core factory is recorded even before any autograd call.
-static const bool kHookInstalled = (init_autograd(), true);
-
+// Installing the hooks is explicit (no static constructor): every function
+// here that makes a tensor require grad or walks a backward calls it, so
+// only a tensor made with TensorOptions::requires_grad before any of them
+// needs kiln::init_autograd() first (dispatch says so if it is missing).
 void init_autograd() {
   set_autograd_hook(record_op);
   set_inplace_check(check_inplace);
@@ -61,6 +60,7 @@ AutogradMetaImpl& ensure_autograd_meta(const Tensor& t) {
 }
 
 const Tensor& requires_grad_(const Tensor& t, bool requires_grad) {
+  init_autograd();
   KILN_CHECK(t.defined(), "requires_grad_: got an undefined tensor");
   KILN_CHECK(!requires_grad || is_floating(t.dtype()),
              "only tensors of floating point dtype "

@@ -1,13 +1,16 @@
 #include "kiln/ops/dispatch.h"
 
 #include <algorithm>
+#include <atomic>
 
 namespace kiln {
 namespace {
 
 thread_local DispatchObserver* t_observer = nullptr;
-AutogradHook g_autograd_hook = nullptr;
-InplaceCheck g_inplace_check = nullptr;
+// Set by the autograd layer (init_autograd), possibly from several threads
+// at once with the same values: atomics, read relaxed on every op.
+std::atomic<AutogradHook> g_autograd_hook = nullptr;
+std::atomic<InplaceCheck> g_inplace_check = nullptr;
 
 bool kind_matches(AttrKind kind, const AttrValue& v) {
   switch (kind) {
@@ -96,10 +99,14 @@ void run_kernel(const OpDef& op, const std::vector<Tensor>& inputs,
 void notify(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
             const std::vector<Tensor>& outputs) {
   if (t_observer) t_observer->on_op(op, inputs, attrs, outputs);
-  if (!g_autograd_hook) return;
   bool needs_grad = std::any_of(inputs.begin(), inputs.end(),
                                 [](const Tensor& t) { return t.defined() && t.requires_grad(); });
-  if (needs_grad) g_autograd_hook(op, inputs, attrs, outputs);
+  if (!needs_grad) return;
+  AutogradHook hook = g_autograd_hook.load(std::memory_order_relaxed);
+  KILN_CHECK(hook != nullptr, op.name,
+             ": an input requires grad, but autograd is not initialized in this program; call "
+             "kiln::init_autograd() (or make the tensor with requires_grad_()) first");
+  hook(op, inputs, attrs, outputs);
 }
 
 bool can_cast(DType from, DType to) {
@@ -196,7 +203,8 @@ void dispatch_into(const OpDef& op, std::vector<Tensor> inputs, const Attrs& giv
              " doesn't match the broadcast shape ", result.shape);
   KILN_CHECK(can_cast(result.dtype, out.dtype()), op.name, ": result type ", result.dtype,
              " can't be cast to the desired output type ", out.dtype());
-  if (g_inplace_check && out.requires_grad()) g_inplace_check(op, out);
+  InplaceCheck check = g_inplace_check.load(std::memory_order_relaxed);
+  if (check && out.requires_grad()) check(op, out);
   if (t_observer) t_observer->before_write(op, inputs, out);
   cast_inputs(op, inputs, inferred);
   if (result.dtype == out.dtype()) {
@@ -228,11 +236,11 @@ PauseRecording::~PauseRecording() {
 }
 
 void set_autograd_hook(AutogradHook hook) {
-  g_autograd_hook = hook;
+  g_autograd_hook.store(hook, std::memory_order_relaxed);
 }
 
 void set_inplace_check(InplaceCheck check) {
-  g_inplace_check = check;
+  g_inplace_check.store(check, std::memory_order_relaxed);
 }
 
 }  // namespace kiln
