@@ -1,7 +1,7 @@
-// kiln._C.jit: the recorder, compiled functions, the signature cache and the
-// trace-warning handler, for kiln/jit (the Python package), which drives
-// them: it records a Python forward with Recorder, wraps the capture in a
-// CompiledFunction and keeps one per input signature in a SignatureCache.
+// kiln._C.jit: tracing, compiled functions, the hybridize cache and the
+// trace-warning handler, for kiln/jit (the Python package). The Python side
+// only flattens a function's outputs to a list of tensors and rebuilds them:
+// recording, compiling, the cache, its guards and strict mode are C++'s.
 #include <chrono>
 
 #include <nanobind/stl/optional.h>
@@ -11,8 +11,8 @@
 
 #include "jit.h"
 #include "kiln/jit/ir/verifier.h"
-#include "kiln/jit/trace/cache.h"
-#include "kiln/jit/trace/compiled.h"
+#include "kiln/jit/compile/compiled.h"
+#include "kiln/jit/compile/hybridize.h"
 #include "kiln/jit/trace/recorder.h"
 #include "kiln/ops/dispatch.h"
 
@@ -20,7 +20,7 @@ namespace kiln::python {
 namespace {
 
 using jit::CompiledFunction;
-using jit::SignatureCache;
+using jit::HybridCache;
 
 // The positional arguments of a call, when all are tensors.
 std::optional<std::vector<Tensor>> tensors_of(nb::handle args) {
@@ -37,12 +37,57 @@ std::vector<Tensor> run_compiled(const CompiledFunction& f, const std::vector<Te
   return f.run(inputs);
 }
 
-jit::PassOptions pass_options(bool frozen, bool fast_math, const std::vector<std::string>& passes) {
-  jit::PassOptions options;
-  options.frozen = frozen;
-  options.allow_rounding_changes = fast_math;
-  options.passes = passes;
-  return options;
+jit::CompileOptions compile_options(bool optimize, bool frozen, bool fast_math,
+                                    std::vector<std::string> passes) {
+  return jit::CompileOptions{
+      .optimize = optimize, .frozen = frozen, .fast_math = fast_math, .passes = std::move(passes)};
+}
+
+// A Python callable taking a list of tensors and returning a list of
+// tensors, as a TracedFn. It runs with the GIL whichever thread calls it.
+jit::TracedFn python_traced_fn(nb::object fn) {
+  auto shared = std::make_shared<nb::object>(std::move(fn));
+  return [shared](const std::vector<Tensor>& inputs) {
+    nb::gil_scoped_acquire gil;
+    return nb::cast<std::vector<Tensor>>((*shared)(inputs));
+  };
+}
+
+// The hybridize cache as Python holds it: the function and the parameter
+// getter are Python objects the cache calls, kept here rather than inside
+// the cache's std::functions so that Python's garbage collector can see them
+// (tp_traverse below). A module's cache holds its bound forward, which holds
+// the module: without that, the cycle module -> cache -> forward -> module
+// would never be collected.
+struct PythonHybridCache {
+  nb::object fn;
+  nb::object params;  // None: no parameters
+  std::unique_ptr<HybridCache> cache;
+};
+
+int hybrid_cache_traverse(PyObject* self, visitproc visit, void* arg) {
+  if (!nb::inst_ready(self)) return 0;
+  PythonHybridCache* h = nb::inst_ptr<PythonHybridCache>(self);
+  Py_VISIT(h->fn.ptr());
+  Py_VISIT(h->params.ptr());
+  Py_VISIT(Py_TYPE(self));
+  return 0;
+}
+
+int hybrid_cache_clear(PyObject* self) {
+  PythonHybridCache* h = nb::inst_ptr<PythonHybridCache>(self);
+  h->fn = nb::none();
+  h->params = nb::none();
+  return 0;
+}
+
+PyType_Slot hybrid_cache_slots[] = {{Py_tp_traverse, (void*)hybrid_cache_traverse},
+                                    {Py_tp_clear, (void*)hybrid_cache_clear},
+                                    {0, nullptr}};
+
+HybridCache& cache_of(PythonHybridCache& h) {
+  KILN_CHECK(h.cache != nullptr, "HybridCache: not initialized");
+  return *h.cache;
 }
 
 // A compiled function from a graph built or rewritten in Python: a copy, so
@@ -88,7 +133,8 @@ nb::list pass_records(const jit::PassReport& report) {
 
 // Hands trace warnings to a Python callable, taking the GIL: a warning may
 // come from a thread that released it (a compiled call replayed inside a
-// trace). Called with (kind, message, file, line, is_divergence).
+// trace). Called with (kind, message, file, line, is_divergence, fatal); for
+// a fatal one (strict mode) it raises, and the recording stops with that error.
 void set_python_warning_handler(nb::object handler) {
   if (handler.is_none()) {
     jit::set_warning_handler({});
@@ -97,7 +143,8 @@ void set_python_warning_handler(nb::object handler) {
   auto shared = std::make_shared<nb::object>(std::move(handler));
   jit::set_warning_handler([shared](const jit::TraceWarning& w) {
     nb::gil_scoped_acquire gil;
-    (*shared)(jit::to_string(w.kind), w.message, w.file, w.line, jit::is_divergence(w.kind));
+    (*shared)(jit::to_string(w.kind), w.message, w.file, w.line, jit::is_divergence(w.kind),
+              w.fatal);
   });
 }
 
@@ -115,9 +162,9 @@ void bind_jit(nb::module_& m) {
           "__init__",
           [](jit::Recorder* self, bool strict, std::vector<std::string> input_names,
              bool bind_outside_state) {
-            new (self) jit::Recorder(jit::TraceOptions{.strict = strict,
-                                                       .bind_outside_state = bind_outside_state,
-                                                       .input_names = std::move(input_names)});
+            new (self) jit::Recorder(jit::RecordOptions{.strict = strict,
+                                                        .bind_outside_state = bind_outside_state,
+                                                        .input_names = std::move(input_names)});
           },
           nb::arg("strict") = false, nb::arg("input_names") = std::vector<std::string>(),
           nb::arg("bind_outside_state") = false)
@@ -153,12 +200,11 @@ void bind_jit(nb::module_& m) {
           "__init__",
           [](CompiledFunction* self, jit::Capture capture, bool optimize, bool frozen,
              bool fast_math, std::vector<std::string> passes) {
-            std::optional<jit::PassOptions> options;
-            if (optimize) options = pass_options(frozen, fast_math, passes);
             // The passes rewrite the graph in place: a copy, so the Python
             // Capture (and what else was compiled from it) keeps its own.
             capture.graph = capture.graph->clone();
-            new (self) CompiledFunction(std::move(capture), options);
+            new (self) CompiledFunction(std::move(capture),
+                                        compile_options(optimize, frozen, fast_math, passes));
           },
           nb::arg("capture"), nb::arg("optimize") = true, nb::arg("frozen") = false,
           nb::arg("fast_math") = false, nb::arg("passes") = std::vector<std::string>())
@@ -197,10 +243,6 @@ void bind_jit(nb::module_& m) {
         return out;
       });
 
-  nb::class_<jit::Signature>(m, "Signature")
-      .def("__str__", &jit::Signature::to_string)
-      .def("__repr__", &jit::Signature::to_string);
-
   nb::class_<jit::CacheInfo>(m, "CacheInfo")
       .def_ro("entries", &jit::CacheInfo::entries)
       .def_ro("hits", &jit::CacheInfo::hits)
@@ -208,35 +250,88 @@ void bind_jit(nb::module_& m) {
       .def("__str__", &jit::CacheInfo::to_string)
       .def("__repr__", &jit::CacheInfo::to_string);
 
-  nb::class_<SignatureCache>(m, "SignatureCache")
-      .def(nb::init<std::string>(), nb::arg("owner"))
+  // The options of tracing and hybridize, as keyword arguments: the
+  // recording's (strict, bind_outside_state, input_names) and the
+  // compiler's (optimize, frozen, fast_math, passes).
+  m.def(
+      "trace",
+      [](nb::object fn, std::vector<Tensor> inputs, nn::NamedTensors params, bool strict,
+         bool bind_outside_state, std::vector<std::string> input_names, bool optimize,
+         bool frozen, bool fast_math, std::vector<std::string> passes) {
+        jit::RecordOptions record{.strict = strict,
+                                  .params = std::move(params),
+                                  .bind_outside_state = bind_outside_state,
+                                  .input_names = std::move(input_names)};
+        jit::TraceRun run = jit::trace_and_run(
+            python_traced_fn(std::move(fn)), std::move(inputs), std::move(record),
+            compile_options(optimize, frozen, fast_math, std::move(passes)));
+        return std::make_pair(std::move(run.compiled), std::move(run.outputs));
+      },
+      nb::arg("fn"), nb::arg("inputs"), nb::arg("params"), nb::arg("strict") = false,
+      nb::arg("bind_outside_state") = false, nb::arg("input_names") = std::vector<std::string>(),
+      nb::arg("optimize") = true, nb::arg("frozen") = false, nb::arg("fast_math") = false,
+      nb::arg("passes") = std::vector<std::string>());
+
+  nb::class_<PythonHybridCache>(m, "HybridCache", nb::type_slots(hybrid_cache_slots))
+      .def(
+          "__init__",
+          [](PythonHybridCache* self, std::string owner, nb::object fn, nb::object params,
+             bool strict, bool bind_outside_state, std::vector<std::string> input_names,
+             bool optimize, bool frozen, bool fast_math, std::vector<std::string> passes) {
+            PythonHybridCache* h = new (self) PythonHybridCache{std::move(fn), std::move(params)};
+            jit::RecordOptions record{.strict = strict,
+                                      .bind_outside_state = bind_outside_state,
+                                      .input_names = std::move(input_names)};
+            // The callables reach the Python objects through `h`, which
+            // lives as long as the cache it owns.
+            auto call_fn = [h](const std::vector<Tensor>& inputs) {
+              nb::gil_scoped_acquire gil;
+              KILN_CHECK(!h->fn.is_none(), "HybridCache: its function was cleared");
+              return nb::cast<std::vector<Tensor>>(h->fn(inputs));
+            };
+            HybridCache::ParamsFn call_params;
+            if (!h->params.is_none()) {
+              call_params = [h] {
+                nb::gil_scoped_acquire gil;
+                if (h->params.is_none()) return nn::NamedTensors();
+                return nb::cast<nn::NamedTensors>(h->params());
+              };
+            }
+            h->cache = std::make_unique<HybridCache>(
+                std::move(owner), std::move(call_fn), std::move(record),
+                compile_options(optimize, frozen, fast_math, std::move(passes)),
+                std::move(call_params));
+          },
+          nb::arg("owner"), nb::arg("fn"), nb::arg("params").none() = nb::none(),
+          nb::arg("strict") = false, nb::arg("bind_outside_state") = false,
+          nb::arg("input_names") = std::vector<std::string>(), nb::arg("optimize") = true,
+          nb::arg("frozen") = false, nb::arg("fast_math") = false,
+          nb::arg("passes") = std::vector<std::string>())
       // The hot path of a hybridized call: lookup and run in one call; None
       // on a miss, or when an argument is not a tensor.
       .def(
           "run",
-          [](SignatureCache& cache, nb::handle args,
+          [](PythonHybridCache& h, nb::handle args,
              bool training) -> std::optional<std::vector<Tensor>> {
             std::optional<std::vector<Tensor>> inputs = tensors_of(args);
             if (!inputs) return std::nullopt;
+            HybridCache& cache = cache_of(h);
             nb::gil_scoped_release no_gil;
-            return cache.run(*inputs, training);
+            return cache.run_cached(*inputs, training);
           },
           nb::arg("args"), nb::arg("training"))
+      // The miss: records the function on these inputs (runs it eagerly
+      // inside another trace) and returns its flat outputs.
       .def(
-          "insert",
-          [](SignatureCache& cache, const jit::Signature& signature,
-             const CompiledFunction& compiled) { cache.insert(signature, compiled); },
-          nb::arg("signature"), nb::arg("compiled"))
-      .def("info", &SignatureCache::info)
-      .def("__len__", &SignatureCache::size)
-      .def("clear", &SignatureCache::clear);
+          "record",
+          [](PythonHybridCache& h, const std::vector<Tensor>& inputs, bool training) {
+            return cache_of(h).record(inputs, training);
+          },
+          nb::arg("inputs"), nb::arg("training"))
+      .def("info", [](PythonHybridCache& h) { return cache_of(h).info(); })
+      .def("__len__", [](PythonHybridCache& h) { return cache_of(h).size(); })
+      .def("clear", [](PythonHybridCache& h) { cache_of(h).clear(); });
 
-  m.def(
-      "signature_of",
-      [](const std::vector<Tensor>& inputs, bool training) {
-        return jit::signature_of(inputs, training);
-      },
-      nb::arg("inputs"), nb::arg("training"));
   m.def("is_recording", [] { return dispatch_observer() != nullptr; });
   m.def("set_warning_handler", &set_python_warning_handler, nb::arg("handler").none());
   // For bench/: the same compiled function called `calls` times from a C++

@@ -6,7 +6,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "jit.h"
-#include "kiln/jit/trace/compiled.h"
+#include "kiln/jit/compile/compiled.h"
 #include "kiln/jit/trace/recorder.h"
 #include "kiln/onnx/onnx_export.h"
 #include "kiln/onnx/onnx_import.h"

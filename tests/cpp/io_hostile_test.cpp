@@ -11,7 +11,7 @@
 #include "jit_test_util.h"
 #include "kiln/core/factory.h"
 #include "kiln/io/model_file.h"
-#include "kiln/jit/trace/trace.h"
+#include "kiln/jit/compile/trace.h"
 #include "kiln/nn/nn.h"
 
 namespace kiln::jit {

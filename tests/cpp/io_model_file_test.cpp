@@ -10,7 +10,7 @@
 #include "kiln/core/factory.h"
 #include "kiln/io/model_file.h"
 #include "kiln/jit/ir/printer.h"
-#include "kiln/jit/trace/trace.h"
+#include "kiln/jit/compile/trace.h"
 #include "kiln/nn/nn.h"
 #include "kiln/ops/copy.h"
 
@@ -82,9 +82,7 @@ TEST(ModelFile, FrozenConstantsTooLargeToPrintTravelAsBlobs) {
   auto net = make_conv_bn();
   net->eval();
   Tensor x = randn({2, 1, 8, 8});
-  TraceOptions options;
-  options.passes = PassOptions{.allow_rounding_changes = true, .frozen = true};
-  CompiledFunction traced = trace(*net, x, options);
+  CompiledFunction traced = trace(*net, x, {}, {.frozen = true, .fast_math = true});
   ASSERT_TRUE(traced.graph().params().empty() || !traced.graph().constants().empty());
   TempDir dir;
   save(traced, dir.file("frozen.kiln"), {.example_inputs = {x}});

@@ -6,10 +6,10 @@
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/factory.h"
 #include "kiln/core/random.h"
+#include "kiln/jit/compile/autodiff.h"
+#include "kiln/jit/compile/trace.h"
 #include "kiln/jit/ir/parser.h"
 #include "kiln/jit/ir/printer.h"
-#include "kiln/jit/trace/autodiff.h"
-#include "kiln/jit/trace/trace.h"
 #include "kiln/nn/container.h"
 #include "kiln/nn/functional.h"
 #include "kiln/nn/layers.h"
@@ -126,7 +126,7 @@ TEST(JitAutodiff, CompiledTrainingStepEqualsEagerSteps) {
       std::vector<Tensor> batch = {randn({10, 10}), randint(0, 2, {10})};
       Tensor loss;
       if (compiled && i == 0) {  // records while taking the first step
-        TraceRun first = trace_and_run(step, batch, {}, {.bind_outside_state = true});
+        TraceRun first = trace_and_run(step, batch, {.bind_outside_state = true});
         f = first.compiled;
         loss = first.outputs[0];
       } else {
@@ -150,6 +150,48 @@ TEST(JitAutodiff, CompiledTrainingStepEqualsEagerSteps) {
     EXPECT_TRUE(bitwise_equal(compiled.grads[i], eager.grads[i])) << "grad " << i;
     EXPECT_TRUE(bitwise_equal(compiled.buffers[i], eager.buffers[i])) << "buffer " << i;
   }
+}
+
+// Whether a graph can be differentiated is decided up front, from the op
+// table, not by catching whatever error building the backward throws.
+TEST(JitAutodiff, SaysWhichOpHasNoGradRule) {
+  std::shared_ptr<Graph> g = parse_graph(R"(graph(%g : f32[1, 2, 1, 1], %x : f32[1, 2, 3, 3]) {
+  %d = adaptive_avg_pool2d_backward(%g, %x)
+  %m = eq(%x, %x)
+  %y = mul(%d, %x)
+  return (%y, %m)
+})");
+  EXPECT_EQ(why_not_differentiable(*g, {true, false}, {}),
+            "op 'adaptive_avg_pool2d_backward' has no grad rule");
+  EXPECT_EQ(why_not_differentiable(*g, {false, true}, {}),
+            "op 'adaptive_avg_pool2d_backward' has no grad rule");
+  EXPECT_EQ(why_not_differentiable(*g, {false, false}, {}), "");
+
+  // eq has no rule either, but its bool output carries no gradient.
+  std::shared_ptr<Graph> masks = parse_graph(R"(graph(%x : f32[3]) {
+  %m = eq(%x, %x)
+  %y = where(%m, %x, %x)
+  return (%y)
+})");
+  EXPECT_EQ(why_not_differentiable(*masks, {true}, {}), "");
+}
+
+// Such a graph gets no grad plan: its calls replay through dispatch, and
+// eager autograd names the op when a backward reaches it.
+TEST(JitAutodiff, AGraphWithoutAGradRuleReplaysThroughDispatch) {
+  std::shared_ptr<Graph> g = parse_graph(R"(graph(%g : f32[1, 2, 1, 1], %x : f32[1, 2, 3, 3]) {
+  %d = adaptive_avg_pool2d_backward(%g, %x)
+  return (%d)
+})");
+  CompiledFunction f(g, 1);
+  Tensor grad_in = randn({1, 2, 1, 1});
+  requires_grad_(grad_in);
+  std::vector<Tensor> inputs = {grad_in, randn({1, 2, 3, 3})};
+  EXPECT_EQ(f.grad_plan(inputs), nullptr);
+  EXPECT_TRUE(f.replays_through_dispatch(inputs));
+  Tensor out = f(inputs)[0];
+  Error e = error_of([&] { backward(sum(out)); });
+  EXPECT_TRUE(mentions(e, "adaptive_avg_pool2d_backward")) << e.what();
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Every known way a traced graph can diverge from the eager code it came
 // from, each asserting that kiln reports it: a warning by default (captured
-// here by a test handler) and a kiln::Error with TraceOptions{.strict = true}.
+// here by a test handler) and a kiln::Error with RecordOptions{.strict = true}.
 // A new footgun found later gets a test here (tinygrad keeps such a list).
 //
 // What tracing records instead of reporting, and so needs no report (tested
@@ -9,8 +9,8 @@
 #include <gtest/gtest.h>
 
 #include "jit_test_util.h"
-#include "kiln/jit/trace/hybridize.h"
-#include "kiln/jit/trace/trace.h"
+#include "kiln/jit/compile/hybridize.h"
+#include "kiln/jit/compile/trace.h"
 #include "kiln/kiln.h"
 
 namespace kiln::jit {
@@ -22,7 +22,7 @@ using Tensors = std::vector<Tensor>;
 // mentions `text`; with strict, expecting an error mentioning it. Returns
 // the first warning of that kind (for checking its location).
 TraceWarning expect_reported(const TracedFn& fn, const Tensors& inputs, WarningKind kind,
-                             const std::string& text, TraceOptions options = {}) {
+                             const std::string& text, RecordOptions options = {}) {
   TraceWarning found{kind, "(not reported)"};
   {
     CapturedWarnings captured;

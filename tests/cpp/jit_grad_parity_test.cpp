@@ -14,7 +14,7 @@
 #include "jit_test_util.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/random.h"
-#include "kiln/jit/trace/trace.h"
+#include "kiln/jit/compile/trace.h"
 #include "kiln/ops/dispatch.h"
 #include "op_refs.h"
 

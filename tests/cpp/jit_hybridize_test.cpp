@@ -1,7 +1,7 @@
 // hybridize and the signature cache: one compiled entry per input signature,
 // the reasons for each miss, and that compiled calls behave as eager ones
 // (autograd, dropout, batch_norm's running statistics).
-#include "kiln/jit/trace/hybridize.h"
+#include "kiln/jit/compile/hybridize.h"
 
 #include <gtest/gtest.h>
 
@@ -196,6 +196,80 @@ TEST(JitHybridize, CompiledForShowsTheEntry) {
   ASSERT_NE(h->compiled_for(x), nullptr);
   EXPECT_EQ(h->compiled_for(x)->graph().params().size(), 4u);
   EXPECT_EQ(h->cache_info().misses.size(), 1u);  // looking is neither a hit nor a miss
+}
+
+// ---------------------------------------------------------------- HybridCache
+// The one cache behind hybridize in C++ and Python.
+
+TEST(JitHybridCache, MissRecordsAndReturnsWhatTheCodeReturnedHitRunsTheEntry) {
+  int calls = 0;
+  HybridCache cache("compile(f)", [&](const Tensors& in) {
+    ++calls;
+    return Tensors{sin(in[0]) * 2, neg(in[1])};
+  });
+  Tensor x = randn({3}), y = randn({3});
+  EXPECT_FALSE(cache.run_cached(Tensors{x, y}, false).has_value());  // a miss, counted
+  Tensors first = cache.record(Tensors{x, y}, false);
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(same_bits(first[0], sin(x) * 2));
+  std::optional<Tensors> hit = cache.run_cached(Tensors{x, y}, false);
+  ASSERT_TRUE(hit.has_value());
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(same_bits((*hit)[1], neg(y)));
+  Tensors other = cache(Tensors{randn({5}), randn({5})}, false);  // miss and record in one call
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(other[0].shape(), (IntList{5}));
+  CacheInfo info = cache.info();
+  EXPECT_EQ(info.hits, 1u);
+  EXPECT_EQ(info.misses, (std::vector<std::string>{
+                             "first call", "input 0 dim 0: 3 -> 5; input 1 dim 0: 3 -> 5"}));
+}
+
+TEST(JitHybridCache, ReadsTheParametersAtEachRecording) {
+  Tensor w = randn({3});
+  int reads = 0;
+  HybridCache cache(
+      "compile(scale)", [&](const Tensors& in) { return Tensors{in[0] * w}; }, {}, {},
+      [&] {
+        ++reads;
+        return nn::NamedTensors{{"w", w}};
+      });
+  cache(Tensors{randn({3})}, false);
+  cache(Tensors{randn({3})}, false);  // a hit: nothing read
+  EXPECT_EQ(reads, 1);
+  std::shared_ptr<const CompiledFunction> entry = cache.find(Tensors{randn({3})}, false);
+  ASSERT_NE(entry, nullptr);
+  ASSERT_NE(entry->graph().find_param("w"), nullptr);  // a live weight, not a constant
+  cache(Tensors{randn({2, 3})}, false);
+  EXPECT_EQ(reads, 2);
+}
+
+TEST(JitHybridCache, UsesAsManyInputNamesAsTheCallHasInputs) {
+  HybridCache cache("compile(f)", [](const Tensors& in) { return Tensors{in[0] + 1}; },
+                    {.input_names = {"x", "y", "z"}});
+  Tensor x = randn({2});
+  cache(Tensors{x}, false);
+  EXPECT_EQ(cache.find(Tensors{x}, false)->graph().inputs()[0]->name(), "x");
+}
+
+TEST(JitHybridCache, StrictStopsTheRecordingThroughTheHandler) {
+  CapturedWarnings captured;
+  HybridCache cache("compile(f)",
+                    [](const Tensors& in) { return Tensors{in[0] * sum(in[0]).item<double>()}; },
+                    {.strict = true});
+  Error e = error_of([&] { cache(Tensors{randn({2})}, false); });
+  EXPECT_TRUE(mentions(e, "item()")) << e.what();
+  ASSERT_EQ(captured.count(WarningKind::HostRead), 1u);
+  EXPECT_TRUE(captured.warnings[0].fatal);  // a front end raises its own error here
+  EXPECT_EQ(cache.size(), 0u);              // nothing kept
+  EXPECT_EQ(dispatch_observer(), nullptr);  // and nothing left recording
+}
+
+TEST(JitHybridCache, InsideATraceAMissRunsEagerlyAndKeepsNothing) {
+  HybridCache cache("compile(f)", [](const Tensors& in) { return Tensors{exp(in[0])}; });
+  CompiledFunction outer = trace([&](const Tensors& in) { return cache(in, false); }, {randn({2})});
+  EXPECT_EQ(cache.size(), 0u);
+  EXPECT_EQ(outer.graph().num_nodes(), 1u);  // the outer trace recorded exp itself
 }
 
 }  // namespace

@@ -15,7 +15,7 @@
 #include "kiln/jit/ir/printer.h"
 #include "kiln/jit/passes/pass_util.h"
 #include "kiln/jit/passes/passes.h"
-#include "kiln/jit/trace/trace.h"
+#include "kiln/jit/compile/trace.h"
 #include "kiln/nn/container.h"
 #include "kiln/nn/layers.h"
 #include "kiln/nn/normalization.h"

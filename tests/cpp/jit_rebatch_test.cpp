@@ -5,7 +5,7 @@
 #include "jit_test_util.h"
 #include "kiln/core/factory.h"
 #include "kiln/jit/ir/rebatch.h"
-#include "kiln/jit/trace/trace.h"
+#include "kiln/jit/compile/trace.h"
 #include "kiln/nn/nn.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/reduction.h"

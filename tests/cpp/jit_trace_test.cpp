@@ -1,7 +1,8 @@
 // Tracing eager code into a graph and running it: what is recorded (nodes,
 // inputs, named parameters, constants, in-place writes), and that the
 // compiled function computes what the eager code computes.
-#include "kiln/jit/trace/trace.h"
+#include "kiln/jit/compile/trace.h"
+#include "kiln/jit/exec/interpreter.h"
 
 #include <gtest/gtest.h>
 
@@ -126,7 +127,7 @@ TEST(JitTrace, FunctionWithoutInputsComputesFromConstants) {
         Tensors in = {tensor({1.f}), tensor({2.f}), tensor({3.f}), tensor({4.f})};
         return fancy_func(in);
       },
-      {}, {.passes = std::nullopt});  // as recorded (the passes fold it: jit_passes_test)
+      {}, {}, {.optimize = false});  // as recorded (the passes fold it: jit_passes_test)
   EXPECT_TRUE(f.graph().inputs().empty());
   EXPECT_EQ(f.graph().constants().size(), 4u);
   EXPECT_EQ(count_nodes(f.graph(), "add"), 3u);
@@ -252,7 +253,7 @@ TEST(JitTrace, CompileReportHasTheMemoryPlanAndTimes) {
 TEST(JitTrace, WrappedNumbersAreWrappedConstants) {
   auto fn = [](const Tensors& in) { return Tensors{in[0] + 2}; };
   Tensor x = tensor({1, 2}, DType::Int32);
-  CompiledFunction f = trace(fn, {x}, {.passes = std::nullopt});  // as recorded
+  CompiledFunction f = trace(fn, {x}, {}, {.optimize = false});  // as recorded
   ASSERT_EQ(f.graph().constants().size(), 1u);
   EXPECT_TRUE(f.graph().constants()[0]->type().wrapped_number);
   Tensor y = f({tensor({5, 6}, DType::Int32)})[0];
@@ -365,9 +366,9 @@ TEST(JitTrace, DefaultWarningHandlerPrintsEachWarningOnce) {
 class CountingRunner final : public GraphRunner {
  public:
   explicit CountingRunner(std::shared_ptr<const Graph> g) : interpreter_(std::move(g)) {}
-  std::vector<Tensor> run(std::span<const Tensor> inputs) const override {
+  std::vector<Tensor> run_unchecked(std::span<const Tensor> inputs) const override {
     ++calls;
-    return interpreter_.run(inputs);
+    return interpreter_.run_unchecked(inputs);
   }
   mutable int calls = 0;
 

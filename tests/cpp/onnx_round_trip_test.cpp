@@ -3,7 +3,7 @@
 
 #include "jit_test_util.h"
 #include "kiln/core/factory.h"
-#include "kiln/jit/trace/trace.h"
+#include "kiln/jit/compile/trace.h"
 #include "kiln/nn/nn.h"
 #include "kiln/onnx/onnx_export.h"
 #include "kiln/onnx/onnx_import.h"

@@ -236,6 +236,32 @@ def test_strict_hybridize_raises_at_the_users_line():
     assert len(m.cache_info().entries) == 0  # nothing half-compiled was kept
 
 
+def test_strict_compile_names_the_users_line_and_stays_usable():
+    @kiln.compile(strict=True)
+    def f(x):
+        return x * float(x.sum())  # frozen: the line the error names
+
+    with pytest.raises(kiln.jit.TraceError, match=r"test_jit_scenarios.py:\d+"):
+        f(kiln.ones(3))
+    assert len(f.cache_info().entries) == 0
+    with pytest.raises(kiln.jit.TraceError):  # the same on the next call: nothing was kept
+        f(kiln.ones(3))
+
+
+def test_a_hybridized_module_is_garbage_collected():
+    # The cache (C++) holds the module's bound forward, which holds the
+    # module: the collector must see that cycle through the C++ object.
+    import gc
+    import weakref
+
+    net = nn.Sequential(nn.Linear(4, 4), nn.ReLU()).hybridize()
+    net(kiln.randn(2, 4))
+    alive = weakref.ref(net)
+    del net
+    gc.collect()
+    assert alive() is None
+
+
 def test_compile_report_says_what_the_compiler_did():
     traced = kiln.jit.trace(w1(), kiln.randn(1, 512))
     report = traced.report()

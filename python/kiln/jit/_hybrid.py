@@ -1,7 +1,9 @@
 """Compiled on first call, per input signature: the machinery behind
-Module.hybridize() and @kiln.compile. A call whose signature (dtypes and
-shapes, grad mode, train/eval) was seen before is one call into C++
-(SignatureCache.run); a new one records the Python code once."""
+Module.hybridize() and @kiln.compile. The cache is C++'s (kiln._C.jit.
+HybridCache: hit, miss, guards, recording, strict mode); this wrapper only
+flattens the function's outputs for it and rebuilds them. A call whose
+signature (dtypes and shapes, grad mode, train/eval) was seen before is one
+call into C++."""
 from kiln import _C
 from kiln.jit import _record
 
@@ -10,16 +12,15 @@ class HybridCache:
     """Compiles `fn` once per input signature. `params()` gives the (name,
     tensor) pairs to bind as graph parameters, read at each recording."""
 
-    def __init__(self, fn, owner, params=lambda: [], strict=False, bind_outside_state=False,
-                 **compile_options):
+    def __init__(self, fn, owner, params=None, strict=False, bind_outside_state=False,
+                 optimize=True, frozen=False, fast_math=False, passes=None):
         self._fn = fn
-        self._bind_outside_state = bind_outside_state
         self._owner = owner
-        self._params = params
-        self._strict = strict
-        self._compile_options = compile_options
-        self._cache = _C.jit.SignatureCache(owner)
-        self._spec = None
+        self._flat = _record.FlatFunction(fn, owner)
+        self._cache = _C.jit.HybridCache(
+            owner, self._flat, params, strict=strict, bind_outside_state=bind_outside_state,
+            input_names=_record.input_names(fn), optimize=optimize, frozen=frozen,
+            fast_math=fast_math, passes=list(passes or []))
         # The hit path, for callers that inline it (Module.__call__): run(args,
         # training) gives the flat outputs or None; `single` says the result
         # is out[0], else unflatten(out).
@@ -34,29 +35,20 @@ class HybridCache:
         return self.miss(args, kwargs, training)
 
     def unflatten(self, flat):
-        return _record.unflatten(self._spec, flat)
+        return _record.unflatten(self._flat.spec, flat)
 
     def miss(self, args, kwargs, training):
         """A call the cache could not serve: records (or, inside another
         trace, runs the code eagerly)."""
-        # Inside another trace the outer recording takes the ops as they run.
-        if _C.jit.is_recording():
-            return self._fn(*args, **(kwargs or {}))
         if kwargs:
+            if _C.jit.is_recording():  # the outer recording takes the ops as they run
+                return self._fn(*args, **kwargs)
             raise TypeError(f"{self._owner}: keyword arguments ({', '.join(kwargs)}) are not "
                             "supported by a compiled call; pass tensors positionally")
         _record.check_inputs(args, self._owner)
-        signature = _C.jit.signature_of(list(args), training)
-        compiled, result, spec = _record.record(self._fn, args, self._params(), self._strict,
-                                                self._compile_options, self._bind_outside_state)
-        if self._spec is not None and spec != self._spec:
-            raise TypeError(f"{self._owner}: the function returned a different structure for "
-                            f"{signature} than for earlier calls; a compiled function returns "
-                            "one structure")
-        self._spec = spec
-        self.single = spec is _record.LEAF
-        self._cache.insert(signature, compiled)
-        return result
+        flat = self._cache.record(list(args), training)
+        self.single = self._flat.spec is _record.LEAF
+        return self.unflatten(flat)
 
     def cache_info(self):
         """Entries (one signature each), hits, and each miss with the guard

@@ -1,12 +1,13 @@
-"""Recording a Python function into a graph: the recorder around one call,
-the output structure (a tensor, or tuples/lists/dicts of them), and the
-handler that turns the C++ tracer's reports into Python warnings (or, in
-strict mode, TraceError) at the user's own file and line."""
+"""The Python half of recording a function into a graph: its output
+structure (a tensor, or tuples/lists/dicts of them) flattened to the list of
+tensors C++ records and rebuilt from it, and the handler that turns the C++
+tracer's reports into Python warnings (or, in strict mode, TraceError) at
+the user's own file and line. Recording, compiling and the cache are C++
+(kiln._C.jit.trace and HybridCache)."""
 import atexit
 import inspect
 import os
 import sys
-import threading
 import warnings
 
 from kiln import _C
@@ -23,7 +24,6 @@ class TraceError(RuntimeError):
 
 
 _KILN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_local = threading.local()
 
 
 def _user_frame():
@@ -34,7 +34,7 @@ def _user_frame():
     return frame
 
 
-def _on_trace_warning(kind, message, file, line, divergence):
+def _on_trace_warning(kind, message, file, line, divergence, fatal):
     # A location inside kiln's C++ means nothing to a Python user: the
     # Python line that led there does.
     if file:
@@ -43,7 +43,7 @@ def _on_trace_warning(kind, message, file, line, divergence):
     filename = frame.f_code.co_filename if frame else "<unknown>"
     lineno = frame.f_lineno if frame else 0
     text = f"{message} (at {filename}:{lineno})"
-    if divergence and getattr(_local, "strict", False):
+    if fatal:  # strict mode: the C++ recorder stops with this error
         raise TraceError(text)
     registry = frame.f_globals.setdefault("__warningregistry__", {}) if frame else None
     module = frame.f_globals.get("__name__") if frame else None
@@ -97,16 +97,39 @@ def check_inputs(args, who):
                             "or closure variables, which are frozen into the graph)")
 
 
-def _input_names(fn, count):
+def input_names(fn):
     """fn's positional parameter names, to name the graph inputs (%x rather
-    than %in0); none when they cannot be told."""
+    than %in0); none when they cannot be told or repeat. A recording with
+    fewer inputs uses the first ones."""
     try:
         parameters = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         return []
     names = [p.name for p in parameters
-             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][:count]
-    return names if len(names) == count and len(set(names)) == count else []
+             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return names if len(set(names)) == len(names) else []
+
+
+class FlatFunction:
+    """fn as C++ records it: called with a list of tensors, returning the
+    list of its output tensors. `spec` is the structure of its last result,
+    which must stay the same from one recording to the next."""
+
+    def __init__(self, fn, owner):
+        self._fn = fn
+        self._owner = owner
+        self.spec = None
+
+    def __call__(self, inputs):
+        result = self._fn(*inputs)
+        flat = []
+        spec = flatten(result, flat)
+        if self.spec is not None and spec != self.spec:
+            raise TypeError(f"{self._owner}: the function returned a different structure for "
+                            f"these inputs than for earlier calls; a compiled function returns "
+                            "one structure")
+        self.spec = spec
+        return flat
 
 
 def record(fn, inputs, params, strict, compile_options, bind_outside_state=False):
@@ -114,21 +137,10 @@ def record(fn, inputs, params, strict, compile_options, bind_outside_state=False
     eager result, its structure). bind_outside_state: tensors fn reaches
     from outside (a model's weights, an optimizer's buffers) are bound by
     reference and written back, not frozen as constants."""
-    recorder = _C.jit.Recorder(strict=False, input_names=_input_names(fn, len(inputs)),
-                               bind_outside_state=bind_outside_state)
-    outer_strict = getattr(_local, "strict", False)
-    _local.strict = strict
-    try:
-        recorder.begin(list(inputs), params)
-        try:
-            result = fn(*inputs)
-            flat = []
-            spec = flatten(result, flat)
-            capture = recorder.end(flat)
-        except BaseException:
-            if recorder.recording:
-                recorder.abort()
-            raise
-    finally:
-        _local.strict = outer_strict
-    return _C.jit.CompiledFunction(capture, **compile_options), result, spec
+    flat_fn = FlatFunction(fn, getattr(fn, "__name__", "function"))
+    names = input_names(fn)[:len(inputs)]
+    compiled, flat = _C.jit.trace(flat_fn, list(inputs), list(params), strict=strict,
+                                  bind_outside_state=bind_outside_state,
+                                  input_names=names if len(names) == len(inputs) else [],
+                                  **compile_options)
+    return compiled, unflatten(flat_fn.spec, flat), flat_fn.spec

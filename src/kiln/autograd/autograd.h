@@ -65,8 +65,9 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                          const std::vector<Tensor>& grad_outputs = {}, bool retain_graph = false,
                          bool create_graph = false, bool allow_unused = false);
 
-// Installs the dispatch hook; done once, on first use of any function above
-// and by kiln::init_autograd() for programs that only run ops.
+// Installs the dispatch hooks that record ops for backward (idempotent).
+// requires_grad_() calls it; a program that makes tensors with
+// TensorOptions::requires_grad before any autograd call calls it first.
 void init_autograd();
 
 }  // namespace kiln

@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/jit/trace/compiled.h"
+#include "kiln/jit/compile/compiled.h"
 
 namespace kiln::jit {
 

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kiln/jit/trace/compiled.h"
+#include "kiln/jit/compile/compiled.h"
 
 namespace kiln::jit::model_format {
 

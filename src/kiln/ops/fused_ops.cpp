@@ -1,5 +1,5 @@
 // Fused ops: a producer op followed by an activation applied to its output
-// in place, as one op the fusion pass (jit/passes/fuse.cpp) puts where the
+// in place, as one op the fusion pass (jit/passes/fuse_activations.cpp) puts where the
 // graph had linear -> relu or conv2d -> sigmoid. Nothing here restates what
 // an op means: the producer's own infer, kernel, prepared kernel and
 // backward rule run, then the activation's own kernel over the producer's

@@ -25,6 +25,10 @@ Executable::Executable(std::shared_ptr<const Graph> graph, std::span<const Outpu
 
 Executable::~Executable() = default;
 
+RunnerStats Executable::stats() const {
+  return RunnerStats{plan_.memory.arena_bytes, plan_.memory.unshared_bytes, plan_.steps.size()};
+}
+
 size_t Executable::num_workspaces() const {
   std::lock_guard<std::mutex> lock(pool_mutex_);
   return workspaces_made_;
@@ -82,6 +86,10 @@ void Executable::check_outputs(std::span<const Tensor> outputs,
 
 std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
   check_inputs(inputs);
+  return run_unchecked(inputs);
+}
+
+std::vector<Tensor> Executable::run_unchecked(std::span<const Tensor> inputs) const {
   std::vector<Tensor> outputs;
   outputs.reserve(graph_->outputs().size());
   for (size_t j = 0; j < graph_->outputs().size(); ++j) {

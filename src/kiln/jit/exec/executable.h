@@ -45,20 +45,21 @@
 #include <vector>
 
 #include "kiln/jit/exec/plan.h"
+#include "kiln/jit/exec/runner.h"
 #include "kiln/jit/ir/graph.h"
 
 namespace kiln::jit {
 
 class Workspace;
 
-class Executable {
+class Executable final : public GraphRunner {
  public:
   // Lowers the graph: checks it, places every value, prepares the kernels
   // (oneDNN primitives are created here). Throws kiln::Error naming the node
   // when the graph cannot run.
   explicit Executable(std::shared_ptr<const Graph> graph,
                       std::span<const OutputIntoParam> into = {});
-  ~Executable();
+  ~Executable() override;
   Executable(const Executable&) = delete;
   Executable& operator=(const Executable&) = delete;
 
@@ -68,6 +69,8 @@ class Executable {
   std::vector<Tensor> run(std::initializer_list<Tensor> inputs) const {
     return run(std::span<const Tensor>(inputs.begin(), inputs.size()));
   }
+  // run() without the input check, for a caller that made it (GraphRunner).
+  std::vector<Tensor> run_unchecked(std::span<const Tensor> inputs) const override;
   // Writes the results into `outputs` (each of its output's exact dtype and
   // shape; any strides). They must not share memory with each other, the
   // inputs, or the parameters and constants. Allocates nothing when the
@@ -77,6 +80,7 @@ class Executable {
 
   const Graph& graph() const { return *graph_; }
   const Plan& plan() const { return plan_; }
+  RunnerStats stats() const override;
   // Workspaces made so far: at most the number of calls that ever ran at once.
   size_t num_workspaces() const;
 

@@ -22,7 +22,7 @@ bool updates_state(const OpDef& op, const Attrs& attrs) {
 
 }  // namespace
 
-Recorder::Recorder(TraceOptions options) : options_(std::move(options)) {}
+Recorder::Recorder(RecordOptions options) : options_(std::move(options)) {}
 
 Recorder::~Recorder() {
   uninstall();
@@ -46,9 +46,12 @@ void Recorder::uninstall() {
 
 void Recorder::report(WarningKind kind, std::string what, const std::source_location& where) {
   TraceWarning warning = make_warning(kind, std::move(what), where);
+  warning.fatal = options_.strict && is_divergence(kind);
   warnings_.push_back(warning);
-  if (options_.strict && is_divergence(kind)) throw Error(ErrorKind::Runtime, warning.message);
-  if (!options_.quiet) warn(warning);
+  // A fatal warning goes to the handler even when quiet, so that a front
+  // end can raise its own error type at its own line.
+  if (!options_.quiet || warning.fatal) warn(warning);
+  if (warning.fatal) throw Error(ErrorKind::Runtime, warning.message);
 }
 
 // ---------------------------------------------------------------- begin / end

@@ -24,14 +24,11 @@
 #pragma once
 
 #include <chrono>
-#include <optional>
-
 #include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
-#include "kiln/jit/passes/pipeline.h"
 
 #include "kiln/core/trace_hook.h"
 #include "kiln/jit/ir/graph.h"
@@ -41,7 +38,9 @@
 
 namespace kiln::jit {
 
-struct TraceOptions {
+// How a recording treats what it meets. How the recorded graph is compiled
+// afterwards is jit/compile's CompileOptions.
+struct RecordOptions {
   // A divergence from eager is a kiln::Error rather than a warning.
   bool strict = false;
   // Keep warnings in the Capture without handing them to the warning
@@ -58,9 +57,6 @@ struct TraceOptions {
   bool bind_outside_state = false;
   // Names for the graph inputs (optional; as many as there are inputs).
   std::vector<std::string> input_names = {};
-  // The passes the recorded graph goes through before it is compiled (the
-  // default pipeline keeps eager's results bit for bit); nullopt: none.
-  std::optional<PassOptions> passes = PassOptions{};
 };
 
 // An extra graph output holding the new value of an input or parameter the
@@ -96,7 +92,7 @@ struct Capture {
 
 class Recorder final : private DispatchObserver, private TraceHook {
  public:
-  explicit Recorder(TraceOptions options = {});
+  explicit Recorder(RecordOptions options = {});
   ~Recorder() override;  // stops a recording still running on this thread
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
@@ -163,7 +159,7 @@ class Recorder final : private DispatchObserver, private TraceHook {
   void warn_constant_outputs(const std::vector<Value*>& outputs);
   void drop_unused_constants();
 
-  TraceOptions options_;
+  RecordOptions options_;
   std::shared_ptr<Graph> graph_;
   bool installed_ = false;
   std::chrono::steady_clock::time_point started_;

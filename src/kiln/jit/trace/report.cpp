@@ -68,11 +68,11 @@ void warn(const TraceWarning& warning) {
     handler(warning);
     return;
   }
-  print_once(warning);
+  if (!warning.fatal) print_once(warning);  // a fatal one is thrown by the recorder
 }
 
 TraceWarning make_warning(WarningKind kind, std::string what, const std::source_location& where) {
-  TraceWarning warning{kind, std::move(what), "", 0};
+  TraceWarning warning{kind, std::move(what), "", 0, false};
   if (where.line() == 0) return warning;
   warning.file = where.file_name();
   warning.line = where.line();

@@ -2,8 +2,10 @@
 // eager code did: each report is a TraceWarning handed to one replaceable,
 // process-wide handler. The default prints each distinct warning once to
 // stderr; the Python front end installs a handler that turns them into
-// Python warnings at the user's line. With TraceOptions{.strict = true} a
-// recorder throws kiln::Error instead of warning about a divergence.
+// Python warnings at the user's line. With RecordOptions{.strict = true} a
+// divergence is fatal: the recorder hands it to the handler marked `fatal`
+// (Python's raises TraceError at the user's line) and, when the handler
+// returns, throws kiln::Error with its message.
 #pragma once
 
 #include <functional>
@@ -35,6 +37,7 @@ struct TraceWarning {
   std::string message;  // the whole text, the C++ caller's location included when known
   std::string file;     // that location; "" when unknown
   unsigned line = 0;
+  bool fatal = false;  // strict mode: the recording stops with an error
 };
 
 using WarningHandler = std::function<void(const TraceWarning&)>;

@@ -1,4 +1,4 @@
-#include "kiln/jit/trace/cache.h"
+#include "kiln/jit/compile/cache.h"
 
 #include <algorithm>
 
@@ -176,7 +176,7 @@ std::optional<std::vector<Tensor>> SignatureCache::run(std::span<const Tensor> i
                                                        bool training) {
   std::shared_ptr<const CompiledFunction> compiled = lookup(inputs, training);
   if (!compiled) return std::nullopt;
-  return compiled->run(inputs);
+  return compiled->run_matched(inputs);  // the lookup matched every input's dtype and shape
 }
 
 CacheInfo SignatureCache::info() const {

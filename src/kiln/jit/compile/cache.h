@@ -4,11 +4,8 @@
 // entry ("input 0 dim 0: 64 -> 32"), and past kWarnAfter entries the cache
 // warns once, naming the guard that keeps changing.
 //
-// One call does lookup and run, so a front end tracing on a miss needs one
-// call into C++ per hit:
-//   if (auto out = cache.run(inputs, training)) return *out;
-//   ... record a trace (Recorder) ...
-//   cache.insert(signature_of(inputs, training), CompiledFunction(capture));
+// One call does lookup and run, checking the inputs once. HybridCache
+// (hybridize.h) adds the miss path: recording and compiling the entry.
 #pragma once
 
 #include <memory>
@@ -18,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/jit/trace/compiled.h"
+#include "kiln/jit/compile/compiled.h"
 
 namespace kiln::jit {
 

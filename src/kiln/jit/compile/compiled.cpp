@@ -1,4 +1,4 @@
-#include "kiln/jit/trace/compiled.h"
+#include "kiln/jit/compile/compiled.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,6 +7,7 @@
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/jit/exec/executable.h"
+#include "kiln/jit/exec/interpreter.h"
 #include "kiln/ops/copy.h"
 
 namespace kiln::jit {
@@ -14,21 +15,6 @@ namespace {
 
 std::mutex g_factory_mutex;
 RunnerFactory g_runner_factory;
-
-// The compiled plan (jit/exec) as the runner of calls autograd need not see:
-// lowered once, no dispatch per op.
-class ExecutableRunner final : public GraphRunner {
- public:
-  ExecutableRunner(std::shared_ptr<const Graph> graph, std::span<const OutputIntoParam> into)
-      : executable_(std::move(graph), into) {}
-  std::vector<Tensor> run(std::span<const Tensor> inputs) const override {
-    return executable_.run(inputs);
-  }
-  const Plan& plan() const { return executable_.plan(); }
-
- private:
-  Executable executable_;
-};
 
 // `into`: the state updates of parameters, which the Executable writes in
 // place (a factory's runner returns them as fresh tensors to copy instead).
@@ -40,7 +26,7 @@ std::shared_ptr<const GraphRunner> make_runner(const std::shared_ptr<const Graph
     factory = g_runner_factory;
   }
   if (factory) return factory(graph);
-  return std::make_shared<ExecutableRunner>(graph, into);
+  return std::make_shared<Executable>(graph, into);
 }
 
 }  // namespace
@@ -57,7 +43,8 @@ struct CompiledFunction::GradCache {
 };
 
 CompiledFunction::Optimized CompiledFunction::optimized(Capture capture,
-                                                        const std::optional<PassOptions>& passes) {
+                                                        const CompileOptions& options) {
+  const std::optional<PassOptions> passes = options.pass_options();
   Optimized result{std::move(capture), {}, passes, {}};
   result.report.record_seconds = result.capture.seconds;
   if (!result.capture.graph) return result;
@@ -69,8 +56,8 @@ CompiledFunction::Optimized CompiledFunction::optimized(Capture capture,
   return result;
 }
 
-CompiledFunction::CompiledFunction(Capture capture, const std::optional<PassOptions>& passes)
-    : CompiledFunction(optimized(std::move(capture), passes)) {}
+CompiledFunction::CompiledFunction(Capture capture, const CompileOptions& options)
+    : CompiledFunction(optimized(std::move(capture), options)) {}
 
 CompiledFunction::CompiledFunction(Optimized optimized)
     : CompiledFunction(std::move(optimized.capture.graph), optimized.capture.num_outputs,
@@ -130,13 +117,11 @@ CompiledFunction::CompiledFunction(std::shared_ptr<const Graph> graph, size_t nu
   runner_ = make_runner(graph_, into);
   compile_report_.lower_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (auto* executable = dynamic_cast<const ExecutableRunner*>(runner_.get())) {
-    const Plan& plan = executable->plan();
-    compile_report_.planned_bytes = plan.memory.arena_bytes;
-    compile_report_.unshared_bytes = plan.memory.unshared_bytes;
-    compile_report_.steps = plan.steps.size();
-  }
   if (!runner_) runner_ = interpreter_;
+  const RunnerStats stats = runner_->stats();
+  compile_report_.planned_bytes = stats.planned_bytes;
+  compile_report_.unshared_bytes = stats.unshared_bytes;
+  compile_report_.steps = stats.steps;
 }
 
 const Graph& CompiledFunction::graph() const {
@@ -196,13 +181,11 @@ std::shared_ptr<const GradPlan> CompiledFunction::grad_plan(std::span<const Tens
   std::lock_guard<std::mutex> lock(grad_cache_->mutex);
   for (const auto& [flags, plan] : grad_cache_->plans)
     if (flags == key) return plan;
+  // Not differentiable as a graph: calls replay through the Interpreter, and
+  // eager autograd reports the op when a backward reaches it.
   std::shared_ptr<const GradPlan> plan;
-  try {
+  if (why_not_differentiable(*recorded_, input_flags, param_flags).empty())
     plan = build_grad_plan(*recorded_, num_outputs_, inputs, input_flags, param_flags, passes_);
-  } catch (const Error&) {
-    // Not differentiable as a graph (an op without a grad rule): eager
-    // autograd, through the Interpreter, reports it when backward reaches it.
-  }
   grad_cache_->plans.emplace_back(std::move(key), plan);
   return plan;
 }
@@ -239,6 +222,10 @@ void CompiledFunction::write_back(const std::vector<Tensor>& results,
 
 std::vector<Tensor> CompiledFunction::run(std::span<const Tensor> inputs) const {
   check_inputs(inputs);
+  return run_matched(inputs);
+}
+
+std::vector<Tensor> CompiledFunction::run_matched(std::span<const Tensor> inputs) const {
   std::vector<Tensor> results;
   std::shared_ptr<const GradPlan> plan;
   if (dispatch_observer() == nullptr && needs_grad(inputs)) plan = grad_plan(inputs);
@@ -246,7 +233,7 @@ std::vector<Tensor> CompiledFunction::run(std::span<const Tensor> inputs) const 
     results = run_with_grad(plan, inputs, *recorded_);
   } else {
     const GraphRunner& runner = replays_through_dispatch(inputs) ? *interpreter_ : *runner_;
-    results = runner.run(inputs);
+    results = runner.run_unchecked(inputs);
   }
   write_back(results, inputs);
   results.resize(num_outputs_);

@@ -1,4 +1,4 @@
-#include "kiln/jit/trace/compile_report.h"
+#include "kiln/jit/compile/compile_report.h"
 
 #include <cstdio>
 

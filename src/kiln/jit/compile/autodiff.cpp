@@ -1,4 +1,4 @@
-#include "kiln/jit/trace/autodiff.h"
+#include "kiln/jit/compile/autodiff.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -6,7 +6,7 @@
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/factory.h"
-#include "kiln/jit/trace/interpreter.h"
+#include "kiln/jit/exec/interpreter.h"
 #include "kiln/jit/trace/recorder.h"
 #include "kiln/ops/copy.h"
 
@@ -173,12 +173,12 @@ JointRun record_joint(const Graph& graph, size_t num_outputs, std::span<const Te
 
   GeneratorPositionGuard keep_random_stream;
   EnableGradGuard grad_on;
-  Recorder recorder(TraceOptions{.quiet = true, .input_names = names, .passes = std::nullopt});
+  Recorder recorder(RecordOptions{.quiet = true, .input_names = names});
   recorder.begin(inputs, params);
   std::vector<Tensor> recorded;
   try {
     std::span<const Tensor> forward_inputs(inputs.data(), example.size());
-    recorded = Interpreter(replayed).run(forward_inputs);
+    recorded = Interpreter(replayed).run_unchecked(forward_inputs);
     std::vector<Tensor> differentiable;
     for (size_t i : joint.grad_outputs)
       differentiable.push_back(recorded[i]);
@@ -202,6 +202,26 @@ JointRun record_joint(const Graph& graph, size_t num_outputs, std::span<const Te
 }
 
 }  // namespace
+
+std::string why_not_differentiable(const Graph& graph, const std::vector<bool>& input_needs_grad,
+                                   const std::vector<bool>& param_needs_grad) {
+  std::unordered_set<const Value*> sources;
+  for (size_t i = 0; i < graph.inputs().size() && i < input_needs_grad.size(); ++i)
+    if (input_needs_grad[i]) sources.insert(graph.inputs()[i]);
+  for (size_t i = 0; i < graph.params().size() && i < param_needs_grad.size(); ++i)
+    if (param_needs_grad[i]) sources.insert(graph.params()[i]);
+  std::unordered_set<const Value*> depends = reachable_from(graph, sources);
+  for (const Node* node : graph.nodes()) {
+    if (node->op().grad) continue;
+    bool reads_grad = std::any_of(node->inputs().begin(), node->inputs().end(),
+                                  [&](const Value* v) { return v && depends.count(v); });
+    // Integer and bool results (indices, masks) carry no gradient anyway.
+    bool floating = std::any_of(node->outputs().begin(), node->outputs().end(),
+                                [](const Value* v) { return is_floating(v->dtype()); });
+    if (reads_grad && floating) return str("op '", node->op().name, "' has no grad rule");
+  }
+  return "";
+}
 
 DifferentiatedGraph differentiate(const Graph& graph, size_t num_outputs,
                                   std::span<const Tensor> example_inputs,

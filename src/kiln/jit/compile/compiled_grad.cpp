@@ -1,4 +1,4 @@
-#include "kiln/jit/trace/compiled_grad.h"
+#include "kiln/jit/compile/compiled_grad.h"
 
 #include "kiln/autograd/node.h"
 #include "kiln/core/factory.h"

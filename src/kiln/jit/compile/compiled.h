@@ -9,25 +9,24 @@
 // compiled backward (compiled_grad.h): both are derived from the graph as it
 // was recorded, before the passes, one pair per set of inputs and parameters
 // requiring grad. A graph that cannot be differentiated (an op without a
-// grad rule) replays through dispatch instead, so eager autograd reports it
-// where eager code would. Calls made while a trace records replay through
-// dispatch (the Interpreter) too. Other calls go to the runner: the
-// compiled plan (jit/exec's Executable) unless a runner factory is installed
-// (set_runner_factory; an empty factory restores the Executable).
+// grad rule on the way: autodiff.h's why_not_differentiable) replays through
+// dispatch instead, so eager autograd reports it where eager code would.
+// Calls made while a trace records replay through dispatch (the Interpreter)
+// too. Other calls go to the runner: the compiled plan (jit/exec's
+// Executable) unless a runner factory is installed (set_runner_factory; an
+// empty factory restores the Executable).
 #pragma once
-
-#include <optional>
-
-#include "kiln/jit/passes/pipeline.h"
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
-#include "kiln/jit/trace/compile_report.h"
-#include "kiln/jit/trace/compiled_grad.h"
-#include "kiln/jit/trace/interpreter.h"
+#include "kiln/jit/compile/compile_report.h"
+#include "kiln/jit/compile/compiled_grad.h"
+#include "kiln/jit/compile/options.h"
+#include "kiln/jit/exec/runner.h"
 #include "kiln/jit/trace/recorder.h"
 
 namespace kiln::jit {
@@ -41,10 +40,9 @@ void set_runner_factory(RunnerFactory factory);
 class CompiledFunction {
  public:
   CompiledFunction() = default;  // empty: calling it is an error
-  // Optimizes the captured graph with `passes` first (the default pipeline,
-  // which keeps eager's results bit for bit); nullopt runs it as recorded.
-  explicit CompiledFunction(Capture capture,
-                            const std::optional<PassOptions>& passes = PassOptions{});
+  // Optimizes the captured graph as `options` say first (by default the
+  // default pipeline, which keeps eager's results bit for bit).
+  explicit CompiledFunction(Capture capture, const CompileOptions& options = {});
   // A graph from elsewhere (rewritten, parsed, loaded): the first
   // `num_outputs` outputs are returned, the rest are `state_updates`. The
   // graph must not change afterwards (clone it to rewrite it).
@@ -54,6 +52,9 @@ class CompiledFunction {
 
   // Runs the graph on inputs of the dtypes and shapes it was traced with.
   std::vector<Tensor> run(std::span<const Tensor> inputs) const;
+  // The same for inputs the caller already matched against the graph's
+  // input types (a signature cache hit): nothing is checked again.
+  std::vector<Tensor> run_matched(std::span<const Tensor> inputs) const;
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs) const { return run(inputs); }
 
   bool defined() const { return graph_ != nullptr; }
@@ -73,7 +74,8 @@ class CompiledFunction {
   // Whether a call with these inputs needs a backward (see above).
   bool needs_grad(std::span<const Tensor> inputs) const;
   // The compiled forward and backward for these inputs' requires_grad
-  // flags (made on first use); null when the graph cannot be differentiated.
+  // flags (made on first use); null when the graph cannot be differentiated
+  // (why_not_differentiable); an error building it is thrown, not hidden.
   std::shared_ptr<const GradPlan> grad_plan(std::span<const Tensor> inputs) const;
   // Replaces the runner for calls autograd need not see.
   void set_runner(std::shared_ptr<const GraphRunner> runner);
@@ -86,7 +88,7 @@ class CompiledFunction {
     CompileReport report;
   };
   struct GradCache;
-  static Optimized optimized(Capture capture, const std::optional<PassOptions>& passes);
+  static Optimized optimized(Capture capture, const CompileOptions& options);
   explicit CompiledFunction(Optimized optimized);
   void check_inputs(std::span<const Tensor> inputs) const;
   void write_back(const std::vector<Tensor>& results, std::span<const Tensor> inputs) const;

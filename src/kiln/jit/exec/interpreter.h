@@ -1,34 +1,25 @@
-// Running a graph. GraphRunner is what a CompiledFunction calls; the
-// Interpreter replays the graph node by node through dispatch, so every op
+// The Interpreter replays a graph node by node through dispatch, so every op
 // runs the same kernel as in eager code (results are bitwise equal),
 // autograd records the backward as it does for eager ops, and a recorder on
 // the calling thread records the replayed ops (a compiled function called
-// inside a trace is inlined). A compiled executor (jit/exec) is another
-// GraphRunner, for calls that autograd need not see.
+// inside a trace is inlined).
 #pragma once
 
 #include <memory>
 #include <span>
 #include <vector>
 
+#include "kiln/jit/exec/runner.h"
 #include "kiln/jit/ir/graph.h"
 
 namespace kiln::jit {
-
-class GraphRunner {
- public:
-  virtual ~GraphRunner() = default;
-  // Every graph output for these inputs, which the caller has checked
-  // against the graph's input types. Safe to call from many threads at once.
-  virtual std::vector<Tensor> run(std::span<const Tensor> inputs) const = 0;
-};
 
 class Interpreter final : public GraphRunner {
  public:
   // Parameters are read from the graph on every run: the weights the graph
   // is bound to may change between runs (training, load_state_dict).
   explicit Interpreter(std::shared_ptr<const Graph> graph);
-  std::vector<Tensor> run(std::span<const Tensor> inputs) const override;
+  std::vector<Tensor> run_unchecked(std::span<const Tensor> inputs) const override;
 
  private:
   // One node as slot numbers: each value of the graph has a slot in a

@@ -52,11 +52,19 @@ struct DifferentiatedGraph {
   std::vector<TraceWarning> warnings;
 };
 
+// Why `graph` cannot be differentiated for these flags, or "" when it can:
+// an op on a path from a flagged input or parameter to a floating output
+// that has no grad rule ("op 'argmax' has no grad rule"). Eager autograd
+// then reports it when a backward reaches it, as it would for eager code.
+std::string why_not_differentiable(const Graph& graph, const std::vector<bool>& input_needs_grad,
+                                   const std::vector<bool>& param_needs_grad);
+
 // Differentiates `graph` (its first `num_outputs` outputs; the rest are
 // state updates that only run forward) with respect to the inputs and
 // parameters flagged. `example_inputs` are run once (on copies of the
 // parameters, with the random generator put back afterwards: nothing the
-// caller can see changes). An op without a grad rule throws, naming it.
+// caller can see changes). Check why_not_differentiable() first: an op
+// without a grad rule here is an error.
 DifferentiatedGraph differentiate(const Graph& graph, size_t num_outputs,
                                   std::span<const Tensor> example_inputs,
                                   const std::vector<bool>& input_needs_grad,

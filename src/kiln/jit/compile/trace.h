@@ -8,18 +8,20 @@
 //
 //   auto traced = jit::trace(*net, x);   // parameters and buffers by state_dict name
 //   auto none = jit::trace(fn, {});      // no inputs: every output is a constant
+//   auto frozen = jit::trace(*net, x, {}, {.frozen = true});
 //
 // Only the tensor ops the code calls are recorded: host-side control flow
 // takes the path it took while tracing. What the graph cannot reproduce is
-// reported (report.h), as a kiln::Error with TraceOptions{.strict = true}.
-// Recorder (recorder.h) is the same machinery driven step by step (the
-// Python front end uses it); hybridize.h traces once per input signature.
+// reported (jit/trace/report.h), as a kiln::Error with
+// RecordOptions{.strict = true}. The Recorder (jit/trace/recorder.h) is the
+// machinery underneath; hybridize.h traces once per input signature.
 #pragma once
 
 #include <functional>
 #include <vector>
 
-#include "kiln/jit/trace/compiled.h"
+#include "kiln/jit/compile/compiled.h"
+#include "kiln/jit/compile/options.h"
 #include "kiln/jit/trace/recorder.h"
 #include "kiln/nn/module.h"
 
@@ -27,23 +29,25 @@ namespace kiln::jit {
 
 using TracedFn = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
-// `opts.params` are bound as named graph parameters (weights the function
+// `record.params` are bound as named graph parameters (weights the function
 // closes over); every other tensor it uses besides its inputs is a constant.
 CompiledFunction trace(const TracedFn& fn, std::vector<Tensor> example_inputs,
-                       TraceOptions opts = {});
+                       RecordOptions record = {}, const CompileOptions& compile = {});
 
 // Traces module.forward(example_input) in the module's current mode
 // (call eval() first for inference: dropout and batch_norm record the mode).
 // Its parameters and buffers become graph parameters named by their
 // state_dict keys, bound to the module's tensors.
-CompiledFunction trace(nn::Module& module, const Tensor& example_input, TraceOptions opts = {});
+CompiledFunction trace(nn::Module& module, const Tensor& example_input, RecordOptions record = {},
+                       const CompileOptions& compile = {});
 
-// The same, returning the outputs of the traced (eager) run as well.
+// The same as trace(fn, ...), returning the outputs of the traced (eager)
+// run as well.
 struct TraceRun {
   CompiledFunction compiled;
   std::vector<Tensor> outputs;
 };
-TraceRun trace_and_run(const TracedFn& fn, std::vector<Tensor> inputs,
-                       const nn::NamedTensors& params, TraceOptions opts = {});
+TraceRun trace_and_run(const TracedFn& fn, std::vector<Tensor> inputs, RecordOptions record = {},
+                       const CompileOptions& compile = {});
 
 }  // namespace kiln::jit

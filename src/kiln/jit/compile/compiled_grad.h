@@ -16,7 +16,7 @@
 
 #include "kiln/jit/exec/executable.h"
 #include "kiln/jit/passes/pipeline.h"
-#include "kiln/jit/trace/autodiff.h"
+#include "kiln/jit/compile/autodiff.h"
 
 namespace kiln::jit {
 

@@ -1,4 +1,4 @@
-#include "kiln/jit/trace/interpreter.h"
+#include "kiln/jit/exec/interpreter.h"
 
 #include <unordered_map>
 
@@ -55,7 +55,7 @@ void Interpreter::plan_releases() {
   }
 }
 
-std::vector<Tensor> Interpreter::run(std::span<const Tensor> inputs) const {
+std::vector<Tensor> Interpreter::run_unchecked(std::span<const Tensor> inputs) const {
   KILN_CHECK_VALUE(inputs.size() == input_slots_.size(), "graph: expected ", input_slots_.size(),
                    " inputs, got ", inputs.size());
   std::vector<Tensor> slots(num_slots_);
