@@ -14,10 +14,11 @@ bool same_view(const TensorImpl& a, const TensorImpl& b) {
          a.strides() == b.strides();
 }
 
-// batch_norm in eval mode reads its running statistics without updating them.
-bool updates_state(const OpDef& op, const Attrs& attrs) {
-  if (!op.has_side_effects) return false;
-  return !attrs.has("training") || attrs.get_bool("training");
+// The inputs `op` writes in place under these attributes, as its OpDef
+// declares them (batch_norm: its running statistics, in training only).
+std::vector<int> written_inputs(const OpDef& op, const Attrs& attrs) {
+  if (!op.has_side_effects || !op.mutated_inputs) return {};
+  return op.mutated_inputs(attrs);
 }
 
 }  // namespace
@@ -338,10 +339,9 @@ void Recorder::record_op(const OpDef& op, std::span<const Tensor> inputs, const 
   values.reserve(inputs.size());
   for (const Tensor& t : inputs)
     values.push_back(t.defined() ? value_of(t, /*check_stale=*/true) : nullptr);
-  if (updates_state(op, attrs)) {
-    check_side_effects(op, values);
-    note_state_writes(inputs);
-  }
+  const std::vector<int> written = written_inputs(op, attrs);
+  check_side_effects(op, written, values);
+  note_state_writes(written, inputs);
   Node* node = graph_->append(op, std::move(values), attrs);
   KILN_ASSERT(node->outputs().size() == outputs.size(), op.name, ": the graph infers ",
               node->outputs().size(), " outputs, eager gave ", outputs.size());
@@ -388,7 +388,7 @@ void Recorder::record_write(const OpDef& op, std::span<const Tensor> inputs, con
   std::vector<Value*> values;
   for (const Tensor& t : inputs)  // checked in before_write; the write bumped their versions
     values.push_back(t.defined() ? value_of(t, /*check_stale=*/false) : nullptr);
-  if (updates_state(op, attrs)) check_side_effects(op, values);
+  check_side_effects(op, written_inputs(op, attrs), values);
   Node* node = graph_->append(op, std::move(values), attrs);
   mark_dynamic(op, node);
   Value* result = node->output(0);
@@ -412,12 +412,14 @@ void Recorder::record_write(const OpDef& op, std::span<const Tensor> inputs, con
   }
 }
 
-// batch_norm's kernel updates its running statistics in place and its API
-// function bumps their versions once dispatch returns: those writes are the
-// op's own (the graph replays them), not writes through an alias.
-void Recorder::note_state_writes(std::span<const Tensor> inputs) {
-  for (size_t i = 1; i < inputs.size(); ++i) {
-    if (inputs[i].defined()) state_writes_.push_back(inputs[i]);
+// An op that writes some of its inputs in place (batch_norm's running
+// statistics; its API function bumps their versions once dispatch returns):
+// those writes are the op's own, which the graph replays, not writes
+// through an alias.
+void Recorder::note_state_writes(const std::vector<int>& written, std::span<const Tensor> inputs) {
+  for (int i : written) {
+    if (size_t(i) < inputs.size() && inputs[size_t(i)].defined())
+      state_writes_.push_back(inputs[size_t(i)]);
   }
 }
 
@@ -428,14 +430,15 @@ void Recorder::accept_state_writes() {
   state_writes_.clear();
 }
 
-void Recorder::check_side_effects(const OpDef& op, const std::vector<Value*>& inputs) {
-  for (size_t i = 1; i < inputs.size(); ++i) {
-    if (!inputs[i] || inputs[i]->kind() != ValueKind::Constant) continue;
+void Recorder::check_side_effects(const OpDef& op, const std::vector<int>& written,
+                                  const std::vector<Value*>& inputs) {
+  for (int i : written) {
+    const Value* input = size_t(i) < inputs.size() ? inputs[size_t(i)] : nullptr;
+    if (!input || input->kind() != ValueKind::Constant) continue;
     report(WarningKind::SideEffectOnConstant,
            str(op.name, " updates its input ", i,
-               " (its running statistics), but that tensor is a constant of the graph (not a "
-               "registered buffer): the compiled function updates its own copy, never the "
-               "original tensor"));
+               " in place, but that tensor is a constant of the graph (not a registered buffer): "
+               "the compiled function updates its own copy, never the original tensor"));
   }
 }
 

@@ -148,8 +148,9 @@ class Recorder final : private DispatchObserver, private TraceHook {
                  std::span<const Tensor> outputs);
   void record_write(const OpDef& op, std::span<const Tensor> inputs, const Attrs& attrs,
                     const Tensor& out);
-  void check_side_effects(const OpDef& op, const std::vector<Value*>& inputs);
-  void note_state_writes(std::span<const Tensor> inputs);
+  void check_side_effects(const OpDef& op, const std::vector<int>& written,
+                          const std::vector<Value*>& inputs);
+  void note_state_writes(const std::vector<int>& written, std::span<const Tensor> inputs);
   void accept_state_writes();
   void mark_dynamic(const OpDef& op, const Node* node);
   bool is_dynamic(const Value* value) const { return dynamic_.count(value) > 0; }
