@@ -154,7 +154,7 @@ TEST(PassNumerics, LeNetOptimizedEqualsEagerBitwise) {
 // within float32 tolerance of eager, no longer bit for bit.
 PassOptions all_passes() {
   PassOptions options = checked(/*frozen=*/true);
-  options.allow_rounding_changes = true;
+  options.fast_math = true;
   return options;
 }
 

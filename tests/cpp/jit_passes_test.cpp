@@ -13,11 +13,11 @@
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/factory.h"
 #include "kiln/core/random.h"
+#include "kiln/jit/compile/trace.h"
 #include "kiln/jit/exec/executable.h"
 #include "kiln/jit/ir/parser.h"
 #include "kiln/jit/ir/printer.h"
 #include "kiln/jit/passes/passes.h"
-#include "kiln/jit/compile/trace.h"
 #include "kiln/nn/container.h"
 #include "kiln/nn/layers.h"
 #include "kiln/ops/dispatch.h"
@@ -54,7 +54,7 @@ TEST(PassPipeline, DefaultPipelineHoldsOnlyPassesThatKeepRounding) {
                                              "fuse_activations", "fuse_elementwise"}));
   for (const std::string& name : names)
     EXPECT_FALSE(pass_registry().get(name).may_change_rounding) << name;
-  EXPECT_EQ(default_pipeline(/*allow_rounding_changes=*/true),
+  EXPECT_EQ(default_pipeline(/*fast_math=*/true),
             (std::vector<std::string>{"constant_fold", "peephole", "cse", "dce", "fold_batch_norm",
                                       "fuse_activations", "fuse_elementwise"}));
 }
@@ -97,9 +97,9 @@ TEST(PassPipeline, OptionsFromArguments) {
   PassOptions o = pass_options_from_args({"--passes=dce,cse", "--frozen", "--max-rounds=3"});
   EXPECT_EQ(o.passes, (std::vector<std::string>{"dce", "cse"}));
   EXPECT_TRUE(o.frozen);
-  EXPECT_FALSE(o.allow_rounding_changes);
+  EXPECT_FALSE(o.fast_math);
   EXPECT_EQ(o.max_rounds, 3);
-  EXPECT_TRUE(pass_options_from_args({"--fast-math"}).allow_rounding_changes);
+  EXPECT_TRUE(pass_options_from_args({"--fast-math"}).fast_math);
   EXPECT_TRUE(mentions(error_of([] { pass_options_from_args({"--fold"}); }),
                        "unknown pass option '--fold'"));
   EXPECT_TRUE(mentions(error_of([] { pass_options_from_args({"--passes=dce,fold"}); }),

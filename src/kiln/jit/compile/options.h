@@ -30,7 +30,7 @@ struct CompileOptions {
     PassOptions options;
     options.passes = passes;
     options.frozen = frozen;
-    options.allow_rounding_changes = fast_math;
+    options.fast_math = fast_math;
     return options;
   }
 };

@@ -5,7 +5,7 @@
 // Rules are data: a name, the op the pattern is rooted at, a matcher that
 // returns the rewrite (or nothing), and whether it may change a result; the
 // algebra sits in a comment above each matcher. Every rule keeps results
-// bit for bit unless flagged: those run only with allow_rounding_changes. A
+// bit for bit unless flagged: those run only with fast_math. A
 // rule that could change a result for some input (x*0 -> 0 is wrong for
 // NaN and Inf; reassociation rounds differently) is not in the table at all.
 #include <optional>
@@ -140,7 +140,7 @@ bool sweep(Graph& graph, PassContext& context) {
   // enable is found by the next sweep.
   for (Node* node : graph.nodes()) {
     for (const PeepholeRule* rule : rules_rooted_at(node->op().name)) {
-      if (rule->may_change_rounding && !context.allow_rounding_changes()) continue;
+      if (rule->may_change_rounding && !context.fast_math()) continue;
       std::optional<Rewrite> rewrite = rule->match(*node);
       if (!rewrite || !apply(graph, node, *rewrite, written)) continue;
       context.count_rule(rule->name);

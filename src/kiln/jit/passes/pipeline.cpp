@@ -97,7 +97,7 @@ PassOptions pass_options_from_args(const std::vector<std::string>& args) {
       for (const std::string& name : options.passes)
         pass_registry().get(name);
     } else if (a == "--fast-math") {
-      options.allow_rounding_changes = true;
+      options.fast_math = true;
     } else if (a == "--frozen") {
       options.frozen = true;
     } else if (a.starts_with("--max-rounds=")) {
@@ -236,10 +236,10 @@ const std::vector<PipelineStep>& default_pipeline_steps() {
   return steps;
 }
 
-std::vector<std::string> default_pipeline(bool allow_rounding_changes) {
+std::vector<std::string> default_pipeline(bool fast_math) {
   std::vector<std::string> names;
   for (const PipelineStep& step : default_pipeline_steps()) {
-    if (allow_rounding_changes || !step.fast_math_only) names.push_back(step.pass);
+    if (fast_math || !step.fast_math_only) names.push_back(step.pass);
   }
   return names;
 }
@@ -248,7 +248,7 @@ std::vector<std::string> default_pipeline(bool allow_rounding_changes) {
 
 PassReport optimize(Graph& graph, const PassOptions& options) {
   std::vector<std::string> names =
-      options.passes.empty() ? default_pipeline(options.allow_rounding_changes) : options.passes;
+      options.passes.empty() ? default_pipeline(options.fast_math) : options.passes;
   std::vector<const PassInfo*> passes;
   for (const std::string& name : names)
     passes.push_back(&pass_registry().get(name));

@@ -38,7 +38,7 @@ struct PassOptions {
   // Fast-math: the default pipeline also holds the passes (and peephole
   // rules) that may change floating-point rounding. Passes named in
   // `passes` always run, but their rounding-changing rules only with this.
-  bool allow_rounding_changes = false;
+  bool fast_math = false;
   // For inference: parameters are read-only constants, so subgraphs of
   // parameters and constants fold (the state_dict keeps its parameters).
   bool frozen = false;
@@ -67,7 +67,7 @@ class PassContext {
 
   const PassOptions& options() const { return options_; }
   bool frozen() const { return options_.frozen; }
-  bool allow_rounding_changes() const { return options_.allow_rounding_changes; }
+  bool fast_math() const { return options_.fast_math; }
 
   // Counts one firing of a named rewrite under the pass now running.
   void count_rule(std::string_view rule, int64_t times = 1);
@@ -120,7 +120,7 @@ PassRegistry& pass_registry();
 // One place in the default pipeline.
 struct PipelineStep {
   std::string pass;
-  // A pass that may change rounding: it runs only with allow_rounding_changes.
+  // A pass that may change rounding: it runs only with fast_math.
   bool fast_math_only = false;
 };
 
@@ -129,8 +129,8 @@ struct PipelineStep {
 const std::vector<PipelineStep>& default_pipeline_steps();
 
 // The default pipeline's pass names, in order: its steps, the fast-math-only
-// ones only with `allow_rounding_changes`.
-std::vector<std::string> default_pipeline(bool allow_rounding_changes = false);
+// ones only with `fast_math`.
+std::vector<std::string> default_pipeline(bool fast_math = false);
 
 // Runs the passes of `options` over `graph`, in place. Throws kiln::Error
 // when a pass name is unknown, or (naming the pass) when verification fails
