@@ -35,12 +35,16 @@ if ! command -v clang-format > /dev/null; then
 else
   mapfile -t cxx < <(tracked '*.cpp' '*.h')
   # One call over every file; each file that would change is named once.
-  mapfile -t drift < <(clang-format --dry-run --Werror "${cxx[@]}" 2>&1 \
-    | sed -n 's/^\([^:]*\):[0-9]*:[0-9]*: error: .*/\1/p' | sort -u)
+  out=$(clang-format --dry-run --Werror "${cxx[@]}" 2>&1)
+  rc=$?
+  mapfile -t drift < <(sed -n 's/^\([^:]*\):[0-9]*:[0-9]*: error: .*/\1/p' <<< "$out" | sort -u)
   for f in "${drift[@]}"; do
     echo "$f: not as clang-format writes it (fix: clang-format -i $f)"
   done
-  [ ${#drift[@]} -eq 0 ] || failed+=(clang-format)
+  if [ $rc -ne 0 ] && [ ${#drift[@]} -eq 0 ]; then
+    echo "$out"  # clang-format failed for another reason (a bad .clang-format, ...)
+  fi
+  [ $rc -eq 0 ] || failed+=(clang-format)
 fi
 
 echo "== file length (at most $MAX_LINES lines)"
