@@ -107,5 +107,25 @@ TEST(OpTable, EveryOpHasARow) {
   }
 }
 
+// The flags fusion reads instead of lists of names: an activation is
+// elementwise on one input; one a fused op can carry has a backward that
+// reads only its output. Checked against the ops' own backward rules: the
+// carried ones must differentiate with their input unreadable.
+TEST(OpTable, ActivationFlagsMatchTheBackwardRules) {
+  std::set<std::string> activations, carried;
+  for (const OpDef* def : op_registry().all()) {
+    if (def->is_activation) {
+      activations.insert(def->name);
+      EXPECT_EQ(def->kind, OpKind::Elementwise) << def->name;
+    }
+    if (def->fuses_after_producer()) carried.insert(def->name);
+    EXPECT_TRUE(def->is_activation || !def->grad_reads_output_only) << def->name;
+  }
+  EXPECT_EQ(carried, (std::set<std::string>{"relu", "sigmoid", "tanh"}));
+  EXPECT_TRUE(activations.count("gelu") && activations.count("leaky_relu") &&
+              activations.count("elu") && activations.count("softplus"));
+  EXPECT_FALSE(activations.count("exp") || activations.count("neg"));
+}
+
 }  // namespace
 }  // namespace kiln

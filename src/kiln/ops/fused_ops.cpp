@@ -10,9 +10,9 @@
 //   linear_act(x, w, b?) {activation}        = activation(linear(x, w, b))
 //   conv2d_act(x, w, b?) {stride, ..., activation} = activation(conv2d(x, w, b))
 //
-// Activations: the ops flagged is_activation and grad_reads_output_only
-// (relu, sigmoid, tanh): their backward reads only the output, which the
-// fused op keeps; gelu's reads its input, which it does not.
+// Activations: those whose OpDef says fuses_after_producer (relu, sigmoid,
+// tanh): their backward reads only the output, which the fused op keeps;
+// gelu's reads its input, which it does not.
 #include "kiln/ops/registry.h"
 
 namespace kiln {
@@ -22,9 +22,8 @@ namespace {
 // activation without attributes whose backward reads only its output.
 const OpDef& fusable_activation(const std::string& fused_op, const std::string& name) {
   const OpDef* activation = op_registry().find(name);
-  KILN_CHECK_VALUE(activation && activation->is_activation && activation->grad_reads_output_only &&
-                       activation->attrs.empty(),
-                   fused_op, ": activation must be an activation whose backward reads only its ",
+  KILN_CHECK_VALUE(activation && activation->fuses_after_producer(), fused_op,
+                   ": activation must be an activation whose backward reads only its ",
                    "output (relu, sigmoid, tanh), got '", name, "'");
   return *activation;
 }

@@ -163,6 +163,13 @@ struct OpDef {
 
   OnnxInfo onnx;
 
+  // An activation a fused op (linear_act) can run in place over its
+  // producer's output, which is all such an op keeps: its backward reads
+  // only that output, and it has no attributes for the fused op to hold.
+  bool fuses_after_producer() const {
+    return is_activation && grad_reads_output_only && attrs.empty();
+  }
+
   bool input_may_be_absent(size_t i) const {
     return std::find(optional_inputs.begin(), optional_inputs.end(), int(i)) !=
            optional_inputs.end();

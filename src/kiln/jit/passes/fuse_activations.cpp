@@ -10,8 +10,6 @@
 // Each candidate left unfused is noted with the reason: the producer's
 // output is read elsewhere too (fusing would lose the pre-activation value),
 // or the activation is not one a fused op carries.
-#include <string_view>
-
 #include "kiln/jit/passes/pass_util.h"
 #include "kiln/jit/passes/passes.h"
 #include "kiln/ops/registry.h"
@@ -28,15 +26,6 @@ const OpDef* fused_op_for(const OpDef& producer) {
   return nullptr;
 }
 
-bool is_fusable_activation(std::string_view name) {
-  return name == "relu" || name == "sigmoid" || name == "tanh";
-}
-
-bool is_activation(std::string_view name) {
-  return is_fusable_activation(name) || name == "gelu" || name == "leaky_relu" || name == "elu" ||
-         name == "softplus";
-}
-
 // The node producing the activation's input, when it is a producer that
 // has a fused form.
 Node* producer_of(const Node& activation) {
@@ -49,9 +38,10 @@ Node* producer_of(const Node& activation) {
 // Why `producer -> activation` cannot become one op, or "" when it can.
 std::string rejection(const Node& producer, const Node& activation) {
   const std::string pair = producer.op().name + " -> " + activation.op().name;
-  if (!is_fusable_activation(activation.op().name)) {
+  if (!activation.op().fuses_after_producer()) {
     return pair + ": not fused, " + activation.op().name +
-           " is not an activation a fused op carries (relu, sigmoid, tanh)";
+           " is not an activation a fused op carries (its backward reads its input, or it has "
+           "attributes)";
   }
   const Value& z = *producer.output();
   if (z.uses().size() != 1 || producer.graph().output_uses(&z) != 0) {
@@ -79,7 +69,7 @@ void fuse(Graph& graph, Node* producer, Node* activation) {
 bool fuse_activations(Graph& graph, PassContext& context) {
   bool changed = false;
   for (Node* node : graph.nodes()) {
-    if (!is_activation(node->op().name)) continue;
+    if (!node->op().is_activation) continue;
     Node* producer = producer_of(*node);
     if (!producer) continue;
     if (std::string why = rejection(*producer, *node); !why.empty()) {
