@@ -193,8 +193,7 @@ std::string run_inference(const Args& args, const CaseSpec& spec) {
     kiln::NoGradGuard no_grad;
     (*model)(x);
   };
-  return run_mode(args, spec, int(x.shape()[0]), "eager-cpp", "kiln eager, C++", outputs,
-                  step);
+  return run_mode(args, spec, int(x.shape()[0]), "eager-cpp", "kiln eager, C++", outputs, step);
 }
 
 std::string run_training(const Args& args, const CaseSpec& spec) {

@@ -120,7 +120,7 @@ def print_tables(run, results, cases, frameworks):
     rows, notes = _rows_by_key(run), Footnotes()
     lines = []
     for framework in frameworks:
-        for mode_id, label, applies in framework.modes:
+        for mode_id, label, _applies in framework.modes:
             line = [label]
             for case in cases:
                 row = rows.get((framework.name, mode_id, case.id))
@@ -222,7 +222,7 @@ def write_chart(results, cases, frameworks, path):
         rows = _rows_by_key(run)
         for row_index, (key, title) in enumerate(RATIOS):
             ax = axes[row_index][col]
-            for i, (name, mode_id, label) in enumerate(kiln_modes):
+            for i, (name, mode_id, _label) in enumerate(kiln_modes):
                 values = [rows.get((name, mode_id, c.id), {}).get("ratios", {}).get(key)
                           for c in cases]
                 xs = [j + (i - len(kiln_modes) / 2 + 0.5) * width for j in range(len(cases))]

@@ -17,13 +17,13 @@ import sys
 from importlib import metadata
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import runner  # noqa: E402
-from harness.workloads import LEARNING_RATE, MODELS, STEPS_CHECKED  # noqa: E402
-
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax import lax  # noqa: E402
+
+from harness import runner  # noqa: E402
+from harness.workloads import LEARNING_RATE, MODELS, STEPS_CHECKED  # noqa: E402
 
 
 def forward(model_name, params, x):

@@ -18,11 +18,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import runner  # noqa: E402
-from harness.workloads import LEARNING_RATE, MODELS, STEPS_CHECKED  # noqa: E402
-
 import kiln  # noqa: E402
 import kiln.jit  # noqa: E402
+from harness import runner  # noqa: E402
+from harness.workloads import LEARNING_RATE, MODELS, STEPS_CHECKED  # noqa: E402
 from kiln import nn  # noqa: E402
 
 

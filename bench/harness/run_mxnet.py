@@ -18,12 +18,12 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import runner  # noqa: E402
-from harness.workloads import LEARNING_RATE, MODELS, STEPS_CHECKED  # noqa: E402
-
 import mxnet as mx  # noqa: E402
 from mxnet import autograd, gluon, nd  # noqa: E402
 from mxnet.gluon import nn  # noqa: E402
+
+from harness import runner  # noqa: E402
+from harness.workloads import LEARNING_RATE, MODELS, STEPS_CHECKED  # noqa: E402
 
 MODES = [("eager", "MXNet Gluon eager", False), ("hybridize", "MXNet hybridize()", True)]
 

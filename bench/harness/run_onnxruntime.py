@@ -11,12 +11,12 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import runner  # noqa: E402
-from harness.workloads import MODELS, output_shape  # noqa: E402
-
 import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from harness import runner  # noqa: E402
+from harness.workloads import MODELS, output_shape  # noqa: E402
 
 
 def model_proto(case, weights):

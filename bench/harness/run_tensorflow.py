@@ -19,11 +19,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import tensorflow as tf  # noqa: E402
+
 from harness import runner  # noqa: E402
 from harness.workloads import LEARNING_RATE, MODELS, STEPS_CHECKED  # noqa: E402
-
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
 _threads = int(os.environ.get("KILN_BENCH_THREADS", "1"))
 tf.config.threading.set_intra_op_parallelism_threads(_threads)

@@ -21,12 +21,12 @@ import sys
 from importlib import metadata
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import runner  # noqa: E402
-from harness.workloads import LEARNING_RATE, MODELS, STEPS_CHECKED  # noqa: E402
-
 import numpy as np  # noqa: E402
 from tinygrad import Context, Device, Tensor, TinyJit  # noqa: E402
 from tinygrad.nn.optim import SGD  # noqa: E402
+
+from harness import runner  # noqa: E402
+from harness.workloads import LEARNING_RATE, MODELS, STEPS_CHECKED  # noqa: E402
 
 
 def forward(model_name, params, x):

@@ -13,10 +13,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import torch  # noqa: E402
+
 from harness import runner  # noqa: E402
 from harness.workloads import LEARNING_RATE, MODELS, STEPS_CHECKED  # noqa: E402
-
-import torch  # noqa: E402
 
 
 def build_model(model_name, weights=None):

@@ -10,9 +10,9 @@
 #include <nanobind/stl/vector.h>
 
 #include "jit.h"
-#include "kiln/jit/ir/verifier.h"
 #include "kiln/jit/compile/compiled.h"
 #include "kiln/jit/compile/hybridize.h"
+#include "kiln/jit/ir/verifier.h"
 #include "kiln/jit/trace/recorder.h"
 #include "kiln/ops/dispatch.h"
 
@@ -256,8 +256,8 @@ void bind_jit(nb::module_& m) {
   m.def(
       "trace",
       [](nb::object fn, std::vector<Tensor> inputs, nn::NamedTensors params, bool strict,
-         bool bind_outside_state, std::vector<std::string> input_names, bool optimize,
-         bool frozen, bool fast_math, std::vector<std::string> passes) {
+         bool bind_outside_state, std::vector<std::string> input_names, bool optimize, bool frozen,
+         bool fast_math, std::vector<std::string> passes) {
         jit::RecordOptions record{.strict = strict,
                                   .params = std::move(params),
                                   .bind_outside_state = bind_outside_state,

@@ -9,8 +9,8 @@
 #include "jit_test_util.h"
 #include "kiln/core/factory.h"
 #include "kiln/io/model_file.h"
-#include "kiln/jit/ir/printer.h"
 #include "kiln/jit/compile/trace.h"
+#include "kiln/jit/ir/printer.h"
 #include "kiln/nn/nn.h"
 #include "kiln/ops/copy.h"
 

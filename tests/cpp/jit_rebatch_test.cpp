@@ -4,8 +4,8 @@
 
 #include "jit_test_util.h"
 #include "kiln/core/factory.h"
-#include "kiln/jit/ir/rebatch.h"
 #include "kiln/jit/compile/trace.h"
+#include "kiln/jit/ir/rebatch.h"
 #include "kiln/nn/nn.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/reduction.h"
@@ -36,8 +36,7 @@ TEST(Rebatch, ShapesThatDependOnTheBatchAreRefused) {
     return std::vector<Tensor>{relu(transpose(in[0], 0, 1))};
   };
   CompiledFunction traced = trace(batch_last, {randn({2, 3})});
-  EXPECT_THROW_WITH(rebatch(traced.graph(), 4),
-                    "is f32[3, 2] at batch 2 but f32[3, 4] at batch 4");
+  EXPECT_THROW_WITH(rebatch(traced.graph(), 4), "is f32[3, 2] at batch 2 but f32[3, 4] at batch 4");
   auto fixed_reshape = [](const std::vector<Tensor>& in) {
     return std::vector<Tensor>{relu(reshape(in[0], {1, -1}))};
   };

@@ -132,8 +132,8 @@ def main():
               f"{row.get('error', 0):6} {row.get('mismatch', 0):9} {row['pass_rate']:6.1%}")
     if "--update" in sys.argv:
         passing = sorted(name for name, (status, _) in results.items() if status == "pass")
-        PASSING.write_text("# ONNX backend cases kiln passes (tests/onnx/conformance.py --update).\n"
-                           + "\n".join(passing) + "\n")
+        header = "# ONNX backend cases kiln passes (tests/onnx/conformance.py --update).\n"
+        PASSING.write_text(header + "\n".join(passing) + "\n")
     if "--json" in sys.argv:
         out = sys.argv[sys.argv.index("--json") + 1]
         pathlib.Path(out).write_text(json.dumps({"groups": rows, "cases": results}, indent=1))

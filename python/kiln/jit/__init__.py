@@ -26,8 +26,8 @@ Value = _C.jit.Value
 CompileReport = _C.jit.CompileReport
 parse_graph = _C.jit.parse_graph
 
-__all__ = ["trace", "compile", "from_graph", "save", "load", "TracedModule", "CompiledFunction", "TracerWarning",
-           "TraceError", "Graph", "Node", "Value", "CompileReport", "parse_graph"]
+__all__ = ["trace", "compile", "from_graph", "save", "load", "TracedModule", "CompiledFunction",
+           "TracerWarning", "TraceError", "Graph", "Node", "Value", "CompileReport", "parse_graph"]
 
 
 def _compile_options(optimize, frozen, fast_math, passes):

@@ -14,9 +14,9 @@
 #include <span>
 #include <vector>
 
+#include "kiln/jit/compile/autodiff.h"
 #include "kiln/jit/exec/executable.h"
 #include "kiln/jit/passes/pipeline.h"
-#include "kiln/jit/compile/autodiff.h"
 
 namespace kiln::jit {
 

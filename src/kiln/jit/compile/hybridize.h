@@ -51,8 +51,7 @@ class HybridCache {
   std::vector<Tensor> record(std::span<const Tensor> inputs, bool training);
 
   // The entry a call with these inputs would run, or null.
-  std::shared_ptr<const CompiledFunction> find(std::span<const Tensor> inputs,
-                                               bool training) const;
+  std::shared_ptr<const CompiledFunction> find(std::span<const Tensor> inputs, bool training) const;
   CacheInfo info() const { return cache_.info(); }
   size_t size() const { return cache_.size(); }
   void clear() { cache_.clear(); }

@@ -17,8 +17,8 @@ TraceRun trace_and_run(const TracedFn& fn, std::vector<Tensor> inputs, RecordOpt
   return TraceRun{CompiledFunction(recorder.end(outputs), compile), std::move(outputs)};
 }
 
-CompiledFunction trace(const TracedFn& fn, std::vector<Tensor> example_inputs,
-                       RecordOptions record, const CompileOptions& compile) {
+CompiledFunction trace(const TracedFn& fn, std::vector<Tensor> example_inputs, RecordOptions record,
+                       const CompileOptions& compile) {
   return trace_and_run(fn, std::move(example_inputs), std::move(record), compile).compiled;
 }
 

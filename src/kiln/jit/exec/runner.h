@@ -16,7 +16,7 @@ namespace kiln::jit {
 struct RunnerStats {
   int64_t planned_bytes = -1;   // the arena holding every intermediate; -1: none planned
   int64_t unshared_bytes = -1;  // what the intermediates would take without sharing
-  size_t steps = 0;            // steps of the lowered plan; 0 for a replay
+  size_t steps = 0;             // steps of the lowered plan; 0 for a replay
 };
 
 class GraphRunner {
