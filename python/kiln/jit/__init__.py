@@ -12,13 +12,26 @@ What the graph cannot hold (x.item(), bool(x) in an `if`, x.numpy(),
 print(x), random factories, ...) is reported while recording as a
 TracerWarning at your line, or raised as TraceError with strict=True.
 """
+from __future__ import annotations
+
 import functools
 import json
 import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from kiln import _C
+from kiln._C import Tensor
 from kiln.jit._hybrid import HybridCache
-from kiln.jit._record import LEAF, TraceError, TracerWarning, check_inputs, record, unflatten
+from kiln.jit._record import (
+    LEAF,
+    Spec,
+    TraceError,
+    TracerWarning,
+    check_inputs,
+    record,
+    unflatten,
+)
 
 Graph = _C.jit.Graph
 Node = _C.jit.Node
@@ -30,7 +43,8 @@ __all__ = ["trace", "compile", "from_graph", "save", "load", "TracedModule", "Co
            "TracerWarning", "TraceError", "Graph", "Node", "Value", "CompileReport", "parse_graph"]
 
 
-def _compile_options(optimize, frozen, fast_math, passes):
+def _compile_options(optimize: bool, frozen: bool, fast_math: bool,
+                     passes: Sequence[str] | None) -> dict[str, Any]:
     return dict(optimize=optimize, frozen=frozen, fast_math=fast_math, passes=list(passes or []))
 
 
@@ -38,7 +52,8 @@ class TracedModule:
     """A recorded graph made callable: the result of kiln.jit.trace. Call it
     with tensors of the dtypes and shapes it was traced with."""
 
-    def __init__(self, compiled, spec, name, module=None, example_inputs=()):
+    def __init__(self, compiled: Any, spec: Spec, name: str, module: Any = None,
+                 example_inputs: Sequence[Tensor] = ()) -> None:
         self._compiled = compiled
         self._run = compiled.run
         self._spec = spec
@@ -47,22 +62,22 @@ class TracedModule:
         self._module = module
         self._example_inputs = tuple(example_inputs)
 
-    def __call__(self, *args):
+    def __call__(self, *args: Tensor) -> Any:
         out = self._run(args)
         return out[0] if self._single else unflatten(self._spec, out)
 
     @property
-    def graph(self):
+    def graph(self) -> Any:
         """The optimized graph (read only; .clone() it to rewrite it)."""
         return self._compiled.graph
 
-    def report(self):
+    def report(self) -> Any:
         """What the compiler did: per pass, nodes before/after, rules fired
         and time; the memory plan (planned bytes against the sum of every
         intermediate's size); the time to record, optimize and lower."""
         return self._compiled.report
 
-    def grad_graphs(self, *inputs):
+    def grad_graphs(self, *inputs: Tensor) -> tuple[Any, Any] | None:
         """(forward, backward): the graphs a call on `inputs` runs when
         autograd must see it (grad mode on and an input or parameter that
         requires grad). The forward also returns the activations the
@@ -72,17 +87,18 @@ class TracedModule:
         return self._compiled.grad_graphs(list(inputs))
 
     @property
-    def warnings(self):
+    def warnings(self) -> list[str]:
         """Everything tracing reported, as text."""
         return self._compiled.warnings
 
-    def with_graph(self, graph):
+    def with_graph(self, graph: Any) -> TracedModule:
         """The same module running `graph` (a rewritten clone of self.graph):
         verified, then compiled."""
         return TracedModule(self._compiled.with_graph(graph), self._spec, self._name,
                             self._module, self._example_inputs)
 
-    def save(self, path, example_inputs=None):
+    def save(self, path: str | os.PathLike[str],
+             example_inputs: Tensor | Sequence[Tensor] | None = None) -> None:
         """Writes the optimized graph and its weights to `path` (a .kiln
         file that kiln.jit.load, kiln::jit::load in C++ and the `kiln` tool
         read). The file keeps an example input (the one traced with, unless
@@ -96,14 +112,14 @@ class TracedModule:
                     "python.name": self._name}
         _C.jit.save(self._compiled, os.fspath(path), list(example_inputs), metadata)
 
-    def parameters(self):
+    def parameters(self) -> Iterator[Tensor]:
         return self._module.parameters() if self._module is not None else iter(())
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"TracedModule({self._name})"
 
 
-def _spec_to_json(spec):
+def _spec_to_json(spec: Spec) -> Any:
     if spec is LEAF:
         return LEAF
     if spec[0] is dict:
@@ -113,7 +129,7 @@ def _spec_to_json(spec):
     return {spec[0].__name__: [_spec_to_json(s) for s in spec[1]]}
 
 
-def _spec_from_json(data):
+def _spec_from_json(data: Any) -> Spec:
     if data == LEAF:
         return LEAF
     if not isinstance(data, dict) or len(data) != 1:
@@ -126,16 +142,17 @@ def _spec_from_json(data):
     return ({"tuple": tuple, "list": list}[kind], tuple(_spec_from_json(s) for s in items))
 
 
-def _outputs_spec(num_outputs):
+def _outputs_spec(num_outputs: int) -> Spec:
     return LEAF if num_outputs == 1 else (tuple, (LEAF,) * num_outputs)
 
 
-def save(module, path, example_inputs=None):
+def save(module: TracedModule, path: str | os.PathLike[str],
+         example_inputs: Tensor | Sequence[Tensor] | None = None) -> None:
     """kiln.jit.save(traced, path), as torch.jit.save: traced.save(path)."""
     module.save(path, example_inputs)
 
 
-def load(path, verify=False):
+def load(path: str | os.PathLike[str], verify: bool = False) -> TracedModule:
     """Reads a .kiln file (from TracedModule.save, or kiln::jit::save in C++)
     into a TracedModule. Weights are mapped from the file, not copied.
     verify: replay the example the file keeps and check the outputs."""
@@ -147,7 +164,7 @@ def load(path, verify=False):
     return TracedModule(compiled, spec, name)
 
 
-def from_graph(graph):
+def from_graph(graph: Any) -> TracedModule:
     """A TracedModule running `graph` (built, parsed or rewritten in Python),
     returning its one output, or a tuple of its outputs. The graph is
     verified and copied: later edits of it do not reach the module."""
@@ -155,8 +172,9 @@ def from_graph(graph):
     return TracedModule(compiled, _outputs_spec(compiled.num_outputs), "graph")
 
 
-def trace(fn, example_inputs, strict=False, optimize=True, frozen=False, fast_math=False,
-          passes=None):
+def trace(fn: Callable[..., Any], example_inputs: Tensor | Sequence[Tensor], strict: bool = False,
+          optimize: bool = True, frozen: bool = False, fast_math: bool = False,
+          passes: Sequence[str] | None = None) -> TracedModule:
     """Runs `fn` (a Module or a function) once on `example_inputs` (a tensor,
     or a tuple of tensors; () for none) while recording every op, and returns
     a TracedModule running the recorded graph.
@@ -186,26 +204,28 @@ class CompiledFunction:
     """A function compiled on its first call with each new input signature
     (@kiln.compile). Later calls with a signature seen before run the graph."""
 
-    def __init__(self, fn, strict=False, optimize=True, frozen=False, fast_math=False,
-                 passes=None):
+    def __init__(self, fn: Callable[..., Any], strict: bool = False, optimize: bool = True,
+                 frozen: bool = False, fast_math: bool = False,
+                 passes: Sequence[str] | None = None) -> None:
         functools.update_wrapper(self, fn)
         name = getattr(fn, "__name__", "function")
         self._hybrid = HybridCache(fn, f"compile({name})", strict=strict, bind_outside_state=True,
                                    **_compile_options(optimize, frozen, fast_math, passes))
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._hybrid(args, kwargs)
 
-    def cache_info(self):
+    def cache_info(self) -> Any:
         return self._hybrid.cache_info()
 
 
-def compile(fn=None, *, strict=False, optimize=True, frozen=False, fast_math=False,
-            passes=None):
+def compile(fn: Callable[..., Any] | None = None, *, strict: bool = False, optimize: bool = True,
+            frozen: bool = False, fast_math: bool = False,
+            passes: Sequence[str] | None = None) -> Any:
     """@kiln.compile (or kiln.compile(fn)): compile `fn` per input signature.
     Given a Module, hybridizes it and returns it."""
-    options = dict(strict=strict, optimize=optimize, frozen=frozen, fast_math=fast_math,
-                   passes=passes)
+    options: dict[str, Any] = dict(strict=strict, optimize=optimize, frozen=frozen,
+                                   fast_math=fast_math, passes=passes)
     if fn is None:
         return lambda f: compile(f, **options)
     from kiln.nn import Module

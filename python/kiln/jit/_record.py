@@ -4,13 +4,23 @@ tensors C++ records and rebuilt from it, and the handler that turns the C++
 tracer's reports into Python warnings (or, in strict mode, TraceError) at
 the user's own file and line. Recording, compiling and the cache are C++
 (kiln._C.jit.trace and HybridCache)."""
+from __future__ import annotations
+
 import atexit
 import inspect
 import os
 import sys
 import warnings
+from collections.abc import Callable, Iterator, Sequence
+from types import FrameType
+from typing import Any
 
 from kiln import _C
+from kiln._C import Tensor
+
+# How to rebuild a function's result from its flat list of tensors: LEAF for
+# a tensor, (tuple or list, items) or (dict, keys, items) for containers.
+Spec = Any
 
 
 class TracerWarning(UserWarning):
@@ -26,15 +36,16 @@ class TraceError(RuntimeError):
 _KILN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _user_frame():
+def _user_frame() -> FrameType | None:
     """The innermost frame outside the kiln package: the user's line."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename.startswith(_KILN_DIR):
         frame = frame.f_back
     return frame
 
 
-def _on_trace_warning(kind, message, file, line, divergence, fatal):
+def _on_trace_warning(kind: str, message: str, file: str, line: int, divergence: bool,
+                      fatal: bool) -> None:
     # A location inside kiln's C++ means nothing to a Python user: the
     # Python line that led there does.
     if file:
@@ -60,7 +71,7 @@ atexit.register(_C.jit.set_warning_handler, None)
 LEAF = "tensor"
 
 
-def flatten(obj, out):
+def flatten(obj: Any, out: list[Tensor]) -> Spec:
     """Appends obj's tensors to `out`; returns the structure to rebuild it."""
     if isinstance(obj, _C.Tensor):
         out.append(obj)
@@ -73,14 +84,14 @@ def flatten(obj, out):
                     f"them; it returned a {type(obj).__name__}")
 
 
-def unflatten(spec, flat):
+def unflatten(spec: Spec, flat: Sequence[Tensor]) -> Any:
     if spec is LEAF:
         return flat[0]
     values = iter(flat)
     return _build(spec, values)
 
 
-def _build(spec, values):
+def _build(spec: Spec, values: Iterator[Tensor]) -> Any:
     if spec is LEAF:
         return next(values)
     if spec[0] is dict:
@@ -89,7 +100,7 @@ def _build(spec, values):
 
 
 # -- recording ---------------------------------------------------------------
-def check_inputs(args, who):
+def check_inputs(args: Sequence[Any], who: str) -> None:
     for i, arg in enumerate(args):
         if not isinstance(arg, _C.Tensor):
             raise TypeError(f"{who}: argument {i} is a {type(arg).__name__}; a compiled "
@@ -97,7 +108,7 @@ def check_inputs(args, who):
                             "or closure variables, which are frozen into the graph)")
 
 
-def input_names(fn):
+def input_names(fn: Callable[..., Any]) -> list[str]:
     """fn's positional parameter names, to name the graph inputs (%x rather
     than %in0); none when they cannot be told or repeat. A recording with
     fewer inputs uses the first ones."""
@@ -115,14 +126,14 @@ class FlatFunction:
     list of its output tensors. `spec` is the structure of its last result,
     which must stay the same from one recording to the next."""
 
-    def __init__(self, fn, owner):
+    def __init__(self, fn: Callable[..., Any], owner: str) -> None:
         self._fn = fn
         self._owner = owner
-        self.spec = None
+        self.spec: Spec = None
 
-    def __call__(self, inputs):
+    def __call__(self, inputs: list[Tensor]) -> list[Tensor]:
         result = self._fn(*inputs)
-        flat = []
+        flat: list[Tensor] = []
         spec = flatten(result, flat)
         if self.spec is not None and spec != self.spec:
             raise TypeError(f"{self._owner}: the function returned a different structure for "
@@ -132,7 +143,9 @@ class FlatFunction:
         return flat
 
 
-def record(fn, inputs, params, strict, compile_options, bind_outside_state=False):
+def record(fn: Callable[..., Any], inputs: Sequence[Tensor], params: Sequence[tuple[str, Tensor]],
+           strict: bool, compile_options: dict[str, Any],
+           bind_outside_state: bool = False) -> tuple[Any, Any, Spec]:
     """Runs fn(*inputs) once while recording. Returns (CompiledFunction, the
     eager result, its structure). bind_outside_state: tensors fn reaches
     from outside (a model's weights, an optimizer's buffers) are bound by

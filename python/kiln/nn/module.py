@@ -5,14 +5,17 @@ state_dict() and friends with dotted names."""
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Self
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 
 from kiln import _C
 from kiln._C import Tensor
 from kiln.nn.parameter import Parameter
+
+if TYPE_CHECKING:
+    from kiln.jit import HybridCache
 
 
 def _as_tensor(value: Any, like: Tensor) -> Tensor:
@@ -243,13 +246,13 @@ class Module:
         return self
 
     # -- calling -----------------------------------------------------------
-    _hybrid = None  # set by hybridize(): the compiled entries, one per input signature
+    _hybrid: HybridCache | None = None  # set by hybridize(): one compiled entry per signature
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(
             f'Module [{type(self).__name__}] is missing the required "forward" function')
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         hybrid = self._hybrid
         if hybrid is None:
             return self.forward(*args, **kwargs)
@@ -260,8 +263,9 @@ class Module:
                 return out[0] if hybrid.single else hybrid.unflatten(out)
         return hybrid.miss(args, kwargs, self.training)
 
-    def hybridize(self, active=True, strict=False, optimize=True, frozen=False,
-                  fast_math=False, passes=None):
+    def hybridize(self, active: bool = True, strict: bool = False, optimize: bool = True,
+                  frozen: bool = False, fast_math: bool = False,
+                  passes: Sequence[str] | None = None) -> Self:
         """From the next call on, each new input signature (dtypes and shapes,
         grad mode, train/eval) runs forward once while recording it, and
         later calls with that signature run the compiled graph: one call into
@@ -273,7 +277,7 @@ class Module:
             return self
         from kiln.jit import HybridCache
 
-        def params():
+        def params() -> list[tuple[str, Tensor]]:
             return list(self.state_dict(keep_vars=True).items())
 
         object.__setattr__(self, "_hybrid", HybridCache(
@@ -281,7 +285,7 @@ class Module:
             optimize=optimize, frozen=frozen, fast_math=fast_math, passes=list(passes or [])))
         return self
 
-    def cache_info(self):
+    def cache_info(self) -> Any:
         """The hybridized module's compiled entries, hits, and why each miss
         missed (the guard that failed, old -> new)."""
         if self._hybrid is None:
