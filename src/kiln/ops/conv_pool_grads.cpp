@@ -4,7 +4,6 @@
 // from them. Each backward op checks its grad_output against what its
 // forward op's own shape inference says, so the two can never disagree.
 // The backward ops have no rules of their own (no double backward yet).
-#include "kiln/core/factory.h"
 #include "kiln/ops/conv_pool.h"
 #include "kiln/ops/conv_pool_util.h"
 #include "kiln/ops/dispatch.h"

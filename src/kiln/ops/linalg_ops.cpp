@@ -135,9 +135,9 @@ std::optional<Gemm> gemm_of(const Product& p) {
   const int nd = out.ndim;
   const int64_t K = a.shape[nd - 1], N = out.shape[nd - 1];
   const int64_t rows = N == 0 ? 0 : out.numel() / N;
-  const bool plain = cpu::gemm_f32_available() && out.dtype == DType::Float32 && p.alpha == 1 &&
-                     p.beta == 0 && K > 0 && rows >= 2 && N > kRowwiseMaxColumns &&
-                     a.strides[nd - 1] == 1 && (b.strides[nd - 2] == 1 || b.strides[nd - 1] == 1) &&
+  const bool plain = out.dtype == DType::Float32 && p.alpha == 1 && p.beta == 0 && K > 0 &&
+                     rows >= 2 && N > kRowwiseMaxColumns && a.strides[nd - 1] == 1 &&
+                     (b.strides[nd - 2] == 1 || b.strides[nd - 1] == 1) &&
                      (!p.bias.data || p.bias.strides[0] == 1);
   if (!plain) return std::nullopt;
   // The stride from one row of a to the next, the batch dims' included: a

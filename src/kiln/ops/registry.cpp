@@ -28,10 +28,6 @@ const OpDef& OpRegistry::get(const std::string& name) const {
   return *def;
 }
 
-OpDef& OpRegistry::mutable_get(const std::string& name) {
-  return const_cast<OpDef&>(get(name));
-}
-
 OpRegistry& op_registry() {
   static OpRegistry* registry = [] {
     auto* r = new OpRegistry();

@@ -24,8 +24,6 @@ class OpRegistry {
   const OpDef& get(const std::string& name) const;  // throws naming the op
   // In registration order, so every walk is deterministic.
   const std::vector<const OpDef*>& all() const { return order_; }
-  // Lets a later layer fill a slot (the backward rule, the ONNX mapping).
-  OpDef& mutable_get(const std::string& name);
 
  private:
   std::vector<std::unique_ptr<OpDef>> defs_;

@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "kiln/kernels/cpu/loops.h"
-#include "kiln/util/error.h"
 
 namespace kiln::cpu {
 

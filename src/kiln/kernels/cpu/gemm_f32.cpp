@@ -1,26 +1,16 @@
 #include "kiln/kernels/cpu/gemm_f32.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 
 #include "kiln/kernels/cpu/parallel.h"
-
-#if defined(__AVX2__) && defined(__FMA__)
 #include "kiln/kernels/cpu/vec_math.h"
-#define KILN_GEMM_AVX2 1
-#endif
 
 namespace kiln::cpu {
-
-bool gemm_f32_available() {
-#ifdef KILN_GEMM_AVX2
-  return true;
-#else
-  return false;
-#endif
-}
 
 namespace {
 
@@ -51,8 +41,6 @@ int64_t k_block(int64_t k) {
   const int64_t blocks = std::max<int64_t>(1, (k + kKC - 1) / kKC);
   return (k + blocks - 1) / blocks;
 }
-
-#ifdef KILN_GEMM_AVX2
 
 // Rows [k0, k0 + kc) of panel p of b into dst[kc][16]:
 // dst[kk][j] = b[k0 + kk][16p + j], zero past N.
@@ -237,8 +225,6 @@ void gemm_streaming(const GemmRows& rows, const GemmB& b, int64_t p0, int64_t p1
   });
 }
 
-#endif  // KILN_GEMM_AVX2
-
 }  // namespace
 
 PackedB::~PackedB() {
@@ -259,14 +245,11 @@ void PackedB::pack(const GemmB& b) {
   }
   k_ = b.k;
   n_ = b.n;
-#ifdef KILN_GEMM_AVX2
   parallel_for(panels, panels * b.k * kNR >= kParallelMinWork && max_threads() > 1,
                [&](int64_t p) { pack_panel(b, p, 0, b.k, data_ + p * b.k * kNR); });
-#endif
 }
 
 void gemm_f32_packed(const GemmRows& rows, const PackedB& b) {
-#ifdef KILN_GEMM_AVX2
   const int64_t panels = panels_of(b.n());
   if (rows.m == 0 || panels == 0) return;
   const int64_t threads = max_threads();
@@ -287,14 +270,9 @@ void gemm_f32_packed(const GemmRows& rows, const PackedB& b) {
     gemm_tile(rows, b, r0, std::min(rows.m, r0 + rows_per_task), p0,
               std::min(panels, p0 + panels_per_task));
   });
-#else
-  (void)rows;
-  (void)b;
-#endif
 }
 
 void gemm_f32(const GemmRows& rows, const GemmB& b) {
-#ifdef KILN_GEMM_AVX2
   const int64_t panels = panels_of(b.n);
   if (rows.m == 0 || panels == 0) return;
   if (rows.m <= kMC) {
@@ -309,7 +287,6 @@ void gemm_f32(const GemmRows& rows, const GemmB& b) {
     });
     return;
   }
-#endif
   const size_t bytes = size_t(panels_of(b.n) * b.k * kNR) * sizeof(float);
   if (bytes > kScratchKeepBytes) {
     PackedB packed;

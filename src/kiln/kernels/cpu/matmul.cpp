@@ -306,7 +306,6 @@ void matmul(const StridedView& out, const StridedView& a, const StridedView& b,
 
 namespace {
 
-#if defined(__AVX2__) && defined(__FMA__)
 // The sums of four vectors' lanes, lane r for v_r, each in the same order:
 // (t0 + t2) + (t1 + t3) where t = low half + high half of v_r.
 __m128 horizontal_sums4_avx(__m256 v0, __m256 v1, __m256 v2, __m256 v3) {
@@ -369,29 +368,6 @@ __m128 finish4(__m128 sums, const __m128* bias, bool relu) {
   if (bias) sums = _mm_add_ps(sums, *bias);
   return relu ? _mm_max_ps(_mm_setzero_ps(), sums) : sums;
 }
-#endif
-
-#if !defined(__AVX2__) || !defined(__FMA__)
-float dot_f32_scalar(const float* x, const float* w, int64_t k) {
-  // Eight partial sums, like the SIMD lanes, so results match closely.
-  float lanes[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= k; i += 8) {
-    for (int j = 0; j < 8; ++j)
-      lanes[j] += x[i + j] * w[i + j];
-  }
-  float sum = 0;
-  for (float lane : lanes)
-    sum += lane;
-  for (; i < k; ++i)
-    sum += x[i] * w[i];
-  return sum;
-}
-#endif
-
-}  // namespace
-
-namespace {
 
 // Rows j0 .. j0 + 3 of matvec_f32 (fewer at the end); the next block the
 // walk takes starts `prefetch_rows` rows away. The four results leave in one
@@ -402,7 +378,6 @@ void matvec_block(float* y, const float* x, const float* w, int64_t w_row_stride
                   int64_t bias_stride, int64_t n, int64_t k, bool relu, int64_t j0,
                   int64_t prefetch_rows) {
   const int64_t count = std::min<int64_t>(4, n - j0);
-#if defined(__AVX2__) && defined(__FMA__)
   // Summed as matvec_rows_f32 sums a row (a row's bits do not depend on
   // the batch size). The bias is read straight into a vector: gathering it
   // through a small array would stall on store forwarding again.
@@ -424,13 +399,6 @@ void matvec_block(float* y, const float* x, const float* w, int64_t w_row_stride
   _mm_store_ps(out4, sums);
   for (int64_t r = 0; r < count; ++r)
     y[j0 + r] = out4[r];
-#else
-  for (int64_t j = j0; j < j0 + count; ++j) {
-    float sum = dot_f32_scalar(x, w + j * w_row_stride, k);
-    if (bias) sum += bias[j * bias_stride];
-    y[j] = relu && sum < 0 ? 0.0f : sum;
-  }
-#endif
 }
 
 }  // namespace
@@ -459,7 +427,6 @@ void matvec_f32(float* y, const float* x, const float* w, int64_t w_row_stride, 
 
 void matvec_rows_f32(const MatvecRows& rows, const float* w, int64_t w_row_stride,
                      const float* bias, int64_t bias_stride, int64_t n, int64_t k, bool relu) {
-#if defined(__AVX2__) && defined(__FMA__)
   // Four rows of x against each weight row (block_rows: a short last block
   // sums like a full one).
   auto block = [&](int64_t r0) {
@@ -485,12 +452,6 @@ void matvec_rows_f32(const MatvecRows& rows, const float* w, int64_t w_row_strid
 #pragma omp parallel for
   for (int64_t blk = 0; blk < blocks; ++blk)
     block(blk * 4);
-#else
-  for (int64_t r = 0; r < rows.count; ++r) {
-    matvec_f32(rows.y + r * rows.y_row_stride, rows.x + r * rows.x_row_stride, w, w_row_stride,
-               bias, bias_stride, n, k, {.relu = relu});
-  }
-#endif
 }
 
 }  // namespace kiln::cpu

@@ -76,12 +76,6 @@ dnnl::memory::desc plain_desc(const dnnl::memory::dims& shape, const dnnl::memor
   return dnnl::memory::desc(shape, dnnl::memory::data_type::f32, strides);
 }
 
-dnnl::memory::desc plain_desc(const StridedView& v) {
-  KILN_ASSERT(v.dtype == DType::Float32, "oneDNN path got ", to_string(v.dtype));
-  return plain_desc(dnnl::memory::dims(v.shape, v.shape + v.ndim),
-                    dnnl::memory::dims(v.strides, v.strides + v.ndim));
-}
-
 dnnl::memory wrap(const dnnl::memory::desc& desc, const void* data) {
   // oneDNN takes a non-const handle for every argument; inputs are only read.
   return dnnl::memory(desc, engine(), const_cast<void*>(data));

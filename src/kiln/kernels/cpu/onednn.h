@@ -41,8 +41,7 @@ struct ExecArg {
 // plain array, so a call builds no hash map.
 void execute(const dnnl::primitive& prim, std::initializer_list<ExecArg> args);
 
-// A plain (strided) memory descriptor of `v`'s shape and strides.
-dnnl::memory::desc plain_desc(const StridedView& v);
+// A plain (strided) float32 memory descriptor.
 dnnl::memory::desc plain_desc(const dnnl::memory::dims& shape, const dnnl::memory::dims& strides);
 dnnl::memory wrap(const dnnl::memory::desc& desc, const void* data);
 
