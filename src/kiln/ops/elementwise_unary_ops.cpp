@@ -4,7 +4,6 @@
 // holding the op's parameters as typed members read from its attributes;
 // kernels/cpu/unary.h has the loops that run them.
 #include <cmath>
-#include <optional>
 
 #include "kiln/kernels/cpu/unary.h"
 #include "kiln/ops/elementwise.h"
@@ -235,19 +234,17 @@ void logical_not_kernel(const KernelArgs& args) {
 void clamp_kernel(const KernelArgs& args) {
   const Attrs& a = args.attrs;
   const cpu::StridedView &out = args.outputs[0], &in = args.inputs[0];
-  const std::optional<double> lo = a.has("min") ? std::optional(a.get_float("min")) : std::nullopt;
-  const std::optional<double> hi = a.has("max") ? std::optional(a.get_float("max")) : std::nullopt;
+  const bool has_min = a.has("min"), has_max = a.has("max");
+  const double lo = has_min ? a.get_float("min") : 0.0, hi = has_max ? a.get_float("max") : 0.0;
   visit_numeric(out.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if (!hi) {
-      const T min = cpu::bound_as<T>(*lo);
+    const T min = cpu::bound_as<T>(lo), max = cpu::bound_as<T>(hi);
+    if (!has_max) {
       return cpu::unary_loop<T, T>(out, in, [min](T x) { return clamp_min_of(x, min); });
     }
-    if (!lo) {
-      const T max = cpu::bound_as<T>(*hi);
+    if (!has_min) {
       return cpu::unary_loop<T, T>(out, in, [max](T x) { return clamp_max_of(x, max); });
     }
-    const T min = cpu::bound_as<T>(*lo), max = cpu::bound_as<T>(*hi);
     cpu::unary_loop<T, T>(out, in,
                           [min, max](T x) { return clamp_max_of(clamp_min_of(x, min), max); });
   });

@@ -77,12 +77,6 @@ bool is_known_contiguous(const Value& value) {
   return producer == nullptr || producer->op().kind != OpKind::View;
 }
 
-void forward_and_erase(Value* from, Value* to) {
-  Node* node = from->producer();
-  from->replace_all_uses_with(to);
-  if (node && is_dead(*node)) node->graph().erase(node);
-}
-
 Tensor plain_data(const Value* value) {
   if (value == nullptr) return Tensor();
   const Tensor& t = value->data();

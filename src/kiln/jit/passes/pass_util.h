@@ -53,10 +53,6 @@ bool can_replace(const Value& value, const Value& replacement);
 // op that writes a fresh buffer. A view op's output may not be.
 bool is_known_contiguous(const Value& value);
 
-// Points the uses of node output `from` at `to` (can_replace must hold), then
-// erases the node if nothing of it is used any more.
-void forward_and_erase(Value* from, Value* to);
-
 // A constant's or parameter's data without its autograd state (a frozen
 // parameter may require grad; folding must not record a backward node),
 // carrying the wrapped-number flag of its graph value, which dispatch reads

@@ -21,12 +21,6 @@
 
 namespace kiln::cpu {
 
-// Always true: every build compiles with -mavx2 -mfma (CMakeLists.txt).
-// Left only for the guard in tests/cpp/gemm_test.cpp; goes with it.
-constexpr bool gemm_f32_available() {
-  return true;
-}
-
 // b[k][n] at data + k * k_stride + n * n_stride, K x N.
 struct GemmB {
   const float* data = nullptr;
