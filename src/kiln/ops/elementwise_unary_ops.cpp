@@ -68,89 +68,31 @@ InferResult infer_clamp(const InferArgs& args) {
 
 // ---- the math of each op, on one element
 
-// An op without parameters: its functor is built from any attributes.
+// An op without parameters: its math is a generic lambda, and its functor
+// is built from any attributes.
+template <auto kMath>
 struct NoParams {
   explicit NoParams(const Attrs&) {}
+  template <typename T>
+  T operator()(T x) const {
+    return T(kMath(x));
+  }
 };
 
-struct Neg : NoParams {
-  using NoParams::NoParams;
-  template <typename T>
-  T operator()(T x) const {
-    return -x;
-  }
-};
-struct Abs : NoParams {
-  using NoParams::NoParams;
-  template <typename T>
-  T operator()(T x) const {
-    return cpu::abs_of(x);
-  }
-};
-struct Exp : NoParams {
-  using NoParams::NoParams;
-  template <typename T>
-  T operator()(T x) const {
-    return cpu::exp_of(x);
-  }
-};
-struct Log : NoParams {
-  using NoParams::NoParams;
-  template <typename T>
-  T operator()(T x) const {
-    return std::log(x);
-  }
-};
-struct Sqrt : NoParams {
-  using NoParams::NoParams;
-  template <typename T>
-  T operator()(T x) const {
-    return std::sqrt(x);
-  }
-};
-struct Rsqrt : NoParams {
-  using NoParams::NoParams;
-  template <typename T>
-  T operator()(T x) const {
-    return T(1) / std::sqrt(x);
-  }
-};
-struct Sin : NoParams {
-  using NoParams::NoParams;
-  template <typename T>
-  T operator()(T x) const {
-    return std::sin(x);
-  }
-};
-struct Cos : NoParams {
-  using NoParams::NoParams;
-  template <typename T>
-  T operator()(T x) const {
-    return std::cos(x);
-  }
-};
-struct Tanh : NoParams {
-  using NoParams::NoParams;
-  template <typename T>
-  T operator()(T x) const {
-    return cpu::tanh_of(x);
-  }
-};
-struct Sigmoid : NoParams {
-  using NoParams::NoParams;
-  template <typename T>
-  T operator()(T x) const {
-    return cpu::sigmoid_of(x);
-  }
-};
+using Neg = NoParams<[](auto x) { return -x; }>;
+using Abs = NoParams<[](auto x) { return cpu::abs_of(x); }>;
+using Exp = NoParams<[](auto x) { return cpu::exp_of(x); }>;
+using Log = NoParams<[](auto x) { return std::log(x); }>;
+using Sqrt = NoParams<[](auto x) { return std::sqrt(x); }>;
+using Rsqrt = NoParams<[](auto x) { return decltype(x)(1) / std::sqrt(x); }>;
+using Sin = NoParams<[](auto x) { return std::sin(x); }>;
+using Cos = NoParams<[](auto x) { return std::cos(x); }>;
+using Tanh = NoParams<[](auto x) { return cpu::tanh_of(x); }>;
+using Sigmoid = NoParams<[](auto x) { return cpu::sigmoid_of(x); }>;
+using GeluErf = NoParams<[](auto x) { return cpu::gelu_erf_of(x); }>;
+using GeluTanh = NoParams<[](auto x) { return cpu::gelu_tanh_of(x); }>;
 // x < 0 rather than x > 0 so NaN passes through, as in PyTorch.
-struct Relu : NoParams {
-  using NoParams::NoParams;
-  template <typename T>
-  T operator()(T x) const {
-    return x < 0 ? T(0) : x;
-  }
-};
+using Relu = NoParams<[](auto x) { return x < 0 ? decltype(x)(0) : x; }>;
 
 struct LeakyRelu {
   double negative_slope;
@@ -158,21 +100,6 @@ struct LeakyRelu {
   template <typename T>
   T operator()(T x) const {
     return x > 0 ? x : x * T(negative_slope);
-  }
-};
-
-struct GeluErf : NoParams {
-  using NoParams::NoParams;
-  template <typename T>
-  T operator()(T x) const {
-    return cpu::gelu_erf_of(x);
-  }
-};
-struct GeluTanh : NoParams {
-  using NoParams::NoParams;
-  template <typename T>
-  T operator()(T x) const {
-    return cpu::gelu_tanh_of(x);
   }
 };
 
