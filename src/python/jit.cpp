@@ -61,8 +61,11 @@ jit::TracedFn python_traced_fn(nb::object fn) {
 // would never be collected.
 struct PythonHybridCache {
   nb::object fn;
-  nb::object params;  // None: no parameters
-  std::unique_ptr<HybridCache> cache;
+  nb::object params;                   // None: no parameters
+  std::unique_ptr<HybridCache> cache;  // its callables point at this object: never moved
+  PythonHybridCache(nb::object f, nb::object p) : fn(std::move(f)), params(std::move(p)) {}
+  PythonHybridCache(const PythonHybridCache&) = delete;
+  PythonHybridCache& operator=(const PythonHybridCache&) = delete;
 };
 
 int hybrid_cache_traverse(PyObject* self, visitproc visit, void* arg) {
@@ -75,6 +78,7 @@ int hybrid_cache_traverse(PyObject* self, visitproc visit, void* arg) {
 }
 
 int hybrid_cache_clear(PyObject* self) {
+  if (!nb::inst_ready(self)) return 0;
   PythonHybridCache* h = nb::inst_ptr<PythonHybridCache>(self);
   h->fn = nb::none();
   h->params = nb::none();
@@ -278,7 +282,7 @@ void bind_jit(nb::module_& m) {
           [](PythonHybridCache* self, std::string owner, nb::object fn, nb::object params,
              bool strict, bool bind_outside_state, std::vector<std::string> input_names,
              bool optimize, bool frozen, bool fast_math, std::vector<std::string> passes) {
-            PythonHybridCache* h = new (self) PythonHybridCache{std::move(fn), std::move(params)};
+            PythonHybridCache* h = new (self) PythonHybridCache(std::move(fn), std::move(params));
             jit::RecordOptions record{.strict = strict,
                                       .bind_outside_state = bind_outside_state,
                                       .input_names = std::move(input_names)};

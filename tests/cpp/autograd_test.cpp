@@ -39,11 +39,19 @@ TEST(Autograd, RecordsAndAccumulatesIntoLeaves) {
 // requires_grad_(), which calls it) an op on a tensor that requires grad is a
 // clear error rather than a silently unrecorded op.
 TEST(Autograd, OpsOnGradTensorsNeedAutogradInitialized) {
+  struct Reinstall {  // whatever happens below, later tests get autograd back
+    ~Reinstall() { init_autograd(); }
+  } reinstall;
   TensorOptions requiring_grad;
   requiring_grad.requires_grad = true;
   Tensor x = ones({2}, requiring_grad);
+  Tensor out = zeros({2});
   set_autograd_hook(nullptr);
   std::string message = error_of([&] { (void)(x * 2.0); }).what();
+  // Refused before the kernel runs: an in-place op has not written yet.
+  std::string in_place = error_of([&] { add_(out, x); }).what();
+  EXPECT_TRUE(in_place.find("autograd is not initialized") != std::string::npos) << in_place;
+  EXPECT_EQ(sum(out).item<double>(), 0.0);
   init_autograd();
   EXPECT_TRUE(message.find("mul: an input requires grad, but autograd is not initialized") !=
               std::string::npos)

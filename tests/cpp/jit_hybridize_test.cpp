@@ -188,6 +188,21 @@ TEST(JitHybridize, InsideATraceRunsEagerlySoTheOuterTraceRecordsIt) {
   EXPECT_TRUE(same_bits(outer({x})[0], net->forward(x) * 2));
 }
 
+// With an entry ready, too: the entry would write BatchNorm's running
+// statistics and counter back outside dispatch, unseen by the outer trace.
+TEST(JitHybridize, InsideATraceAWarmEntryStillRunsEagerly) {
+  auto bn = std::make_shared<nn::BatchNorm1d>(3);
+  auto h = hybridize(bn);
+  (*h)(randn({4, 3}));  // the entry exists now
+  ASSERT_EQ(h->cache_info().entries.size(), 1u);
+  CompiledFunction outer = trace([&](const Tensors& in) { return Tensors{(*h)(in[0]) + 1}; },
+                                 {randn({4, 3})}, {.params = bn->state_dict()});
+  EXPECT_EQ(h->cache_info().hits, 0u);
+  EXPECT_EQ(bn->num_batches_tracked.item<int64_t>(), 2);  // the recording's eager call
+  outer({randn({4, 3})});
+  EXPECT_EQ(bn->num_batches_tracked.item<int64_t>(), 3);  // the outer graph updates it
+}
+
 TEST(JitHybridize, CompiledForShowsTheEntry) {
   auto h = hybridize(std::make_shared<HybridNet>());
   Tensor x = randn({1, 4});

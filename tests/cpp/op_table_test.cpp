@@ -109,8 +109,9 @@ TEST(OpTable, EveryOpHasARow) {
 
 // The flags fusion reads instead of lists of names: an activation is
 // elementwise on one input; one a fused op can carry has a backward that
-// reads only its output. Checked against the ops' own backward rules: the
-// carried ones must differentiate with their input unreadable.
+// reads only its output. That the carried ones' rules really read only the
+// output is what linear_act's and conv2d_act's gradient rows check (their
+// backward context refuses to give the activation its input).
 TEST(OpTable, ActivationFlagsMatchTheBackwardRules) {
   std::set<std::string> activations, carried;
   for (const OpDef* def : op_registry().all()) {

@@ -298,3 +298,19 @@ def test_compiled_weights_packed_once_follow_updates():
         assert not kiln.equal(traced(x), net(x)), "a NumPy write alone is not"
         kiln.autograd.increment_version(weight)
         assert kiln.equal(traced(x), net(x)), "increment_version makes it seen"
+
+
+def test_hybridized_child_with_a_number_argument_inside_a_trace_runs_eagerly():
+    class Scale(nn.Module):
+        def forward(self, x, factor):
+            return x * factor
+
+    inner = Scale().hybridize()
+
+    def outer(x):
+        return inner(x, 3.0) + 1  # a float: fine eagerly, and so inside a trace
+
+    x = kiln.randn(2, 3)
+    traced = kiln.jit.trace(outer, x)
+    assert kiln.equal(traced(x), x * 3.0 + 1)
+    assert len(inner.cache_info().entries) == 0

@@ -50,9 +50,9 @@ class HybridCache:
     def miss(self, args: tuple[Any, ...], kwargs: dict[str, Any] | None, training: bool) -> Any:
         """A call the cache could not serve: records (or, inside another
         trace, runs the code eagerly)."""
+        if _C.jit.is_recording():  # the outer recording takes the ops as they run
+            return self._fn(*args, **(kwargs or {}))
         if kwargs:
-            if _C.jit.is_recording():  # the outer recording takes the ops as they run
-                return self._fn(*args, **kwargs)
             raise TypeError(f"{self._owner}: keyword arguments ({', '.join(kwargs)}) are not "
                             "supported by a compiled call; pass tensors positionally")
         _record.check_inputs(args, self._owner)

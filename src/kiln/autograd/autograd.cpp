@@ -34,10 +34,10 @@ Tensor seed_gradient(const Tensor& root, const Tensor& grad_output) {
 
 }  // namespace
 
-// Installing the hooks is explicit (no static constructor): every function
-// here that makes a tensor require grad or walks a backward calls it, so
-// only a tensor made with TensorOptions::requires_grad before any of them
-// needs kiln::init_autograd() first (dispatch says so if it is missing).
+// Installing the hooks is explicit (no static constructor): requires_grad_()
+// calls it, so only a tensor made with TensorOptions::requires_grad before
+// any such call needs kiln::init_autograd() first (dispatch refuses the op,
+// naming it, when the hooks are missing).
 void init_autograd() {
   set_autograd_hook(record_op);
   set_inplace_check(check_inplace);

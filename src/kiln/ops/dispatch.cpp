@@ -96,17 +96,28 @@ void run_kernel(const OpDef& op, const std::vector<Tensor>& inputs,
   op.cpu(KernelArgs{in_span, out_span, attrs});
 }
 
+// An op on a tensor that requires grad, before autograd installed its hook,
+// would go unrecorded: refused before the kernel runs (an in-place op would
+// already have written its output), naming the op.
+void check_autograd_ready(const OpDef& op, const std::vector<Tensor>& inputs) {
+  if (g_autograd_hook.load(std::memory_order_relaxed) != nullptr) return;
+  bool needs_grad = std::any_of(inputs.begin(), inputs.end(),
+                                [](const Tensor& t) { return t.defined() && t.requires_grad(); });
+  KILN_CHECK(!needs_grad, op.name,
+             ": an input requires grad, but autograd is not initialized in this program; call "
+             "kiln::init_autograd() (or make the tensor with requires_grad_()) first");
+}
+
 void notify(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
             const std::vector<Tensor>& outputs) {
   if (t_observer) t_observer->on_op(op, inputs, attrs, outputs);
   bool needs_grad = std::any_of(inputs.begin(), inputs.end(),
                                 [](const Tensor& t) { return t.defined() && t.requires_grad(); });
   if (!needs_grad) return;
-  AutogradHook hook = g_autograd_hook.load(std::memory_order_relaxed);
-  KILN_CHECK(hook != nullptr, op.name,
-             ": an input requires grad, but autograd is not initialized in this program; call "
-             "kiln::init_autograd() (or make the tensor with requires_grad_()) first");
-  hook(op, inputs, attrs, outputs);
+  // check_autograd_ready() refused the op before it ran when no hook was set.
+  if (AutogradHook hook = g_autograd_hook.load(std::memory_order_relaxed)) {
+    hook(op, inputs, attrs, outputs);
+  }
 }
 
 bool can_cast(DType from, DType to) {
@@ -162,6 +173,7 @@ InferResult infer_meta(const OpDef& op, std::span<const TensorMeta> inputs, cons
 }
 
 std::vector<Tensor> dispatch(const OpDef& op, std::vector<Tensor> inputs, const Attrs& given) {
+  check_autograd_ready(op, inputs);
   Attrs attrs = normalize_attrs(op, given);
   std::vector<TensorMeta> metas = metas_of(op, inputs);
   InferResult inferred = infer_meta(op, metas, attrs);
@@ -192,6 +204,7 @@ void dispatch_into(const OpDef& op, std::vector<Tensor> inputs, const Attrs& giv
                    const Tensor& out) {
   KILN_ASSERT(op.kind != OpKind::View && op.num_outputs == 1, op.name,
               " cannot write into an existing tensor");
+  check_autograd_ready(op, inputs);
   Attrs attrs = normalize_attrs(op, given);
   std::vector<TensorMeta> metas = metas_of(op, inputs);
   InferResult inferred = infer_meta(op, metas, attrs);

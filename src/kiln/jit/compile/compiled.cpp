@@ -36,10 +36,16 @@ void set_runner_factory(RunnerFactory factory) {
   g_runner_factory = std::move(factory);
 }
 
-// One GradPlan per pattern of requires_grad over the inputs and parameters.
+// One GradPlan per pattern of requires_grad over the inputs and parameters,
+// or the error building it gave (thrown again, not rebuilt, on later calls).
 struct CompiledFunction::GradCache {
+  struct Entry {
+    std::vector<bool> flags;
+    std::shared_ptr<const GradPlan> plan;
+    std::string error;
+  };
   std::mutex mutex;
-  std::vector<std::pair<std::vector<bool>, std::shared_ptr<const GradPlan>>> plans;
+  std::vector<Entry> plans;
 };
 
 CompiledFunction::Optimized CompiledFunction::optimized(Capture capture,
@@ -179,14 +185,27 @@ std::shared_ptr<const GradPlan> CompiledFunction::grad_plan(std::span<const Tens
   key = input_flags;
   key.insert(key.end(), param_flags.begin(), param_flags.end());
   std::lock_guard<std::mutex> lock(grad_cache_->mutex);
-  for (const auto& [flags, plan] : grad_cache_->plans)
-    if (flags == key) return plan;
+  for (const GradCache::Entry& entry : grad_cache_->plans) {
+    if (entry.flags != key) continue;
+    KILN_CHECK(entry.error.empty(), entry.error);
+    return entry.plan;
+  }
   // Not differentiable as a graph: calls replay through the Interpreter, and
   // eager autograd reports the op when a backward reaches it.
+  if (!why_not_differentiable(*recorded_, input_flags, param_flags).empty()) {
+    grad_cache_->plans.push_back({std::move(key), nullptr, ""});
+    return nullptr;
+  }
+  // Any other failure is a bug or a limit of graph autodiff, not a reason to
+  // fall back quietly: it is raised, now and on every later call.
   std::shared_ptr<const GradPlan> plan;
-  if (why_not_differentiable(*recorded_, input_flags, param_flags).empty())
+  try {
     plan = build_grad_plan(*recorded_, num_outputs_, inputs, input_flags, param_flags, passes_);
-  grad_cache_->plans.emplace_back(std::move(key), plan);
+  } catch (const Error& e) {
+    grad_cache_->plans.push_back({std::move(key), nullptr, str("compiled backward: ", e.what())});
+    throw;
+  }
+  grad_cache_->plans.push_back({std::move(key), plan, ""});
   return plan;
 }
 

@@ -17,6 +17,11 @@ HybridCache::HybridCache(std::string owner, TracedFn fn, RecordOptions record,
 
 std::optional<std::vector<Tensor>> HybridCache::run_cached(std::span<const Tensor> inputs,
                                                            bool training) {
+  // Inside another trace the code runs eagerly even when an entry exists:
+  // an entry writes its state updates back outside dispatch, where the
+  // outer recording would not see them (BatchNorm's counter), and its
+  // frozen or folded weights would reach the outer graph as constants.
+  if (dispatch_observer() != nullptr) return std::nullopt;
   return cache_.run(inputs, training);
 }
 

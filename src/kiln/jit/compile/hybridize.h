@@ -12,8 +12,8 @@
 // code once (Recorder), compiles it, keeps it and returns what the code
 // returned. With grad mode on and a parameter that requires grad, a compiled
 // call feeds autograd, so loss.backward() fills the same .grad as eager.
-// Called while another trace records, a hit replays its graph into that
-// trace and a miss runs the code eagerly (the outer trace records its ops).
+// Called while another trace records, the code runs eagerly, entry or not:
+// the outer trace records its ops, its state writes included.
 #pragma once
 
 #include <functional>
@@ -45,7 +45,8 @@ class HybridCache {
   // code returned while it recorded. `training` is part of the signature.
   std::vector<Tensor> operator()(std::span<const Tensor> inputs, bool training);
   // The hit alone: the entry's outputs, or nullopt on a miss (counted, with
-  // the guard that failed). The one call a hit costs from Python.
+  // the guard that failed) or while another trace records. The one call a
+  // hit costs from Python.
   std::optional<std::vector<Tensor>> run_cached(std::span<const Tensor> inputs, bool training);
   // The miss alone: records the code on these inputs and keeps the entry.
   std::vector<Tensor> record(std::span<const Tensor> inputs, bool training);

@@ -90,6 +90,8 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
 }
 
 std::vector<Tensor> Executable::run_unchecked(std::span<const Tensor> inputs) const {
+  KILN_ASSERT(inputs.size() == graph_->inputs().size(), "compiled graph: ", inputs.size(),
+              " inputs for ", graph_->inputs().size(), " (the caller skipped its check)");
   std::vector<Tensor> outputs;
   outputs.reserve(graph_->outputs().size());
   for (size_t j = 0; j < graph_->outputs().size(); ++j) {
