@@ -144,7 +144,13 @@ void set_python_warning_handler(nb::object handler) {
     jit::set_warning_handler({});
     return;
   }
-  auto shared = std::make_shared<nb::object>(std::move(handler));
+  // The last copy of the handler may be dropped on a thread that released
+  // the GIL (a compiled call warning while the handler is replaced): the
+  // Python object is released with the GIL held.
+  std::shared_ptr<nb::object> shared(new nb::object(std::move(handler)), [](nb::object* o) {
+    nb::gil_scoped_acquire gil;
+    delete o;
+  });
   jit::set_warning_handler([shared](const jit::TraceWarning& w) {
     nb::gil_scoped_acquire gil;
     (*shared)(jit::to_string(w.kind), w.message, w.file, w.line, jit::is_divergence(w.kind),
