@@ -46,6 +46,12 @@ bool directive_of(const std::string& line, std::string& name, std::string& rest)
   if (colon == std::string::npos) return false;
   name = t.substr(0, colon);
   rest = trim(std::string_view(t).substr(colon + 1));
+  // A misspelled directive (CHECK-NOTE, RUNS) is one, so that it is refused
+  // rather than read as a comment and a check silently lost.
+  return name.starts_with("RUN") || name.starts_with("CHECK");
+}
+
+bool is_known_directive(const std::string& name) {
   return name == "RUN" || name == "CHECK" || name == "CHECK-NEXT" || name == "CHECK-NOT";
 }
 
@@ -300,6 +306,8 @@ IrTestFile parse_ir_test(std::string text, std::string path) {
     std::string name, rest;
     if (!directive_of(lines[i], name, rest)) continue;
     const int line = int(i + 1);
+    KILN_CHECK_VALUE(is_known_directive(name), where(file.path, line), ": unknown directive '",
+                     name, "' (RUN, CHECK, CHECK-NEXT or CHECK-NOT)");
     if (name == "RUN") {
       KILN_CHECK_VALUE(!has_run, where(file.path, line), ": a second RUN line");
       has_run = true;

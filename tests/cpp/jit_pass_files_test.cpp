@@ -320,6 +320,8 @@ TEST(IrCheck, FileNeedsOneRunLineAndAChecks) {
   EXPECT_TRUE(mentions(error_of([] { parse_ir_test("# RUN: kiln-opt\n"); }), "no CHECK line"));
   EXPECT_TRUE(mentions(error_of([] { parse_ir_test("# RUN: a\n# RUN: b\n# CHECK: x\n"); }),
                        "a second RUN line"));
+  EXPECT_TRUE(mentions(error_of([] { parse_ir_test("# RUN: a\n# CHECK-NOTE: x\n# CHECK: y\n"); }),
+                       "unknown directive 'CHECK-NOTE'"));
   IrTestFile file = parse_ir_test("# RUN: kiln-opt --passes=dce --frozen\n# CHECK: x\n");
   EXPECT_EQ(file.args, (std::vector<std::string>{"--passes=dce", "--frozen"}));
 }
