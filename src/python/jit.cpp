@@ -43,14 +43,12 @@ jit::CompileOptions compile_options(bool optimize, bool frozen, bool fast_math,
       .optimize = optimize, .frozen = frozen, .fast_math = fast_math, .passes = std::move(passes)};
 }
 
-// A Python callable taking a list of tensors and returning a list of
-// tensors, as a TracedFn. It runs with the GIL whichever thread calls it.
-jit::TracedFn python_traced_fn(nb::object fn) {
-  auto shared = std::make_shared<nb::object>(std::move(fn));
-  return [shared](const std::vector<Tensor>& inputs) {
-    nb::gil_scoped_acquire gil;
-    return nb::cast<std::vector<Tensor>>((*shared)(inputs));
-  };
+// Calls a Python function taking a list of tensors and returning a list of
+// tensors, with the GIL whichever thread calls it (a TracedFn's body).
+std::vector<Tensor> call_traced(const nb::object& fn, const std::vector<Tensor>& inputs) {
+  nb::gil_scoped_acquire gil;
+  KILN_CHECK(!fn.is_none(), "compiled function: its Python function was cleared");
+  return nb::cast<std::vector<Tensor>>(fn(inputs));
 }
 
 // The hybridize cache as Python holds it: the function and the parameter
@@ -273,8 +271,8 @@ void bind_jit(nb::module_& m) {
                                   .bind_outside_state = bind_outside_state,
                                   .input_names = std::move(input_names)};
         jit::TraceRun run = jit::trace_and_run(
-            python_traced_fn(std::move(fn)), std::move(inputs), std::move(record),
-            compile_options(optimize, frozen, fast_math, std::move(passes)));
+            [&fn](const std::vector<Tensor>& in) { return call_traced(fn, in); }, std::move(inputs),
+            std::move(record), compile_options(optimize, frozen, fast_math, std::move(passes)));
         return std::make_pair(std::move(run.compiled), std::move(run.outputs));
       },
       nb::arg("fn"), nb::arg("inputs"), nb::arg("params"), nb::arg("strict") = false,
@@ -295,9 +293,7 @@ void bind_jit(nb::module_& m) {
             // The callables reach the Python objects through `h`, which
             // lives as long as the cache it owns.
             auto call_fn = [h](const std::vector<Tensor>& inputs) {
-              nb::gil_scoped_acquire gil;
-              KILN_CHECK(!h->fn.is_none(), "HybridCache: its function was cleared");
-              return nb::cast<std::vector<Tensor>>(h->fn(inputs));
+              return call_traced(h->fn, inputs);
             };
             HybridCache::ParamsFn call_params;
             if (!h->params.is_none()) {

@@ -245,14 +245,19 @@ std::vector<Tensor> CompiledFunction::run(std::span<const Tensor> inputs) const 
 }
 
 std::vector<Tensor> CompiledFunction::run_matched(std::span<const Tensor> inputs) const {
+  // replays_through_dispatch(), decided once: needs_grad walks every input
+  // and parameter, and grad_plan takes a lock.
   std::vector<Tensor> results;
+  bool replay = dispatch_observer() != nullptr;  // a trace records: it must see the ops
   std::shared_ptr<const GradPlan> plan;
-  if (dispatch_observer() == nullptr && needs_grad(inputs)) plan = grad_plan(inputs);
+  if (!replay && needs_grad(inputs)) {
+    plan = grad_plan(inputs);
+    replay = plan == nullptr;
+  }
   if (plan) {
     results = run_with_grad(plan, inputs, *recorded_);
   } else {
-    const GraphRunner& runner = replays_through_dispatch(inputs) ? *interpreter_ : *runner_;
-    results = runner.run_unchecked(inputs);
+    results = (replay ? *interpreter_ : *runner_).run_unchecked(inputs);
   }
   write_back(results, inputs);
   results.resize(num_outputs_);
