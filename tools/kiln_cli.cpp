@@ -35,6 +35,7 @@
 
 namespace {
 
+using kiln::DimList;
 using kiln::DType;
 using kiln::IntList;
 using kiln::Tensor;
@@ -55,7 +56,10 @@ std::string version_text() {
                    ", op schema ", kiln::kOpSchemaVersion, ")");
 }
 
-// "float32[1, 512]"
+// "float32[1, 512]", "float32[batch, 512]"
+std::string type_text(DType dtype, const DimList& shape) {
+  return kiln::to_string(dtype) + kiln::to_string(shape);
+}
 std::string type_text(DType dtype, const IntList& shape) {
   return kiln::to_string(dtype) + kiln::to_string(shape);
 }
@@ -113,14 +117,20 @@ void print_inputs_outputs(const ModelFile& file) {
   }
 }
 
+// Parameters have static shapes (a weight is a tensor).
+uint64_t param_bytes(const Value& param) {
+  return uint64_t(kiln::numel_of(kiln::to_static(param.shape(), "kiln info"))) *
+         kiln::element_size(param.dtype());
+}
+
 void print_parameters(const ModelFile& file) {
   const Graph& graph = *file.graph;
   uint64_t total = 0;
   for (const Value* param : graph.params())
-    total += uint64_t(kiln::numel_of(param->shape())) * kiln::element_size(param->dtype());
+    total += param_bytes(*param);
   std::cout << "parameters   " << graph.params().size() << ", " << bytes_text(total) << "\n";
   for (const Value* param : graph.params()) {
-    uint64_t bytes = uint64_t(kiln::numel_of(param->shape())) * kiln::element_size(param->dtype());
+    uint64_t bytes = param_bytes(*param);
     std::cout << "  " << param->name() << "  " << type_text(*param) << "  " << bytes << " bytes\n";
   }
   std::cout << "weights      " << bytes_text(file.weight_bytes) << " (parameters and "
@@ -195,7 +205,9 @@ void check_input_types(const Graph& graph, const std::vector<Tensor>& inputs,
                        const std::vector<std::string>& paths) {
   for (size_t i = 0; i < inputs.size() && i < graph.inputs().size(); ++i) {
     const Value& expected = *graph.inputs()[i];
-    if (inputs[i].dtype() == expected.dtype() && inputs[i].shape() == expected.shape()) continue;
+    if (inputs[i].dtype() == expected.dtype() &&
+        kiln::same_dims(kiln::to_dims(inputs[i].shape()), expected.shape()))
+      continue;
     std::string source = i < paths.size() ? "'" + paths[i] + "'" : "the example";
     kiln::throw_error(kiln::ErrorKind::Value,
                       kiln::str("input ", i, " (", input_name(graph, i), ", from ", source,
@@ -270,16 +282,17 @@ struct BenchArgs {
 // The first input's leading dimension; 1 when there is none.
 int64_t saved_batch(const Graph& graph) {
   if (graph.inputs().empty() || graph.inputs()[0]->shape().empty()) return 1;
-  return graph.inputs()[0]->shape()[0];
+  return kiln::require_static(graph.inputs()[0]->shape()[0], "kiln bench", "batch size");
 }
 
 std::vector<Tensor> random_inputs(const Graph& graph) {
   std::vector<Tensor> inputs;
   for (const Value* input : graph.inputs()) {
+    IntList shape = kiln::to_static(input->shape(), "kiln bench");
     if (kiln::is_floating(input->dtype()))
-      inputs.push_back(kiln::randn(input->shape(), input->dtype()));
+      inputs.push_back(kiln::randn(shape, input->dtype()));
     else
-      inputs.push_back(kiln::zeros(input->shape(), input->dtype()));
+      inputs.push_back(kiln::zeros(shape, input->dtype()));
   }
   return inputs;
 }

@@ -14,8 +14,9 @@ int main(int argc, char** argv) {
   }
   try {
     kiln::jit::CompiledFunction model = kiln::jit::load(argv[1]);
-    kiln::Tensor x = argc == 3 ? kiln::io::read_npy(argv[2])
-                               : kiln::randn(model.graph().inputs().at(0)->shape());
+    kiln::Tensor x =
+        argc == 3 ? kiln::io::read_npy(argv[2])
+                  : kiln::randn(kiln::to_static(model.graph().inputs().at(0)->shape(), "deploy"));
     std::vector<kiln::Tensor> y = model({x});
     std::cout << y[0] << "\n";
   } catch (const kiln::Error& e) {

@@ -58,6 +58,10 @@ std::vector<Tensor> to_operands(nb::handle sequence);
 // A dict of Python values to the op's typed attributes: the op's declaration
 // says whether 2 means 2.0 and whether "float32" names a dtype.
 Attrs to_attrs(const OpDef& op, nb::handle dict);
+// A dim as Python sees it: an int when static, its text ("batch",
+// "2*seq") when symbolic; a shape as a tuple of those.
+nb::object dim_to_python(const Dim& dim);
+nb::tuple dims_to_python(const DimList& dims);
 
 void bind_tensor(nb::module_& m);
 void bind_ops(nb::module_& m);

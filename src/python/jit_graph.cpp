@@ -93,6 +93,10 @@ nb::object attr_to_python(const AttrValue& value) {
           return nb::none();
         else if constexpr (std::is_same_v<T, IntList>)
           return nb::cast(std::vector<int64_t>(v.begin(), v.end()));
+        else if constexpr (std::is_same_v<T, Dim>)
+          return dim_to_python(v);
+        else if constexpr (std::is_same_v<T, DimList>)
+          return nb::list(dims_to_python(v));
         else
           return nb::cast(v);
       },
@@ -149,11 +153,7 @@ void bind_jit_graph(nb::module_& m) {
       .def_prop_ro("name", [](const ValueRef& r) { return live(r)->name(); })
       .def_prop_ro("kind", [](const ValueRef& r) { return jit::to_string(live(r)->kind()); })
       .def_prop_ro("dtype", [](const ValueRef& r) { return live(r)->dtype(); })
-      .def_prop_ro("shape",
-                   [](const ValueRef& r) {
-                     const IntList& s = live(r)->shape();
-                     return nb::tuple(nb::cast(std::vector<int64_t>(s.begin(), s.end())));
-                   })
+      .def_prop_ro("shape", [](const ValueRef& r) { return dims_to_python(live(r)->shape()); })
       .def_prop_ro("producer",
                    [](const ValueRef& r) -> std::optional<NodeRef> {
                      Node* n = live(r)->producer();

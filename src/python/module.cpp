@@ -214,6 +214,18 @@ Attrs to_attrs(const OpDef& op, nb::handle dict) {
   return out;
 }
 
+nb::object dim_to_python(const Dim& dim) {
+  if (dim.is_static()) return nb::int_(dim.static_value());
+  return nb::str(dim.to_string().c_str());
+}
+
+nb::tuple dims_to_python(const DimList& dims) {
+  nb::list out;
+  for (const Dim& dim : dims)
+    out.append(dim_to_python(dim));
+  return nb::tuple(out);
+}
+
 }  // namespace kiln::python
 
 NB_MODULE(_C, m) {

@@ -22,7 +22,7 @@ namespace {
 std::shared_ptr<Graph> bound(std::string_view text) {
   std::shared_ptr<Graph> g = parse_graph(text);
   for (Value* p : g->params()) {
-    Tensor t = randn(p->shape());
+    Tensor t = randn(to_static(p->shape()));
     requires_grad_(t);
     p->set_data(t);
   }

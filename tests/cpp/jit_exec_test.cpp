@@ -57,8 +57,8 @@ Value* append_layer(Graph& g, const nn::ModulePtr& m, const std::string& prefix,
     return g.append(op("avg_pool2d"), {x}, attrs)->output();
   }
   if (std::dynamic_pointer_cast<nn::Flatten>(m)) {
-    const IntList& shape = x->shape();
-    return g.append(op("view"), {x}, {{"shape", IntList{shape[0], -1}}})->output();
+    const DimList& shape = x->shape();
+    return g.append(op("view"), {x}, {{"shape", DimList{shape[0], -1}}})->output();
   }
   if (std::dynamic_pointer_cast<nn::ReLU>(m)) return g.append(op("relu"), {x})->output();
   if (std::dynamic_pointer_cast<nn::Sigmoid>(m)) return g.append(op("sigmoid"), {x})->output();

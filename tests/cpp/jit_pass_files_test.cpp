@@ -123,14 +123,15 @@ TEST(PassFiles, DirectoryHoldsATestPerRule) {
 Tensor telling_values(const TensorMeta& type, size_t salt) {
   static const double kFloats[] = {-0.0,  0.0, NAN, INFINITY, -INFINITY, 1.5,
                                    -2.25, 3.0, 0.5, -1.0,     7.0};
-  std::vector<double> values(size_t(numel_of(type.shape)));
+  IntList shape = to_static(type.shape);
+  std::vector<double> values(size_t(numel_of(shape)));
   for (size_t i = 0; i < values.size(); ++i) {
     size_t k = i + salt;
     values[i] = is_floating(type.dtype)     ? kFloats[k % std::size(kFloats)]
                 : type.dtype == DType::Bool ? double(k % 2)
                                             : double(k % 4);
   }
-  return tensor_from_data(values.data(), DType::Float64, type.shape, TensorOptions(type.dtype));
+  return tensor_from_data(values.data(), DType::Float64, shape, TensorOptions(type.dtype));
 }
 
 // Fresh weights for every parameter (a graph may write them in place).

@@ -89,8 +89,8 @@ inline bool same_bits(const Tensor& a, const Tensor& b) {
   return std::memcmp(ca.data_ptr(), cb.data_ptr(), size_t(ca.numel()) * ca.itemsize()) == 0;
 }
 
-inline TensorMeta meta(DType dtype, IntList shape) {
-  return TensorMeta{dtype, std::move(shape)};
+inline TensorMeta meta(DType dtype, const IntList& shape) {
+  return TensorMeta{dtype, to_dims(shape)};
 }
 
 inline TensorMeta f32(IntList shape) {

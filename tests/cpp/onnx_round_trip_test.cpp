@@ -48,5 +48,15 @@ TEST(OnnxRoundTrip, ErrorsNameWhatIsWrong) {
   EXPECT_THROW_WITH(export_model_bytes(graph, 1, {.opset_version = 12}), "opset_version 12");
 }
 
+// Export writes static shapes only, for now (issue 21): a symbolic graph is
+// refused up front, naming the value and its shape.
+TEST(OnnxRoundTrip, SymbolicShapesAreRefusedByName) {
+  jit::Graph graph;
+  jit::Value* x = graph.add_input({DType::Float32, {Dim::symbol("batch"), 4}}, "x");
+  graph.set_outputs({graph.append(op("relu"), {x})->output()});
+  EXPECT_THROW_WITH(export_model_bytes(graph, 1),
+                    "onnx export: value %0 has the symbolic shape [batch, 4]");
+}
+
 }  // namespace
 }  // namespace kiln::onnx

@@ -114,6 +114,19 @@ def test_parse_graph_text_and_run_it():
     assert kiln.jit.from_graph(g)(x).tolist() == [0.0, 1.0, 4.0]
 
 
+def test_symbolic_dims_read_as_their_text():
+    g = kiln.jit.parse_graph("""graph(%x : f32[batch, 4]) {
+  %0 : f32[2*batch, 4] = cat(%x, %x) {dim=0}
+  %1 : f32[batch, 2, 4] = reshape(%0) {shape=[batch, 2, 4]}
+  return (%1)
+}""")
+    cat, reshape = g.nodes
+    assert g.inputs[0].shape == ("batch", 4)
+    assert cat.output.shape == ("2*batch", 4)
+    assert reshape.output.shape == ("batch", 2, 4)
+    assert reshape.attrs == {"shape": ["batch", 2, 4]}
+
+
 def test_a_compiled_model_from_eight_threads():
     net = mlp()
     traced = kiln.jit.trace(net, kiln.randn(3, 8))

@@ -65,14 +65,14 @@ class OpNode final : public Node, public GradContext {
     grad_outputs_ = std::move(grad_outputs);
     for (size_t i = 0; i < grad_outputs_.size(); ++i) {
       if (grad_outputs_[i].defined()) continue;
-      grad_outputs_[i] = zeros(output_metas_[i].shape, output_metas_[i].dtype);
+      grad_outputs_[i] = zeros(to_static(output_metas_[i].shape), output_metas_[i].dtype);
     }
     std::vector<Tensor> grads = op_.grad(*this);
     KILN_ASSERT(grads.size() == input_metas_.size(), op_.name, "'s grad rule returned ",
                 grads.size(), " gradients for ", input_metas_.size(), " inputs");
     for (size_t i = 0; i < grads.size(); ++i) {
       if (!grads[i].defined() || !needs_input_grad(i)) continue;
-      KILN_ASSERT(grads[i].shape() == input_metas_[i].shape, op_.name,
+      KILN_ASSERT(same_dims(to_dims(grads[i].shape()), input_metas_[i].shape), op_.name,
                   "'s grad rule returned shape ", grads[i].shape(), " for input ", i, " of shape ",
                   input_metas_[i].shape);
     }

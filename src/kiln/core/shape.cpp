@@ -13,12 +13,29 @@ int64_t numel_of(const IntList& shape) {
   return n;
 }
 
+Dim numel_of(const DimList& shape) {
+  Dim n = 1;
+  for (const Dim& s : shape)
+    n *= s;
+  return n;
+}
+
 IntList contiguous_strides(const IntList& shape) {
   IntList strides(shape.size());
   int64_t running = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     strides[i] = running;
     running *= std::max<int64_t>(shape[i], 1);
+  }
+  return strides;
+}
+
+DimList contiguous_strides(const DimList& shape) {
+  DimList strides(shape.size());
+  Dim running = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = running;
+    running *= shape[i].is_static() ? Dim(std::max<int64_t>(shape[i].static_value(), 1)) : shape[i];
   }
   return strides;
 }
@@ -42,19 +59,34 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, std::string_view op, const IntList& 
   return dim < 0 ? dim + range : dim;
 }
 
-IntList broadcast_shapes(const IntList& a, const IntList& b, std::string_view op) {
-  if (a == b) return a;
+int64_t wrap_dim(int64_t dim, int64_t ndim, std::string_view op, const DimList& shape) {
+  int64_t range = std::max<int64_t>(ndim, 1);
+  KILN_CHECK_INDEX(dim >= -range && dim < range, op, ": dim ", dim,
+                   " is out of range for a tensor of ", ndim, " dims (shape ", shape,
+                   "); expected a dim in [", -range, ", ", range - 1, "]");
+  return dim < 0 ? dim + range : dim;
+}
+
+DimList broadcast_shapes(const DimList& a, const DimList& b, std::string_view op) {
   size_t n = std::max(a.size(), b.size());
-  IntList out(n);
+  DimList out(n);
   for (size_t i = 0; i < n; ++i) {
-    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
-    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    KILN_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", a, " and ", b,
-               " cannot be broadcast: size ", da, " vs ", db, " at dim ", i,
-               " of the broadcast shape");
-    out[i] = da == 1 ? db : da;
+    Dim da = i < n - a.size() ? Dim(1) : a[i - (n - a.size())];
+    Dim db = i < n - b.size() ? Dim(1) : b[i - (n - b.size())];
+    if (da == db || db == 1) {
+      out[i] = da;
+      continue;
+    }
+    KILN_CHECK(da == 1, op, ": shapes ", a, " and ", b, " cannot be broadcast: size ", da, " vs ",
+               db, " at dim ", i, " of the broadcast shape");
+    out[i] = db;
   }
   return out;
+}
+
+IntList broadcast_shapes(const IntList& a, const IntList& b, std::string_view op) {
+  if (a == b) return a;
+  return to_static(broadcast_shapes(to_dims(a), to_dims(b), op));
 }
 
 std::optional<IntList> view_strides(const IntList& shape, const IntList& strides,
@@ -88,29 +120,36 @@ std::optional<IntList> view_strides(const IntList& shape, const IntList& strides
   return out;
 }
 
-IntList infer_reshape(const IntList& target, int64_t numel, std::string_view op,
-                      const IntList& shape) {
-  IntList out = target;
-  int64_t known = 1;
+DimList infer_reshape(const DimList& target, const Dim& numel, std::string_view op,
+                      const DimList& shape) {
+  DimList out = target;
+  Dim known = 1;
   int64_t infer_at = -1;
   for (size_t i = 0; i < out.size(); ++i) {
-    if (out[i] == -1) {
+    if (out[i].is_static() && out[i].static_value() == -1) {
       KILN_CHECK(infer_at < 0, op, ": only one dimension can be inferred (-1) in ", target);
       infer_at = int64_t(i);
       continue;
     }
-    KILN_CHECK(out[i] >= 0, op, ": invalid size ", out[i], " at dim ", i, " of ", target);
+    KILN_CHECK(out[i].is_symbolic() || out[i].static_value() >= 0, op, ": invalid size ", out[i],
+               " at dim ", i, " of ", target);
     known *= out[i];
   }
   if (infer_at >= 0) {
-    KILN_CHECK(known != 0 && numel % known == 0, op, ": shape ", target,
-               " is invalid for input of size ", numel, " (shape ", shape, ")");
-    out[infer_at] = numel / known;
+    std::optional<Dim> rest = exact_divide(numel, known);
+    KILN_CHECK(rest.has_value(), op, ": shape ", target, " is invalid for input of size ", numel,
+               " (shape ", shape, ")");
+    out[size_t(infer_at)] = *rest;
     return out;
   }
   KILN_CHECK(known == numel, op, ": shape ", target, " is invalid for input of size ", numel,
              " (shape ", shape, ")");
   return out;
+}
+
+IntList infer_reshape(const IntList& target, int64_t numel, std::string_view op,
+                      const IntList& shape) {
+  return to_static(infer_reshape(to_dims(target), numel, op, to_dims(shape)));
 }
 
 }  // namespace kiln

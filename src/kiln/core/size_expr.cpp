@@ -432,6 +432,46 @@ SizeExpr SizeExpr::symbol(std::string_view name) {
   return atom_expr({AtomKind::Symbol, std::string(name), {}, 0, 0, 1});
 }
 
+namespace {
+
+bool nonnegative_node(const SizeExprNode& node);
+
+// Sizes are never negative, so a symbol is not; floordiv and mod by a
+// positive divisor, max and min keep a nonnegative argument so.
+bool nonnegative_atom(const SizeAtom& atom) {
+  switch (atom.kind) {
+    case AtomKind::Symbol:
+      return true;
+    case AtomKind::FloorDiv:
+      return nonnegative_node(atom.args[0].node());
+    case AtomKind::Mod:
+      return true;  // Python's % by a positive divisor
+    case AtomKind::Max:
+      return std::any_of(atom.args.begin(), atom.args.end(),
+                         [](const SizeExpr& a) { return nonnegative_node(a.node()); });
+    case AtomKind::Min:
+      return std::all_of(atom.args.begin(), atom.args.end(),
+                         [](const SizeExpr& a) { return nonnegative_node(a.node()); });
+  }
+  return false;
+}
+
+bool nonnegative_node(const SizeExprNode& node) {
+  for (const SizeTerm& t : node.terms) {
+    if (t.coeff < 0) return false;
+    for (const SizeFactor& f : t.factors) {
+      if (!nonnegative_atom(*f.atom)) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool SizeExpr::provably_nonnegative() const {
+  return nonnegative_node(*node_);
+}
+
 bool SizeExpr::is_constant() const {
   return node_->terms.empty() || (node_->terms.size() == 1 && node_->terms[0].factors.empty());
 }
@@ -516,6 +556,12 @@ SizeExpr operator-(const SizeExpr& a, const SizeExpr& b) {
 }
 
 SizeExpr operator*(const SizeExpr& a, const SizeExpr& b) {
+  // Products of sums multiply out: cap the size so that hostile text such
+  // as (a + 1)*(b + 1)*... fails fast instead of exhausting memory.
+  constexpr size_t kMaxTerms = 4096;
+  KILN_CHECK_VALUE(a.node().terms.size() * b.node().terms.size() <= kMaxTerms,
+                   "size expression: the product of ", a, " and ", b, " has more than ", kMaxTerms,
+                   " terms");
   std::vector<SizeTerm> terms;
   for (const SizeTerm& x : a.node().terms) {
     for (const SizeTerm& y : b.node().terms)
@@ -588,6 +634,31 @@ SizeExpr max(const SizeExpr& a, const SizeExpr& b) {
 }
 SizeExpr min(const SizeExpr& a, const SizeExpr& b) {
   return extremum(AtomKind::Min, a, b);
+}
+
+std::optional<SizeExpr> exact_divide(const SizeExpr& a, const SizeExpr& b) {
+  const std::vector<SizeTerm>& bt = b.node().terms;
+  if (bt.size() != 1) return std::nullopt;  // 0, or not a single term
+  const SizeTerm& divisor = bt[0];
+  std::vector<SizeTerm> quotient;
+  for (const SizeTerm& t : a.node().terms) {
+    if (t.coeff % divisor.coeff != 0) return std::nullopt;
+    // The term's factors minus the divisor's, each exponent at least as high.
+    std::vector<SizeFactor> left;
+    size_t j = 0;
+    for (const SizeFactor& f : t.factors) {
+      if (j < divisor.factors.size() && compare_atoms(*f.atom, *divisor.factors[j].atom) == 0) {
+        int64_t exp = f.exp - divisor.factors[j++].exp;
+        if (exp < 0) return std::nullopt;
+        if (exp > 0) left.push_back({f.atom, exp});
+        continue;
+      }
+      left.push_back(f);
+    }
+    if (j != divisor.factors.size()) return std::nullopt;
+    quotient.push_back({t.coeff / divisor.coeff, std::move(left)});
+  }
+  return make_sum(std::move(quotient));
 }
 
 }  // namespace kiln

@@ -49,6 +49,9 @@ class SizeExpr {
   static SizeExpr symbol(std::string_view name);
 
   bool is_constant() const;
+  // True when the value is >= 0 for every nonnegative value of the symbols
+  // (sizes never are negative); false when that is not certain.
+  bool provably_nonnegative() const;
   // The value of a constant expression; an error naming the expression otherwise.
   int64_t constant() const;
   // The symbols it mentions (inside floordiv, mod, max and min too), sorted, unique.
@@ -89,6 +92,9 @@ SizeExpr operator*(const SizeExpr& a, const SizeExpr& b);
 SizeExpr floordiv(const SizeExpr& a, int64_t d);
 SizeExpr mod(const SizeExpr& a, int64_t d);
 SizeExpr max(const SizeExpr& a, const SizeExpr& b);
+// a / b when b is one term (`2*seq`, `batch`) that divides every term of a
+// (`batch*seq*8 / seq` = `8*batch`); nothing otherwise.
+std::optional<SizeExpr> exact_divide(const SizeExpr& a, const SizeExpr& b);
 SizeExpr min(const SizeExpr& a, const SizeExpr& b);
 
 std::ostream& operator<<(std::ostream& os, const SizeExpr& e);

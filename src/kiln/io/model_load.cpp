@@ -142,8 +142,8 @@ void bind_weights(ModelFile& model, const std::vector<Record>& records, io::Mapp
     KILN_CHECK(param, model.path, ": tensor '", tensor.name, "' is not a parameter of the graph");
     KILN_CHECK(bound.insert(tensor.name).second, model.path, ": parameter '", tensor.name,
                "' has two tensors");
-    KILN_CHECK(param->dtype() == tensor.dtype && param->shape() == tensor.shape, model.path,
-               ": parameter '", tensor.name, "' is ", param->dtype(), param->shape(),
+    KILN_CHECK(param->dtype() == tensor.dtype && same_dims(param->shape(), to_dims(tensor.shape)),
+               model.path, ": parameter '", tensor.name, "' is ", param->dtype(), param->shape(),
                " in the graph but ", tensor.dtype, tensor.shape, " in the file");
     Tensor data = file.tensor(tensor.offset, tensor.shape, tensor.dtype);
     model.weight_bytes += tensor.nbytes;
@@ -216,17 +216,22 @@ void check_example(const ModelFile& model) {
   for (size_t i = 0; i < model.example_inputs.size(); ++i) {
     const Tensor& example = model.example_inputs[i];
     const Value* input = graph.inputs()[i];
-    KILN_CHECK(example.dtype() == input->dtype() && example.shape() == input->shape(), model.path,
-               ": example input ", i, " is ", example.dtype(), example.shape(),
-               " but the graph takes ", input->dtype(), input->shape());
+    KILN_CHECK(
+        example.dtype() == input->dtype() && same_dims(to_dims(example.shape()), input->shape()),
+        model.path, ": example input ", i, " is ", example.dtype(), example.shape(),
+        " but the graph takes ", input->dtype(), input->shape());
   }
 }
 
 // Every value's size must be countable: later code multiplies dimensions
-// without checking for overflow.
+// without checking for overflow. Files hold static graphs (symbolic ones
+// need the format bump of issue 21).
 void check_value_sizes(const ModelFile& model) {
   auto check = [&](const Value* value) {
-    io::checked_nbytes(value->dtype(), value->shape(), model.path + ": graph value");
+    KILN_CHECK(is_static(value->shape()), model.path, ": graph value %", value->id(),
+               " has the symbolic shape ", to_string(value->shape()),
+               "; loading symbolic graphs is not supported yet");
+    io::checked_nbytes(value->dtype(), to_static(value->shape()), model.path + ": graph value");
   };
   for (const Value* input : model.graph->inputs())
     check(input);

@@ -49,6 +49,26 @@ std::vector<std::string> move_large_constants_to_params(Graph& graph) {
   return moved;
 }
 
+// The file format holds static graphs until its version bump (issue 21): a
+// symbolic shape or attribute is refused here, by name, rather than written
+// in a form no reader accepts.
+void check_static(const Graph& graph) {
+  auto check_value = [](const Value* value) {
+    KILN_CHECK_VALUE(is_static(value->shape()), "save: cannot save symbolic shapes yet (value %",
+                     value->id(), " has the shape ", to_string(value->shape()), ")");
+  };
+  for (const Value* input : graph.inputs())
+    check_value(input);
+  for (const Node* node : graph.nodes()) {
+    for (const Value* output : node->outputs())
+      check_value(output);
+    for (const auto& [name, value] : node->attrs().items())
+      KILN_CHECK_VALUE(!attr_is_symbolic(value), "save: cannot save symbolic attribute yet ('",
+                       name, "' of ", node->op().name, " at node %", node->output()->id(), " is ",
+                       attr_to_string(value), ")");
+  }
+}
+
 Json state_update_record(const StateUpdate& update) {
   Json record = {{"output", update.output}};
   if (update.target == ValueKind::Param) {
@@ -100,6 +120,7 @@ void save(const CompiledFunction& compiled, const std::string& path, const SaveO
   KILN_CHECK_VALUE(compiled.grad_updates().empty(),
                    "save: this is a compiled training step (it sets gradients); save the model "
                    "instead: kiln.jit.trace(model, x).save(path)");
+  check_static(compiled.graph());
   std::shared_ptr<Graph> graph = compiled.graph().clone();
   std::vector<std::string> moved = move_large_constants_to_params(*graph);
 

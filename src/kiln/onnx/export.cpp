@@ -54,16 +54,39 @@ void unfuse(Graph& graph) {
   }
 }
 
+// Symbolic dims (issue 21) do not export yet: one error up front, naming
+// the first value or attribute that has one, rather than one from deep
+// inside an exporter.
+void check_static(const Graph& graph) {
+  auto check_value = [](const Value* value) {
+    KILN_CHECK(is_static(value->shape()), "onnx export: value %", value->id(),
+               " has the symbolic shape ", to_string(value->shape()),
+               "; exporting symbolic dimensions is not supported yet (trace with static "
+               "shapes, and use dynamic_batch for a dynamic batch)");
+  };
+  for (const Value* input : graph.inputs())
+    check_value(input);
+  for (const Node* node : graph.nodes()) {
+    for (const Value* output : node->outputs())
+      check_value(output);
+    for (const auto& [name, value] : node->attrs().items())
+      KILN_CHECK(!attr_is_symbolic(value), "onnx export: attribute '", name, "' of ",
+                 node->op().name, " (node %", node->output()->id(), ") is the symbolic size ",
+                 attr_to_string(value), "; exporting symbolic sizes is not supported yet");
+  }
+}
+
 void set_type(pb::ValueInfoProto& info, const Value* value, bool dynamic_batch) {
   pb::TypeProto_Tensor* tensor = info.mutable_type()->mutable_tensor_type();
   tensor->set_elem_type(onnx_dtype(value->dtype()));
   pb::TensorShapeProto* shape = tensor->mutable_shape();
-  for (size_t i = 0; i < value->shape().size(); ++i) {
+  IntList dims = static_shape(value);
+  for (size_t i = 0; i < dims.size(); ++i) {
     pb::TensorShapeProto_Dimension* dim = shape->add_dim();
     if (i == 0 && dynamic_batch) {
       dim->set_dim_param("batch");
     } else {
-      dim->set_dim_value(value->shape()[i]);
+      dim->set_dim_value(dims[i]);
     }
   }
 }
@@ -89,6 +112,7 @@ std::string export_model_bytes(const Graph& source, size_t num_outputs,
   KILN_CHECK_VALUE(num_outputs <= source.outputs().size(), "onnx export: ", num_outputs,
                    " outputs asked for, the graph has ", source.outputs().size());
   std::unique_ptr<Graph> graph = source.clone();
+  check_static(*graph);
   unfuse(*graph);
   int64_t batch = options.dynamic_batch ? jit::batch_size_of(*graph) : -1;
 

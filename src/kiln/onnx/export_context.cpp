@@ -24,6 +24,10 @@ pb::TensorProto_DataType onnx_dtype(DType dtype) {
   return pb::TensorProto_DataType_UNDEFINED;
 }
 
+IntList static_shape(const jit::Value* value) {
+  return to_static(value->shape(), "onnx export");
+}
+
 std::string ExportContext::fresh(const std::string& base) {
   for (;;) {
     int count = counters_[base]++;
@@ -115,7 +119,7 @@ std::string ExportContext::temp(const std::string& op_type, const std::vector<st
 std::vector<int64_t> ExportContext::reshape_target(const IntList& shape,
                                                    const jit::Value* input) const {
   std::vector<int64_t> target(shape.begin(), shape.end());
-  bool batch_first = input && !input->shape().empty() && input->shape()[0] == batch_;
+  bool batch_first = input && !input->shape().empty() && input->shape()[0] == Dim(batch_);
   if (dynamic_batch_ && batch_first && !target.empty() && target[0] == batch_) target[0] = 0;
   return target;
 }

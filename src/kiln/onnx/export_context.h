@@ -17,6 +17,11 @@ namespace pb = ::onnx;
 
 pb::TensorProto_DataType onnx_dtype(DType dtype);
 
+// The integer shape of a value. ONNX export writes static shapes only for
+// now; a symbolic dim is an error naming it (export_model_bytes checks the
+// whole graph first, so this is the exporters' safety net).
+IntList static_shape(const jit::Value* value);
+
 class ExportContext {
  public:
   ExportContext(pb::GraphProto& graph, int64_t opset, bool dynamic_batch, int64_t batch)

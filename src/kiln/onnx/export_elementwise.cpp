@@ -239,7 +239,7 @@ void arg_extreme(const Node& node, ExportContext& c, const char* op_type) {
   std::string index = c.temp(op_type, {x}, &made);
   set_attr(*made, "axis", int64_t(0));
   set_attr(*made, "keepdims", int64_t(0));
-  std::vector<int64_t> shape(node.output()->shape().begin(), node.output()->shape().end());
+  std::vector<int64_t> shape = static_shape(node.output());
   c.node_for(node.output(), "Reshape", {index, c.ints(shape)});
 }
 
@@ -255,13 +255,14 @@ std::string variance(const Node& node, ExportContext& c) {
   const jit::Value* input = node.input(0);
   DType dtype = node.output()->dtype();
   std::vector<int64_t> axes = reduce_axes(node);
+  IntList input_shape = static_shape(input);
   int64_t count = 1;
   if (axes.empty()) {
-    for (int64_t dim : input->shape())
+    for (int64_t dim : input_shape)
       count *= dim;
   } else {
     for (int64_t axis : axes)
-      count *= input->shape()[size_t(axis < 0 ? axis + int64_t(input->shape().size()) : axis)];
+      count *= input_shape[size_t(axis < 0 ? axis + int64_t(input_shape.size()) : axis)];
   }
   std::string x = c.name(input);
   pb::NodeProto* made = nullptr;

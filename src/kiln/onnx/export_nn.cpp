@@ -67,7 +67,7 @@ void conv2d(const Node& node, ExportContext& c) {
   Unbatched unbatched = batched_input(node, c);
   std::vector<std::string> inputs = {c.name(node.input(1))};
   if (node.inputs().size() > 2 && node.input(2)) inputs.push_back(c.name(node.input(2)));
-  const IntList& weight = node.input(1)->shape();
+  IntList weight = static_shape(node.input(1));
   std::string pending;
   auto& made = spatial_node(node, c, unbatched, "Conv", inputs, &pending);
   set_attr(made, "kernel_shape", std::vector<int64_t>{weight[2], weight[3]});
@@ -110,8 +110,8 @@ void avg_pool2d(const Node& node, ExportContext& c) {
 // Adaptive pooling exports when its windows are all alike: a global pool,
 // or an output size that divides the input's.
 void adaptive_avg_pool2d(const Node& node, ExportContext& c) {
-  const IntList& in = node.input(0)->shape();
-  const IntList& out = node.output()->shape();
+  IntList in = static_shape(node.input(0));
+  IntList out = static_shape(node.output());
   int64_t h = in[in.size() - 2], w = in[in.size() - 1];
   int64_t oh = out[out.size() - 2], ow = out[out.size() - 1];
   KILN_CHECK(h % oh == 0 && w % ow == 0, "onnx export: adaptive_avg_pool2d from ", h, "x", w,
@@ -144,7 +144,7 @@ void batch_norm(const Node& node, ExportContext& c) {
              "onnx export: batch_norm in training mode (call eval() before exporting)");
   KILN_CHECK(node.input(3) && node.input(4),
              "onnx export: batch_norm in eval mode without running statistics");
-  int64_t channels = node.input(0)->shape()[1];
+  int64_t channels = static_shape(node.input(0))[1];
   auto& made = c.node_for(
       node.output(), "BatchNormalization",
       {c.name(node.input(0)), channel_input(node, 1, channels, 1.0, c),

@@ -24,7 +24,7 @@ int64_t wrap(int64_t dim, int64_t rank) {
 // A literal 0 in a Reshape target means "copy the input's dimension"
 // unless allowzero is set (opset 14 on); a dynamic batch uses that meaning.
 void reshape(const Node& node, ExportContext& c) {
-  const IntList& shape = node.output()->shape();
+  IntList shape = static_shape(node.output());
   std::vector<int64_t> target = c.reshape_target(shape, node.input(0));
   auto& made = c.node_for(node.output(), "Reshape", {c.name(node.input(0)), c.ints(target)});
   bool empty_dims = std::find(shape.begin(), shape.end(), 0) != shape.end();
@@ -54,7 +54,7 @@ void permute(const Node& node, ExportContext& c) {
 }
 
 void expand(const Node& node, ExportContext& c) {
-  std::vector<int64_t> shape = node.output()->shape();
+  std::vector<int64_t> shape = static_shape(node.output());
   if (c.dynamic_batch() && !shape.empty() && shape[0] == c.batch()) shape[0] = 1;  // broadcasts
   c.node_for(node.output(), "Expand", {c.name(node.input(0)), c.ints(shape)});
 }
@@ -79,7 +79,7 @@ void narrow(const Node& node, ExportContext& c) {
   int64_t rank = rank_of(node.input(0));
   int64_t dim = wrap(node.attrs().get_int("dim"), rank);
   int64_t start = node.attrs().get_int("start");
-  if (start < 0) start += node.input(0)->shape()[size_t(dim)];
+  if (start < 0) start += static_shape(node.input(0))[size_t(dim)];
   slice_of(node, c, dim, start, start + node.attrs().get_int("length"), 1);
 }
 
@@ -98,7 +98,7 @@ void select(const Node& node, ExportContext& c) {
   int64_t rank = rank_of(node.input(0));
   int64_t dim = wrap(node.attrs().get_int("dim"), rank);
   int64_t index = node.attrs().get_int("index");
-  if (index < 0) index += node.input(0)->shape()[size_t(dim)];
+  if (index < 0) index += static_shape(node.input(0))[size_t(dim)];
   Tensor scalar_index = full({}, index, DType::Int64);
   auto& made =
       c.node_for(node.output(), "Gather", {c.name(node.input(0)), c.initializer(scalar_index)});
@@ -112,7 +112,7 @@ void split(const Node& node, ExportContext& c) {
   std::vector<int64_t> sizes;
   std::vector<std::string> outputs;
   for (const jit::Value* output : node.outputs()) {
-    sizes.push_back(output->shape()[size_t(dim)]);
+    sizes.push_back(static_shape(output)[size_t(dim)]);
     std::string name = c.fresh(str("v", output->id()));
     c.bind(output, name);
     outputs.push_back(name);
@@ -126,7 +126,7 @@ void split(const Node& node, ExportContext& c) {
 void cat(const Node& node, ExportContext& c) {
   std::vector<std::string> inputs;
   for (const jit::Value* input : node.inputs()) {
-    bool legacy_empty = input->shape() == IntList{0} && rank_of(node.output()) > 1;
+    bool legacy_empty = same_dims(input->shape(), DimList{0}) && rank_of(node.output()) > 1;
     if (!legacy_empty) inputs.push_back(c.as_dtype(input, node.output()->dtype()));
   }
   auto& made = c.node_for(node.output(), "Concat", inputs);
@@ -178,9 +178,9 @@ void scatter_add(const Node& node, ExportContext& c) {
              c.opset());
   KILN_CHECK(!node.input(0)->shape().empty(), "onnx export: scatter_add into a 0-d tensor");
   int64_t dim = wrap(node.attrs().get_int("dim"), rank_of(node.input(0)));
-  const IntList& index_shape = node.input(1)->shape();
+  IntList index_shape = static_shape(node.input(1));
   std::string src = c.name(node.input(2));
-  if (node.input(2)->shape() != index_shape) {
+  if (static_shape(node.input(2)) != index_shape) {
     std::vector<int64_t> zeros(index_shape.size(), 0), axes;
     for (size_t i = 0; i < index_shape.size(); ++i)
       axes.push_back(int64_t(i));
@@ -194,7 +194,7 @@ void scatter_add(const Node& node, ExportContext& c) {
 
 void one_hot(const Node& node, ExportContext& c) {
   need_rank(node, node.input(0), "input");
-  int64_t classes = node.output()->shape().back();
+  int64_t classes = static_shape(node.output()).back();
   Tensor values = empty({2}, DType::Int64);
   values.data<int64_t>()[0] = 0;
   values.data<int64_t>()[1] = 1;

@@ -80,7 +80,7 @@ Imported import_model_bytes(const std::string& bytes, const std::string& folder,
     Tensor data = tensor_from_proto(proto, folder);
     jit::Value* value =
         is_floating(data.dtype())
-            ? result.graph->add_param(proto.name(), {data.dtype(), data.shape()}, data)
+            ? result.graph->add_param(proto.name(), {data.dtype(), to_dims(data.shape())}, data)
             : context.constant(data);
     context.define(proto.name(), value);
   }
@@ -91,8 +91,8 @@ Imported import_model_bytes(const std::string& bytes, const std::string& folder,
       context.define(input.name(), context.constant(bound->second));
       continue;
     }
-    jit::Value* value =
-        result.graph->add_input({input_dtype(input), input_shape(input, options)}, input.name());
+    jit::Value* value = result.graph->add_input(
+        {input_dtype(input), to_dims(input_shape(input, options))}, input.name());
     context.define(input.name(), value);
     result.input_names.push_back(input.name());
   }

@@ -19,13 +19,14 @@ void define(const Node& node, ImportContext& c, Value* value) {
 // The [h, w] padding of a 2-D window op; ONNX's pads are [h0, w0, h1, w1]
 // and auto_pad may ask for "same" padding.
 IntList padding_of(const Node& node, const IntList& kernel, const IntList& stride,
-                   const IntList& dilation, const IntList& input) {
+                   const IntList& dilation, const DimList& input) {
   std::string auto_pad = attr_string(node, "auto_pad", "NOTSET");
   if (auto_pad == "VALID") return {0, 0};
   IntList pads = attr_ints(node, "pads", {0, 0, 0, 0});
   if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
     for (size_t i = 0; i < 2; ++i) {
-      int64_t size = input[input.size() - 2 + i];
+      int64_t size =
+          require_static(input[input.size() - 2 + i], "onnx import", "spatial size for auto_pad");
       int64_t out = (size + stride[i] - 1) / stride[i];
       int64_t total =
           std::max<int64_t>(0, (out - 1) * stride[i] + (kernel[i] - 1) * dilation[i] + 1 - size);
@@ -51,7 +52,7 @@ bool is_1d(const Value* x) {
 }
 
 Value* as_2d(ImportContext& c, Value* x) {
-  IntList shape = x->shape();
+  DimList shape = x->shape();
   shape.insert(shape.end() - 1, 1);
   return c.emit("reshape", {x}, {{"shape", shape}});
 }
@@ -72,7 +73,7 @@ pb::NodeProto widened_node(const Node& node) {
 }
 
 Value* back_to_1d(ImportContext& c, Value* y) {
-  IntList shape = y->shape();
+  DimList shape = y->shape();
   shape.erase(shape.end() - 2);
   return c.emit("reshape", {y}, {{"shape", shape}});
 }
@@ -102,7 +103,8 @@ void conv(const Node& raw, ImportContext& c) {
   const pb::NodeProto& node = w.node;
   Value* x = w.x;
   Value* weight = w.one_d ? as_2d(c, c.input(raw, 1)) : c.input(raw, 1);
-  IntList kernel = {weight->shape()[2], weight->shape()[3]};
+  IntList weight_shape = to_static(weight->shape(), "onnx import");
+  IntList kernel = {weight_shape[2], weight_shape[3]};
   IntList stride = attr_ints(node, "strides", {1, 1});
   IntList dilation = attr_ints(node, "dilations", {1, 1});
   IntList padding = padding_of(node, kernel, stride, dilation, x->shape());
@@ -179,7 +181,7 @@ void layer_normalization(const Node& node, ImportContext& c) {
   int64_t rank = int64_t(x->shape().size());
   int64_t axis = attr_int(node, "axis", -1);
   if (axis < 0) axis += rank;
-  IntList normalized(x->shape().begin() + axis, x->shape().end());
+  DimList normalized(x->shape().begin() + axis, x->shape().end());
   double eps = attr_float(node, "epsilon", 1e-5f);
   std::vector<Value*> outputs = c.emit_multi("layer_norm", {x, c.input(node, 1), c.input(node, 2)},
                                              {{"normalized_shape", normalized}, {"eps", eps}});
@@ -207,10 +209,10 @@ void softmax(const Node& node, ImportContext& c, const char* op) {
     define(node, c, c.emit(op, {x}, {{"dim", axis}}));
     return;
   }
-  int64_t outer = 1, inner = 1;
+  Dim outer = 1, inner = 1;
   for (int64_t i = 0; i < rank; ++i)
     (i < axis ? outer : inner) *= x->shape()[size_t(i)];
-  Value* flat = c.emit("reshape", {x}, {{"shape", IntList{outer, inner}}});
+  Value* flat = c.emit("reshape", {x}, {{"shape", DimList{outer, inner}}});
   Value* result = c.emit(op, {flat}, {{"dim", int64_t(1)}});
   define(node, c, c.emit("reshape", {result}, {{"shape", x->shape()}}));
 }
@@ -228,11 +230,11 @@ void log_softmax(const Node& node, ImportContext& c) {
 void prelu(const Node& node, ImportContext& c) {
   Value* x = c.input(node, 0);
   Value* slope = c.input(node, 1);
-  const IntList& shape = x->shape();
+  const DimList& shape = x->shape();
   bool per_channel = slope->shape().size() == 1 && shape.size() > 2 &&
                      slope->shape()[0] == shape[1] && slope->shape()[0] != shape.back();
   if (per_channel) {
-    IntList channel_shape(shape.size() - 1, 1);
+    DimList channel_shape(shape.size() - 1, 1);
     channel_shape[0] = shape[1];
     slope = c.emit("reshape", {slope}, {{"shape", channel_shape}});
   }
@@ -270,7 +272,8 @@ void dropout(const Node& node, ImportContext& c) {
   Value* x = c.input(node, 0);
   define(node, c, x);
   if (node.output_size() > 1)
-    c.define(node.output(1), c.constant(full(x->shape(), true, DType::Bool)));
+    c.define(node.output(1), c.constant(full(to_static(x->shape(), "onnx import: Dropout's mask"),
+                                             true, DType::Bool)));
 }
 
 }  // namespace

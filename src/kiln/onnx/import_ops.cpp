@@ -21,6 +21,11 @@ int64_t wrap(int64_t axis, int64_t rank) {
   return axis < 0 ? axis + rank : axis;
 }
 
+// The size of one axis where the translation needs it as a number.
+int64_t axis_size(const Value* value, int64_t axis) {
+  return require_static(value->shape().at(size_t(axis)), "onnx import", str("size of axis ", axis));
+}
+
 void define(const Node& node, ImportContext& c, Value* value, int i = 0) {
   c.define(node.output(i), value);
 }
@@ -150,14 +155,14 @@ void where(const Node& node, ImportContext& c) {
 
 // ---- shapes ----
 
-Value* reshape_to(ImportContext& c, Value* x, const IntList& shape) {
-  if (x->shape() == shape) return x;
+Value* reshape_to(ImportContext& c, Value* x, const DimList& shape) {
+  if (same_dims(x->shape(), shape)) return x;
   return c.emit("reshape", {x}, {{"shape", shape}});
 }
 
 void reshape(const Node& node, ImportContext& c) {
   Value* x = c.input(node, 0);
-  IntList target = c.constant_ints(c.input(node, 1), "Reshape's shape");
+  DimList target = to_dims(c.constant_ints(c.input(node, 1), "Reshape's shape"));
   bool allowzero = attr_int(node, "allowzero", 0) != 0;
   for (size_t i = 0; i < target.size(); ++i) {
     if (target[i] == 0 && !allowzero) {
@@ -172,7 +177,7 @@ void reshape(const Node& node, ImportContext& c) {
 void flatten(const Node& node, ImportContext& c) {
   Value* x = c.input(node, 0);
   int64_t axis = wrap(attr_int(node, "axis", 1), rank_of(x));
-  int64_t outer = 1, inner = 1;
+  Dim outer = 1, inner = 1;
   for (int64_t i = 0; i < rank_of(x); ++i)
     (i < axis ? outer : inner) *= x->shape()[size_t(i)];
   define(node, c, reshape_to(c, x, {outer, inner}));
@@ -197,7 +202,7 @@ IntList axes_of(const Node& node, ImportContext& c, int input, const IntList& fa
 void squeeze(const Node& node, ImportContext& c) {
   Value* x = c.input(node, 0);
   IntList axes = axes_of(node, c, 1, {});
-  IntList shape;
+  DimList shape;
   for (int64_t i = 0; i < rank_of(x); ++i) {
     bool listed = axes.empty() ? x->shape()[size_t(i)] == 1 : false;
     for (int64_t axis : axes)
@@ -214,7 +219,7 @@ void unsqueeze(const Node& node, ImportContext& c) {
   std::vector<bool> inserted(size_t(rank), false);
   for (int64_t axis : axes)
     inserted.at(size_t(wrap(axis, rank))) = true;
-  IntList shape;
+  DimList shape;
   size_t next = 0;
   for (int64_t i = 0; i < rank; ++i)
     shape.push_back(inserted[size_t(i)] ? 1 : x->shape()[next++]);
@@ -229,11 +234,12 @@ void concat(const Node& node, ImportContext& c) {
 }
 
 void shape(const Node& node, ImportContext& c) {
-  const IntList& dims = c.input(node, 0)->shape();
+  const DimList& dims = c.input(node, 0)->shape();
   int64_t rank = int64_t(dims.size());
   int64_t start = std::clamp<int64_t>(wrap(attr_int(node, "start", 0), rank), 0, rank);
   int64_t end = std::clamp<int64_t>(wrap(attr_int(node, "end", rank), rank), 0, rank);
-  IntList kept(dims.begin() + start, dims.begin() + std::max(start, end));
+  IntList kept =
+      to_static(DimList(dims.begin() + start, dims.begin() + std::max(start, end)), "onnx import");
   Tensor data = empty({int64_t(kept.size())}, DType::Int64);
   for (size_t i = 0; i < kept.size(); ++i)
     data.data<int64_t>()[i] = kept[i];
@@ -241,9 +247,8 @@ void shape(const Node& node, ImportContext& c) {
 }
 
 void size(const Node& node, ImportContext& c) {
-  int64_t count = 1;
-  for (int64_t dim : c.input(node, 0)->shape())
-    count *= dim;
+  int64_t count =
+      require_static(numel_of(c.input(node, 0)->shape()), "onnx import", "element count");
   define(node, c, c.constant(full({}, count, DType::Int64)));
 }
 
@@ -280,11 +285,11 @@ void constant_of_shape(const Node& node, ImportContext& c) {
 void expand(const Node& node, ImportContext& c) {
   Value* x = c.input(node, 0);
   IntList target = c.constant_ints(c.input(node, 1), "Expand's shape");
-  IntList in = x->shape();
+  DimList in = x->shape();
   size_t rank = std::max(in.size(), target.size());
   in.insert(in.begin(), rank - in.size(), 1);
   target.insert(target.begin(), rank - target.size(), 1);
-  IntList out(rank);
+  DimList out(rank);
   for (size_t i = 0; i < rank; ++i)
     out[i] = in[i] == 1 ? target[i] : in[i];
   define(node, c, c.emit("expand", {reshape_to(c, x, in)}, {{"size", out}}));
@@ -303,13 +308,10 @@ void gather(const Node& node, ImportContext& c) {
   Value* data = c.input(node, 0);
   Value* indices = c.input(node, 1);
   int64_t axis = wrap(attr_int(node, "axis", 0), rank_of(data));
-  indices = wrap_negative(c, indices, data->shape()[size_t(axis)]);
-  int64_t count = 1;
-  for (int64_t dim : indices->shape())
-    count *= dim;
-  Value* flat = reshape_to(c, indices, {count});
+  indices = wrap_negative(c, indices, axis_size(data, axis));
+  Value* flat = reshape_to(c, indices, {numel_of(indices->shape())});
   Value* picked = c.emit("index_select", {data, flat}, {{"dim", axis}});
-  IntList shape(data->shape().begin(), data->shape().begin() + axis);
+  DimList shape(data->shape().begin(), data->shape().begin() + axis);
   shape.insert(shape.end(), indices->shape().begin(), indices->shape().end());
   shape.insert(shape.end(), data->shape().begin() + axis + 1, data->shape().end());
   define(node, c, reshape_to(c, picked, shape));
@@ -318,7 +320,7 @@ void gather(const Node& node, ImportContext& c) {
 void gather_elements(const Node& node, ImportContext& c) {
   Value* data = c.input(node, 0);
   int64_t axis = wrap(attr_int(node, "axis", 0), rank_of(data));
-  Value* indices = wrap_negative(c, c.input(node, 1), data->shape()[size_t(axis)]);
+  Value* indices = wrap_negative(c, c.input(node, 1), axis_size(data, axis));
   define(node, c, c.emit("gather", {data, indices}, {{"dim", axis}}));
 }
 
@@ -345,7 +347,7 @@ void slice(const Node& node, ImportContext& c) {
     KILN_CHECK(steps[i] > 0, "onnx import: Slice with step ", steps[i],
                " (kiln slices forward only)");
     int64_t axis = wrap(axes[i], rank_of(x));
-    int64_t size = x->shape()[size_t(axis)];
+    int64_t size = axis_size(x, axis);
     int64_t start = std::clamp<int64_t>(starts[i] < 0 ? starts[i] + size : starts[i], 0, size);
     int64_t end = std::clamp<int64_t>(ends[i] < 0 ? ends[i] + size : ends[i], 0, size);
     x = c.emit(
@@ -361,7 +363,7 @@ void split(const Node& node, ImportContext& c) {
   IntList sizes = c.input(node, 1) ? c.constant_ints(c.input(node, 1), "Split's sizes")
                                    : attr_ints(node, "split", {});
   if (sizes.empty()) {
-    int64_t parts = node.output_size(), length = x->shape()[size_t(axis)];
+    int64_t parts = node.output_size(), length = axis_size(x, axis);
     int64_t each = (length + parts - 1) / parts;
     for (int64_t i = 0; i < parts; ++i)
       sizes.push_back(std::min(each, length - i * each));
@@ -406,7 +408,7 @@ void arg_extreme(const Node& node, ImportContext& c, const char* op) {
   int64_t axis = wrap(attr_int(node, "axis", 0), rank_of(x));
   Attrs attrs = {{"dim", axis}, {"keepdim", attr_int(node, "keepdims", 1) != 0}};
   if (!attr_int(node, "select_last_index", 0)) return define(node, c, c.emit(op, {x}, attrs));
-  int64_t size = x->shape()[size_t(axis)];
+  int64_t size = axis_size(x, axis);
   Tensor reversed = empty({size}, DType::Int64);
   for (int64_t i = 0; i < size; ++i)
     reversed.data<int64_t>()[i] = size - 1 - i;

@@ -1,5 +1,7 @@
 #include "kiln/ops/attrs.h"
 
+#include <algorithm>
+
 #include "kiln/util/error.h"
 
 namespace kiln {
@@ -31,8 +33,22 @@ std::string attr_to_string(const AttrValue& value) {
     std::string operator()(const IntList& l) const { return to_string(l); }
     std::string operator()(DType d) const { return to_string(d); }
     std::string operator()(const std::string& s) const { return "\"" + s + "\""; }
+    std::string operator()(const Dim& d) const { return d.to_string(); }
+    std::string operator()(const DimList& l) const { return to_string(l); }
   };
   return std::visit(Visitor{}, value);
+}
+
+AttrValue canonical_attr(AttrValue value) {
+  if (const Dim* d = std::get_if<Dim>(&value); d && d->is_static()) return d->static_value();
+  if (const DimList* l = std::get_if<DimList>(&value); l && is_static(*l)) return to_static(*l);
+  return value;
+}
+
+bool attr_is_symbolic(const AttrValue& value) {
+  if (const Dim* d = std::get_if<Dim>(&value)) return d->is_symbolic();
+  if (const DimList* l = std::get_if<DimList>(&value)) return !is_static(*l);
+  return false;
 }
 
 bool Attrs::has(const std::string& name) const {
@@ -54,6 +70,8 @@ namespace {
 template <typename T>
 const T& get_as(const AttrValue& value, const std::string& name, const char* kind) {
   const T* p = std::get_if<T>(&value);
+  KILN_CHECK(p != nullptr || !attr_is_symbolic(value), "attribute '", name,
+             "' needs a concrete size here, got the symbolic ", attr_to_string(value));
   KILN_CHECK_TYPE(p != nullptr, "attribute '", name, "' is not of kind ", kind, " (got ",
                   attr_to_string(value), ")");
   return *p;
@@ -74,6 +92,16 @@ double Attrs::get_float(const std::string& name) const {
 const IntList& Attrs::get_ints(const std::string& name) const {
   return get_as<IntList>(get(name), name, "int[]");
 }
+Dim Attrs::get_dim(const std::string& name) const {
+  const AttrValue& v = get(name);
+  if (const Dim* d = std::get_if<Dim>(&v)) return *d;
+  return get_as<int64_t>(v, name, "int");
+}
+DimList Attrs::get_dims(const std::string& name) const {
+  const AttrValue& v = get(name);
+  if (const DimList* l = std::get_if<DimList>(&v)) return *l;
+  return to_dims(get_as<IntList>(v, name, "int[]"));
+}
 DType Attrs::get_dtype(const std::string& name) const {
   return get_as<DType>(get(name), name, "dtype");
 }
@@ -82,6 +110,7 @@ const std::string& Attrs::get_string(const std::string& name) const {
 }
 
 void Attrs::set(const std::string& name, AttrValue value) {
+  value = canonical_attr(std::move(value));
   for (auto& [key, v] : values_) {
     if (key == name) {
       v = std::move(value);
@@ -89,6 +118,23 @@ void Attrs::set(const std::string& name, AttrValue value) {
     }
   }
   values_.emplace_back(name, std::move(value));
+}
+
+bool Attrs::any_symbolic() const {
+  return std::any_of(values_.begin(), values_.end(),
+                     [](const auto& kv) { return attr_is_symbolic(kv.second); });
+}
+
+Attrs Attrs::evaluated(const std::map<std::string, int64_t>& bindings) const {
+  Attrs out = *this;
+  for (auto& [key, value] : out.values_) {
+    if (const Dim* d = std::get_if<Dim>(&value); d && d->is_symbolic()) {
+      value = d->expr().evaluate(bindings);
+    } else if (const DimList* l = std::get_if<DimList>(&value); l && !is_static(*l)) {
+      value = evaluate(*l, bindings);
+    }
+  }
+  return out;
 }
 
 }  // namespace kiln

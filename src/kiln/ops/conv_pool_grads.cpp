@@ -15,12 +15,12 @@ namespace conv_pool {
 namespace {
 
 // The forward op's output shape for these inputs (and all its checks).
-IntList forward_shape(const char* forward, std::span<const TensorMeta> inputs, const Attrs& attrs) {
+DimList forward_shape(const char* forward, std::span<const TensorMeta> inputs, const Attrs& attrs) {
   return infer_meta(op(forward), inputs, attrs).outputs[0].shape;
 }
 
-void check_grad_shape(const InferArgs& args, const IntList& expected, const char* forward) {
-  const IntList& got = args.inputs[0].shape;
+void check_grad_shape(const InferArgs& args, const DimList& expected, const char* forward) {
+  const DimList& got = args.inputs[0].shape;
   KILN_CHECK(got == expected, args.op.name, ": expected grad_output of shape ", expected, " (",
              forward, "'s output), got ", got);
 }
@@ -30,7 +30,7 @@ void check_grad_shape(const InferArgs& args, const IntList& expected, const char
 InferResult infer_conv_backward_input(const InferArgs& args) {
   DType dtype = result_type(args.inputs);
   KILN_CHECK_TYPE(is_floating(dtype), args.op.name, ": expected floating inputs, got ", dtype);
-  TensorMeta metas[2] = {TensorMeta{dtype, args.attrs.get_ints("input_size")}, args.inputs[1]};
+  TensorMeta metas[2] = {TensorMeta{dtype, args.attrs.get_dims("input_size")}, args.inputs[1]};
   check_grad_shape(args, forward_shape("conv2d", metas, args.attrs), "conv2d");
   return InferResult{{metas[0]}, {dtype, dtype}};
 }
@@ -45,7 +45,7 @@ void conv_backward_input_kernel(const KernelArgs& args) {
 InferResult infer_conv_backward_weight(const InferArgs& args) {
   DType dtype = result_type(args.inputs);
   KILN_CHECK_TYPE(is_floating(dtype), args.op.name, ": expected floating inputs, got ", dtype);
-  TensorMeta metas[2] = {args.inputs[1], TensorMeta{dtype, args.attrs.get_ints("weight_size")}};
+  TensorMeta metas[2] = {args.inputs[1], TensorMeta{dtype, args.attrs.get_dims("weight_size")}};
   check_grad_shape(args, forward_shape("conv2d", metas, args.attrs), "conv2d");
   return InferResult{{metas[1]}, {dtype, dtype}};
 }
@@ -61,7 +61,7 @@ template <const char* forward>
 InferResult infer_pool_backward(const InferArgs& args) {
   const TensorMeta& x = args.inputs[1];
   check_floating(args, 1);
-  IntList expected = forward_shape(forward, args.inputs.subspan(1), args.attrs);
+  DimList expected = forward_shape(forward, args.inputs.subspan(1), args.attrs);
   check_grad_shape(args, expected, forward);
   return InferResult{{TensorMeta{x.dtype, x.shape}}, {x.dtype, x.dtype}};
 }
@@ -90,7 +90,7 @@ InferResult infer_adaptive_backward(const InferArgs& args) {
   KILN_CHECK(dy.dim() == x.dim() && dy.dim() >= 2, args.op.name,
              ": expected grad_output with the input's number of dims, got shapes ", dy.shape,
              " and ", x.shape);
-  Attrs attrs{{"output_size", IntList(dy.shape.end() - 2, dy.shape.end())}};
+  Attrs attrs{{"output_size", canonical_attr(DimList(dy.shape.end() - 2, dy.shape.end()))}};
   check_grad_shape(args, forward_shape(kAdaptiveAvgPool, args.inputs.subspan(1), attrs),
                    kAdaptiveAvgPool);
   return InferResult{{TensorMeta{x.dtype, x.shape}}, {x.dtype, x.dtype}};
@@ -115,11 +115,11 @@ std::vector<Tensor> conv2d_grad(const GradContext& ctx) {
                 &dilation = a.get_ints("dilation");
   const int64_t groups = a.get_int("groups");
   if (ctx.needs_input_grad(0)) {
-    gx = conv2d_backward_input(g, ctx.input(1), ctx.input_meta(0).shape, stride, padding, dilation,
+    gx = conv2d_backward_input(g, ctx.input(1), ctx.input_shape(0), stride, padding, dilation,
                                groups);
   }
   if (ctx.needs_input_grad(1)) {
-    gw = conv2d_backward_weight(g, ctx.input(0), ctx.input_meta(1).shape, stride, padding, dilation,
+    gw = conv2d_backward_weight(g, ctx.input(0), ctx.input_shape(1), stride, padding, dilation,
                                 groups);
   }
   std::vector<Tensor> grads{gx, gw};

@@ -20,10 +20,6 @@ std::array<int64_t, 2> pair_of(const IntList& values, const char* op, const char
   return {values[0], values.back()};
 }
 
-int64_t floor_div(int64_t a, int64_t b) {
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
-
 void check_spatial_input(const TensorMeta& x, const char* op) {
   KILN_CHECK(x.dim() == 3 || x.dim() == 4, op,
              ": expected 3-D (unbatched) or 4-D (batched) input, got shape ", x.shape);
@@ -47,9 +43,8 @@ cpu::StridedView batched(const cpu::StridedView& v) {
 
 namespace {
 
-IntList output_shape(const TensorMeta& x, int64_t channels, int64_t oh, int64_t ow) {
-  IntList shape = x.dim() == 4 ? IntList{x.shape[0], channels, oh, ow} : IntList{channels, oh, ow};
-  return shape;
+DimList output_shape(const TensorMeta& x, const Dim& channels, const Dim& oh, const Dim& ow) {
+  return x.dim() == 4 ? DimList{x.shape[0], channels, oh, ow} : DimList{channels, oh, ow};
 }
 
 // ---- conv2d ------------------------------------------------------------
@@ -87,8 +82,8 @@ InferResult infer_conv2d(const InferArgs& args) {
              "conv2d: expected 4-D weight [out_channels, in_channels / groups, kH, kW], got shape ",
              w.shape);
   const cpu::Conv2dParams p = conv_params(args.attrs);
-  const int64_t C = x.shape[x.shape.size() - 3], H = x.shape[x.shape.size() - 2],
-                W = x.shape.back(), OC = w.shape[0];
+  const Dim C = x.shape[x.shape.size() - 3], H = x.shape[x.shape.size() - 2], W = x.shape.back();
+  const int64_t OC = require_static(w.shape[0], "conv2d", "weight size");
   KILN_CHECK(OC % p.groups == 0, "conv2d: given groups=", p.groups,
              ", expected weight to be divisible by ", p.groups,
              " at dimension 0, but got weight of size ", w.shape, " instead");
@@ -101,17 +96,17 @@ InferResult infer_conv2d(const InferArgs& args) {
                ", expected bias to be 1-dimensional with ", OC, " elements, but got bias of size ",
                b.shape, " instead");
   }
-  const int64_t padded_h = H + 2 * p.padding[0], padded_w = W + 2 * p.padding[1];
-  const int64_t eff_kh = p.dilation[0] * (w.shape[2] - 1) + 1;
-  const int64_t eff_kw = p.dilation[1] * (w.shape[3] - 1) + 1;
-  KILN_CHECK(padded_h >= eff_kh && padded_w >= eff_kw,
+  const Dim padded_h = H + 2 * p.padding[0], padded_w = W + 2 * p.padding[1];
+  const Dim eff_kh = p.dilation[0] * (w.shape[2] - 1) + 1;
+  const Dim eff_kw = p.dilation[1] * (w.shape[3] - 1) + 1;
+  KILN_CHECK(!definitely_less(padded_h, eff_kh) && !definitely_less(padded_w, eff_kw),
              "conv2d: calculated padded input size per channel: (", padded_h, " x ", padded_w,
              "). Kernel size: (", eff_kh, " x ", eff_kw,
              "). Kernel size can't be greater than actual input size");
   DType dtype = result_type(args.inputs);
   KILN_CHECK_TYPE(is_floating(dtype), "conv2d: expected floating inputs, got ", dtype);
-  const int64_t oh = (padded_h - eff_kh) / p.stride[0] + 1;
-  const int64_t ow = (padded_w - eff_kw) / p.stride[1] + 1;
+  const Dim oh = floordiv(padded_h - eff_kh, p.stride[0]) + 1;
+  const Dim ow = floordiv(padded_w - eff_kw, p.stride[1]) + 1;
   return InferResult{{TensorMeta{dtype, output_shape(x, OC, oh, ow)}},
                      std::vector<DType>(args.inputs.size(), dtype)};
 }
@@ -148,16 +143,16 @@ std::unique_ptr<PreparedKernel> prepare_conv2d(const KernelArgs& args) {
 
 struct PoolGeometry {
   cpu::Pool2dParams params;
-  int64_t out_h = 0, out_w = 0;
+  Dim out_h = 0, out_w = 0;
 };
 
 // PyTorch's pooling_output_shape: with ceil_mode the last window may be
 // partial, but must start inside the input or its left padding.
-int64_t pooled_size(int64_t in, int64_t kernel, int64_t pad, int64_t stride, int64_t dilation,
-                    bool ceil_mode) {
-  const int64_t span = in + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
-  int64_t out = floor_div(span, stride) + 1;
-  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+Dim pooled_size(const Dim& in, int64_t kernel, int64_t pad, int64_t stride, int64_t dilation,
+                bool ceil_mode) {
+  const Dim span = in + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  Dim out = floordiv(span, stride) + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad) out -= 1;
   return out;
 }
 
@@ -191,13 +186,12 @@ PoolGeometry pool_geometry(const InferArgs& args, const char* op, bool has_dilat
     g.params.dilation[i] = dilation[i];
   }
   const bool ceil_mode = attrs.get_bool("ceil_mode");
-  const int64_t C = x.shape[x.shape.size() - 3], H = x.shape[x.shape.size() - 2],
-                W = x.shape.back();
+  const Dim C = x.shape[x.shape.size() - 3], H = x.shape[x.shape.size() - 2], W = x.shape.back();
   g.out_h = pooled_size(H, kernel[0], padding[0], stride[0], dilation[0], ceil_mode);
   g.out_w = pooled_size(W, kernel[1], padding[1], stride[1], dilation[1], ceil_mode);
-  KILN_CHECK(g.out_h >= 1 && g.out_w >= 1, op, ": given input size: (", C, "x", H, "x", W,
-             "). Calculated output size: (", C, "x", g.out_h, "x", g.out_w,
-             "). Output size is too small");
+  KILN_CHECK(!definitely_less(g.out_h, 1) && !definitely_less(g.out_w, 1), op,
+             ": given input size: (", C, "x", H, "x", W, "). Calculated output size: (", C, "x",
+             g.out_h, "x", g.out_w, "). Output size is too small");
   if (attrs.has("count_include_pad"))
     g.params.count_include_pad = attrs.get_bool("count_include_pad");
   return g;
@@ -206,8 +200,8 @@ PoolGeometry pool_geometry(const InferArgs& args, const char* op, bool has_dilat
 InferResult infer_pool(const InferArgs& args, const char* op, bool has_dilation) {
   const TensorMeta& x = args.inputs[0];
   PoolGeometry g = pool_geometry(args, op, has_dilation);
-  const int64_t C = x.shape[x.shape.size() - 3];
-  return InferResult{{TensorMeta{x.dtype, output_shape(x, C, g.out_h, g.out_w)}}, {}};
+  return InferResult{
+      {TensorMeta{x.dtype, output_shape(x, x.shape[x.shape.size() - 3], g.out_h, g.out_w)}}, {}};
 }
 
 InferResult infer_max_pool2d(const InferArgs& args) {
@@ -226,7 +220,7 @@ InferResult infer_avg_pool2d(const InferArgs& args) {
 // cheap and keeps one definition of every size.
 cpu::Pool2dParams params_for(const OpDef& def, const cpu::StridedView& x, const Attrs& attrs,
                              bool has_dilation) {
-  TensorMeta meta{x.dtype, IntList(x.shape, x.shape + x.ndim)};
+  TensorMeta meta{x.dtype, DimList(x.shape, x.shape + x.ndim)};
   return pool_geometry(InferArgs{def, {&meta, 1}, attrs}, def.name.c_str(), has_dilation).params;
 }
 
@@ -253,12 +247,12 @@ InferResult infer_adaptive_avg_pool2d(const InferArgs& args) {
       size[0] >= 0 && size[1] >= 0,
       "adaptive_avg_pool2d: elements of output_size must be greater than or equal to 0, got ",
       args.attrs.get_ints("output_size"));
-  const int64_t H = x.shape[x.shape.size() - 2], W = x.shape.back();
-  KILN_CHECK(H > 0 && W > 0,
+  const Dim H = x.shape[x.shape.size() - 2], W = x.shape.back();
+  KILN_CHECK(!definitely_less(H, 1) && !definitely_less(W, 1),
              "adaptive_avg_pool2d: expected input to have non-zero size for "
              "non-batch dimensions, but input has shape ",
              x.shape);
-  const int64_t C = x.shape[x.shape.size() - 3];
+  const Dim C = x.shape[x.shape.size() - 3];
   return InferResult{{TensorMeta{x.dtype, output_shape(x, C, size[0], size[1])}}, {}};
 }
 

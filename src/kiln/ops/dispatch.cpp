@@ -17,11 +17,11 @@ bool kind_matches(AttrKind kind, const AttrValue& v) {
     case AttrKind::Bool:
       return std::holds_alternative<bool>(v);
     case AttrKind::Int:
-      return std::holds_alternative<int64_t>(v);
+      return std::holds_alternative<int64_t>(v) || std::holds_alternative<Dim>(v);
     case AttrKind::Float:
       return std::holds_alternative<double>(v);
     case AttrKind::Ints:
-      return std::holds_alternative<IntList>(v);
+      return std::holds_alternative<IntList>(v) || std::holds_alternative<DimList>(v);
     case AttrKind::DType:
       return std::holds_alternative<DType>(v);
     case AttrKind::String:
@@ -31,13 +31,15 @@ bool kind_matches(AttrKind kind, const AttrValue& v) {
 }
 
 // Lets callers write {"p", 0} for a float attr or {"dims", 1} for an int list.
-AttrValue coerce(AttrKind kind, const AttrValue& v) {
+AttrValue coerce(AttrKind kind, AttrValue v) {
+  v = canonical_attr(std::move(v));
   if (kind == AttrKind::Float && std::holds_alternative<int64_t>(v)) {
     return double(std::get<int64_t>(v));
   }
   if (kind == AttrKind::Ints && std::holds_alternative<int64_t>(v)) {
     return IntList{std::get<int64_t>(v)};
   }
+  if (kind == AttrKind::Ints && std::holds_alternative<Dim>(v)) return DimList{std::get<Dim>(v)};
   return v;
 }
 
@@ -108,9 +110,11 @@ void check_autograd_ready(const OpDef& op, const std::vector<Tensor>& inputs) {
              "kiln::init_autograd() (or make the tensor with requires_grad_()) first");
 }
 
-void notify(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
-            const std::vector<Tensor>& outputs) {
-  if (t_observer) t_observer->on_op(op, inputs, attrs, outputs);
+// The observer (a recorder) sees the attributes as given, symbols and all;
+// autograd gets the ones the kernel ran with, as its rules run on tensors.
+void notify(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& recorded,
+            const Attrs& attrs, const std::vector<Tensor>& outputs) {
+  if (t_observer) t_observer->on_op(op, inputs, recorded, outputs);
   bool needs_grad = std::any_of(inputs.begin(), inputs.end(),
                                 [](const Tensor& t) { return t.defined() && t.requires_grad(); });
   if (!needs_grad) return;
@@ -128,7 +132,7 @@ bool can_cast(DType from, DType to) {
 
 TensorMeta meta_of(const Tensor& t) {
   if (!t.defined()) return TensorMeta{DType::Float32, {}, false, false};
-  return TensorMeta{t.dtype(), t.shape(), t.impl()->wrapped_number, true};
+  return TensorMeta{t.dtype(), to_dims(t.shape()), t.impl()->wrapped_number, true};
 }
 
 cpu::StridedView view_of(const Tensor& t) {
@@ -172,9 +176,21 @@ InferResult infer_meta(const OpDef& op, std::span<const TensorMeta> inputs, cons
   return op.infer(InferArgs{op, inputs, attrs});
 }
 
+// Attributes with symbolic sizes (a trace recording `x.view(batch, -1)`)
+// run with the sizes of the call being traced; the observer sees them as given.
+Attrs concrete_attrs(const OpDef& op, const Attrs& attrs) {
+  if (!attrs.any_symbolic()) return attrs;
+  ShapeEnv* env = current_shape_env();
+  KILN_CHECK(env != nullptr, op.name,
+             ": an attribute holds a symbolic size, which only a trace with dynamic shapes "
+             "can run");
+  return attrs.evaluated(env->hints());
+}
+
 std::vector<Tensor> dispatch(const OpDef& op, std::vector<Tensor> inputs, const Attrs& given) {
   check_autograd_ready(op, inputs);
-  Attrs attrs = normalize_attrs(op, given);
+  const Attrs recorded = normalize_attrs(op, given);
+  const Attrs attrs = concrete_attrs(op, recorded);
   std::vector<TensorMeta> metas = metas_of(op, inputs);
   InferResult inferred = infer_meta(op, metas, attrs);
   cast_inputs(op, inputs, inferred);
@@ -187,10 +203,10 @@ std::vector<Tensor> dispatch(const OpDef& op, std::vector<Tensor> inputs, const 
     }
   } else {
     for (const TensorMeta& m : inferred.outputs)
-      outputs.push_back(make_tensor(m.shape, m.dtype));
+      outputs.push_back(make_tensor(to_static(m.shape, op.name), m.dtype));
     run_kernel(op, inputs, outputs, attrs);
   }
-  notify(op, inputs, attrs, outputs);
+  notify(op, inputs, recorded, attrs, outputs);
   return outputs;
 }
 
@@ -205,13 +221,15 @@ void dispatch_into(const OpDef& op, std::vector<Tensor> inputs, const Attrs& giv
   KILN_ASSERT(op.kind != OpKind::View && op.num_outputs == 1, op.name,
               " cannot write into an existing tensor");
   check_autograd_ready(op, inputs);
-  Attrs attrs = normalize_attrs(op, given);
+  const Attrs recorded = normalize_attrs(op, given);
+  const Attrs attrs = concrete_attrs(op, recorded);
   std::vector<TensorMeta> metas = metas_of(op, inputs);
   InferResult inferred = infer_meta(op, metas, attrs);
   const TensorMeta& result = inferred.outputs.at(0);
+  IntList result_shape = to_static(result.shape, op.name);
   bool fits = op.kind == OpKind::Elementwise
-                  ? broadcast_shapes(out.shape(), result.shape, op.name) == out.shape()
-                  : result.shape == out.shape();
+                  ? broadcast_shapes(out.shape(), result_shape, op.name) == out.shape()
+                  : result_shape == out.shape();
   KILN_CHECK(fits, op.name, ": output with shape ", out.shape(),
              " doesn't match the broadcast shape ", result.shape);
   KILN_CHECK(can_cast(result.dtype, out.dtype()), op.name, ": result type ", result.dtype,
@@ -230,7 +248,7 @@ void dispatch_into(const OpDef& op, std::vector<Tensor> inputs, const Attrs& giv
     run_kernel(cast_op, {tmp}, {out}, normalize_attrs(cast_op, {{"dtype", out.dtype()}}));
   }
   out.bump_version();
-  notify(op, inputs, attrs, {out});
+  notify(op, inputs, recorded, attrs, {out});
 }
 
 DispatchObserver* dispatch_observer() {

@@ -54,7 +54,7 @@ InferResult infer_where(const InferArgs& args) {
                   "where: expected condition to be a bool tensor, but got a tensor with dtype ",
                   cond.dtype, " (shape ", cond.shape, ")");
   DType common = result_type(args.inputs.subspan(1));
-  IntList shape =
+  DimList shape =
       broadcast_shapes(broadcast_shapes(cond.shape, a.shape, "where"), b.shape, "where");
   return InferResult{{TensorMeta{common, shape}}, {DType::Bool, common, common}};
 }
@@ -66,7 +66,7 @@ void where_kernel(const KernelArgs& args) {
 // ---- backward rules: gradients are summed back over broadcast dims ----
 
 Tensor reduce_to_input(const GradContext& ctx, size_t i, const Tensor& grad) {
-  return ctx.needs_input_grad(i) ? sum_to(grad, ctx.input_meta(i).shape) : Tensor();
+  return ctx.needs_input_grad(i) ? sum_to(grad, ctx.input_shape(i)) : Tensor();
 }
 
 std::vector<Tensor> add_grad(const GradContext& ctx) {  // d(a + b) = da + db

@@ -200,7 +200,7 @@ class InstructionGradContext final : public GradContext {
         result_(std::move(result)),
         grad_(std::move(grad)) {
     for (const Tensor& t : operands_)
-      metas_.push_back(TensorMeta{t.dtype(), t.shape()});
+      metas_.push_back(TensorMeta{t.dtype(), to_dims(t.shape())});
   }
   size_t num_inputs() const override { return operands_.size(); }
   Tensor input(size_t i) const override { return operands_.at(i); }

@@ -33,7 +33,7 @@ class ActivationGradContext final : public GradContext {
  public:
   explicit ActivationGradContext(const GradContext& fused) : fused_(fused) {
     Tensor y = fused.output(0);
-    output_meta_ = TensorMeta{y.dtype(), y.shape()};
+    output_meta_ = TensorMeta{y.dtype(), to_dims(y.shape())};
   }
   size_t num_inputs() const override { return 1; }
   Tensor input(size_t) const override {

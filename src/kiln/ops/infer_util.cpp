@@ -27,7 +27,7 @@ InferResult infer_unary_float(const InferArgs& args) {
 
 InferResult infer_broadcast(const InferArgs& args, std::optional<DType> out_dtype) {
   DType common = result_type(args.inputs);
-  IntList shape;
+  DimList shape;
   bool first = true;
   for (const TensorMeta& m : args.inputs) {
     if (!m.defined) continue;

@@ -24,7 +24,7 @@
 namespace kiln {
 namespace {
 
-std::string dims_x(int64_t rows, int64_t cols) {
+std::string dims_x(const Dim& rows, const Dim& cols) {
   return str(rows, "x", cols);
 }
 
@@ -308,11 +308,13 @@ class PreparedProduct final : public PreparedKernel {
 };
 
 // Whether `from` expands to `to` (NumPy rules, `to` fixed).
-bool broadcasts_to(const IntList& from, const IntList& to) {
+// Equality is asked first, so that a symbolic size equal to its target
+// never needs an example value (which would make size 1 special).
+bool broadcasts_to(const DimList& from, const DimList& to) {
   if (from.size() > to.size()) return false;
   const size_t lead = to.size() - from.size();
   for (size_t d = 0; d < from.size(); ++d) {
-    if (from[d] != 1 && from[d] != to[lead + d]) return false;
+    if (from[d] != to[lead + d] && from[d] != 1) return false;
   }
   return true;
 }
@@ -329,19 +331,19 @@ InferResult infer_matmul(const InferArgs& args) {
              "matmul: both arguments need to be at least 1D, but they are ", a.dim(), "D and ",
              b.dim(), "D");
   check_dtypes(args);
-  const int64_t M = a.dim() >= 2 ? a.shape[a.shape.size() - 2] : 1;
-  const int64_t K = a.shape.back();
-  const int64_t K2 = b.dim() >= 2 ? b.shape[b.shape.size() - 2] : b.shape[0];
-  const int64_t N = b.dim() >= 2 ? b.shape.back() : 1;
+  const Dim M = a.dim() >= 2 ? a.shape[a.shape.size() - 2] : Dim(1);
+  const Dim K = a.shape.back();
+  const Dim K2 = b.dim() >= 2 ? b.shape[b.shape.size() - 2] : b.shape[0];
+  const Dim N = b.dim() >= 2 ? b.shape.back() : Dim(1);
   if (a.dim() == 1 && b.dim() == 1) {
     KILN_CHECK(K == K2, "matmul: 1D tensors expected to have the same size, but got ", K, " and ",
                K2, " elements");
   }
   KILN_CHECK(K == K2, "matmul: mat1 and mat2 shapes cannot be multiplied (", dims_x(M, K), " and ",
              dims_x(K2, N), ") for shapes ", a.shape, " and ", b.shape);
-  IntList a_batch(a.shape.begin(), a.shape.end() - std::min<int64_t>(a.dim(), 2));
-  IntList b_batch(b.shape.begin(), b.shape.end() - std::min<int64_t>(b.dim(), 2));
-  IntList shape = broadcast_shapes(a_batch, b_batch, "matmul");
+  DimList a_batch(a.shape.begin(), a.shape.end() - std::min<int64_t>(a.dim(), 2));
+  DimList b_batch(b.shape.begin(), b.shape.end() - std::min<int64_t>(b.dim(), 2));
+  DimList shape = broadcast_shapes(a_batch, b_batch, "matmul");
   if (a.dim() >= 2) shape.push_back(M);
   if (b.dim() >= 2) shape.push_back(N);
   DType dtype = result_type(args.inputs);
@@ -366,16 +368,15 @@ InferResult infer_linear(const InferArgs& args) {
   KILN_CHECK(x.dim() >= 1, "linear: input must be at least 1-D, got shape ", x.shape);
   KILN_CHECK(w.dim() == 2, "linear: weight must be 2-D, got shape ", w.shape);
   check_dtypes(args);
-  const int64_t K = x.shape.back(), N = w.shape[0];
-  const int64_t rows =
-      K == 0 ? numel_of(IntList(x.shape.begin(), x.shape.end() - 1)) : numel_of(x.shape) / K;
+  const Dim K = x.shape.back(), N = w.shape[0];
+  const Dim rows = numel_of(DimList(x.shape.begin(), x.shape.end() - 1));
   KILN_CHECK(K == w.shape[1], "linear: mat1 and mat2 shapes cannot be multiplied (",
              dims_x(rows, K), " and ", dims_x(w.shape[1], N), ")");
   if (args.inputs.size() > 2 && bias.defined) {
     KILN_CHECK(bias.dim() == 1 && bias.shape[0] == N, "linear: bias must be 1-D of size ", N,
                " (the weight's rows), got shape ", bias.shape);
   }
-  IntList shape(x.shape.begin(), x.shape.end() - 1);
+  DimList shape(x.shape.begin(), x.shape.end() - 1);
   shape.push_back(N);
   DType dtype = result_type(args.inputs);
   return InferResult{{TensorMeta{dtype, shape}}, std::vector<DType>(args.inputs.size(), dtype)};
@@ -404,7 +405,7 @@ InferResult infer_addmm(const InferArgs& args) {
   check_dtypes(args);
   KILN_CHECK(m1.shape[1] == m2.shape[0], "addmm: mat1 and mat2 shapes cannot be multiplied (",
              dims_x(m1.shape[0], m1.shape[1]), " and ", dims_x(m2.shape[0], m2.shape[1]), ")");
-  IntList shape{m1.shape[0], m2.shape[1]};
+  DimList shape{m1.shape[0], m2.shape[1]};
   KILN_CHECK(broadcasts_to(input.shape, shape), "addmm: input of shape ", input.shape,
              " can't be broadcast to ", shape);
   DType dtype = result_type(args.inputs);
@@ -458,7 +459,7 @@ Tensor mT(const Tensor& x) {
 // column (B) here, as in the forward, and batch dims that were broadcast are
 // summed back with sum_to.
 std::vector<Tensor> matmul_grad(const GradContext& ctx) {
-  const IntList &a_shape = ctx.input_meta(0).shape, &b_shape = ctx.input_meta(1).shape;
+  const IntList &a_shape = ctx.input_shape(0), &b_shape = ctx.input_shape(1);
   Tensor a = ctx.input(0), b = ctx.input(1);
   if (a.dim() == 1) a = unsqueeze(a, 0);
   if (b.dim() == 1) b = unsqueeze(b, 1);
@@ -477,8 +478,8 @@ std::vector<Tensor> matmul_grad(const GradContext& ctx) {
 // dims of x flattened into rows), db = dy summed over the rows.
 std::vector<Tensor> linear_grad(const GradContext& ctx) {
   const Tensor& g = ctx.grad_output(0);
-  const IntList& x_shape = ctx.input_meta(0).shape;
-  const int64_t K = x_shape.back(), N = ctx.input_meta(1).shape[0];
+  const IntList& x_shape = ctx.input_shape(0);
+  const int64_t K = x_shape.back(), N = ctx.input_shape(1)[0];
   const int64_t rows = numel_of(IntList(x_shape.begin(), x_shape.end() - 1));
   Tensor gx, gw, gb;
   if (ctx.needs_input_grad(0)) gx = matmul(g, ctx.input(1));
@@ -497,7 +498,7 @@ std::vector<Tensor> addmm_grad(const GradContext& ctx) {
   const double beta = ctx.attrs().get_float("beta"), alpha = ctx.attrs().get_float("alpha");
   auto scaled = [](const Tensor& x, double s) { return s == 1 ? x : mul(x, Scalar(s)); };
   Tensor gi, g1, g2;
-  if (ctx.needs_input_grad(0)) gi = sum_to(scaled(g, beta), ctx.input_meta(0).shape);
+  if (ctx.needs_input_grad(0)) gi = sum_to(scaled(g, beta), ctx.input_shape(0));
   if (ctx.needs_input_grad(1)) g1 = scaled(matmul(g, t(ctx.input(2))), alpha);
   if (ctx.needs_input_grad(2)) g2 = scaled(matmul(t(ctx.input(1)), g), alpha);
   return {gi, g1, g2};

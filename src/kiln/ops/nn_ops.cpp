@@ -49,10 +49,10 @@ void dropout_kernel(const KernelArgs& args) {
 
 // ---- batch_norm(x, weight?, bias?, running_mean?, running_var?) -> (y, mean, invstd) ----
 
-void check_channel_vector(const InferArgs& args, size_t i, const char* what, int64_t channels) {
+void check_channel_vector(const InferArgs& args, size_t i, const char* what, const Dim& channels) {
   const TensorMeta& m = args.inputs[i];
   if (!m.defined) return;
-  KILN_CHECK(m.shape == IntList{channels}, "batch_norm: expected ", what, " of shape [", channels,
+  KILN_CHECK(m.shape == DimList{channels}, "batch_norm: expected ", what, " of shape [", channels,
              "] for input of shape ", args.inputs[0].shape, ", got ", m.shape);
   KILN_CHECK_TYPE(m.dtype == args.inputs[0].dtype, "batch_norm: expected ", what, " of dtype ",
                   args.inputs[0].dtype, ", got ", m.dtype);
@@ -63,7 +63,7 @@ InferResult infer_batch_norm(const InferArgs& args) {
   check_floating(args, 0);
   KILN_CHECK(x.dim() >= 2,
              "batch_norm: expected an input of at least 2 dims (N, C, ...), got shape ", x.shape);
-  int64_t channels = x.shape[1];
+  const Dim channels = x.shape[1];
   check_channel_vector(args, 1, "weight", channels);
   check_channel_vector(args, 2, "bias", channels);
   check_channel_vector(args, 3, "running_mean", channels);
@@ -72,8 +72,9 @@ InferResult infer_batch_norm(const InferArgs& args) {
   KILN_CHECK(training || (args.inputs[3].defined && args.inputs[4].defined),
              "batch_norm: running_mean and running_var must be given when training=false");
   if (training) {
-    int64_t per_channel = numel_of(x.shape) / std::max<int64_t>(channels, 1);
-    KILN_CHECK_VALUE(per_channel > 1,
+    // numel / channels, for channels >= 1 (an empty input passes, as in PyTorch).
+    std::optional<Dim> per_channel = exact_divide(numel_of(x.shape), channels);
+    KILN_CHECK_VALUE(!per_channel || !definitely_less(*per_channel, 2),
                      "batch_norm: expected more than 1 value per channel when "
                      "training, got input shape ",
                      x.shape);
@@ -116,7 +117,7 @@ std::vector<int> batch_norm_mutated_inputs(const Attrs& attrs) {
 InferResult infer_layer_norm(const InferArgs& args) {
   const TensorMeta& x = args.inputs[0];
   check_floating(args, 0);
-  const IntList& normalized = args.attrs.get_ints("normalized_shape");
+  const DimList normalized = args.attrs.get_dims("normalized_shape");
   int64_t lead = x.dim() - int64_t(normalized.size());
   bool matches =
       lead >= 0 && std::equal(normalized.begin(), normalized.end(), x.shape.begin() + lead);
@@ -128,7 +129,7 @@ InferResult infer_layer_norm(const InferArgs& args) {
     KILN_CHECK(m.shape == normalized, "layer_norm: expected ", i == 1 ? "weight" : "bias",
                " of shape ", normalized, ", got ", m.shape);
   }
-  IntList stat_shape(x.shape.begin(), x.shape.begin() + lead);
+  DimList stat_shape(x.shape.begin(), x.shape.begin() + lead);
   stat_shape.resize(x.shape.size(), 1);  // keepdim over the normalized dims, as PyTorch
   TensorMeta stat{x.dtype, stat_shape};
   return InferResult{{TensorMeta{x.dtype, x.shape}, stat, stat}, {x.dtype, x.dtype, x.dtype}};
@@ -178,7 +179,7 @@ Tensor normalized_input_grad(const Tensor& g_hat, const Tensor& x_hat, const Ten
 // the running statistics are constants, so dx = g w rstd; the running
 // statistics get no gradient (they are buffers, as in PyTorch).
 std::vector<Tensor> batch_norm_grad(const GradContext& ctx) {
-  const IntList& shape = ctx.input_meta(0).shape;
+  const IntList& shape = ctx.input_shape(0);
   IntList stat_dims, channel_shape(shape.size(), 1);
   channel_shape[1] = shape[1];
   for (int64_t d = 0; d < int64_t(shape.size()); ++d) {
@@ -201,7 +202,7 @@ std::vector<Tensor> batch_norm_grad(const GradContext& ctx) {
 // layer_norm: statistics per row over the trailing normalized dims; weight
 // and bias span those dims, so their gradients sum over the leading ones.
 std::vector<Tensor> layer_norm_grad(const GradContext& ctx) {
-  const IntList& shape = ctx.input_meta(0).shape;
+  const IntList& shape = ctx.input_shape(0);
   int64_t lead = int64_t(shape.size()) - int64_t(ctx.attrs().get_ints("normalized_shape").size());
   IntList lead_dims, stat_dims;
   for (int64_t d = 0; d < int64_t(shape.size()); ++d) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/core/dim.h"
 #include "kiln/core/tensor.h"
 #include "kiln/kernels/cpu/strided.h"
 #include "kiln/ops/attrs.h"
@@ -17,10 +18,11 @@
 namespace kiln {
 
 // The metadata shape inference works on. `defined` is false for an absent
-// optional input (linear without a bias).
+// optional input (linear without a bias). Dims are symbolic in a graph
+// traced with dynamic shapes (core/dim.h) and static in eager calls.
 struct TensorMeta {
   DType dtype = DType::Float32;
-  IntList shape;
+  DimList shape;
   bool wrapped_number = false;  // a Python number turned into a 0-d tensor
   bool defined = true;
 
@@ -49,10 +51,13 @@ struct KernelArgs {
 };
 
 // A view op's outputs are new shapes/strides/offsets over input 0's storage.
-struct ViewMeta {
-  IntList shape, strides;
-  int64_t offset = 0;
+// Shape inference runs the same rules over Dims (BasicViewMeta<Dim>).
+template <typename I>
+struct BasicViewMeta {
+  std::vector<I> shape, strides;
+  I offset = 0;
 };
+using ViewMeta = BasicViewMeta<int64_t>;
 
 struct ViewArgs {
   const Tensor& input;
@@ -72,6 +77,8 @@ class GradContext {
   virtual Tensor output(size_t i) const = 0;
   // Shape and dtype of input i without touching its value (for sum_to).
   virtual const TensorMeta& input_meta(size_t i) const = 0;
+  // Its shape as integers: rules run on tensors, whose sizes are concrete.
+  IntList input_shape(size_t i) const { return to_static(input_meta(i).shape, "backward"); }
   // False for inputs that need no gradient (return an undefined Tensor there).
   virtual bool needs_input_grad(size_t i) const = 0;
   // The gradient of output i (zeros when that output got none).

@@ -49,8 +49,8 @@ DimMask checked_mask(const InferArgs& args, const IntList& dims) {
   return dims.empty() ? all_dims(x.dim()) : mask;
 }
 
-IntList reduced_shape(const IntList& shape, DimMask mask, bool keepdim) {
-  IntList out;
+DimList reduced_shape(const DimList& shape, DimMask mask, bool keepdim) {
+  DimList out;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (!is_reduced(mask, int(d))) {
       out.push_back(shape[d]);
@@ -64,11 +64,13 @@ IntList reduced_shape(const IntList& shape, DimMask mask, bool keepdim) {
 // max, amax and argmax have no identity to return for zero elements.
 void check_nonempty(const InferArgs& args, DimMask mask, bool dim_given) {
   const TensorMeta& x = args.inputs[0];
-  KILN_CHECK_INDEX(dim_given || numel_of(x.shape) > 0, args.op.name,
+  // Sizes not known to be zero pass; a call with an empty input then fails
+  // in the kernel's own check.
+  KILN_CHECK_INDEX(dim_given || !definitely_less(numel_of(x.shape), 1), args.op.name,
                    ": expected reduction dim to be specified for input.numel() == 0 (shape ",
                    x.shape, "); specify the reduction dim with the 'dim' argument");
   for (int64_t d = 0; d < x.dim(); ++d) {
-    KILN_CHECK_INDEX(!is_reduced(mask, int(d)) || x.shape[d] != 0, args.op.name,
+    KILN_CHECK_INDEX(!is_reduced(mask, int(d)) || !definitely_less(x.shape[d], 1), args.op.name,
                      ": expected reduction dim ", d, " to have non-zero size (shape ", x.shape,
                      ")");
   }
@@ -79,7 +81,7 @@ void check_nonempty(const InferArgs& args, DimMask mask, bool dim_given) {
 InferResult infer_sum_prod(const InferArgs& args) {
   const TensorMeta& x = args.inputs[0];
   DimMask mask = checked_mask(args, args.attrs.get_ints("dims"));
-  IntList shape = reduced_shape(x.shape, mask, args.attrs.get_bool("keepdim"));
+  DimList shape = reduced_shape(x.shape, mask, args.attrs.get_bool("keepdim"));
   if (args.attrs.has("dtype")) {
     DType dtype = args.attrs.get_dtype("dtype");
     return InferResult{{TensorMeta{dtype, shape}}, {dtype}};
@@ -91,7 +93,7 @@ InferResult infer_sum_prod(const InferArgs& args) {
 InferResult infer_mean(const InferArgs& args) {
   const TensorMeta& x = args.inputs[0];
   DimMask mask = checked_mask(args, args.attrs.get_ints("dims"));
-  IntList shape = reduced_shape(x.shape, mask, args.attrs.get_bool("keepdim"));
+  DimList shape = reduced_shape(x.shape, mask, args.attrs.get_bool("keepdim"));
   if (args.attrs.has("dtype")) {
     DType dtype = args.attrs.get_dtype("dtype");
     KILN_CHECK_TYPE(is_floating(dtype), args.op.name,
@@ -110,7 +112,7 @@ InferResult infer_amax_amin(const InferArgs& args) {
   const IntList& dims = args.attrs.get_ints("dims");
   DimMask mask = checked_mask(args, dims);
   check_nonempty(args, mask, !dims.empty());
-  IntList shape = reduced_shape(x.shape, mask, args.attrs.get_bool("keepdim"));
+  DimList shape = reduced_shape(x.shape, mask, args.attrs.get_bool("keepdim"));
   return InferResult{{TensorMeta{x.dtype, shape}}, {}};
 }
 
@@ -118,7 +120,7 @@ InferResult infer_max_min(const InferArgs& args) {
   const TensorMeta& x = args.inputs[0];
   DimMask mask = checked_mask(args, {args.attrs.get_int("dim")});
   check_nonempty(args, mask, true);
-  IntList shape = reduced_shape(x.shape, mask, args.attrs.get_bool("keepdim"));
+  DimList shape = reduced_shape(x.shape, mask, args.attrs.get_bool("keepdim"));
   return InferResult{{TensorMeta{x.dtype, shape}, TensorMeta{DType::Int64, shape}}, {}};
 }
 
@@ -129,7 +131,7 @@ InferResult infer_argmax_argmin(const InferArgs& args) {
   const bool dim_given = args.attrs.has("dim");
   DimMask mask = dim_given ? checked_mask(args, {args.attrs.get_int("dim")}) : all_dims(x.dim());
   check_nonempty(args, mask, dim_given);
-  IntList shape = reduced_shape(x.shape, mask, args.attrs.get_bool("keepdim"));
+  DimList shape = reduced_shape(x.shape, mask, args.attrs.get_bool("keepdim"));
   return InferResult{{TensorMeta{DType::Int64, shape}}, {}};
 }
 
@@ -139,7 +141,7 @@ InferResult infer_var_std(const InferArgs& args) {
                   ": std and var only support floating point dtypes, got ", x.dtype, " (shape ",
                   x.shape, ")");
   DimMask mask = checked_mask(args, args.attrs.get_ints("dims"));
-  IntList shape = reduced_shape(x.shape, mask, args.attrs.get_bool("keepdim"));
+  DimList shape = reduced_shape(x.shape, mask, args.attrs.get_bool("keepdim"));
   return InferResult{{TensorMeta{x.dtype, shape}}, {}};
 }
 
@@ -199,13 +201,15 @@ DimMask input_mask(const GradContext& ctx, const IntList& dims) {
 
 Tensor keepdim_view(const GradContext& ctx, const Tensor& t, DimMask mask) {
   if (ctx.attrs().get_bool("keepdim")) return t;
-  const IntList& in_shape = ctx.input_meta(0).shape;
-  return reshape(t, reduced_shape(in_shape, mask, /*keepdim=*/true));
+  return reshape(t,
+                 ctx.input_shape(0).size() == 0
+                     ? IntList{}
+                     : to_static(reduced_shape(ctx.input_meta(0).shape, mask, true), "backward"));
 }
 
 // How many input elements fold into each output element.
 int64_t reduced_count(const GradContext& ctx, DimMask mask) {
-  const IntList& shape = ctx.input_meta(0).shape;
+  const IntList& shape = ctx.input_shape(0);
   int64_t n = 1;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (is_reduced(mask, int(d))) n *= shape[d];
@@ -217,14 +221,14 @@ int64_t reduced_count(const GradContext& ctx, DimMask mask) {
 std::vector<Tensor> sum_grad(const GradContext& ctx) {
   if (!ctx.needs_input_grad(0)) return {Tensor()};
   DimMask mask = input_mask(ctx, ctx.attrs().get_ints("dims"));
-  return {expand(keepdim_view(ctx, ctx.grad_output(0), mask), ctx.input_meta(0).shape)};
+  return {expand(keepdim_view(ctx, ctx.grad_output(0), mask), ctx.input_shape(0))};
 }
 
 std::vector<Tensor> mean_grad(const GradContext& ctx) {  // d mean = 1 / n
   if (!ctx.needs_input_grad(0)) return {Tensor()};
   DimMask mask = input_mask(ctx, ctx.attrs().get_ints("dims"));
   Tensor g = keepdim_view(ctx, ctx.grad_output(0), mask) / double(reduced_count(ctx, mask));
-  return {expand(g, ctx.input_meta(0).shape)};
+  return {expand(g, ctx.input_shape(0))};
 }
 
 // d prod / d x_i = prod_{j != i} x_j: y / x_i without zeros; with one zero,
@@ -261,7 +265,7 @@ std::vector<Tensor> amax_amin_grad(const GradContext& ctx) {
 // output names (indices carry none): where(arange(n) == index, g, 0).
 std::vector<Tensor> max_min_grad(const GradContext& ctx) {
   if (!ctx.needs_input_grad(0)) return {Tensor()};
-  const IntList& shape = ctx.input_meta(0).shape;
+  const IntList& shape = ctx.input_shape(0);
   if (shape.empty()) return {ctx.grad_output(0)};
   DimMask mask = input_mask(ctx, {ctx.attrs().get_int("dim")});
   int64_t dim = std::countr_zero(mask);

@@ -26,8 +26,8 @@ bool is_index_dtype(DType dtype) {
 
 InferResult infer_reshape_op(const InferArgs& args) {
   const TensorMeta& in = args.inputs[0];
-  IntList shape =
-      infer_reshape(args.attrs.get_ints("shape"), numel_of(in.shape), "reshape", in.shape);
+  DimList shape =
+      infer_reshape(args.attrs.get_dims("shape"), numel_of(in.shape), "reshape", in.shape);
   return InferResult{{TensorMeta{in.dtype, std::move(shape)}}, {}};
 }
 
@@ -55,7 +55,7 @@ DType promoted_dtype(std::span<const TensorMeta> inputs) {
 // PyTorch lets a 1-D empty tensor join a cat of any shape (legacy behaviour
 // that old code relies on).
 bool skipped_by_cat(const TensorMeta& m) {
-  return m.shape == IntList{0};
+  return m.shape.size() == 1 && m.shape[0].is_static() && m.shape[0].static_value() == 0;
 }
 
 InferResult infer_cat(const InferArgs& args) {
@@ -68,10 +68,10 @@ InferResult infer_cat(const InferArgs& args) {
                              [](const TensorMeta& m) { return !skipped_by_cat(m); });
   const TensorMeta& ref = ref_it == inputs.end() ? inputs[0] : *ref_it;
   int64_t d = wrap_dim(args.attrs.get_int("dim"), ref.dim(), "cat", ref.shape);
-  IntList shape = ref.shape;
+  DimList shape = ref.shape;
   shape[size_t(d)] = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const IntList& s = inputs[i].shape;
+    const DimList& s = inputs[i].shape;
     if (skipped_by_cat(inputs[i]) && &inputs[i] != &ref) continue;
     KILN_CHECK(s.size() == ref.shape.size(),
                "cat: Tensors must have same number of dimensions: got ", ref.dim(), " and ",
@@ -97,13 +97,13 @@ void cat_kernel(const KernelArgs& args) {
 
 InferResult infer_stack(const InferArgs& args) {
   std::span<const TensorMeta> inputs = args.inputs;
-  const IntList& first = inputs[0].shape;
+  const DimList& first = inputs[0].shape;
   for (size_t i = 1; i < inputs.size(); ++i) {
     KILN_CHECK(inputs[i].shape == first, "stack expects each tensor to be equal size, but got ",
                first, " at entry 0 and ", inputs[i].shape, " at entry ", i);
   }
   int64_t d = wrap_dim(args.attrs.get_int("dim"), inputs[0].dim() + 1, "stack", first);
-  IntList shape = first;
+  DimList shape = first;
   shape.insert(shape.begin() + d, int64_t(inputs.size()));
   DType dtype = promoted_dtype(inputs);
   return InferResult{{TensorMeta{dtype, std::move(shape)}},
@@ -128,13 +128,13 @@ InferResult infer_index_select(const InferArgs& args) {
   KILN_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector, got shape ",
                    index.shape);
   int64_t d = wrap_dim(args.attrs.get_int("dim"), x.dim(), "index_select", x.shape);
-  int64_t count = numel_of(index.shape);
+  Dim count = numel_of(index.shape);
   if (x.dim() == 0) {
     KILN_CHECK_INDEX(count == 1, "index_select(): Index to scalar can have only 1 value, got ",
                      count, " value(s)");
     return InferResult{{TensorMeta{x.dtype, {}}}, {}};
   }
-  IntList shape = x.shape;
+  DimList shape = x.shape;
   shape[size_t(d)] = count;
   return InferResult{{TensorMeta{x.dtype, std::move(shape)}}, {}};
 }
@@ -172,13 +172,13 @@ InferResult infer_embedding(const InferArgs& args) {
   const TensorMeta& indices = args.inputs[1];
   KILN_CHECK(weight.dim() == 2, "embedding: 'weight' must be 2-D, got shape ", weight.shape);
   check_index_dtype(args, indices);
-  int64_t rows = weight.shape[0];
+  const int64_t rows = require_static(weight.shape[0], "embedding", "number of rows");
   if (args.attrs.has("padding_idx")) {
     int64_t padding_idx = args.attrs.get_int("padding_idx");
     KILN_CHECK(padding_idx >= -rows && padding_idx < rows, "embedding: Padding_idx ", padding_idx,
                " must be within num_embeddings (", rows, ", weight shape ", weight.shape, ")");
   }
-  IntList shape = indices.shape;
+  DimList shape = indices.shape;
   shape.push_back(weight.shape[1]);
   return InferResult{{TensorMeta{weight.dtype, std::move(shape)}}, {}};
 }
@@ -193,7 +193,7 @@ InferResult infer_one_hot(const InferArgs& args) {
              "one_hot is only applicable to index tensor of type LongTensor, got ", x.dtype);
   int64_t num_classes = args.attrs.get_int("num_classes");
   KILN_CHECK(num_classes > 0, "one_hot: num_classes must be positive, got ", num_classes);
-  IntList shape = x.shape;
+  DimList shape = x.shape;
   shape.push_back(num_classes);
   return InferResult{{TensorMeta{DType::Int64, std::move(shape)}}, {}};
 }
@@ -203,24 +203,24 @@ void one_hot_kernel(const KernelArgs& args) {
 }
 
 // A 0-d tensor counts as 1-D of size 1 for scatter_add and index_add, as in PyTorch.
-IntList as_at_least_1d(const IntList& shape) {
-  return shape.empty() ? IntList{1} : shape;
+DimList as_at_least_1d(const DimList& shape) {
+  return shape.empty() ? DimList{1} : shape;
 }
 
 InferResult infer_scatter_add(const InferArgs& args) {
   const TensorMeta &self = args.inputs[0], &index = args.inputs[1], &src = args.inputs[2];
   check_index_dtype(args, index);
   int64_t d = wrap_dim(args.attrs.get_int("dim"), self.dim(), "scatter_add", self.shape);
-  const IntList s = as_at_least_1d(self.shape), i = as_at_least_1d(index.shape),
+  const DimList s = as_at_least_1d(self.shape), i = as_at_least_1d(index.shape),
                 x = as_at_least_1d(src.shape);
   KILN_CHECK(i.size() == s.size() && x.size() == s.size(),
              "scatter_add: Index tensor must have the same number of dimensions as self tensor "
              "and src tensor (index shape ",
              index.shape, ", self shape ", self.shape, ", src shape ", src.shape, ")");
-  for (size_t k = 0; k < i.size() && numel_of(index.shape) > 0; ++k) {
-    KILN_CHECK((int64_t(k) == d || i[k] <= s[k]) && i[k] <= x[k], "scatter_add: Expected index ",
-               index.shape, " to be smaller than self ", self.shape, " apart from dimension ", d,
-               " and to be smaller size than src ", src.shape);
+  for (size_t k = 0; k < i.size() && !definitely_less(numel_of(index.shape), 1); ++k) {
+    KILN_CHECK((int64_t(k) == d || !definitely_less(s[k], i[k])) && !definitely_less(x[k], i[k]),
+               "scatter_add: Expected index ", index.shape, " to be smaller than self ", self.shape,
+               " apart from dimension ", d, " and to be smaller size than src ", src.shape);
   }
   return InferResult{{TensorMeta{self.dtype, self.shape}}, {self.dtype, index.dtype, self.dtype}};
 }
@@ -237,11 +237,11 @@ InferResult infer_index_add(const InferArgs& args) {
   KILN_CHECK_INDEX(index.dim() <= 1, "index_add(): Index is supposed to be a vector, got shape ",
                    index.shape);
   int64_t d = wrap_dim(args.attrs.get_int("dim"), self.dim(), "index_add", self.shape);
-  const IntList s = as_at_least_1d(self.shape), x = as_at_least_1d(src.shape);
+  const DimList s = as_at_least_1d(self.shape), x = as_at_least_1d(src.shape);
   KILN_CHECK(self.dim() == src.dim(),
              "index_add(): Self and source should have same number of dimensions (self shape ",
              self.shape, ", source shape ", src.shape, ")");
-  const int64_t count = numel_of(index.shape);
+  const Dim count = numel_of(index.shape);
   KILN_CHECK(x[size_t(d)] == count, "index_add(): Number of indices (", count,
              ") should be equal to source.size(dim) (", x[size_t(d)], "), dim ", d);
   for (size_t k = 0; k < s.size(); ++k) {
@@ -260,7 +260,7 @@ void index_add_kernel(const KernelArgs& args) {
 // ---- backward rules ----
 
 Tensor zeros_of_input(const GradContext& ctx, size_t i) {
-  return zeros(ctx.input_meta(i).shape, ctx.input_meta(i).dtype);
+  return zeros(ctx.input_shape(i), ctx.input_meta(i).dtype);
 }
 
 int64_t grad_dim(const GradContext& ctx, int64_t ndim) {
@@ -270,7 +270,7 @@ int64_t grad_dim(const GradContext& ctx, int64_t ndim) {
 
 // The copying reshape keeps row-major order: reshape the gradient back.
 std::vector<Tensor> reshape_grad(const GradContext& ctx) {
-  return {reshape(ctx.grad_output(0), ctx.input_meta(0).shape)};
+  return {reshape(ctx.grad_output(0), ctx.input_shape(0))};
 }
 
 // Each input owns a stretch of the output along dim; its gradient is that
@@ -291,7 +291,7 @@ std::vector<Tensor> cat_grad(const GradContext& ctx) {
       if (ctx.needs_input_grad(i)) grads[i] = zeros_of_input(ctx, i);
       continue;
     }
-    const int64_t size = m.shape[size_t(d)];
+    const int64_t size = ctx.input_shape(i)[size_t(d)];
     if (ctx.needs_input_grad(i)) grads[i] = narrow(g, d, offset, size);
     offset += size;
   }
@@ -330,7 +330,7 @@ std::vector<Tensor> gather_grad(const GradContext& ctx) {
 // padding_idx row gets none.
 std::vector<Tensor> embedding_grad(const GradContext& ctx) {
   if (!ctx.needs_input_grad(0)) return {Tensor(), Tensor()};
-  const IntList& w = ctx.input_meta(0).shape;
+  const IntList& w = ctx.input_shape(0);
   const Tensor indices = ctx.input(1);
   const int64_t n = indices.numel();
   Tensor gw = index_add(zeros_of_input(ctx, 0), 0, reshape(indices, {n}),
@@ -352,7 +352,7 @@ std::vector<Tensor> scatter_add_grad(const GradContext& ctx) {
   if (!ctx.needs_input_grad(2)) return {g_self, Tensor(), Tensor()};
   const int64_t d = grad_dim(ctx, ctx.input_meta(0).dim());
   Tensor g_src = gather(g, d, ctx.input(1));
-  const IntList& want = ctx.input_meta(2).shape;
+  const IntList& want = ctx.input_shape(2);
   IntList shape = g_src.shape();
   for (size_t k = 0; k < want.size(); ++k) {
     if (shape[k] == want[k]) continue;

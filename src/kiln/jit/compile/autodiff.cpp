@@ -166,7 +166,7 @@ JointRun record_joint(const Graph& graph, size_t num_outputs, std::span<const Te
     const Value* out = graph.outputs()[i];
     if (!is_floating(out->dtype()) || !depends.count(out)) continue;
     joint.grad_outputs.push_back(i);
-    output_grads.push_back(ones(out->shape(), out->dtype()));
+    output_grads.push_back(ones(to_static(out->shape(), "autodiff"), out->dtype()));
     inputs.push_back(output_grads.back());
     names.push_back(str("grad_out", i));
   }

@@ -1,4 +1,5 @@
 #include "kiln/jit/compile/compiled.h"
+#include "kiln/jit/compile/per_size_runner.h"
 
 #include <algorithm>
 #include <chrono>
@@ -26,7 +27,25 @@ std::shared_ptr<const GraphRunner> make_runner(const std::shared_ptr<const Graph
     factory = g_runner_factory;
   }
   if (factory) return factory(graph);
+  if (graph->is_symbolic()) {
+    // The parameters written in place, by name: each size has its own graph.
+    std::vector<std::pair<size_t, std::string>> by_name;
+    for (const OutputIntoParam& i : into)
+      by_name.emplace_back(i.output, i.param->name());
+    return std::make_shared<PerSizeRunner>(graph, [by_name](std::shared_ptr<const Graph> g) {
+      std::vector<OutputIntoParam> mapped;
+      for (const auto& [output, name] : by_name)
+        mapped.push_back({output, g->find_param(name)});
+      return std::make_shared<Executable>(g, mapped);
+    });
+  }
   return std::make_shared<Executable>(graph, into);
+}
+
+std::shared_ptr<const GraphRunner> make_interpreter(const std::shared_ptr<const Graph>& graph) {
+  if (!graph->is_symbolic()) return std::make_shared<Interpreter>(graph);
+  return std::make_shared<PerSizeRunner>(
+      graph, [](std::shared_ptr<const Graph> g) { return std::make_shared<Interpreter>(g); });
 }
 
 }  // namespace
@@ -118,7 +137,8 @@ CompiledFunction::CompiledFunction(std::shared_ptr<const Graph> graph, size_t nu
   std::vector<OutputIntoParam> into;
   for (size_t i = 0; i < state_updates_.size(); ++i)
     if (state_targets_[i]) into.push_back({state_updates_[i].output, state_targets_[i]});
-  interpreter_ = std::make_shared<Interpreter>(graph_);
+  symbolic_ = graph_->is_symbolic();
+  interpreter_ = make_interpreter(graph_);
   auto start = std::chrono::steady_clock::now();
   runner_ = make_runner(graph_, into);
   compile_report_.lower_seconds =
@@ -216,7 +236,10 @@ void CompiledFunction::check_inputs(std::span<const Tensor> inputs) const {
   for (size_t i = 0; i < inputs.size(); ++i) {
     KILN_CHECK_VALUE(inputs[i].defined(), "compiled function: input ", i, " is undefined");
     const Value* v = expected[i];
-    bool same = inputs[i].dtype() == v->dtype() && inputs[i].shape() == v->shape();
+    // Symbolic dims are checked when the call binds the symbols.
+    bool same = inputs[i].dtype() == v->dtype() &&
+                (symbolic_ ? inputs[i].dim() == int64_t(v->shape().size())
+                           : matches_shape(inputs[i].shape(), v->shape()));
     KILN_CHECK_VALUE(same, "compiled function: input ", i, " is ", inputs[i].dtype(),
                      inputs[i].shape(), " but the graph was traced for ", v->dtype(), v->shape(),
                      "; trace again for these inputs (hybridize does so per input signature)");

@@ -103,6 +103,7 @@ class CompiledFunction {
   std::vector<TraceWarning> warnings_;
   CompileReport compile_report_;
   std::shared_ptr<const GraphRunner> interpreter_;
+  bool symbolic_ = false;  // the inputs have symbolic dims: one plan per size
   std::shared_ptr<const GraphRunner> runner_;
   // What differentiate() starts from, and the passes its halves go through.
   std::shared_ptr<const Graph> recorded_;

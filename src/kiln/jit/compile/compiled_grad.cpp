@@ -44,7 +44,12 @@ class CompiledBackward final : public kiln::Node {
     std::vector<Tensor> inputs = saved_;
     for (size_t i = 0; i < grad_outputs.size(); ++i) {
       const Tensor& g = grad_outputs[i];
-      inputs.push_back(g.defined() ? g : zeros(output_metas_[i].shape, output_metas_[i].dtype));
+      if (g.defined()) {
+        inputs.push_back(g);
+        continue;
+      }
+      const TensorMeta& meta = output_metas_[i];
+      inputs.push_back(zeros(to_static(meta.shape, "compiled backward"), meta.dtype));
     }
     return plan_->backward->run(inputs);
   }

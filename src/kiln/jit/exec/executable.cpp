@@ -45,7 +45,7 @@ void Executable::check_inputs(std::span<const Tensor> inputs) const {
                      " is an undefined tensor; expected ", v->dtype(), v->shape());
     KILN_CHECK_TYPE(t.dtype() == v->dtype(), "compiled graph: ", input_label(v, i),
                     " expected dtype ", v->dtype(), " (shape ", v->shape(), "), got ", t.dtype());
-    KILN_CHECK_VALUE(t.shape() == v->shape(), "compiled graph: ", input_label(v, i),
+    KILN_CHECK_VALUE(matches_shape(t.shape(), v->shape()), "compiled graph: ", input_label(v, i),
                      " expected shape ", v->shape(), ", got ", t.shape(),
                      " (the graph was compiled for fixed shapes)");
   }
@@ -66,8 +66,8 @@ void Executable::check_outputs(std::span<const Tensor> outputs,
     KILN_CHECK_VALUE(out.defined(), "compiled graph: output ", j, " is an undefined tensor");
     KILN_CHECK_TYPE(out.dtype() == v->dtype(), "compiled graph: output ", j, " expected dtype ",
                     v->dtype(), ", got ", out.dtype());
-    KILN_CHECK_VALUE(out.shape() == v->shape(), "compiled graph: output ", j, " expected shape ",
-                     v->shape(), ", got ", out.shape());
+    KILN_CHECK_VALUE(matches_shape(out.shape(), v->shape()), "compiled graph: output ", j,
+                     " expected shape ", v->shape(), ", got ", out.shape());
     if (const int32_t held = plan_.output_held[j]; held >= 0) {
       const Tensor& param = plan_.held[size_t(held)];
       KILN_CHECK_VALUE(out.data_ptr() == param.data_ptr() && out.is_contiguous(),
@@ -97,7 +97,8 @@ std::vector<Tensor> Executable::run_unchecked(std::span<const Tensor> inputs) co
   for (size_t j = 0; j < graph_->outputs().size(); ++j) {
     const int32_t held = plan_.output_held[j];
     const Value* v = graph_->outputs()[j];
-    outputs.push_back(held >= 0 ? plan_.held[size_t(held)] : make_tensor(v->shape(), v->dtype()));
+    outputs.push_back(held >= 0 ? plan_.held[size_t(held)]
+                                : make_tensor(to_static(v->shape(), "compiled graph"), v->dtype()));
   }
   execute(inputs, outputs);
   return outputs;

@@ -22,8 +22,14 @@ std::string label(const Value* v) {
   return str("%", v->id());
 }
 
+// The executor runs concrete sizes only, for now (issue 21): a value with a
+// symbolic dim is an error naming it.
+IntList static_shape(const Value* v) {
+  return to_static(v->shape(), str("lower: ", label(v)));
+}
+
 cpu::StridedView contiguous_view(const Value* v) {
-  const IntList& shape = v->shape();
+  const IntList shape = static_shape(v);
   KILN_CHECK(shape.size() <= size_t(cpu::kMaxDims), label(v), ": values of more than ",
              cpu::kMaxDims, " dims are not supported (shape ", shape, ")");
   cpu::StridedView view;
@@ -119,7 +125,7 @@ class Lowering {
                  entry.output, ") or parameter of the graph");
       const Value* out = graph_.outputs()[entry.output];
       const Tensor& target = plan_.held[held->second];
-      bool fits = out->dtype() == target.dtype() && out->shape() == target.shape() &&
+      bool fits = out->dtype() == target.dtype() && matches_shape(target.shape(), out->shape()) &&
                   target.is_contiguous() && times_named[entry.param] == 1 && out != entry.param &&
                   held->second < graph_.params().size();
       if (!fits) continue;
@@ -201,7 +207,7 @@ class Lowering {
                node.outputs().size(), " outputs but the op infers ", inferred.size());
     for (size_t i = 0; i < inferred.size(); ++i) {
       const Value* out = node.output(i);
-      KILN_CHECK(inferred[i].dtype == out->dtype() && inferred[i].shape == out->shape(),
+      KILN_CHECK(inferred[i].dtype == out->dtype() && same_dims(inferred[i].shape, out->shape()),
                  node.op().name, ": output ", label(out), " is typed ", out->dtype(), out->shape(),
                  " but the op infers ", inferred[i].dtype, inferred[i].shape);
     }
@@ -249,7 +255,7 @@ class Lowering {
         slot.root_index = uint32_t(reused);
       } else {
         slot.root_index = uint32_t(plan_.buffers.size());
-        const int64_t nbytes = int64_t(element_size(v->dtype())) * numel_of(v->shape());
+        const int64_t nbytes = int64_t(element_size(v->dtype())) * numel_of(static_shape(v));
         plan_.buffers.push_back(BufferRequest{nbytes, plan_.steps.size(), plan_.steps.size()});
       }
       int32_t id = new_slot(v, slot);
@@ -273,7 +279,7 @@ class Lowering {
         graph_.output_uses(in) != 0) {
       return -1;
     }
-    if (in->dtype() != out->dtype() || in->shape() != out->shape()) return -1;
+    if (in->dtype() != out->dtype() || !same_dims(in->shape(), out->shape())) return -1;
     const Slot& slot = plan_.slots[size_t(slots_.at(in))];
     if (slot.root != RootKind::Arena || slot.view_base >= 0 || slot.byte_offset != 0) return -1;
     return int32_t(slot.root_index);

@@ -21,14 +21,22 @@ std::string to_string(ValueKind kind) {
   return "?";
 }
 
+bool matches_shape(const IntList& shape, const DimList& dims) {
+  return shape.size() == dims.size() &&
+         std::equal(shape.begin(), shape.end(), dims.begin(), [](int64_t size, const Dim& d) {
+           return d.is_static() && d.static_value() == size;
+         });
+}
+
 // ---------------------------------------------------------------- Value
 
 void Value::set_data(Tensor data) {
   KILN_CHECK(kind_ == ValueKind::Param || kind_ == ValueKind::Constant,
              "only a parameter or a constant holds a tensor (", to_string(kind_), " %", id_, ")");
-  KILN_CHECK_VALUE(!data.defined() || (data.dtype() == type_.dtype && data.shape() == type_.shape),
-                   "value '", name_, "' is ", type_.dtype, type_.shape, ", the tensor given is ",
-                   data.dtype(), data.shape());
+  KILN_CHECK_VALUE(
+      !data.defined() || (data.dtype() == type_.dtype && matches_shape(data.shape(), type_.shape)),
+      "value '", name_, "' is ", type_.dtype, type_.shape, ", the tensor given is ", data.dtype(),
+      data.shape());
   data_ = std::move(data);
 }
 
@@ -36,7 +44,7 @@ void Value::replace_all_uses_with(Value* other) {
   KILN_CHECK(other != this, "replace_all_uses_with: a value cannot replace itself");
   KILN_CHECK(other->graph_ == graph_, "replace_all_uses_with: %", other->id_,
              " belongs to another graph than %", id_);
-  KILN_CHECK(other->type_.dtype == type_.dtype && other->type_.shape == type_.shape,
+  KILN_CHECK(other->type_.dtype == type_.dtype && same_dims(other->type_.shape, type_.shape),
              "replace_all_uses_with: %", id_, " is ", type_.dtype, type_.shape, " but %",
              other->id_, " is ", other->type_.dtype, other->type_.shape);
   for (const Use& use : std::vector<Use>(uses_))
@@ -123,7 +131,25 @@ std::unique_ptr<Graph> Graph::clone() const {
   for (const Value* v : outputs_)
     outs.push_back(map.at(v));
   copy->outputs_ = std::move(outs);
+  copy->guards_ = guards_;
   return copy;
+}
+
+void Graph::add_guard(ShapeGuard guard) {
+  if (std::find(guards_.begin(), guards_.end(), guard) != guards_.end()) return;
+  guards_.push_back(std::move(guard));
+}
+
+std::vector<std::string> Graph::symbols() const {
+  DimList all;
+  for (const Value* v : inputs_)
+    all.insert(all.end(), v->shape().begin(), v->shape().end());
+  return symbols_of(all);
+}
+
+GraphShapeScope::GraphShapeScope(const Graph& graph) : scope_(&env_) {
+  for (const ShapeGuard& g : graph.guards())
+    env_.add_guard(g);
 }
 
 Value* Graph::new_value(ValueKind kind, TensorMeta type) {
@@ -154,7 +180,8 @@ Value* Graph::add_param(std::string name, TensorMeta type, Tensor data) {
 
 Value* Graph::add_constant(Tensor data, bool wrapped_number) {
   KILN_CHECK_VALUE(data.defined(), "a graph constant needs a tensor");
-  Value* v = new_value(ValueKind::Constant, TensorMeta{data.dtype(), data.shape(), wrapped_number});
+  Value* v = new_value(ValueKind::Constant,
+                       TensorMeta{data.dtype(), to_dims(data.shape()), wrapped_number});
   v->data_ = std::move(data);
   constants_.push_back(v);
   return v;

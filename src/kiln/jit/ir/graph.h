@@ -28,10 +28,11 @@ class Value {
  public:
   ValueKind kind() const { return kind_; }
   // dtype + shape (+ wrapped_number for a Python number captured as a 0-d
-  // constant, which changes type promotion). `defined` is always true.
+  // constant, which changes type promotion). `defined` is always true. The
+  // dims may be symbolic (core/dim.h) in a graph traced with dynamic shapes.
   const TensorMeta& type() const { return type_; }
   DType dtype() const { return type_.dtype; }
-  const IntList& shape() const { return type_.shape; }
+  const DimList& shape() const { return type_.shape; }
   // A parameter's state_dict name, an input's name if it has one, or "".
   const std::string& name() const { return name_; }
   // The node computing this value; null for inputs, parameters, constants.
@@ -130,6 +131,16 @@ class Graph {
 
   void set_outputs(std::vector<Value*> outputs);
 
+  // ---- symbolic sizes ----
+  // Facts about the size symbols a trace relied on (`seq > 128` for a
+  // branch taken, `batch != 1` for a broadcast): a call must satisfy them,
+  // and re-inferring the graph (verifier, passes) decides as the trace did.
+  const std::vector<ShapeGuard>& guards() const { return guards_; }
+  void add_guard(ShapeGuard guard);
+  // The symbols the inputs' types mention, sorted.
+  std::vector<std::string> symbols() const;
+  bool is_symbolic() const { return !symbols().empty(); }
+
   // ---- reading ----
   const std::vector<Value*>& inputs() const { return inputs_; }
   const std::vector<Value*>& params() const { return params_; }
@@ -156,8 +167,25 @@ class Graph {
   std::vector<std::unique_ptr<Value>> values_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<Value*> inputs_, params_, constants_, outputs_;
+  std::vector<ShapeGuard> guards_;
   size_t next_value_id_ = 0;
   size_t next_node_id_ = 0;
+};
+
+// Whether a tensor of `shape` has exactly these dims: every dim static and
+// equal (a symbolic dim matches no concrete size). Allocates nothing, for
+// the per-call input checks.
+bool matches_shape(const IntList& shape, const DimList& dims);
+
+// A ShapeEnv holding a graph's guards as facts, for inferring its nodes
+// again: in scope for its lifetime.
+class GraphShapeScope {
+ public:
+  explicit GraphShapeScope(const Graph& graph);
+
+ private:
+  ShapeEnv env_;
+  ShapeEnvScope scope_;
 };
 
 // Inferred output types of `op` over these input values (absent = null).

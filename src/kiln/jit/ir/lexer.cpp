@@ -59,11 +59,13 @@ class Lexer {
       Token token;
       token.line = line_;
       token.column = column_;
+      token.begin = token.end = pos_;
       if (pos_ == text_.size()) {
         tokens.push_back(token);
         return tokens;
       }
       read_token(token);
+      token.end = pos_;
       tokens.push_back(std::move(token));
     }
   }
@@ -103,9 +105,19 @@ class Lexer {
     }
   }
 
+  // `%` is the modulo of a size expression (`seq % 4`, `seq % (2)`) when its
+  // divisor follows, after spaces unless it opens with '('; otherwise it
+  // starts a Ref (`%4` is the value named 4).
+  bool is_mod_operator() const {
+    size_t ahead = 1;
+    while (peek(ahead) == ' ' || peek(ahead) == '\t')
+      ++ahead;
+    return peek(ahead) == '(' || (ahead > 1 && is_digit(peek(ahead)));
+  }
+
   void read_token(Token& token) {
     char ch = peek();
-    if (ch == '%') return read_ref(token);
+    if (ch == '%' && !is_mod_operator()) return read_ref(token);
     if (ch == '"') {
       token.kind = TokenKind::String;
       token.text = read_string();
@@ -114,7 +126,7 @@ class Lexer {
     bool signed_number = (ch == '-' || ch == '+') && is_name_char(peek(1));
     if (is_digit(ch) || signed_number) return read_run(token, TokenKind::Number, is_number_char);
     if (is_ident_start(ch)) return read_run(token, TokenKind::Ident, is_name_char);
-    if (std::string_view("(){}[],:=<>").find(ch) != std::string_view::npos) {
+    if (std::string_view("(){}[],:=<>*/+-%").find(ch) != std::string_view::npos) {
       token.kind = TokenKind::Punct;
       token.text = std::string(1, advance());
       return;

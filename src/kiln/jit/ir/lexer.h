@@ -15,7 +15,11 @@ enum class TokenKind {
   Ident,   // graph, relu, f32, true, None, nan, ...
   Number,  // 3, -2.5, 1e-05, -inf
   String,  // "text", unescaped
-  Punct,   // one of ( ) { } [ ] , : = < >
+  // One of ( ) { } [ ] , : = < >, or an operator of a size expression
+  // (`2*batch`, `(h - 3) // 2`, `seq % 4`): * / + - %. A + or - before a
+  // name character starts a Number instead, and a % a Ref unless spaces and
+  // then a digit or '(' follow it.
+  Punct,
   End,
 };
 
@@ -24,6 +28,9 @@ struct Token {
   std::string text;
   bool quoted = false;  // a Ref written %"..."
   int line = 1, column = 1;
+  // Where the token lies in the text, as byte offsets [begin, end): the parser
+  // reads a symbolic size from the source text the tokens of a dim cover.
+  size_t begin = 0, end = 0;
 
   bool is(char punct) const {
     return kind == TokenKind::Punct && text.size() == 1 && text[0] == punct;

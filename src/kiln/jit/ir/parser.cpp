@@ -24,7 +24,7 @@ struct OutputDecl {
 
 class Parser {
  public:
-  explicit Parser(std::string_view text) : tokens_(tokenize(text)) {}
+  explicit Parser(std::string_view text) : text_(text), tokens_(tokenize(text)) {}
 
   std::unique_ptr<Graph> run() {
     parse_header();
@@ -132,22 +132,118 @@ class Parser {
     }
     return *dtype;
   }
+  // A shape's dims are integers or size expressions: f32[batch, 2*seq, 512].
   TensorMeta parse_type() {
     TensorMeta type;
     type.dtype = expect_dtype("a value's type");
     expect('[', "to open the shape");
     if (accept(']')) return type;
-    int64_t numel = 1;
+    int64_t numel = 1;  // of the static dims
     do {
       const Token& at_dim = peek();
-      int64_t dim = expect_int("a dimension size");
-      if (dim < 0) fail(at_dim, "a dimension size cannot be negative (got ", dim, ")");
+      Dim dim = parse_size("a dimension size");
       if (type.shape.size() == kMaxRank) fail(at_dim, "more than ", kMaxRank, " dimensions");
-      if (__builtin_mul_overflow(numel, dim, &numel)) fail(at_dim, "the shape is too large");
-      type.shape.push_back(dim);
+      if (dim.is_static()) {
+        int64_t size = dim.static_value();
+        if (size < 0) fail(at_dim, "a dimension size cannot be negative (got ", size, ")");
+        if (__builtin_mul_overflow(numel, size, &numel)) fail(at_dim, "the shape is too large");
+      }
+      type.shape.push_back(std::move(dim));
     } while (accept(','));
     expect(']', "to close the shape");
     return type;
+  }
+
+  // ---- sizes ----
+  // Whether `token` can continue a size expression with `depth` parentheses
+  // open: a ',' or ')' then belongs to the expression (`max(a, b)`), at
+  // depth 0 to what holds it (a shape, a list, the attributes).
+  static bool continues_size(const Token& token, int depth) {
+    if (token.kind == TokenKind::Ident || token.kind == TokenKind::Number) return true;
+    if (token.kind != TokenKind::Punct) return false;
+    if (token.is(',') || token.is(')')) return depth > 0;
+    return std::string_view("(*/+-%").find(token.text[0]) != std::string_view::npos;
+  }
+  // Words of the text form that are never size symbols, so `dim=true` and
+  // f32[nan] read as the mistakes they are.
+  static bool is_reserved_word(const Token& token) {
+    std::string_view word = token.text;
+    if (token.kind == TokenKind::Number && (word[0] == '-' || word[0] == '+'))
+      word.remove_prefix(1);
+    return word == "true" || word == "false" || word == "None" || word == "none" || word == "nan" ||
+           word == "inf";
+  }
+  // A Number token that is a number (`3`, `-1`, `0.5`) rather than a sign
+  // before a name (`-batch`, which the lexer reads as one token).
+  static bool is_numeral(const Token& token) {
+    if (token.kind != TokenKind::Number) return false;
+    size_t digit = token.text[0] == '-' || token.text[0] == '+' ? 1 : 0;
+    return digit < token.text.size() && token.text[digit] >= '0' && token.text[digit] <= '9';
+  }
+
+  // One size: an integer, or a size expression over named symbols (`batch`,
+  // `2*seq`, `(h - 3) // 2 + 1`, `max(a, b)`). The expression is read by
+  // parse_size_expr from the source text its tokens cover; its errors point
+  // at their line:column here.
+  Dim parse_size(const std::string& what) {
+    const Token& first = peek();
+    size_t count = 0;
+    for (int depth = 0; continues_size(peek(count), depth); ++count) {
+      if (is_reserved_word(peek(count))) {
+        fail(peek(count), "expected an integer or a size expression for ", what, ", got ",
+             peek(count).describe());
+      }
+      depth += peek(count).is('(') ? 1 : peek(count).is(')') ? -1 : 0;
+    }
+    if (count == 1 && is_numeral(first)) {
+      if (parse_int(first.text)) return expect_int(what);
+      // `2-h` lexes as one Number; what is no expression either is a bad integer.
+      try {
+        Dim size(parse_size_expr(first.text));
+        next();
+        return size;
+      } catch (const Error&) {
+        return expect_int(what);
+      }
+    }
+    if (count == 0) {
+      fail(first, "expected an integer or a size expression for ", what, ", got ",
+           first.describe());
+    }
+    const Token& last = peek(count - 1);
+    std::string_view source = text_.substr(first.begin, last.end - first.begin);
+    try {
+      Dim size(parse_size_expr(source));
+      pos_ += count;
+      return size;
+    } catch (const Error& e) {
+      fail_in_size(first, source, e.what(), what);
+    }
+  }
+
+  // Re-throws an error of parse_size_expr ("... at position 4 in 'h - '")
+  // at the line:column of that position in `source`, which starts at `first`.
+  [[noreturn]] void fail_in_size(const Token& first, std::string_view source,
+                                 std::string_view message, const std::string& what) const {
+    constexpr std::string_view kPrefix = "parse_size_expr: ", kAt = " at position ";
+    if (message.substr(0, kPrefix.size()) == kPrefix) message.remove_prefix(kPrefix.size());
+    size_t at = 0;
+    // The first: the expression quoted after it cannot hold one before it.
+    if (size_t p = message.find(kAt); p != std::string_view::npos) {
+      for (size_t i = p + kAt.size(); i < message.size() && message[i] >= '0' && message[i] <= '9';
+           ++i)
+        at = at * 10 + size_t(message[i] - '0');
+    }
+    int line = first.line, column = first.column;
+    for (size_t i = 0; i < std::min(at, source.size()); ++i) {
+      if (source[i] == '\n') {
+        ++line;
+        column = 1;
+      } else {
+        ++column;
+      }
+    }
+    throw_text_error(line, column, str("bad size expression for ", what, ": ", message));
   }
 
   // ---- graph(...) { ----
@@ -196,6 +292,10 @@ class Parser {
       define(decl.ref, at(decl.ref, [&] { return graph_->add_param(decl.ref.text, *decl.type); }));
       return;
     }
+    if (!is_static(decl.type->shape)) {
+      fail(word, "a ", word.text, " has data, so its shape cannot be symbolic (",
+           type_to_text(*decl.type), ")");
+    }
     Tensor data = parse_data(*decl.type);
     define(decl.ref, graph_->add_constant(std::move(data), word.text == "number"));
   }
@@ -207,18 +307,20 @@ class Parser {
            "this constant's data was elided when printed; print the graph with "
            "PrintOptions::full to parse it back");
     }
+    const IntList shape = to_static(type.shape);  // checked static by the caller
     std::vector<char> bytes;
-    parse_elements(type, 0, bytes);
-    Tensor data = empty(type.shape, type.dtype);
+    parse_elements(type, shape, 0, bytes);
+    Tensor data = empty(shape, type.dtype);
     if (!bytes.empty()) std::memcpy(data.data_ptr(), bytes.data(), bytes.size());
     return data;
   }
 
   // Messages are built only on failure: a constant may have millions of
   // elements.
-  void parse_elements(const TensorMeta& type, size_t dim, std::vector<char>& bytes) {
-    if (dim == type.shape.size()) return parse_element(type.dtype, bytes);
-    const int64_t size = type.shape[dim];
+  void parse_elements(const TensorMeta& type, const IntList& shape, size_t dim,
+                      std::vector<char>& bytes) {
+    if (dim == shape.size()) return parse_element(type.dtype, bytes);
+    const int64_t size = shape[dim];
     if (!accept('[')) {
       fail(peek(), "expected '[' to open dimension ", dim, " of a constant of type ",
            type_to_text(type), ", got ", peek().describe());
@@ -228,7 +330,7 @@ class Parser {
         fail(peek(), "dimension ", dim, " of a constant of type ", type_to_text(type), " has ",
              size, " elements, got ", i);
       }
-      parse_elements(type, dim + 1, bytes);
+      parse_elements(type, shape, dim + 1, bytes);
     }
     if (!accept(']')) {
       fail(peek(), "dimension ", dim, " of a constant of type ", type_to_text(type), " has ", size,
@@ -353,12 +455,12 @@ class Parser {
     switch (spec.kind) {
       case AttrKind::Bool:
         return expect_bool(what);
-      case AttrKind::Int:
-        return expect_int(what);
+      case AttrKind::Int:  // `end=seq // 2` in a graph with symbolic sizes
+        return canonical_attr(parse_size(what));
       case AttrKind::Float:
         return expect_double(what);
-      case AttrKind::Ints:
-        return parse_int_list(what);
+      case AttrKind::Ints:  // `shape=[batch, -1]`
+        return canonical_attr(parse_size_list(what));
       case AttrKind::DType:
         return expect_dtype(what);
       case AttrKind::String:
@@ -371,12 +473,12 @@ class Parser {
     return token.text;
   }
 
-  IntList parse_int_list(const std::string& what) {
-    IntList values;
+  DimList parse_size_list(const std::string& what) {
+    DimList values;
     expect('[', "to open the list of " + what);
     if (accept(']')) return values;
     do {
-      values.push_back(expect_int(what));
+      values.push_back(parse_size(what));
     } while (accept(','));
     expect(']', "to close the list of " + what);
     return values;
@@ -400,6 +502,7 @@ class Parser {
     }
   }
 
+  std::string_view text_;
   std::vector<Token> tokens_;
   size_t pos_ = 0;
   std::unique_ptr<Graph> graph_ = std::make_unique<Graph>();

@@ -7,6 +7,9 @@
 // carry no types (`%y = relu(%x)`) gets them inferred, attributes left out
 // take their defaults, node outputs may use any name, and `#` starts a
 // comment. Parameters come without weights (Value::data() is undefined).
+// A size (a shape's dim, an int or int[] attribute) is an integer or a size
+// expression (`batch`, `2*seq`, `(h - 3) // 2 + 1`) that parse_size_expr
+// (core/size_expr.h) reads; its errors point at the line:column of the fault.
 //
 // Errors are kiln::Error naming line:column and what was expected; no input
 // crashes the parser.

@@ -13,7 +13,11 @@
 //     return (%3, %4)
 //   }
 //
-// - Types are a short dtype name (f32 f64 i32 i64 bool) and a shape.
+// - Types are a short dtype name (f32 f64 i32 i64 bool) and a shape. A dim
+//   of a graph with symbolic sizes (core/dim.h) is its size expression, as
+//   parse_size_expr reads it: %x : f32[batch, 512], f32[2*batch, (h - 3) // 2 + 1];
+//   so are int and int[] attributes that hold one: {shape=[batch, -1]},
+//   {end=seq // 2}. Constants have static shapes.
 // - Inputs and parameters print by name (parameters by their state_dict
 //   names); a name that is not made of [A-Za-z0-9_.], or that looks like a
 //   generated one, is quoted: %"my input". An unnamed input is %in<k>.

@@ -10,7 +10,9 @@ namespace {
 
 // Whether `now` is `before` with the first dimension `old_batch` made
 // `batch`, or `before` unchanged.
-bool follows_batch(const IntList& before, const IntList& now, int64_t old_batch, int64_t batch) {
+bool follows_batch(const DimList& before_dims, const DimList& now_dims, int64_t old_batch,
+                   int64_t batch) {
+  const IntList before = to_static(before_dims, "rebatch"), now = to_static(now_dims, "rebatch");
   if (before == now) return true;
   if (before.empty() || before.size() != now.size() || before[0] != old_batch || now[0] != batch)
     return false;
@@ -25,7 +27,10 @@ bool follows_batch(const IntList& before, const IntList& now, int64_t old_batch,
 Attrs batch_attrs(const Node& node, int64_t old_batch, int64_t batch) {
   Attrs attrs = node.attrs();
   const Value* input = node.inputs().empty() ? nullptr : node.input(0);
-  if (!input || input->shape().empty() || input->shape()[0] != old_batch) return attrs;
+  if (!input || input->shape().empty() ||
+      require_static(input->shape()[0], "rebatch", "batch size") != old_batch) {
+    return attrs;
+  }
   for (const char* name : {"shape", "size"}) {
     bool has = false;
     for (const auto& item : attrs.items())
@@ -44,11 +49,12 @@ Attrs batch_attrs(const Node& node, int64_t old_batch, int64_t batch) {
 int64_t batch_size_of(const Graph& graph) {
   int64_t batch = -1;
   for (const Value* input : graph.inputs()) {
-    if (input->shape().empty()) continue;
-    KILN_CHECK_VALUE(batch < 0 || input->shape()[0] == batch,
+    const IntList shape = to_static(input->shape(), "rebatch");
+    if (shape.empty()) continue;
+    KILN_CHECK_VALUE(batch < 0 || shape[0] == batch,
                      "rebatch: the graph's inputs disagree on the batch size (", batch, " and ",
-                     input->shape()[0], ")");
-    batch = input->shape()[0];
+                     shape[0], ")");
+    batch = shape[0];
   }
   KILN_CHECK_VALUE(batch >= 0, "rebatch: the graph has no input with a batch dimension");
   return batch;

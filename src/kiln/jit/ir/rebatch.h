@@ -9,7 +9,8 @@
 // in another way (a reshape to a fixed shape, a sum over the batch feeding a
 // view) is refused: every value must keep its shape, or keep it with the old
 // batch replaced by the new one in the first dimension. The error names the
-// first node that breaks that rule.
+// first node that breaks that rule. A graph with symbolic sizes (core/dim.h)
+// is refused, naming its first symbolic dim.
 #pragma once
 
 #include <cstdint>

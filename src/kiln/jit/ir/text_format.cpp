@@ -82,6 +82,8 @@ std::string attr_value_to_text(const AttrValue& value) {
     std::string operator()(const IntList& l) const { return kiln::to_string(l); }
     std::string operator()(DType d) const { return short_name(d); }
     std::string operator()(const std::string& s) const { return quote(s); }
+    std::string operator()(const Dim& d) const { return d.to_string(); }
+    std::string operator()(const DimList& l) const { return kiln::to_string(l); }
   };
   return std::visit(Visitor{}, value);
 }

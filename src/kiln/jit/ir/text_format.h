@@ -18,7 +18,7 @@ std::string short_name(DType dtype);
 // Accepts the short names and the long ones ("float32").
 std::optional<DType> dtype_from_name(std::string_view name);
 
-// "f32[2, 3]", "i64[]"
+// "f32[2, 3]", "i64[]", "f32[batch, 2*seq]" (core/dim.h)
 std::string type_to_text(const TensorMeta& type);
 
 // The shortest text that reads back to the same number (std::to_chars):
@@ -30,7 +30,8 @@ std::string format_number(float value);
 // bytes; other bytes (UTF-8 included) as they are.
 std::string quote(std::string_view text);
 
-// "1", "2.5", "[1, 2]", "f32", "\"tanh\"", "None"
+// "1", "2.5", "[1, 2]", "f32", "\"tanh\"", "None"; symbolic sizes as their
+// expressions: "seq // 2", "[batch, -1]"
 std::string attr_value_to_text(const AttrValue& value);
 
 // Whether `name` prints bare after '%': made of [A-Za-z0-9_.] and not of the

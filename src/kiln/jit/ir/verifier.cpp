@@ -1,5 +1,7 @@
 #include "kiln/jit/ir/verifier.h"
 
+#include <optional>
+
 #include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
@@ -10,8 +12,15 @@
 namespace kiln::jit {
 namespace {
 
+// Structural, never a guard: a symbolic dim matches a dim of the same
+// canonical form (`batch + batch` is `2*batch`), and nothing else.
 bool same_type(const TensorMeta& a, const TensorMeta& b) {
-  return a.dtype == b.dtype && a.shape == b.shape;
+  return a.dtype == b.dtype && same_dims(a.shape, b.shape);
+}
+
+// Whether a tensor (a weight, a constant's data) is of the declared type.
+bool holds_type(const Tensor& data, const Value& value) {
+  return data.dtype() == value.dtype() && matches_shape(data.shape(), value.shape());
 }
 
 std::string attrs_text(const Attrs& attrs) {
@@ -79,7 +88,7 @@ class Verifier {
       check_source(param, ValueKind::Param, "parameter");
       if (param->name().empty()) fail("a parameter (", name(param), ") has no name");
       const Tensor& data = param->data();
-      if (data.defined() && (data.dtype() != param->dtype() || data.shape() != param->shape())) {
+      if (data.defined() && !holds_type(data, *param)) {
         fail("parameter ", name(param), " is declared ", type_to_text(param->type()),
              " but its weight is ", short_name(data.dtype()), data.shape());
       }
@@ -91,7 +100,7 @@ class Verifier {
       check_source(constant, ValueKind::Constant, "constant");
       const Tensor& data = constant->data();
       if (!data.defined()) fail("constant ", name(constant), " has no data");
-      if (data.dtype() != constant->dtype() || data.shape() != constant->shape()) {
+      if (!holds_type(data, *constant)) {
         fail("constant ", name(constant), " is declared ", type_to_text(constant->type()),
              " but its data is ", short_name(data.dtype()), data.shape());
       }
@@ -244,6 +253,10 @@ class Verifier {
 }  // namespace
 
 void verify(const Graph& graph) {
+  // Symbolic decisions are re-taken from the graph's guards, unless a trace
+  // is deciding them from example values right now.
+  std::optional<GraphShapeScope> facts;
+  if (!current_shape_env()) facts.emplace(graph);
   Verifier(graph).run();
 }
 

@@ -8,7 +8,8 @@
 //   the op allows it;
 // - attributes are complete and of the kinds the op declares, in its order;
 // - input dtypes are the ones the op's kernel takes (a graph has no implicit
-//   casts), and the output types equal the op table's inference;
+//   casts), and the output types equal the op table's inference (symbolic
+//   dims by their canonical form: `batch*2` is `2*batch`, `batch` is not `seq`);
 // - graph outputs are values of this graph; parameter names are unique and
 //   not used by an input; weights and constants match their declared types;
 //   only constants are wrapped numbers.

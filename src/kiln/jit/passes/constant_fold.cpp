@@ -6,6 +6,8 @@
 // so a folded graph gives bit for bit what the unfolded one would: no op's
 // math is restated here. Nodes with effects (random draws, in-place writes)
 // are never folded, and results much larger than their inputs stay computed.
+// Neither are nodes whose result depends on symbolic sizes (a symbolic output
+// type or size attribute: `zeros() {size=[batch, 4]}`): it is no constant.
 #include <memory>
 
 #include "kiln/jit/passes/pass_util.h"
@@ -35,8 +37,15 @@ bool has_foldable_inputs(const Node& node, bool frozen, const WrittenMemory& wri
   return true;
 }
 
+bool depends_on_sizes(const Node& node) {
+  for (const Value* out : node.outputs()) {
+    if (!is_static(out->shape())) return true;
+  }
+  return node.attrs().any_symbolic();
+}
+
 int64_t bytes_of(const TensorMeta& type) {
-  return numel_of(type.shape) * int64_t(element_size(type.dtype));
+  return numel_of(to_static(type.shape, "constant_fold")) * int64_t(element_size(type.dtype));
 }
 
 // A constant is stored in the graph (and in a saved model) and kept in
@@ -85,7 +94,9 @@ bool matches_types(const Node& node, const std::vector<Tensor>& results) {
   if (results.size() != node.outputs().size()) return false;
   for (size_t i = 0; i < results.size(); ++i) {
     const Value* out = node.output(i);
-    if (results[i].dtype() != out->dtype() || results[i].shape() != out->shape()) return false;
+    if (results[i].dtype() != out->dtype() || !matches_shape(results[i].shape(), out->shape())) {
+      return false;
+    }
   }
   return true;
 }
@@ -114,6 +125,7 @@ bool constant_fold(Graph& graph, PassContext& context) {
   // Topological order: a folded node's users see constants when their turn comes.
   for (Node* node : graph.nodes()) {
     if (has_effects(*node) || !has_foldable_inputs(*node, frozen, written)) continue;
+    if (depends_on_sizes(*node)) continue;
     if (is_dead(*node)) continue;  // dead code is dce's to remove, not worth computing
     if (result_too_big(*node, limit)) {
       context.note(str(node->op().name, " left unfolded: its result is larger than ", limit,

@@ -48,10 +48,12 @@ Node* foldable_batch_norm(const Node& producer, const WrittenMemory& written) {
   }
   // batch_norm normalizes dim 1: the conv's output channels when its output
   // is [N, C, H, W] (not an unbatched [C, H, W]), or linear's features when
-  // its output is [N, features]; dim 0 of the weight is that same dim.
+  // its output is [N, features]; dim 0 of the weight is that same dim. The
+  // weight is frozen data, so a match is a static size (N, H, W may be
+  // symbolic).
   const size_t rank = producer.op().name == "linear" ? 2 : 4;
   if (y.shape().size() != rank) return nullptr;
-  if (y.shape()[1] != producer.input(1)->shape()[0]) return nullptr;
+  if (!y.shape()[1].same_as(producer.input(1)->shape()[0])) return nullptr;
   return bn;
 }
 
@@ -65,7 +67,7 @@ Tensor channel_scale(const Node& bn, DType dtype) {
 void fold(Graph& graph, Node* producer, Node* bn) {
   NoDispatchObserver quiet;
   const Value& y = *producer->output();
-  const int64_t channels = y.shape()[1];
+  const int64_t channels = y.shape()[1].static_value();  // static: see foldable_batch_norm
   const TensorOptions options{y.dtype()};
   const Tensor scale = channel_scale(*bn, y.dtype());
   // w' = w * s over the output channel (dim 0 of both weights).

@@ -18,6 +18,12 @@
 namespace kiln::jit {
 namespace {
 
+// One element for every value of the size symbols (a broadcast scalar).
+bool is_single_element(const DimList& shape) {
+  const Dim n = numel_of(shape);
+  return n.is_static() && n.static_value() == 1;
+}
+
 // Whether `node` may join a group computing values of `type`. Its inputs
 // are read where the fused node stands (the group's last member), so none
 // may be memory that something writes in place in between.
@@ -28,12 +34,14 @@ bool fusable(const Node& node, const TensorMeta& type, const WrittenMemory& writ
     return false;
   }
   const Value& out = *node.output();
-  if (!is_floating(out.dtype()) || out.dtype() != type.dtype || out.shape() != type.shape) {
+  if (!is_floating(out.dtype()) || out.dtype() != type.dtype ||
+      !same_dims(out.shape(), type.shape)) {
     return false;
   }
   return std::all_of(node.inputs().begin(), node.inputs().end(), [&](const Value* in) {
     return in && in->dtype() == type.dtype &&
-           (in->shape() == type.shape || numel_of(in->shape()) == 1) && !written.aliases(*in);
+           (same_dims(in->shape(), type.shape) || is_single_element(in->shape())) &&
+           !written.aliases(*in);
   });
 }
 

@@ -69,7 +69,7 @@ bool is_dead(const Node& node) {
 
 bool can_replace(const Value& value, const Value& replacement) {
   return &value != &replacement && value.dtype() == replacement.dtype() &&
-         value.shape() == replacement.shape() && !replacement.type().wrapped_number;
+         same_dims(value.shape(), replacement.shape()) && !replacement.type().wrapped_number;
 }
 
 bool is_known_contiguous(const Value& value) {

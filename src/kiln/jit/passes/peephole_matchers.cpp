@@ -130,7 +130,7 @@ std::optional<Rewrite> permute_identity(const Node& root) {
 
 std::optional<Rewrite> view_identity(const Node& root) {
   Value* x = root.input(0);
-  if (root.output()->shape() != x->shape()) return std::nullopt;
+  if (!same_dims(root.output()->shape(), x->shape())) return std::nullopt;
   // A view keeps x's layout; reshape copies into a contiguous buffer, so
   // dropping it may hand a strided x to its users.
   if (root.op().kind != OpKind::View && !is_known_contiguous(*x)) return std::nullopt;
@@ -153,20 +153,20 @@ std::optional<Rewrite> reshape_chain(const Node& root) {
   Value* base = root.input(0)->producer()->input(0);
   // A strided base may allow only the shapes in between.
   if (!is_row_major(*base)) return std::nullopt;
-  const IntList& shape = root.output()->shape();
-  if (shape == base->shape()) return forward(base);
+  const DimList& shape = root.output()->shape();
+  if (same_dims(shape, base->shape())) return forward(base);
   return build(root.op().name, {base}, {{"shape", shape}});
 }
 
 std::optional<Rewrite> squeeze_unsqueeze(const Node& root) {
   const Node* inner = produced_by(root.input(0), "unsqueeze");
-  if (!inner || root.output()->shape() != inner->input(0)->shape()) return std::nullopt;
+  if (!inner || !same_dims(root.output()->shape(), inner->input(0)->shape())) return std::nullopt;
   return forward(inner->input(0));
 }
 
 std::optional<Rewrite> unsqueeze_squeeze(const Node& root) {
   const Node* inner = produced_by(root.input(0), "squeeze");
-  if (!inner || root.output()->shape() != inner->input(0)->shape()) return std::nullopt;
+  if (!inner || !same_dims(root.output()->shape(), inner->input(0)->shape())) return std::nullopt;
   return forward(inner->input(0));
 }
 

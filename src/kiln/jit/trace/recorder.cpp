@@ -14,6 +14,14 @@ bool same_view(const TensorImpl& a, const TensorImpl& b) {
          a.strides() == b.strides();
 }
 
+// Whether eager's result shape is the graph's, whose symbolic dims (if any)
+// take the example values of the ShapeEnv in scope.
+bool shape_agrees(const IntList& eager, const DimList& graph) {
+  if (is_static(graph)) return matches_shape(eager, graph);
+  const ShapeEnv* env = current_shape_env();
+  return env && evaluate(graph, env->hints()) == eager;
+}
+
 // The inputs `op` writes in place under these attributes, as its OpDef
 // declares them (batch_norm: its running statistics, in training only).
 std::vector<int> written_inputs(const OpDef& op, const Attrs& attrs) {
@@ -75,7 +83,7 @@ void Recorder::begin(const std::vector<Tensor>& inputs, const nn::NamedTensors& 
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     std::string name = options_.input_names.empty() ? "" : options_.input_names[i];
-    Value* v = graph_->add_input(TensorMeta{t.dtype(), t.shape()}, std::move(name));
+    Value* v = graph_->add_input(TensorMeta{t.dtype(), to_dims(t.shape())}, std::move(name));
     dynamic_.insert(v);
     // The same tensor given twice: the code cannot tell the two apart, so
     // every use is the first input.
@@ -85,7 +93,7 @@ void Recorder::begin(const std::vector<Tensor>& inputs, const nn::NamedTensors& 
   }
   for (const auto& [name, t] : params) {
     if (!t.defined() || find(t)) continue;
-    Value* v = graph_->add_param(name, TensorMeta{t.dtype(), t.shape()}, t);
+    Value* v = graph_->add_param(name, TensorMeta{t.dtype(), to_dims(t.shape())}, t);
     dynamic_.insert(v);
     bind(t, v);
     roots_.push_back(Root{t, v});
@@ -190,7 +198,7 @@ Value* Recorder::bind_state(const Tensor& t) {
                "compiled step"));
   }
   Value* v = graph_->add_param(str("state.", graph_->params().size()),
-                               TensorMeta{t.dtype(), t.shape()}, t);
+                               TensorMeta{t.dtype(), to_dims(t.shape())}, t);
   dynamic_.insert(v);
   bind(t, v);
   roots_.push_back(Root{t, v});
@@ -347,9 +355,9 @@ void Recorder::record_op(const OpDef& op, std::span<const Tensor> inputs, const 
               node->outputs().size(), " outputs, eager gave ", outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Value* v = node->output(i);
-    KILN_ASSERT(v->dtype() == outputs[i].dtype() && v->shape() == outputs[i].shape(), op.name,
-                ": the graph infers output ", i, " as ", v->dtype(), v->shape(), ", eager gave ",
-                outputs[i].dtype(), outputs[i].shape());
+    KILN_ASSERT(v->dtype() == outputs[i].dtype() && shape_agrees(outputs[i].shape(), v->shape()),
+                op.name, ": the graph infers output ", i, " as ", v->dtype(), v->shape(),
+                ", eager gave ", outputs[i].dtype(), outputs[i].shape());
     bind(outputs[i], node->output(i));
   }
   mark_dynamic(op, node);
@@ -398,7 +406,7 @@ void Recorder::record_write(const OpDef& op, std::span<const Tensor> inputs, con
     mark_dynamic(cast_op, node);
     result = node->output(0);
   }
-  if (result->shape() != out.shape()) {
+  if (!matches_shape(out.shape(), result->shape())) {
     static const OpDef& expand_op = kiln::op("expand");
     node = graph_->append(expand_op, {result}, {{"size", out.shape()}});
     mark_dynamic(expand_op, node);

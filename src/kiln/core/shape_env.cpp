@@ -1,0 +1,138 @@
+// ShapeEnv and ShapeGuard (declared in dim.h): the decisions on symbolic sizes
+// taken from example values while tracing, kept as guards.
+#include <algorithm>
+
+#include "kiln/core/dim.h"
+#include "kiln/util/error.h"
+
+namespace kiln {
+namespace {
+
+thread_local ShapeEnv* t_current_env = nullptr;
+
+using Relation = ShapeGuard::Relation;
+
+bool compare(int64_t a, Relation relation, int64_t b) {
+  switch (relation) {
+    case Relation::Eq:
+      return a == b;
+    case Relation::Ne:
+      return a != b;
+    case Relation::Lt:
+      return a < b;
+    case Relation::Le:
+      return a <= b;
+  }
+  return false;
+}
+
+const char* relation_text(Relation relation) {
+  switch (relation) {
+    case Relation::Eq:
+      return "==";
+    case Relation::Ne:
+      return "!=";
+    case Relation::Lt:
+      return "<";
+    case Relation::Le:
+      return "<=";
+  }
+  return "?";
+}
+
+}  // namespace
+
+bool ShapeGuard::holds(const std::map<std::string, int64_t>& bindings) const {
+  return compare(lhs.evaluate(bindings), relation, rhs.evaluate(bindings));
+}
+
+std::string ShapeGuard::to_string() const {
+  return str(lhs, " ", relation_text(relation), " ", rhs);
+}
+
+bool ShapeGuard::operator==(const ShapeGuard& other) const {
+  return relation == other.relation && lhs == other.lhs && rhs == other.rhs;
+}
+
+void ShapeEnv::set_hint(const std::string& symbol, int64_t value) {
+  hints_[symbol] = value;
+}
+
+std::optional<int64_t> ShapeEnv::hint(const std::string& symbol) const {
+  auto it = hints_.find(symbol);
+  if (it == hints_.end()) return std::nullopt;
+  return it->second;
+}
+
+namespace {
+
+Relation negation(Relation relation) {
+  switch (relation) {
+    case Relation::Eq:
+      return Relation::Ne;
+    case Relation::Ne:
+      return Relation::Eq;
+    case Relation::Lt:
+      return Relation::Le;  // with the sides swapped
+    case Relation::Le:
+      return Relation::Lt;  // with the sides swapped
+  }
+  return relation;
+}
+
+// The guard saying `lhs relation rhs` is false.
+ShapeGuard negated(const SizeExpr& lhs, Relation relation, const SizeExpr& rhs,
+                   const std::string& reason) {
+  bool swap = relation == Relation::Lt || relation == Relation::Le;
+  return swap ? ShapeGuard{rhs, lhs, negation(relation), reason}
+              : ShapeGuard{lhs, rhs, negation(relation), reason};
+}
+
+bool has_all_hints(const ShapeEnv& env, const SizeExpr& e) {
+  for (const std::string& s : e.symbols()) {
+    if (!env.hint(s)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool ShapeEnv::decide(const SizeExpr& lhs, Relation relation, const SizeExpr& rhs) {
+  // Without example values (a graph re-inferred after tracing) the recorded
+  // guards are the facts: a decision taken while tracing is taken again.
+  if (!has_all_hints(*this, lhs) || !has_all_hints(*this, rhs)) {
+    ShapeGuard as_asked{lhs, rhs, relation, ""};
+    if (std::find(guards_.begin(), guards_.end(), as_asked) != guards_.end()) return true;
+    ShapeGuard opposite = negated(lhs, relation, rhs, "");
+    if (std::find(guards_.begin(), guards_.end(), opposite) != guards_.end()) return false;
+    throw_error(ErrorKind::Runtime,
+                str("cannot decide whether ", as_asked.to_string(),
+                    " for every value of the size symbols, and no guard of the graph says"));
+  }
+  auto lookup = [&](const std::string& name) { return hint(name); };
+  bool result = compare(lhs.evaluate(lookup), relation, rhs.evaluate(lookup));
+  // Record what held: the relation itself, or its negation (a < b false is b <= a).
+  ShapeGuard guard =
+      result ? ShapeGuard{lhs, rhs, relation, context_} : negated(lhs, relation, rhs, context_);
+  add_guard(std::move(guard));
+  return result;
+}
+
+void ShapeEnv::add_guard(ShapeGuard guard) {
+  if (std::find(guards_.begin(), guards_.end(), guard) != guards_.end()) return;
+  guards_.push_back(std::move(guard));
+}
+
+ShapeEnv* current_shape_env() {
+  return t_current_env;
+}
+
+ShapeEnvScope::ShapeEnvScope(ShapeEnv* env) : previous_(t_current_env) {
+  t_current_env = env;
+}
+
+ShapeEnvScope::~ShapeEnvScope() {
+  t_current_env = previous_;
+}
+
+}  // namespace kiln

@@ -1,0 +1,57 @@
+// PerSizeRunner: runs a graph with symbolic sizes (traced with dynamic
+// shapes, or loaded) as one static plan per set of input shapes.
+//
+// A call's input shapes bind the symbols (jit/ir/specialize.h: checked
+// against every input dim and the graph's guards), the graph is specialized
+// to those values once, and the runner made for that static graph (an
+// Executable, or an Interpreter for replays) is kept: a call at sizes seen
+// before checks nothing again and allocates no new plan. Oldest sizes are
+// dropped past `max_sizes`.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "kiln/jit/exec/runner.h"
+#include "kiln/jit/ir/graph.h"
+
+namespace kiln::jit {
+
+class PerSizeRunner final : public GraphRunner {
+ public:
+  // Makes the runner of a static specialization of the graph.
+  using Factory = std::function<std::shared_ptr<const GraphRunner>(std::shared_ptr<const Graph>)>;
+
+  PerSizeRunner(std::shared_ptr<const Graph> graph, Factory factory, size_t max_sizes = 64);
+
+  // Checks the inputs' shapes against the graph's symbolic types (an error
+  // names the input, the dim and the values), then runs.
+  std::vector<Tensor> run_unchecked(std::span<const Tensor> inputs) const override;
+  // The static graph these inputs run (made on first use).
+  std::shared_ptr<const Graph> specialized(std::span<const Tensor> inputs) const;
+  size_t num_sizes() const;
+
+ private:
+  struct Entry {
+    std::vector<int64_t> key;  // every input dim, in order
+    std::shared_ptr<const Graph> graph;
+    std::shared_ptr<const GraphRunner> runner;
+  };
+  struct Found {
+    std::shared_ptr<const Graph> graph;
+    std::shared_ptr<const GraphRunner> runner;
+  };
+  // Copies, not references: another thread may drop the entry meanwhile.
+  Found entry_for(std::span<const Tensor> inputs) const;
+
+  std::shared_ptr<const Graph> graph_;
+  Factory factory_;
+  size_t max_sizes_;
+  mutable std::mutex mutex_;
+  mutable std::vector<std::unique_ptr<Entry>> entries_;  // most recent last
+};
+
+}  // namespace kiln::jit

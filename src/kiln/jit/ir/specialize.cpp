@@ -1,0 +1,125 @@
+#include "kiln/jit/ir/specialize.h"
+
+#include <unordered_map>
+
+#include "kiln/jit/ir/text_format.h"
+#include "kiln/util/error.h"
+
+namespace kiln::jit {
+namespace {
+
+// The symbol a dim is by itself (`batch`), or "" for a number or an expression.
+std::string lone_symbol(const Dim& dim) {
+  if (dim.is_static()) return "";
+  std::vector<std::string> names = dim.expr().symbols();
+  if (names.size() != 1 || !(dim.expr() == SizeExpr::symbol(names[0]))) return "";
+  return names[0];
+}
+
+std::string input_label(const Graph& graph, size_t i) {
+  const std::string& name = graph.inputs()[i]->name();
+  return name.empty() ? str("input ", i) : str("input ", i, " ('", name, "')");
+}
+
+}  // namespace
+
+SymbolBindings bind_symbols(const Graph& graph, std::span<const IntList> input_shapes) {
+  const std::vector<Value*>& inputs = graph.inputs();
+  KILN_CHECK_VALUE(input_shapes.size() == inputs.size(), "expected ", inputs.size(),
+                   " inputs, got ", input_shapes.size());
+  SymbolBindings bindings;
+  // Where each symbol was bound, for the error when another input disagrees.
+  std::map<std::string, std::string> bound_at;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const DimList& dims = inputs[i]->shape();
+    const IntList& shape = input_shapes[i];
+    KILN_CHECK_VALUE(shape.size() == dims.size(), input_label(graph, i), ": expected ", dims.size(),
+                     " dims ", to_string(dims), ", got shape ", shape);
+    for (size_t d = 0; d < dims.size(); ++d) {
+      std::string symbol = lone_symbol(dims[d]);
+      if (symbol.empty()) continue;
+      auto [it, inserted] = bindings.emplace(symbol, shape[d]);
+      if (inserted) {
+        bound_at[symbol] = str(input_label(graph, i), " dim ", d);
+        continue;
+      }
+      KILN_CHECK_VALUE(it->second == shape[d], input_label(graph, i), " dim ", d, " is ", symbol,
+                       ", which ", bound_at[symbol], " sets to ", it->second, ", but got ",
+                       shape[d], " (shape ", shape, ")");
+    }
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const DimList& dims = inputs[i]->shape();
+    for (size_t d = 0; d < dims.size(); ++d) {
+      std::vector<std::string> missing;
+      if (!dims[d].is_static()) {
+        for (const std::string& s : dims[d].expr().symbols()) {
+          if (!bindings.count(s)) missing.push_back(s);
+        }
+      }
+      KILN_CHECK_VALUE(missing.empty(), input_label(graph, i), " dim ", d, " is ", dims[d],
+                       ", but no input dim is ", missing.empty() ? "" : missing[0],
+                       " by itself, so its value is unknown");
+      int64_t want =
+          dims[d].is_static() ? dims[d].static_value() : dims[d].expr().evaluate(bindings);
+      KILN_CHECK_VALUE(want == input_shapes[i][d], input_label(graph, i), " dim ", d, ": expected ",
+                       dims[d], dims[d].is_static() ? "" : str(" = ", want), ", got ",
+                       input_shapes[i][d], " (shape ", input_shapes[i], ", expected ",
+                       to_string(dims), ")");
+    }
+  }
+  for (const auto& [symbol, value] : bindings) {
+    KILN_CHECK_VALUE(value >= 0, "size ", symbol, " is ", value);
+  }
+  for (const ShapeGuard& guard : graph.guards()) {
+    KILN_CHECK_VALUE(guard.holds(bindings), "the graph was traced under the guard ",
+                     guard.to_string(), guard.reason.empty() ? "" : str(" (", guard.reason, ")"),
+                     ", which these sizes break");
+  }
+  return bindings;
+}
+
+std::shared_ptr<Graph> specialize(const Graph& graph, const SymbolBindings& bindings) {
+  auto out = std::make_shared<Graph>();
+  std::unordered_map<const Value*, Value*> mapped;  // lookups only, never iterated
+  for (const Value* input : graph.inputs()) {
+    TensorMeta type = input->type();
+    type.shape = to_dims(evaluate(type.shape, bindings));
+    mapped[input] = out->add_input(type, input->name());
+  }
+  for (const Value* param : graph.params())
+    mapped[param] = out->add_param(param->name(), param->type(), param->data());
+  for (const Value* constant : graph.constants())
+    mapped[constant] = out->add_constant(constant->data(), constant->type().wrapped_number);
+
+  ValueNames names(graph);
+  for (const Node* node : graph.nodes()) {
+    std::vector<Value*> inputs;
+    for (const Value* input : node->inputs())
+      inputs.push_back(input ? mapped.at(input) : nullptr);
+    Node* copy = nullptr;
+    try {
+      copy = out->append(node->op(), std::move(inputs), node->attrs().evaluated(bindings));
+    } catch (const Error& e) {
+      throw Error(e.kind(), str(names(node->output()), " = ", node->op().name,
+                                "(...) at these sizes: ", e.what()));
+    }
+    for (size_t i = 0; i < node->outputs().size(); ++i) {
+      const Value* before = node->output(i);
+      Value* now = copy->output(i);
+      // The symbolic type, evaluated, is what the static inference says.
+      IntList want = evaluate(before->shape(), bindings);
+      KILN_CHECK(to_static(now->shape()) == want, names(before), " = ", node->op().name,
+                 "(...) is ", type_to_text(before->type()), ", which these sizes make ", want,
+                 ", but the op infers ", type_to_text(now->type()));
+      mapped[before] = now;
+    }
+  }
+  std::vector<Value*> outputs;
+  for (const Value* output : graph.outputs())
+    outputs.push_back(mapped.at(output));
+  out->set_outputs(std::move(outputs));
+  return out;
+}
+
+}  // namespace kiln::jit
