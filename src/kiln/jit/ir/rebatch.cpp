@@ -1,7 +1,6 @@
 #include "kiln/jit/ir/rebatch.h"
 
-#include <unordered_map>
-
+#include "kiln/jit/ir/specialize.h"
 #include "kiln/jit/ir/text_format.h"
 #include "kiln/util/error.h"
 
@@ -63,48 +62,27 @@ int64_t batch_size_of(const Graph& graph) {
 std::shared_ptr<Graph> rebatch(const Graph& graph, int64_t batch) {
   KILN_CHECK_VALUE(batch > 0, "rebatch: the batch size must be positive, got ", batch);
   const int64_t old_batch = batch_size_of(graph);
-  auto out = std::make_shared<Graph>();
-  std::unordered_map<const Value*, Value*> mapped;  // lookups only, never iterated
-  for (const Value* input : graph.inputs()) {
-    TensorMeta type = input->type();
+  TypeRewrite rewrite;
+  rewrite.input_type = [&](const Value& input) {
+    TensorMeta type = input.type();
     if (!type.shape.empty()) type.shape[0] = batch;
-    mapped[input] = out->add_input(type, input->name());
-  }
-  for (const Value* param : graph.params())
-    mapped[param] = out->add_param(param->name(), param->type(), param->data());
-  for (const Value* constant : graph.constants())
-    mapped[constant] = out->add_constant(constant->data(), constant->type().wrapped_number);
-
-  ValueNames names(graph);
-  for (const Node* node : graph.nodes()) {
-    std::vector<Value*> inputs;
-    for (const Value* input : node->inputs())
-      inputs.push_back(input ? mapped.at(input) : nullptr);
-    Node* copy = nullptr;
-    try {
-      copy = out->append(node->op(), std::move(inputs), batch_attrs(*node, old_batch, batch));
-    } catch (const Error& e) {
-      throw Error(e.kind(),
-                  str("rebatch: cannot run ", names(node->output()), " = ", node->op().name,
-                      "(...) at batch ", batch, " (traced at ", old_batch, "): ", e.what()));
-    }
-    for (size_t i = 0; i < node->outputs().size(); ++i) {
-      const Value* before = node->output(i);
-      Value* now = copy->output(i);
-      KILN_CHECK_VALUE(follows_batch(before->shape(), now->shape(), old_batch, batch),
-                       "rebatch: ", names(before), " = ", node->op().name, "(...) is ",
-                       type_to_text(before->type()), " at batch ", old_batch, " but ",
-                       type_to_text(now->type()), " at batch ", batch,
-                       "; its shape depends on the batch in another way than its first "
-                       "dimension, so the graph must be traced again at this batch");
-      mapped[before] = now;
-    }
-  }
-  std::vector<Value*> outputs;
-  for (const Value* output : graph.outputs())
-    outputs.push_back(mapped.at(output));
-  out->set_outputs(std::move(outputs));
-  return out;
+    return type;
+  };
+  rewrite.attrs = [&](const Node& node) { return batch_attrs(node, old_batch, batch); };
+  rewrite.explain = [&](const std::string& name, const Node& node) {
+    return str("rebatch: cannot run ", name, " = ", node.op().name, "(...) at batch ", batch,
+               " (traced at ", old_batch, "): ");
+  };
+  rewrite.check = [&](const std::string& name, const Node& node, const Value& before,
+                      const Value& now) {
+    KILN_CHECK_VALUE(follows_batch(before.shape(), now.shape(), old_batch, batch),
+                     "rebatch: ", name, " = ", node.op().name, "(...) is ",
+                     type_to_text(before.type()), " at batch ", old_batch, " but ",
+                     type_to_text(now.type()), " at batch ", batch,
+                     "; its shape depends on the batch in another way than its first "
+                     "dimension, so the graph must be traced again at this batch");
+  };
+  return rewrite_types(graph, rewrite);
 }
 
 }  // namespace kiln::jit

@@ -79,18 +79,17 @@ SymbolBindings bind_symbols(const Graph& graph, std::span<const IntList> input_s
   return bindings;
 }
 
-std::shared_ptr<Graph> specialize(const Graph& graph, const SymbolBindings& bindings) {
+std::shared_ptr<Graph> rewrite_types(const Graph& graph, const TypeRewrite& rewrite) {
   auto out = std::make_shared<Graph>();
   std::unordered_map<const Value*, Value*> mapped;  // lookups only, never iterated
-  for (const Value* input : graph.inputs()) {
-    TensorMeta type = input->type();
-    type.shape = to_dims(evaluate(type.shape, bindings));
-    mapped[input] = out->add_input(type, input->name());
-  }
+  for (const Value* input : graph.inputs())
+    mapped[input] = out->add_input(rewrite.input_type(*input), input->name());
   for (const Value* param : graph.params())
     mapped[param] = out->add_param(param->name(), param->type(), param->data());
   for (const Value* constant : graph.constants())
     mapped[constant] = out->add_constant(constant->data(), constant->type().wrapped_number);
+  for (const ShapeGuard& guard : graph.guards())
+    out->add_guard(guard);
 
   ValueNames names(graph);
   for (const Node* node : graph.nodes()) {
@@ -99,20 +98,13 @@ std::shared_ptr<Graph> specialize(const Graph& graph, const SymbolBindings& bind
       inputs.push_back(input ? mapped.at(input) : nullptr);
     Node* copy = nullptr;
     try {
-      copy = out->append(node->op(), std::move(inputs), node->attrs().evaluated(bindings));
+      copy = out->append(node->op(), std::move(inputs), rewrite.attrs(*node));
     } catch (const Error& e) {
-      throw Error(e.kind(), str(names(node->output()), " = ", node->op().name,
-                                "(...) at these sizes: ", e.what()));
+      throw Error(e.kind(), str(rewrite.explain(names(node->output()), *node), e.what()));
     }
     for (size_t i = 0; i < node->outputs().size(); ++i) {
-      const Value* before = node->output(i);
-      Value* now = copy->output(i);
-      // The symbolic type, evaluated, is what the static inference says.
-      IntList want = evaluate(before->shape(), bindings);
-      KILN_CHECK(to_static(now->shape()) == want, names(before), " = ", node->op().name,
-                 "(...) is ", type_to_text(before->type()), ", which these sizes make ", want,
-                 ", but the op infers ", type_to_text(now->type()));
-      mapped[before] = now;
+      rewrite.check(names(node->output(i)), *node, *node->output(i), *copy->output(i));
+      mapped[node->output(i)] = copy->output(i);
     }
   }
   std::vector<Value*> outputs;
@@ -120,6 +112,28 @@ std::shared_ptr<Graph> specialize(const Graph& graph, const SymbolBindings& bind
     outputs.push_back(mapped.at(output));
   out->set_outputs(std::move(outputs));
   return out;
+}
+
+std::shared_ptr<Graph> specialize(const Graph& graph, const SymbolBindings& bindings) {
+  TypeRewrite rewrite;
+  rewrite.input_type = [&](const Value& input) {
+    TensorMeta type = input.type();
+    type.shape = to_dims(evaluate(type.shape, bindings));
+    return type;
+  };
+  rewrite.attrs = [&](const Node& node) { return node.attrs().evaluated(bindings); };
+  rewrite.explain = [](const std::string& name, const Node& node) {
+    return str(name, " = ", node.op().name, "(...) at these sizes: ");
+  };
+  // The symbolic type, evaluated, is what the static inference says.
+  rewrite.check = [&](const std::string& name, const Node& node, const Value& before,
+                      const Value& now) {
+    IntList want = evaluate(before.shape(), bindings);
+    KILN_CHECK(to_static(now.shape()) == want, name, " = ", node.op().name, "(...) is ",
+               type_to_text(before.type()), ", which these sizes make ", want,
+               ", but the op infers ", type_to_text(now.type()));
+  };
+  return rewrite_types(graph, rewrite);
 }
 
 }  // namespace kiln::jit

@@ -12,6 +12,7 @@
 // kernels' preparation see an ordinary static graph.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -27,5 +28,19 @@ SymbolBindings bind_symbols(const Graph& graph, std::span<const IntList> input_s
 
 // Parameters and constants are shared with `graph`, not copied.
 std::shared_ptr<Graph> specialize(const Graph& graph, const SymbolBindings& bindings);
+
+// The graph rebuilt with new input types and attributes, every node's output
+// types inferred again (specialize and rebatch are two such rewrites).
+// `explain` turns an error appending a node (named by its first output) into
+// the one to throw; `check` sees each old output beside its new one.
+struct TypeRewrite {
+  std::function<TensorMeta(const Value& input)> input_type;
+  std::function<Attrs(const Node& node)> attrs;
+  std::function<std::string(const std::string& node_name, const Node& node)> explain;
+  std::function<void(const std::string& value_name, const Node& node, const Value& before,
+                     const Value& now)>
+      check;
+};
+std::shared_ptr<Graph> rewrite_types(const Graph& graph, const TypeRewrite& rewrite);
 
 }  // namespace kiln::jit
