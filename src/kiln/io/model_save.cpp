@@ -53,20 +53,16 @@ std::vector<std::string> move_large_constants_to_params(Graph& graph) {
 // symbolic shape or attribute is refused here, by name, rather than written
 // in a form no reader accepts.
 void check_static(const Graph& graph) {
-  auto check_value = [](const Value* value) {
-    KILN_CHECK_VALUE(is_static(value->shape()), "save: cannot save symbolic shapes yet (value %",
-                     value->id(), " has the shape ", to_string(value->shape()), ")");
-  };
-  for (const Value* input : graph.inputs())
-    check_value(input);
-  for (const Node* node : graph.nodes()) {
-    for (const Value* output : node->outputs())
-      check_value(output);
-    for (const auto& [name, value] : node->attrs().items())
-      KILN_CHECK_VALUE(!attr_is_symbolic(value), "save: cannot save symbolic attribute yet ('",
-                       name, "' of ", node->op().name, " at node %", node->output()->id(), " is ",
-                       attr_to_string(value), ")");
+  std::optional<SymbolicSite> site = first_symbolic(graph);
+  if (!site) return;
+  if (site->value) {
+    KILN_CHECK_VALUE(false, "save: cannot save symbolic shapes yet (value %", site->value->id(),
+                     " has the shape ", to_string(site->value->shape()), ")");
   }
+  const Node& node = *site->node;
+  KILN_CHECK_VALUE(false, "save: cannot save symbolic attribute yet ('", site->attr, "' of ",
+                   node.op().name, " at node %", node.output()->id(), " is ",
+                   attr_to_string(node.attrs().get(site->attr)), ")");
 }
 
 Json state_update_record(const StateUpdate& update) {

@@ -58,22 +58,19 @@ void unfuse(Graph& graph) {
 // the first value or attribute that has one, rather than one from deep
 // inside an exporter.
 void check_static(const Graph& graph) {
-  auto check_value = [](const Value* value) {
-    KILN_CHECK(is_static(value->shape()), "onnx export: value %", value->id(),
-               " has the symbolic shape ", to_string(value->shape()),
+  std::optional<jit::SymbolicSite> site = jit::first_symbolic(graph);
+  if (!site) return;
+  if (site->value) {
+    KILN_CHECK(false, "onnx export: value %", site->value->id(), " has the symbolic shape ",
+               to_string(site->value->shape()),
                "; exporting symbolic dimensions is not supported yet (trace with static "
                "shapes, and use dynamic_batch for a dynamic batch)");
-  };
-  for (const Value* input : graph.inputs())
-    check_value(input);
-  for (const Node* node : graph.nodes()) {
-    for (const Value* output : node->outputs())
-      check_value(output);
-    for (const auto& [name, value] : node->attrs().items())
-      KILN_CHECK(!attr_is_symbolic(value), "onnx export: attribute '", name, "' of ",
-                 node->op().name, " (node %", node->output()->id(), ") is the symbolic size ",
-                 attr_to_string(value), "; exporting symbolic sizes is not supported yet");
   }
+  const Node& node = *site->node;
+  KILN_CHECK(false, "onnx export: attribute '", site->attr, "' of ", node.op().name, " (node %",
+             node.output()->id(), ") is the symbolic size ",
+             attr_to_string(node.attrs().get(site->attr)),
+             "; exporting symbolic sizes is not supported yet");
 }
 
 void set_type(pb::ValueInfoProto& info, const Value* value, bool dynamic_batch) {

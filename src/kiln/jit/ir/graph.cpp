@@ -147,6 +147,21 @@ std::vector<std::string> Graph::symbols() const {
   return symbols_of(all);
 }
 
+std::optional<SymbolicSite> first_symbolic(const Graph& graph) {
+  for (const Value* input : graph.inputs()) {
+    if (!is_static(input->shape())) return SymbolicSite{input, nullptr, ""};
+  }
+  for (const Node* node : graph.nodes()) {
+    for (const Value* output : node->outputs()) {
+      if (!is_static(output->shape())) return SymbolicSite{output, nullptr, ""};
+    }
+    for (const auto& [name, value] : node->attrs().items()) {
+      if (attr_is_symbolic(value)) return SymbolicSite{nullptr, node, name};
+    }
+  }
+  return std::nullopt;
+}
+
 GraphShapeScope::GraphShapeScope(const Graph& graph) : scope_(&env_) {
   for (const ShapeGuard& g : graph.guards())
     env_.add_guard(g);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -176,6 +177,16 @@ class Graph {
 // equal (a symbolic dim matches no concrete size). Allocates nothing, for
 // the per-call input checks.
 bool matches_shape(const IntList& shape, const DimList& dims);
+
+// Where a graph first has a symbolic size, for writers that take only static
+// graphs: an input or node output whose shape is symbolic (`value`), or an
+// attribute of `node` named `attr`.
+struct SymbolicSite {
+  const Value* value = nullptr;
+  const Node* node = nullptr;
+  std::string attr;
+};
+std::optional<SymbolicSite> first_symbolic(const Graph& graph);
 
 // A ShapeEnv holding a graph's guards as facts, for inferring its nodes
 // again: in scope for its lifetime.
