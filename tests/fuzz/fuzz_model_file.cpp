@@ -44,8 +44,10 @@ bool small_enough_to_compile(const kiln::jit::ModelFile& model) {
   for (const kiln::jit::Node* node : model.graph->nodes()) {
     for (const kiln::jit::Value* output : node->outputs()) {
       int64_t numel = 1;
-      for (int64_t dim : output->shape())
-        numel *= dim;
+      for (const kiln::Dim& dim : output->shape()) {
+        if (dim.is_symbolic()) return false;  // sized only when run
+        numel *= dim.static_value();
+      }
       total += numel;
       if (total > (int64_t(1) << 20)) return false;
     }
