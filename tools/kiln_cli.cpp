@@ -2,10 +2,12 @@
 //
 //   kiln info mlp.kiln [--graph]                 # what the file holds, its memory plan
 //   kiln run mlp.kiln -i x.npy -o y.npy          # inputs and outputs as .npy files
-//                                                # (another batch size re-batches the graph)
+//                                                # (another batch size re-batches a static
+//                                                # graph; a symbolic one runs at any size)
 //   kiln run mlp.kiln --example --verify         # replay the stored example, print it
 //   kiln bench mlp.kiln --threads 4              # latency percentiles and throughput
 //   kiln bench mlp.kiln --batch 64               # at another batch than the saved one
+//   kiln bench bert.kiln --size seq=128          # a symbolic model at chosen sizes
 //   kiln dot mlp.kiln -o mlp.dot                 # then: dot -Tsvg mlp.dot -o mlp.svg
 //   kiln --version
 //
@@ -30,6 +32,7 @@
 #include "kiln/jit/ir/dot.h"
 #include "kiln/jit/ir/printer.h"
 #include "kiln/jit/ir/rebatch.h"
+#include "kiln/jit/ir/specialize.h"
 #include "kiln/kernels/cpu/parallel.h"
 #include "kiln/ops/registry.h"
 
@@ -42,6 +45,7 @@ using kiln::Tensor;
 using kiln::jit::CompiledFunction;
 using kiln::jit::Graph;
 using kiln::jit::ModelFile;
+using kiln::jit::SymbolBindings;
 using kiln::jit::Value;
 
 // The version model_save.cpp writes into every header (there is no constant
@@ -146,14 +150,43 @@ void print_nodes(const Graph& graph) {
     std::cout << "  " << name << "  " << count << "\n";
 }
 
+// A symbolic graph's sizes and the guards a call must satisfy.
+void print_symbols(const Graph& graph) {
+  if (!graph.is_symbolic()) return;
+  std::string names;
+  for (const std::string& symbol : graph.symbols())
+    names += (names.empty() ? "" : ", ") + symbol;
+  std::cout << "sizes        " << names << " (runs at any size; one plan per size)\n";
+  for (const kiln::ShapeGuard& guard : graph.guards()) {
+    std::cout << "  guard " << guard.to_string();
+    if (!guard.reason.empty()) std::cout << "  (" << guard.reason << ")";
+    std::cout << "\n";
+  }
+}
+
+// A symbolic graph is planned per size: at the stored example's, when there is one.
 void print_memory_plan(const ModelFile& file) {
-  const kiln::jit::CompileReport& report = kiln::jit::compile(file).compile_report();
+  std::shared_ptr<const Graph> graph = file.graph;
+  std::string at;
+  if (graph->is_symbolic()) {
+    if (file.example_inputs.empty()) {
+      std::cout << "memory       planned per size (no example stored to plan one)\n";
+      return;
+    }
+    std::vector<IntList> shapes;
+    for (const Tensor& input : file.example_inputs)
+      shapes.push_back(input.shape());
+    graph = kiln::jit::specialize(*graph, kiln::jit::bind_symbols(*graph, shapes));
+    at = " at the example's sizes";
+  }
+  CompiledFunction compiled(graph, file.num_outputs, file.state_updates);
+  const kiln::jit::CompileReport& report = compiled.compile_report();
   if (report.planned_bytes < 0) {
     std::cout << "memory       no plan (the model runs on another runner)\n";
     return;
   }
-  std::cout << "memory       planned " << bytes_text(uint64_t(report.planned_bytes))
-            << " per call, " << bytes_text(uint64_t(report.unshared_bytes)) << " unshared; "
+  std::cout << "memory       planned " << bytes_text(uint64_t(report.planned_bytes)) << " per call"
+            << at << ", " << bytes_text(uint64_t(report.unshared_bytes)) << " unshared; "
             << report.steps << " steps\n";
 }
 
@@ -163,6 +196,7 @@ int run_info(const InfoArgs& args) {
             << "format       " << file.format_version << ", written by kiln " << file.kiln_version
             << ", op schema " << file.op_schema_version << "\n";
   print_inputs_outputs(file);
+  print_symbols(*file.graph);
   print_parameters(file);
   print_nodes(*file.graph);
   print_memory_plan(file);
@@ -201,18 +235,32 @@ std::vector<Tensor> read_inputs(const ModelFile& file, const RunArgs& args) {
 }
 
 // Names the file and the expected type when an input does not fit the graph.
+// A symbolic graph takes any sizes that bind its symbols consistently and
+// keep its guards (jit::bind_symbols says which input and dim do not).
 void check_input_types(const Graph& graph, const std::vector<Tensor>& inputs,
                        const std::vector<std::string>& paths) {
+  bool symbolic = graph.is_symbolic();
   for (size_t i = 0; i < inputs.size() && i < graph.inputs().size(); ++i) {
     const Value& expected = *graph.inputs()[i];
-    if (inputs[i].dtype() == expected.dtype() &&
-        kiln::same_dims(kiln::to_dims(inputs[i].shape()), expected.shape()))
-      continue;
+    bool fits = inputs[i].dtype() == expected.dtype() &&
+                (symbolic ? inputs[i].dim() == int64_t(expected.shape().size())
+                          : kiln::same_dims(kiln::to_dims(inputs[i].shape()), expected.shape()));
+    if (fits) continue;
     std::string source = i < paths.size() ? "'" + paths[i] + "'" : "the example";
     kiln::throw_error(kiln::ErrorKind::Value,
                       kiln::str("input ", i, " (", input_name(graph, i), ", from ", source,
                                 "): the model expects ", type_text(expected), ", got ",
                                 type_text(inputs[i].dtype(), inputs[i].shape())));
+  }
+  if (!symbolic) return;
+  std::vector<IntList> shapes;
+  for (const Tensor& input : inputs)
+    shapes.push_back(input.shape());
+  try {
+    kiln::jit::bind_symbols(graph, shapes);
+  } catch (const kiln::Error& e) {
+    kiln::throw_error(e.kind(), kiln::str("the inputs do not fit the model's sizes (",
+                                          expected_inputs_text(graph), "): ", e.what()));
   }
 }
 
@@ -244,9 +292,11 @@ void use_batch(ModelFile& file, int64_t batch) {
 }
 
 // Inputs whose first dimension differs from the saved batch (and agree
-// among themselves) run the model re-batched to theirs.
+// among themselves) run a static model re-batched to theirs; a symbolic
+// model runs at their sizes as it is.
 void follow_input_batch(ModelFile& file, const std::vector<Tensor>& inputs) {
   const Graph& graph = *file.graph;
+  if (graph.is_symbolic()) return;
   if (inputs.empty() || inputs.size() != graph.inputs().size()) return;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].dim() != int64_t(graph.inputs()[i]->shape().size())) return;
@@ -273,6 +323,7 @@ int run_model(const RunArgs& args) {
 struct BenchArgs {
   std::string model;
   int64_t batch = 0;
+  std::vector<std::string> sizes;  // NAME=VALUE, for a symbolic model
   int threads = 1;
   int iterations = 1000;
   int warmup = 100;
@@ -280,15 +331,67 @@ struct BenchArgs {
 };
 
 // The first input's leading dimension; 1 when there is none.
-int64_t saved_batch(const Graph& graph) {
+int64_t saved_batch(const Graph& graph, const SymbolBindings& sizes) {
   if (graph.inputs().empty() || graph.inputs()[0]->shape().empty()) return 1;
-  return kiln::require_static(graph.inputs()[0]->shape()[0], "kiln bench", "batch size");
+  return kiln::evaluate({graph.inputs()[0]->shape()[0]}, sizes)[0];
 }
 
-std::vector<Tensor> random_inputs(const Graph& graph) {
+// The sizes a symbolic model is timed at: --size NAME=VALUE, --batch for
+// the symbol that is the first input's first dim, the rest from the stored
+// example. Empty for a static model.
+SymbolBindings bench_sizes(const ModelFile& file, const BenchArgs& args) {
+  const Graph& graph = *file.graph;
+  SymbolBindings sizes;
+  if (!graph.is_symbolic()) {
+    KILN_CHECK_VALUE(args.sizes.empty(), "--size is for models with symbolic sizes; ", args.model,
+                     " has none (use --batch to re-batch it)");
+    return sizes;
+  }
+  for (const std::string& item : args.sizes) {
+    size_t eq = item.find('=');
+    KILN_CHECK_VALUE(eq != std::string::npos && eq > 0, "--size takes NAME=VALUE, got '", item,
+                     "'");
+    std::string name = item.substr(0, eq);
+    int64_t value = 0;
+    try {
+      value = std::stoll(item.substr(eq + 1));
+    } catch (const std::exception&) {
+      kiln::throw_error(
+          kiln::ErrorKind::Value,
+          kiln::str("--size ", name, ": '", item.substr(eq + 1), "' is not an integer"));
+    }
+    sizes[name] = value;
+  }
+  const kiln::DimList& first =
+      graph.inputs().empty() ? kiln::DimList{} : graph.inputs()[0]->shape();
+  if (args.batch_given) {
+    KILN_CHECK_VALUE(
+        !first.empty() && first[0].is_symbolic() && first[0].expr().symbols().size() == 1,
+        "--batch: the model's first input dim is ",
+        first.empty() ? std::string("absent") : first[0].to_string(),
+        ", not a size symbol; use --size NAME=VALUE");
+    sizes[first[0].expr().symbols()[0]] = args.batch;
+  }
+  if (!file.example_inputs.empty()) {
+    std::vector<IntList> shapes;
+    for (const Tensor& input : file.example_inputs)
+      shapes.push_back(input.shape());
+    for (const auto& [name, value] : kiln::jit::bind_symbols(graph, shapes))
+      sizes.try_emplace(name, value);
+  }
+  std::string missing;
+  for (const std::string& symbol : graph.symbols())
+    if (!sizes.count(symbol)) missing += (missing.empty() ? "" : ", ") + symbol;
+  KILN_CHECK_VALUE(missing.empty(), args.model, " has symbolic sizes (",
+                   expected_inputs_text(graph),
+                   ") and no stored example to take them from: give --size for ", missing);
+  return sizes;
+}
+
+std::vector<Tensor> random_inputs(const Graph& graph, const SymbolBindings& sizes) {
   std::vector<Tensor> inputs;
   for (const Value* input : graph.inputs()) {
-    IntList shape = kiln::to_static(input->shape(), "kiln bench");
+    IntList shape = kiln::evaluate(input->shape(), sizes);
     if (kiln::is_floating(input->dtype()))
       inputs.push_back(kiln::randn(shape, input->dtype()));
     else
@@ -347,17 +450,21 @@ void print_latency(std::vector<double> times, int64_t batch) {
 int run_bench(const BenchArgs& args) {
   KILN_CHECK_VALUE(args.threads >= 1, "--threads must be at least 1, got ", args.threads);
   ModelFile file = kiln::jit::read_model_file(args.model);
-  if (args.batch_given) use_batch(file, args.batch);
-  int64_t batch = saved_batch(*file.graph);
+  if (args.batch_given && !file.graph->is_symbolic()) use_batch(file, args.batch);
+  SymbolBindings sizes = bench_sizes(file, args);
+  int64_t batch = saved_batch(*file.graph, sizes);
   kiln::cpu::set_num_threads(args.threads);
   CompiledFunction model = kiln::jit::compile(file);
-  std::vector<Tensor> inputs = random_inputs(*file.graph);
+  std::vector<Tensor> inputs = random_inputs(*file.graph, sizes);
   std::vector<double> warm =
       time_calls(model, inputs, args.warmup, args.warmup_given ? 0 : kWarmupBudgetUs);
   int iterations = args.iterations_given ? args.iterations : pick_iterations(warm);
   std::vector<double> times =
       time_calls(model, inputs, iterations, args.iterations_given ? 0 : kBenchBudgetUs);
-  std::cout << "model        " << args.model << " (batch " << batch << ", " << args.threads
+  std::string at;
+  for (const auto& [name, value] : sizes)
+    at += kiln::str(", ", name, "=", value);
+  std::cout << "model        " << args.model << " (batch " << batch << at << ", " << args.threads
             << " threads, " << warm.size() << " warm-up calls)\n";
   print_latency(std::move(times), batch);
   return 0;
@@ -426,8 +533,13 @@ void add_bench(CLI::App& app, Commands& c) {
   c.bench = app.add_subcommand("bench", "Time a model on random inputs");
   BenchArgs& a = c.bench_args;
   c.bench->add_option("model", a.model, "the .kiln file")->required();
-  c.batch = c.bench->add_option(
-      "--batch", a.batch, "batch size (default: the saved one; another re-batches the graph)");
+  c.batch = c.bench->add_option("--batch", a.batch,
+                                "batch size (default: the saved one; another re-batches a static "
+                                "graph, and sets a symbolic one's first input dim)");
+  c.bench
+      ->add_option("--size", a.sizes,
+                   "NAME=VALUE: a symbolic model's size symbol (default: the stored example's)")
+      ->allow_extra_args(false);
   c.bench->add_option("--threads", a.threads, "intra-op threads")->capture_default_str();
   c.iterations = c.bench->add_option("--iterations", a.iterations,
                                      "timed calls (default: up to 1000, about 10 s at most)");

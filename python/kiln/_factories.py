@@ -2,6 +2,7 @@
 sequence, keyword dtype and requires_grad."""
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import cast
 
@@ -30,6 +31,21 @@ def _size(size: tuple[Size, ...]) -> list[int]:
     return cast(list[int], list(size))  # varargs: one int per dimension
 
 
+def _symbolic(size: Sequence[object]) -> bool:
+    return any(isinstance(s, _C.SymInt) for s in size)
+
+
+def _filled(size: list[int], value: float, dtype: DType | None, requires_grad: bool) -> Tensor:
+    """full() with sizes a trace with dynamic shapes keeps symbolic: the
+    value expanded to the size and copied, so the graph records
+    expand + clone and the size stays general (a factory is no op)."""
+    scalar = _C.full([], value, dtype, False)
+    result = _C.dispatch("clone", [_C.dispatch("expand", [scalar], {"size": size})])
+    if requires_grad:
+        result.requires_grad_()
+    return result
+
+
 def tensor(data: object, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
     """A new tensor holding a copy of `data` (nested lists, numbers, a NumPy
     array or a Tensor). Python floats give float32 and ints int64."""
@@ -52,19 +68,30 @@ def tensor(data: object, dtype: DType | None = None, requires_grad: bool = False
 
 
 def zeros(*size: Size, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
-    return _C.zeros(_size(size), dtype, requires_grad)
+    shape = _size(size)
+    if _symbolic(shape):
+        return _filled(shape, 0.0, dtype, requires_grad)
+    return _C.zeros(shape, dtype, requires_grad)
 
 
 def ones(*size: Size, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
-    return _C.ones(_size(size), dtype, requires_grad)
+    shape = _size(size)
+    if _symbolic(shape):
+        return _filled(shape, 1.0, dtype, requires_grad)
+    return _C.ones(shape, dtype, requires_grad)
 
 
 def empty(*size: Size, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
-    return _C.empty(_size(size), dtype, requires_grad)
+    shape = _size(size)
+    if _symbolic(shape):  # zeros: an uninitialized graph value is no better
+        return _filled(shape, 0.0, dtype, requires_grad)
+    return _C.empty(shape, dtype, requires_grad)
 
 
 def full(size: Sequence[int], fill_value: float, dtype: DType | None = None,
          requires_grad: bool = False) -> Tensor:
+    if _symbolic(size):
+        return _filled(list(size), fill_value, dtype, requires_grad)
     return _C.full(list(size), fill_value, dtype, requires_grad)
 
 
@@ -72,6 +99,9 @@ def arange(start: float, end: float | None = None, step: float = 1, dtype: DType
            requires_grad: bool = False) -> Tensor:
     if end is None:
         start, end = 0, start
+    # No op makes a range: a symbolic bound specializes the trace (reported).
+    start, end, step = (operator.index(v) if isinstance(v, _C.SymInt) else v
+                        for v in (start, end, step))
     return _C.arange(start, end, step, dtype, requires_grad)
 
 

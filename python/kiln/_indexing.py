@@ -40,6 +40,12 @@ def _as_advanced(item: Index) -> Tensor | None:
     return None
 
 
+def _bound(value: Any) -> Any:
+    """A slice bound: an int, or a SymInt a trace with dynamic shapes keeps
+    symbolic (x[:, : x.shape[1] // 2])."""
+    return value if isinstance(value, _C.SymInt) else operator.index(value)
+
+
 def _dims_used(item: Index) -> int:
     """How many dims of the indexed tensor an index item consumes."""
     if item is None or item is Ellipsis or isinstance(item, bool):
@@ -78,11 +84,11 @@ def _walk(x: Tensor, index: Index) -> tuple[Tensor, tuple[int, Tensor] | _Severa
             step = 1 if item.step is None else operator.index(item.step)
             if step <= 0:
                 raise ValueError("step must be greater than zero")
-            attrs: dict[str, int] = {"dim": dim, "step": step}
+            attrs: dict[str, Any] = {"dim": dim, "step": step}
             if item.start is not None:
-                attrs["start"] = operator.index(item.start)
+                attrs["start"] = _bound(item.start)
             if item.stop is not None:
-                attrs["end"] = operator.index(item.stop)
+                attrs["end"] = _bound(item.stop)
             x = _C.dispatch("slice", [x], attrs)
             dim += 1
         elif (adv := _as_advanced(item)) is not None:

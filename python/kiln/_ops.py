@@ -47,7 +47,7 @@ def _make_op(name: str, min_inputs: int, max_inputs: int,
                                 f"got {len(inputs)}")
         else:
             inputs, rest = list(args[0]), args[1:]
-        if size_varargs and rest and isinstance(rest[0], int):
+        if size_varargs and rest and isinstance(rest[0], (int, _C.SymInt)):
             rest = (list(rest),)
         if len(rest) > len(attr_names):
             raise TypeError(f"{name}() got {len(rest)} extra positional arguments; its "

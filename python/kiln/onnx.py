@@ -2,12 +2,18 @@
 
     kiln.onnx.export(net, x, "mlp.onnx")                      # runs in ONNX Runtime
     kiln.onnx.export(net, x, "mlp.onnx", dynamic_axes={"x": {0: "batch"}})
+    kiln.onnx.export(symbolic_traced, None, "bert.onnx")      # its symbolic dims as they are
     m = kiln.onnx.load("mlp.onnx")                            # a compiled module
 
 Export traces the model on the example (or takes a TracedModule as it is)
 and writes the optimized graph, with kiln's fused ops written as the ONNX
 ops they stand for. An op without an ONNX translation fails the export,
 naming the op.
+
+A TracedModule whose graph has symbolic sizes (traced with dynamic shapes,
+or built from IR text such as `%x : f32[batch, seq, 16]`) exports them as
+ONNX dim_params named by the symbols, with the sizes its reshapes and
+slices take computed in the ONNX graph: no dynamic_axes needed.
 """
 from __future__ import annotations
 
@@ -31,14 +37,32 @@ can_export = _C.onnx.can_export
 importable_ops = _C.onnx.importable_ops
 
 
-def _dynamic_batch(dynamic_axes: DynamicAxes | None) -> bool:
+def _symbolic_input_dims(traced: TracedModule) -> dict[str, set[int]] | None:
+    """{input name: its symbolic dims} of a graph with symbolic sizes, else None."""
+    dims = {value.name: {i for i, d in enumerate(value.shape) if not isinstance(d, int)}
+            for value in traced.graph.inputs}
+    return dims if any(dims.values()) else None
+
+
+def _dynamic_batch(traced: TracedModule, dynamic_axes: DynamicAxes | None) -> bool:
     if not dynamic_axes:
         return False
+    symbolic = _symbolic_input_dims(traced)
+    if symbolic is not None:
+        # The graph's own symbols are exported; dynamic_axes may only repeat them.
+        for name, axes in dynamic_axes.items():
+            dims = set(axes.keys() if isinstance(axes, dict) else axes)
+            if name in symbolic and not dims <= symbolic[name]:
+                raise ValueError(f"kiln.onnx.export: dynamic_axes[{name!r}] asks for dims "
+                                 f"{sorted(dims - symbolic[name])}, which are static in the "
+                                 f"graph; a graph with symbolic sizes exports those it has "
+                                 f"(leave dynamic_axes out)")
+        return False
     for name, axes in dynamic_axes.items():
-        dims = axes.keys() if isinstance(axes, dict) else axes
-        if list(dims) != [0]:
+        asked = list(axes.keys() if isinstance(axes, dict) else axes)
+        if asked != [0]:
             raise ValueError(f"kiln.onnx.export: only the first dimension (the batch) can be "
-                             f"dynamic; dynamic_axes[{name!r}] asks for {list(dims)}")
+                             f"dynamic; dynamic_axes[{name!r}] asks for {asked}")
     return True
 
 
@@ -48,13 +72,15 @@ def export(model: Module | TracedModule | Callable[..., Any],
            output_names: Sequence[str] | None = None) -> None:
     """Writes `model` (a Module, a function, or a TracedModule) to `path` as
     an ONNX model of opset `opset_version` (13 to 17). example_inputs: the
-    tensor (or tuple of tensors) to trace with. dynamic_axes: {name: {0:
-    "batch"}} makes the batch dimension of inputs and outputs symbolic
-    (only the first dimension can be). output_names: names for the outputs."""
+    tensor (or tuple of tensors) to trace with (None for a TracedModule).
+    dynamic_axes: optional; {name: {0: "batch"}} makes the batch dimension
+    of a static graph's inputs and outputs symbolic (only the first
+    dimension can be). A graph with symbolic sizes exports them without it.
+    output_names: names for the outputs."""
     from kiln.jit import TracedModule, trace
     traced = model if isinstance(model, TracedModule) else trace(model, example_inputs)
     _C.onnx.export(traced._compiled, os.fspath(path), opset_version,
-                   _dynamic_batch(dynamic_axes), list(output_names or []))
+                   _dynamic_batch(traced, dynamic_axes), list(output_names or []))
 
 
 def load(path: str | os.PathLike[str], input_shapes: Mapping[str, Sequence[int]] | None = None,
@@ -62,10 +88,15 @@ def load(path: str | os.PathLike[str], input_shapes: Mapping[str, Sequence[int]]
     """Imports the ONNX model at `path` into kiln and compiles it (default
     passes): a TracedModule taking the model's inputs in order and returning
     its output, or a tuple of its outputs. Initializers become parameters
-    under their ONNX names. input_shapes: {name: shape} for inputs whose
-    shape in the file is symbolic (kiln graphs have static shapes).
-    constant_inputs: {name: tensor} binds inputs to fixed values (models that
-    take a shape or axes as an input); they leave the module's inputs."""
+    under their ONNX names. A symbolic dimension in the file stays symbolic,
+    so the module runs at any size of it (one plan per size): a dim_param
+    names its size symbol (inputs that name the same one must agree), and a
+    dimension without one gets a symbol of its own. Shape arithmetic on
+    such sizes (Shape, Gather, Concat, Reshape, ...) is done at import.
+    input_shapes: {name: shape} fixes inputs' shapes instead (a static
+    import). constant_inputs: {name: tensor} binds inputs to fixed values
+    (models that take a shape or axes as an input); they leave the module's
+    inputs."""
     from kiln.jit import TracedModule, _outputs_spec
     shapes = {name: list(shape) for name, shape in (input_shapes or {}).items()}
     compiled, inputs, outputs = _C.onnx.load(os.fspath(path), shapes, dict(constant_inputs or {}))

@@ -62,6 +62,13 @@ Attrs to_attrs(const OpDef& op, nb::handle dict);
 // "2*seq") when symbolic; a shape as a tuple of those.
 nb::object dim_to_python(const Dim& dim);
 nb::tuple dims_to_python(const DimList& dims);
+// Sizes in traced Python code (sym_int.cpp): an int, or a SymInt for a size
+// a trace with dynamic shapes keeps symbolic.
+nb::object size_to_python(const Dim& dim);
+bool is_size(nb::handle value);              // an int (not a bool) or a SymInt
+DimList dims_of(nb::handle sequence);        // ints and SymInts
+nb::tuple shape_to_python(const Tensor& t);  // x.shape: SymInts where symbolic
+void bind_sym_int(nb::module_& m);
 
 void bind_tensor(nb::module_& m);
 void bind_ops(nb::module_& m);

@@ -7,6 +7,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include "jit.h"
@@ -21,6 +22,18 @@ namespace {
 
 using jit::CompiledFunction;
 using jit::HybridCache;
+
+// (input, dim, symbol, min, max): a dim traced as a symbol, from
+// kiln.jit.trace(..., dynamic_shapes=...).
+using DynamicDimTuple =
+    std::tuple<size_t, int64_t, std::string, std::optional<int64_t>, std::optional<int64_t>>;
+
+std::vector<jit::DynamicDim> dynamic_dims_of(const std::vector<DynamicDimTuple>& tuples) {
+  std::vector<jit::DynamicDim> dims;
+  for (const auto& [input, dim, symbol, min, max] : tuples)
+    dims.push_back(jit::DynamicDim{input, dim, symbol, min, max});
+  return dims;
+}
 
 // The positional arguments of a call, when all are tensors.
 std::optional<std::vector<Tensor>> tensors_of(nb::handle args) {
@@ -265,11 +278,12 @@ void bind_jit(nb::module_& m) {
       "trace",
       [](nb::object fn, std::vector<Tensor> inputs, nn::NamedTensors params, bool strict,
          bool bind_outside_state, std::vector<std::string> input_names, bool optimize, bool frozen,
-         bool fast_math, std::vector<std::string> passes) {
+         bool fast_math, std::vector<std::string> passes, std::vector<DynamicDimTuple> dynamic) {
         jit::RecordOptions record{.strict = strict,
                                   .params = std::move(params),
                                   .bind_outside_state = bind_outside_state,
-                                  .input_names = std::move(input_names)};
+                                  .input_names = std::move(input_names),
+                                  .dynamic_dims = dynamic_dims_of(dynamic)};
         jit::TraceRun run = jit::trace_and_run(
             [&fn](const std::vector<Tensor>& in) { return call_traced(fn, in); }, std::move(inputs),
             std::move(record), compile_options(optimize, frozen, fast_math, std::move(passes)));
@@ -278,14 +292,16 @@ void bind_jit(nb::module_& m) {
       nb::arg("fn"), nb::arg("inputs"), nb::arg("params"), nb::arg("strict") = false,
       nb::arg("bind_outside_state") = false, nb::arg("input_names") = std::vector<std::string>(),
       nb::arg("optimize") = true, nb::arg("frozen") = false, nb::arg("fast_math") = false,
-      nb::arg("passes") = std::vector<std::string>());
+      nb::arg("passes") = std::vector<std::string>(),
+      nb::arg("dynamic_dims") = std::vector<DynamicDimTuple>());
 
   nb::class_<PythonHybridCache>(m, "HybridCache", nb::type_slots(hybrid_cache_slots))
       .def(
           "__init__",
           [](PythonHybridCache* self, std::string owner, nb::object fn, nb::object params,
              bool strict, bool bind_outside_state, std::vector<std::string> input_names,
-             bool optimize, bool frozen, bool fast_math, std::vector<std::string> passes) {
+             bool optimize, bool frozen, bool fast_math, std::vector<std::string> passes,
+             std::optional<bool> dynamic) {
             PythonHybridCache* h = new (self) PythonHybridCache(std::move(fn), std::move(params));
             jit::RecordOptions record{.strict = strict,
                                       .bind_outside_state = bind_outside_state,
@@ -306,13 +322,15 @@ void bind_jit(nb::module_& m) {
             h->cache = std::make_unique<HybridCache>(
                 std::move(owner), std::move(call_fn), std::move(record),
                 compile_options(optimize, frozen, fast_math, std::move(passes)),
-                std::move(call_params));
+                std::move(call_params),
+                !dynamic ? jit::DynamicShapes::Automatic
+                         : (*dynamic ? jit::DynamicShapes::Always : jit::DynamicShapes::Never));
           },
           nb::arg("owner"), nb::arg("fn"), nb::arg("params").none() = nb::none(),
           nb::arg("strict") = false, nb::arg("bind_outside_state") = false,
           nb::arg("input_names") = std::vector<std::string>(), nb::arg("optimize") = true,
           nb::arg("frozen") = false, nb::arg("fast_math") = false,
-          nb::arg("passes") = std::vector<std::string>())
+          nb::arg("passes") = std::vector<std::string>(), nb::arg("dynamic").none() = nb::none())
       // The hot path of a hybridized call: lookup and run in one call; None
       // on a miss, or when an argument is not a tensor.
       .def(

@@ -41,6 +41,13 @@ void translate_error(const std::exception_ptr& error, void*) {
   }
 }
 
+[[noreturn]] void unsupported_attr(nb::handle value, const AttrSpec* spec) {
+  std::string type_name = nb::cast<std::string>(nb::type_name(value.type()));
+  throw nb::type_error(("attribute '" + (spec ? spec->name : std::string("?")) +
+                        "' got an unsupported value of type " + type_name)
+                           .c_str());
+}
+
 AttrValue attr_of_python(nb::handle value, const AttrSpec* spec) {
   if (value.is_none()) return std::monostate{};
   if (nb::isinstance<DType>(value)) return nb::cast<DType>(value);
@@ -55,13 +62,22 @@ AttrValue attr_of_python(nb::handle value, const AttrSpec* spec) {
     return nb::cast<int64_t>(value);
   }
   if (PyFloat_Check(value.ptr())) return nb::cast<double>(value);
+  if (nb::isinstance<Dim>(value)) return canonical_attr(nb::cast<Dim>(value));
   // A tensor is a Python sequence too: it must not reach the int-list cast.
+  if (nb::isinstance<Tensor>(value)) unsupported_attr(value, spec);
+  // Sizes a trace keeps symbolic: x.view(x.shape[0], -1). Before the int-list
+  // cast, which would read each SymInt as an int (specializing the trace).
+  if (nb::isinstance<nb::list>(value) || nb::isinstance<nb::tuple>(value)) {
+    bool any_symbolic = false, sizes = true;
+    for (nb::handle item : value) {
+      any_symbolic = any_symbolic || nb::isinstance<Dim>(item);
+      sizes = sizes && is_size(item);
+    }
+    if (any_symbolic && sizes) return canonical_attr(dims_of(value));
+  }
   IntList list;
-  if (!nb::isinstance<Tensor>(value) && nb::try_cast(value, list)) return list;
-  std::string type_name = nb::cast<std::string>(nb::type_name(value.type()));
-  throw nb::type_error(("attribute '" + (spec ? spec->name : std::string("?")) +
-                        "' got an unsupported value of type " + type_name)
-                           .c_str());
+  if (nb::try_cast(value, list)) return list;
+  unsupported_attr(value, spec);
 }
 
 // One Tensor for a one-output op, else a tuple (max_pool2d's indices, split).
@@ -246,6 +262,7 @@ NB_MODULE(_C, m) {
       .def("__repr__", [](DType d) { return "kiln." + to_string(d); })
       .def("__str__", [](DType d) { return "kiln." + to_string(d); });
 
+  bind_sym_int(m);
   bind_tensor(m);
   bind_ops(m);
   bind_factories(m);

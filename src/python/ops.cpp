@@ -62,7 +62,15 @@ void bind_linear_conv_pool(nb::module_& m) {
 }
 
 void bind_shapes(nb::module_& m) {
-  m.def("reshape", &reshape, arg("input"), arg("shape"));
+  // Sizes may be SymInts (x.shape[0] while tracing with dynamic shapes).
+  m.def(
+      "reshape",
+      [](const Tensor& x, nb::handle shape) {
+        DimList dims = dims_of(shape);
+        if (is_static(dims)) return reshape(x, to_static(dims));
+        return reshape(x, std::span<const Dim>(dims));
+      },
+      arg("input"), arg("shape"));
   m.def("flatten", &flatten, arg("input"), arg("start_dim") = 0, arg("end_dim") = -1);
   m.def("t", &t, arg("input"));
 }

@@ -7,6 +7,8 @@
 
 #include "convert.h"
 #include "kiln/autograd/autograd.h"
+#include "kiln/core/sym_shape.h"
+#include "kiln/core/trace_hook.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/linalg.h"
@@ -93,8 +95,17 @@ nb::tuple tuple_of(const IntList& values) {
   return nb::tuple(out);
 }
 
-nb::tuple shape_of(const Tensor& t) {
-  return tuple_of(t.shape());
+nb::object size_of(const Tensor& t, int64_t dim) {
+  if (!trace_hook()) return nb::int_(t.size(dim));
+  return size_to_python(sym_size(t, dim));
+}
+
+// len(x) must be an int (Python's rule): a symbolic first dim is specialized.
+int64_t len_of(const Tensor& t) {
+  KILN_CHECK(t.dim() > 0, "len() of a 0-d tensor");
+  if (!trace_hook()) return t.size(0);
+  return size_as_int(sym_size(t, 0), "len() (use x.shape[0] to keep the size symbolic)",
+                     std::source_location());
 }
 
 std::optional<Tensor> grad_of(const Tensor& t) {
@@ -146,14 +157,14 @@ void def_inplace(nb::class_<Tensor>& cls, const char* name, const char* iname, F
 void bind_tensor(nb::module_& m) {
   nb::class_<Tensor> cls(m, "Tensor", nb::type_slots(tensor_slots));
   cls.def(nb::init<const Tensor&>())  // a new handle on the same tensor (nn.Parameter)
-      .def_prop_ro("shape", &shape_of)
-      .def("size", &shape_of)
-      .def("size", [](const Tensor& t, int64_t dim) { return t.size(dim); })
+      .def_prop_ro("shape", &shape_to_python)
+      .def("size", &shape_to_python)
+      .def("size", &size_of)
       .def_prop_ro("dtype", &Tensor::dtype)
       .def_prop_ro("ndim", &Tensor::dim)
       .def("dim", &Tensor::dim)
       .def("numel", &Tensor::numel)
-      .def("__len__", [](const Tensor& t) { return t.size(0); })
+      .def("__len__", &len_of)
       .def("stride", [](const Tensor& t) { return tuple_of(t.strides()); })
       .def("stride", [](const Tensor& t, int64_t dim) { return t.stride(dim); })
       .def("is_contiguous", &Tensor::is_contiguous)

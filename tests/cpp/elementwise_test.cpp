@@ -108,8 +108,8 @@ TEST(ElementwiseApi, WhereOverDenseRunsMatchesElementByElement) {
       }
     };
     check(where(cond, x, y), true, true);
-    check(where(cond, reshape(slice(x, 0, 0, 1), {}), y), false, true);
-    check(where(cond, x, reshape(slice(y, 0, 0, 1), {})), true, false);
+    check(where(cond, reshape(slice(x, 0, 0, 1), IntList{}), y), false, true);
+    check(where(cond, x, reshape(slice(y, 0, 0, 1), IntList{})), true, false);
   }
 }
 

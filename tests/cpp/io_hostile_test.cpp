@@ -88,10 +88,10 @@ TEST_F(HostileModelFile, PrefixFields) {
   bad[1] = 'X';
   EXPECT_MENTIONS(error_of_bytes(bad), "not a kiln model (the magic bytes differ)");
   KilnParts parts = KilnParts::split(good_);
-  parts.prefix.format_version = 2;
+  parts.prefix.format_version = 3;
   EXPECT_MENTIONS(error_of_bytes(parts.join()),
-                  "newer kiln in model format version 2; this kiln reads format versions up to 1, "
-                  "so loading it needs a kiln that reads version 2");
+                  "newer kiln in model format version 3; this kiln reads format versions up to 2, "
+                  "so loading it needs a kiln that reads version 3");
   parts.prefix.format_version = 0;
   EXPECT_MENTIONS(error_of_bytes(parts.join()), "format version 0");
   parts.prefix.format_version = 1;
@@ -201,17 +201,18 @@ TEST_F(HostileModelFile, GraphText) {
   EXPECT_MENTIONS(error_of_header([](json& h) { h["graph"] = std::string(50000, '['); }), "graph");
 }
 
-// A graph with symbolic sizes parses, but this format version holds static
-// graphs only (issue 21): the reader says so rather than run it.
-TEST_F(HostileModelFile, SymbolicGraphIsRefusedUntilTheFormatHoldsIt) {
+// The good file is a static graph, written in version 1, which holds no
+// symbolic sizes (io_symbolic_test.cpp has the files of version 2).
+TEST_F(HostileModelFile, SymbolicGraphInAVersionOneFileIsRefused) {
   std::string message = error_of_header([](json& h) {
     std::string text = h["graph"];
     for (size_t at; (at = text.find("f32[3, ")) != std::string::npos;)
       text.replace(at, 7, "f32[batch, ");
     h["graph"] = text;
   });
-  EXPECT_MENTIONS(
-      message, "has the symbolic shape [batch, 8]; loading symbolic graphs is not supported yet");
+  EXPECT_MENTIONS(message,
+                  "has the symbolic shape [batch, 8], which format version 1 cannot hold "
+                  "(symbolic graphs are written in version 2)");
 }
 
 TEST_F(HostileModelFile, OutputsAndStateUpdates) {

@@ -48,14 +48,31 @@ TEST(OnnxRoundTrip, ErrorsNameWhatIsWrong) {
   EXPECT_THROW_WITH(export_model_bytes(graph, 1, {.opset_version = 12}), "opset_version 12");
 }
 
-// Export writes static shapes only, for now (issue 21): a symbolic graph is
-// refused up front, naming the value and its shape.
-TEST(OnnxRoundTrip, SymbolicShapesAreRefusedByName) {
+// A symbolic graph (issue 21) exports its dims as dim_params and computes
+// the sizes its ops take from the inputs' shapes (test_symbolic_export.py
+// runs such models in ONNX Runtime).
+TEST(OnnxRoundTrip, SymbolicDimsAreDimParamsAndSizesAreComputed) {
+  const Dim batch = Dim::symbol("batch");
   jit::Graph graph;
-  jit::Value* x = graph.add_input({DType::Float32, {Dim::symbol("batch"), 4}}, "x");
-  graph.set_outputs({graph.append(op("relu"), {x})->output()});
+  jit::Value* x = graph.add_input({DType::Float32, {batch, 4}}, "x");
+  jit::Value* flat = graph.append(op("reshape"), {x}, {{"shape", DimList{4 * batch}}})->output();
+  graph.set_outputs({graph.append(op("relu"), {flat})->output()});
+  // Protobuf keeps strings as they are: the dim_params and op types show in
+  // the bytes (the tests do not link protobuf's generated classes).
+  std::string bytes = export_model_bytes(graph, 1);
+  for (const char* text : {"batch", "4*batch", "Shape", "Gather", "Mul", "Reshape"})
+    EXPECT_NE(bytes.find(text), std::string::npos) << text;
+}
+
+// The exported graph reads a symbol's value off an input dim that is the
+// symbol alone; a size of no such symbol cannot be computed.
+TEST(OnnxRoundTrip, ASymbolNoInputHoldsAloneIsRefusedByName) {
+  const Dim batch = Dim::symbol("batch");
+  jit::Graph graph;
+  jit::Value* z = graph.add_input({DType::Float32, {2 * batch}}, "z");
+  graph.set_outputs({graph.append(op("reshape"), {z}, {{"shape", DimList{batch, 2}}})->output()});
   EXPECT_THROW_WITH(export_model_bytes(graph, 1),
-                    "onnx export: value %0 has the symbolic shape [batch, 4]");
+                    "onnx export: the size batch is no input's dim by itself");
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 // a leak or an allocation beyond libFuzzer's limit is a bug. Models that
 // read cleanly are also compiled (lowered and memory-planned) when their
 // values are small, which puts the graph that came from the file through
-// the executor's planning too.
+// the executor's planning too. A model with symbolic sizes is first
+// specialized to its stored example's sizes (binding the symbols, checking
+// the guards, inferring every node again), as a call at those sizes would.
 //
 // Random mutations would nearly always break the header checksum and stop
 // at the first check; the custom mutator re-seals the header after each
@@ -16,12 +18,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <string>
-
 #include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "kiln/io/model_file.h"
 #include "kiln/io/model_format.h"
+#include "kiln/jit/ir/specialize.h"
 
 namespace {
 
@@ -39,9 +43,20 @@ int memory_file() {
   return fd;
 }
 
-bool small_enough_to_compile(const kiln::jit::ModelFile& model) {
+// The static graph a call would plan: the graph itself, or a symbolic one
+// at its example's sizes (null without an example).
+std::shared_ptr<const kiln::jit::Graph> graph_to_plan(const kiln::jit::ModelFile& model) {
+  if (!model.graph->is_symbolic()) return model.graph;
+  if (model.example_inputs.empty()) return nullptr;
+  std::vector<kiln::IntList> shapes;
+  for (const kiln::Tensor& input : model.example_inputs)
+    shapes.push_back(input.shape());
+  return kiln::jit::specialize(*model.graph, kiln::jit::bind_symbols(*model.graph, shapes));
+}
+
+bool small_enough_to_compile(const kiln::jit::Graph& graph) {
   int64_t total = 0;
-  for (const kiln::jit::Node* node : model.graph->nodes()) {
+  for (const kiln::jit::Node* node : graph.nodes()) {
     for (const kiln::jit::Value* output : node->outputs()) {
       int64_t numel = 1;
       for (const kiln::Dim& dim : output->shape()) {
@@ -52,7 +67,7 @@ bool small_enough_to_compile(const kiln::jit::ModelFile& model) {
       if (total > (int64_t(1) << 20)) return false;
     }
   }
-  return model.graph->num_nodes() <= 64;
+  return graph.num_nodes() <= 64;
 }
 
 }  // namespace
@@ -79,7 +94,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = "/proc/self/fd/" + std::to_string(fd);
   try {
     kiln::jit::ModelFile model = kiln::jit::read_model_file(path);
-    if (small_enough_to_compile(model)) kiln::jit::compile(model);
+    std::shared_ptr<const kiln::jit::Graph> graph = graph_to_plan(model);
+    if (graph && small_enough_to_compile(*graph))
+      kiln::jit::CompiledFunction(graph, model.num_outputs, model.state_updates);
   } catch (const kiln::Error&) {
     // A refused file: what should happen to nearly every input.
   }

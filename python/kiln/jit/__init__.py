@@ -25,6 +25,7 @@ from kiln._C import Tensor
 from kiln.jit._hybrid import HybridCache
 from kiln.jit._record import (
     LEAF,
+    Dim,
     Spec,
     TraceError,
     TracerWarning,
@@ -39,8 +40,9 @@ Value = _C.jit.Value
 CompileReport = _C.jit.CompileReport
 parse_graph = _C.jit.parse_graph
 
-__all__ = ["trace", "compile", "from_graph", "save", "load", "TracedModule", "CompiledFunction",
-           "TracerWarning", "TraceError", "Graph", "Node", "Value", "CompileReport", "parse_graph"]
+__all__ = ["trace", "compile", "Dim", "from_graph", "save", "load", "TracedModule",
+           "CompiledFunction", "TracerWarning", "TraceError", "Graph", "Node", "Value",
+           "CompileReport", "parse_graph"]
 
 
 def _compile_options(optimize: bool, frozen: bool, fast_math: bool,
@@ -154,7 +156,9 @@ def save(module: TracedModule, path: str | os.PathLike[str],
 
 def load(path: str | os.PathLike[str], verify: bool = False) -> TracedModule:
     """Reads a .kiln file (from TracedModule.save, or kiln::jit::save in C++)
-    into a TracedModule. Weights are mapped from the file, not copied.
+    into a TracedModule. Weights are mapped from the file, not copied. A
+    graph with symbolic sizes (`f32[batch, seq, 16]`) runs at any sizes its
+    inputs bind that keep its guards, with no re-tracing or re-batching.
     verify: replay the example the file keeps and check the outputs."""
     compiled, metadata = _C.jit.load(os.fspath(path), verify)
     spec_text = metadata.get("python.output_spec")
@@ -174,7 +178,7 @@ def from_graph(graph: Any) -> TracedModule:
 
 def trace(fn: Callable[..., Any], example_inputs: Tensor | Sequence[Tensor], strict: bool = False,
           optimize: bool = True, frozen: bool = False, fast_math: bool = False,
-          passes: Sequence[str] | None = None) -> TracedModule:
+          passes: Sequence[str] | None = None, dynamic_shapes: Any = None) -> TracedModule:
     """Runs `fn` (a Module or a function) once on `example_inputs` (a tensor,
     or a tuple of tensors; () for none) while recording every op, and returns
     a TracedModule running the recorded graph.
@@ -186,7 +190,14 @@ def trace(fn: Callable[..., Any], example_inputs: Tensor | Sequence[Tensor], str
     optimize: run the default passes (results stay bit for bit eager's);
     frozen: parameters are constants too (inference: subgraphs of weights
     fold); fast_math: also passes that may change rounding; passes: the
-    pass names to run instead of the default list."""
+    pass names to run instead of the default list.
+
+    dynamic_shapes: input dims to keep symbolic, so the traced module runs
+    at any size there: {"x": {0: "batch", 1: "seq"}} by input name, or one
+    dict per positional input; a name may be kiln.jit.Dim("seq", max=512).
+    Sizes the code reads (x.shape[0], x.size(1)) are then symbolic, and
+    Python decisions on them (`if x.shape[1] > 128:`) become guards checked
+    on every call."""
     from kiln.nn import Module
     inputs = (example_inputs,) if isinstance(example_inputs, _C.Tensor) else tuple(example_inputs)
     name = type(fn).__name__ if isinstance(fn, Module) else getattr(fn, "__name__", "function")
@@ -194,9 +205,10 @@ def trace(fn: Callable[..., Any], example_inputs: Tensor | Sequence[Tensor], str
     options = _compile_options(optimize, frozen, fast_math, passes)
     if isinstance(fn, Module):
         params = list(fn.state_dict(keep_vars=True).items())
-        compiled, _, spec = record(fn.forward, inputs, params, strict, options)
+        compiled, _, spec = record(fn.forward, inputs, params, strict, options,
+                                   dynamic_shapes=dynamic_shapes)
         return TracedModule(compiled, spec, name, fn, inputs)
-    compiled, _, spec = record(fn, inputs, [], strict, options)
+    compiled, _, spec = record(fn, inputs, [], strict, options, dynamic_shapes=dynamic_shapes)
     return TracedModule(compiled, spec, name, example_inputs=inputs)
 
 
@@ -206,10 +218,11 @@ class CompiledFunction:
 
     def __init__(self, fn: Callable[..., Any], strict: bool = False, optimize: bool = True,
                  frozen: bool = False, fast_math: bool = False,
-                 passes: Sequence[str] | None = None) -> None:
+                 passes: Sequence[str] | None = None, dynamic: bool | None = None) -> None:
         functools.update_wrapper(self, fn)
         name = getattr(fn, "__name__", "function")
         self._hybrid = HybridCache(fn, f"compile({name})", strict=strict, bind_outside_state=True,
+                                   dynamic=dynamic,
                                    **_compile_options(optimize, frozen, fast_math, passes))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -221,11 +234,14 @@ class CompiledFunction:
 
 def compile(fn: Callable[..., Any] | None = None, *, strict: bool = False, optimize: bool = True,
             frozen: bool = False, fast_math: bool = False,
-            passes: Sequence[str] | None = None) -> Any:
+            passes: Sequence[str] | None = None, dynamic: bool | None = None) -> Any:
     """@kiln.compile (or kiln.compile(fn)): compile `fn` per input signature.
-    Given a Module, hybridizes it and returns it."""
+    Given a Module, hybridizes it and returns it. dynamic: None (default)
+    makes a dim symbolic once it takes a second value, so one entry serves
+    every batch size; True makes every input dim symbolic from the first
+    call; False keeps one entry per shape."""
     options: dict[str, Any] = dict(strict=strict, optimize=optimize, frozen=frozen,
-                                   fast_math=fast_math, passes=passes)
+                                   fast_math=fast_math, passes=passes, dynamic=dynamic)
     if fn is None:
         return lambda f: compile(f, **options)
     from kiln.nn import Module

@@ -22,14 +22,14 @@ class HybridCache:
                  params: Callable[[], list[tuple[str, Tensor]]] | None = None,
                  strict: bool = False, bind_outside_state: bool = False, optimize: bool = True,
                  frozen: bool = False, fast_math: bool = False,
-                 passes: Sequence[str] | None = None) -> None:
+                 passes: Sequence[str] | None = None, dynamic: bool | None = None) -> None:
         self._fn = fn
         self._owner = owner
         self._flat = _record.FlatFunction(fn, owner)
         self._cache = _C.jit.HybridCache(
             owner, self._flat, params, strict=strict, bind_outside_state=bind_outside_state,
             input_names=_record.input_names(fn), optimize=optimize, frozen=frozen,
-            fast_math=fast_math, passes=list(passes or []))
+            fast_math=fast_math, passes=list(passes or []), dynamic=dynamic)
         # The hit path, for callers that inline it (Module.__call__): run(args,
         # training) gives the flat outputs or None; `single` says the result
         # is out[0], else unflatten(out).
@@ -61,6 +61,6 @@ class HybridCache:
         return self.unflatten(flat)
 
     def cache_info(self) -> Any:
-        """Entries (one signature each), hits, and each miss with the guard
-        that failed (old -> new)."""
+        """Entries (one signature each, symbolic dims and guards included),
+        hits, and each miss with the guard that failed."""
         return self._cache.info()

@@ -143,17 +143,63 @@ class FlatFunction:
         return flat
 
 
+class Dim:
+    """A named size for kiln.jit.trace(..., dynamic_shapes=...), with
+    optional bounds checked on every call: Dim("batch", min=1, max=64).
+    Inputs naming the same Dim must have the same size there."""
+
+    def __init__(self, name: str, min: int | None = None, max: int | None = None) -> None:
+        self.name, self.min, self.max = name, min, max
+
+    def __repr__(self) -> str:
+        return f"Dim({self.name!r}, min={self.min}, max={self.max})"
+
+
+# (input, dim, symbol, min, max), as kiln._C.jit.trace takes them.
+DynamicDims = list[tuple[int, int, str, int | None, int | None]]
+
+
+def dynamic_dims(dynamic_shapes: Any, names: Sequence[str], num_inputs: int) -> DynamicDims:
+    """dynamic_shapes as trace() takes it: {input name: {dim: name or Dim}},
+    or one such {dim: ...} (or None) per positional input."""
+    if dynamic_shapes is None:
+        return []
+    per_input: list[Any]
+    if isinstance(dynamic_shapes, dict):
+        unknown = [k for k in dynamic_shapes if k not in names[:num_inputs]]
+        if unknown:
+            raise ValueError(f"dynamic_shapes names {unknown}, which are not inputs of the traced "
+                             f"function (its inputs: {list(names[:num_inputs])})")
+        per_input = [dynamic_shapes.get(name) for name in names[:num_inputs]]
+    else:
+        per_input = list(dynamic_shapes)
+        if len(per_input) != num_inputs:
+            raise ValueError(f"dynamic_shapes has {len(per_input)} entries for {num_inputs} inputs")
+    out: DynamicDims = []
+    for i, dims in enumerate(per_input):
+        for dim, size in (dims or {}).items():
+            if isinstance(size, str):
+                size = Dim(size)
+            if not isinstance(size, Dim) or not isinstance(dim, int):
+                raise TypeError(f"dynamic_shapes: input {i} maps {dim!r} to {size!r}; expected "
+                                "{dim (an int): a name or kiln.jit.Dim}")
+            out.append((i, dim, size.name, size.min, size.max))
+    return out
+
+
 def record(fn: Callable[..., Any], inputs: Sequence[Tensor], params: Sequence[tuple[str, Tensor]],
            strict: bool, compile_options: dict[str, Any],
-           bind_outside_state: bool = False) -> tuple[Any, Any, Spec]:
+           bind_outside_state: bool = False, dynamic_shapes: Any = None) -> tuple[Any, Any, Spec]:
     """Runs fn(*inputs) once while recording. Returns (CompiledFunction, the
     eager result, its structure). bind_outside_state: tensors fn reaches
     from outside (a model's weights, an optimizer's buffers) are bound by
     reference and written back, not frozen as constants."""
     flat_fn = FlatFunction(fn, getattr(fn, "__name__", "function"))
-    names = input_names(fn)[:len(inputs)]
+    all_names = input_names(fn)
+    names = all_names[:len(inputs)]
+    dims = dynamic_dims(dynamic_shapes, all_names, len(inputs))
     compiled, flat = _C.jit.trace(flat_fn, list(inputs), list(params), strict=strict,
                                   bind_outside_state=bind_outside_state,
                                   input_names=names if len(names) == len(inputs) else [],
-                                  **compile_options)
+                                  dynamic_dims=dims, **compile_options)
     return compiled, unflatten(flat_fn.spec, flat), flat_fn.spec

@@ -265,13 +265,16 @@ class Module:
 
     def hybridize(self, active: bool = True, strict: bool = False, optimize: bool = True,
                   frozen: bool = False, fast_math: bool = False,
-                  passes: Sequence[str] | None = None) -> Self:
+                  passes: Sequence[str] | None = None, dynamic: bool | None = None) -> Self:
         """From the next call on, each new input signature (dtypes and shapes,
         grad mode, train/eval) runs forward once while recording it, and
         later calls with that signature run the compiled graph: one call into
         C++, forward's Python body does not run. Parameters and buffers stay
         bound to this module's tensors, so training and load_state_dict are
-        seen. Options as kiln.jit.trace; active=False turns it off."""
+        seen. Options as kiln.jit.trace; active=False turns it off.
+        dynamic: None (default) makes a dim symbolic once it takes a second
+        value (one entry for every batch size); True, every input dim from
+        the first call; False, one entry per shape."""
         if not active:
             object.__setattr__(self, "_hybrid", None)
             return self
@@ -282,7 +285,8 @@ class Module:
 
         object.__setattr__(self, "_hybrid", HybridCache(
             self.forward, f"hybridize({type(self).__name__})", params, strict=strict,
-            optimize=optimize, frozen=frozen, fast_math=fast_math, passes=list(passes or [])))
+            optimize=optimize, frozen=frozen, fast_math=fast_math, passes=list(passes or []),
+            dynamic=dynamic))
         return self
 
     def cache_info(self) -> Any:

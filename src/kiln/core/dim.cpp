@@ -129,6 +129,8 @@ bool operator==(const Dim& a, const Dim& b) {
   if (a.is_static() && b.is_static()) return a.static_value() == b.static_value();
   SizeExpr diff = a.expr() - b.expr();
   if (diff.is_constant()) return diff.constant() == 0;
+  // Sizes are nonnegative: `seq // 2 == -1` is false for every value.
+  if ((diff - 1).provably_nonnegative() || (-diff - 1).provably_nonnegative()) return false;
   return decide(a, ShapeGuard::Relation::Eq, b);
 }
 

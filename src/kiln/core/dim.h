@@ -149,6 +149,9 @@ class ShapeEnv {
   void set_context(std::string context) { context_ = std::move(context); }
 
  private:
+  // A guard `symbol == value` (a size read as an int) fixes the symbol:
+  // later decisions use the value and need no guard of their own.
+  std::map<std::string, SizeExpr> fixed_;
   std::map<std::string, int64_t> hints_;
   std::vector<ShapeGuard> guards_;
   std::string context_;

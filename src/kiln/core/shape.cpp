@@ -73,6 +73,16 @@ DimList broadcast_shapes(const DimList& a, const DimList& b, std::string_view op
   for (size_t i = 0; i < n; ++i) {
     Dim da = i < n - a.size() ? Dim(1) : a[i - (n - a.size())];
     Dim db = i < n - b.size() ? Dim(1) : b[i - (n - b.size())];
+    // A side that is 1 as written takes the other with no decision (and so
+    // no guard): only sizes that may or may not be 1 ask the ShapeEnv.
+    if (db.is_static() && db.static_value() == 1) {
+      out[i] = da;
+      continue;
+    }
+    if (da.is_static() && da.static_value() == 1) {
+      out[i] = db;
+      continue;
+    }
     if (da == db || db == 1) {
       out[i] = da;
       continue;
@@ -137,6 +147,12 @@ DimList infer_reshape(const DimList& target, const Dim& numel, std::string_view 
   }
   if (infer_at >= 0) {
     std::optional<Dim> rest = exact_divide(numel, known);
+    // [4, -1] of [batch, 3, 2] divides only for some batches: while tracing,
+    // the ShapeEnv decides it (a guard on the remainder) and -1 is the floor.
+    bool by_guard = !rest && numel.is_symbolic() && known.is_static() && known.static_value() > 0 &&
+                    current_shape_env() != nullptr;
+    if (by_guard && mod(numel, known.static_value()) == Dim(0))
+      rest = floordiv(numel, known.static_value());
     KILN_CHECK(rest.has_value(), op, ": shape ", target, " is invalid for input of size ", numel,
                " (shape ", shape, ")");
     out[size_t(infer_at)] = *rest;

@@ -97,7 +97,11 @@ bool has_all_hints(const ShapeEnv& env, const SizeExpr& e) {
 
 }  // namespace
 
-bool ShapeEnv::decide(const SizeExpr& lhs, Relation relation, const SizeExpr& rhs) {
+bool ShapeEnv::decide(const SizeExpr& given_lhs, Relation relation, const SizeExpr& given_rhs) {
+  const SizeExpr lhs = fixed_.empty() ? given_lhs : given_lhs.substitute(fixed_);
+  const SizeExpr rhs = fixed_.empty() ? given_rhs : given_rhs.substitute(fixed_);
+  if (lhs.is_constant() && rhs.is_constant())
+    return compare(lhs.constant(), relation, rhs.constant());
   // Without example values (a graph re-inferred after tracing) the recorded
   // guards are the facts: a decision taken while tracing is taken again.
   if (!has_all_hints(*this, lhs) || !has_all_hints(*this, rhs)) {
@@ -120,6 +124,10 @@ bool ShapeEnv::decide(const SizeExpr& lhs, Relation relation, const SizeExpr& rh
 
 void ShapeEnv::add_guard(ShapeGuard guard) {
   if (std::find(guards_.begin(), guards_.end(), guard) != guards_.end()) return;
+  std::vector<std::string> names = guard.lhs.symbols();
+  bool fixes = guard.relation == Relation::Eq && guard.rhs.is_constant() && names.size() == 1 &&
+               guard.lhs == SizeExpr::symbol(names[0]);
+  if (fixes) fixed_.emplace(names[0], guard.rhs);
   guards_.push_back(std::move(guard));
 }
 

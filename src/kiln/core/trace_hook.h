@@ -7,7 +7,10 @@
 // report costs one thread-local load.
 #pragma once
 
+#include <optional>
 #include <source_location>
+
+#include "kiln/core/dim.h"
 
 namespace kiln {
 
@@ -23,6 +26,13 @@ struct TraceHook {
   virtual void on_random_draw(const char* what, const std::source_location& where) = 0;
   // make_tensor made a tensor with new storage.
   virtual void on_tensor_created(const Tensor& t) = 0;
+  // The shape the recording gives `t` when it has symbolic dims (a trace
+  // with dynamic shapes); nullopt when its shape is just t.shape().
+  virtual std::optional<DimList> symbolic_shape(const Tensor& t) = 0;
+  // A symbolic size was read as a plain integer (`what`: "int()"): the
+  // recording is specialized to `value` from here on.
+  virtual void on_size_specialized(const Dim& size, int64_t value, const char* what,
+                                   const std::source_location& where) = 0;
 };
 
 // The hook of this thread, or null.

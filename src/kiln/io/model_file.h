@@ -5,7 +5,13 @@
 //   jit::CompiledFunction model = jit::load("mlp.kiln");       // callable from any thread
 //   std::vector<Tensor> y = model({x});
 //
-// Layout (little-endian; kFormatVersion = 1):
+// A graph with symbolic sizes (traced with dynamic shapes: `%x : f32[batch,
+// 512]`) keeps them: the loaded model runs at any size its inputs bind, one
+// plan per size (jit/compile/per_size_runner.h), and a call that breaks the
+// graph's guards or shares a symbol inconsistently is an error naming the
+// input, the dim and the values.
+//
+// Layout (little-endian; format version 1 or 2, see below):
 //
 //   offset 0   8 bytes  magic "\x89KILN\r\n\x1a\n" (PNG's trick: a text-mode
 //                       transfer or a truncated first line changes it)
@@ -15,8 +21,10 @@
 //         24   u64      XXH3-64 of bytes [0, 24) followed by the header
 //         32   H bytes  header, JSON: kiln_version, op_schema_version, the
 //                       graph as IR text (printer.h), num_outputs,
-//                       state_updates, metadata, and one record per tensor
-//                       (role, name, dtype, shape, offset, nbytes, xxh3)
+//                       state_updates, metadata, one record per tensor
+//                       (role, name, dtype, shape, offset, nbytes, xxh3),
+//                       and from version 2 the graph's guards
+//                       ({lhs, relation, rhs, reason}, sizes as IR text)
 //   then, each at a multiple of 64 bytes: the raw tensors (parameters,
 //   constants too large to print inline, the example inputs and outputs)
 //
@@ -25,6 +33,11 @@
 // constant. Every length, offset, dtype, shape, element count, checksum, op
 // name and attribute is checked before it is used; a bad file raises
 // kiln::Error saying what is wrong and never crashes or over-allocates.
+//
+// Versions: 1 holds static graphs; 2 (issue 21) adds symbolic sizes in the
+// graph text and the guards. A file is written in the oldest version that
+// holds its graph, so a static model saved today still loads in a kiln that
+// reads version 1 only; this kiln reads both.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +50,8 @@
 
 namespace kiln::jit {
 
-inline constexpr uint32_t kModelFormatVersion = 1;
+// The newest format version this kiln reads and writes.
+inline constexpr uint32_t kModelFormatVersion = 2;
 
 struct SaveOptions {
   // An input the file keeps with the outputs the model gives for it, which

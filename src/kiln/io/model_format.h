@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kiln/io/tensor_records.h"
 #include "kiln/jit/compile/compiled.h"
 
 namespace kiln::jit::model_format {
@@ -35,6 +36,20 @@ inline constexpr std::string_view kParam = "param";
 inline constexpr std::string_view kConstant = "constant";  // a graph constant stored as a blob
 inline constexpr std::string_view kExampleInput = "example_input";
 inline constexpr std::string_view kExampleOutput = "example_output";
+
+// A graph without symbolic sizes or guards is written in version 1, which
+// kilns from before the bump read too; version 2 adds symbolic graphs.
+inline constexpr uint32_t kStaticFormatVersion = 1;
+inline constexpr uint32_t kSymbolicFormatVersion = 2;
+// The oldest version that holds `graph`.
+uint32_t format_version_for(const Graph& graph);
+
+// A graph's guards as the header keeps them (version 2): a list of
+// {"lhs": "seq", "relation": "<=", "rhs": "128", "reason": "..."}, the sizes
+// in the IR's text form (parse_size_expr reads them back).
+io::Json guards_to_json(const std::vector<ShapeGuard>& guards);
+// The guards of such a list; an error naming `what` and the faulty entry.
+std::vector<ShapeGuard> guards_from_json(const io::Json& list, const std::string& what);
 
 // Constants with more elements than this leave the graph text for a blob.
 inline constexpr int64_t kInlineConstantLimit = 16;

@@ -10,6 +10,7 @@
 #include "kiln/io/model_format.h"
 #include "kiln/io/tensor_records.h"
 #include "kiln/jit/ir/parser.h"
+#include "kiln/jit/ir/specialize.h"
 #include "kiln/jit/ir/text_format.h"
 #include "kiln/jit/ir/verifier.h"
 #include "kiln/ops/copy.h"
@@ -199,8 +200,8 @@ void check_outputs(const ModelFile& model) {
                                                                  : nullptr;
     KILN_CHECK(target, model.path, ": a state update names no input or parameter of the graph");
     const Value* value = graph.outputs()[update.output];
-    KILN_CHECK(target->dtype() == value->dtype() && target->shape() == value->shape(), model.path,
-               ": a state update writes ", value->dtype(), value->shape(), " into ",
+    KILN_CHECK(target->dtype() == value->dtype() && same_dims(target->shape(), value->shape()),
+               model.path, ": a state update writes ", value->dtype(), value->shape(), " into ",
                target->dtype(), target->shape());
   }
 }
@@ -213,31 +214,109 @@ void check_example(const ModelFile& model) {
              model.path, ": the example has ", model.example_inputs.size(), " inputs and ",
              model.example_outputs.size(), " outputs; the graph takes ", graph.inputs().size(),
              " and returns ", model.num_outputs);
+  bool symbolic = graph.is_symbolic();
   for (size_t i = 0; i < model.example_inputs.size(); ++i) {
     const Tensor& example = model.example_inputs[i];
     const Value* input = graph.inputs()[i];
-    KILN_CHECK(
-        example.dtype() == input->dtype() && same_dims(to_dims(example.shape()), input->shape()),
-        model.path, ": example input ", i, " is ", example.dtype(), example.shape(),
-        " but the graph takes ", input->dtype(), input->shape());
+    bool fits = example.dtype() == input->dtype() &&
+                (symbolic || same_dims(to_dims(example.shape()), input->shape()));
+    KILN_CHECK(fits, model.path, ": example input ", i, " is ", example.dtype(), example.shape(),
+               " but the graph takes ", input->dtype(), input->shape());
+  }
+  if (!symbolic) return;
+  // The example of a symbolic graph is one set of sizes it runs at.
+  std::vector<IntList> shapes;
+  for (const Tensor& example : model.example_inputs)
+    shapes.push_back(example.shape());
+  in_context(model.path + ": the stored example", [&] { bind_symbols(graph, shapes); });
+}
+
+// The symbols a size attribute mentions.
+std::vector<std::string> attr_symbols(const AttrValue& value) {
+  if (const Dim* dim = std::get_if<Dim>(&value)) return symbols_of({*dim});
+  if (const DimList* dims = std::get_if<DimList>(&value)) return symbols_of(*dims);
+  return {};
+}
+
+// Version 1 holds static graphs only; a file that says 1 and has symbolic
+// sizes was not written by kiln.
+void check_static_for_version_1(const ModelFile& model) {
+  if (model.format_version >= kSymbolicFormatVersion) return;
+  std::optional<SymbolicSite> site = first_symbolic(*model.graph);
+  if (!site) return;
+  if (site->value) {
+    KILN_CHECK(false, model.path, ": graph value %", site->value->id(), " has the symbolic shape ",
+               to_string(site->value->shape()),
+               ", which format version 1 cannot hold (symbolic graphs are written in version ",
+               kSymbolicFormatVersion, ")");
+  }
+  KILN_CHECK(false, model.path, ": attribute '", site->attr, "' of ", site->node->op().name,
+             " is symbolic, which format version 1 cannot hold (symbolic graphs are written in "
+             "version ",
+             kSymbolicFormatVersion, ")");
+}
+
+// A call binds each symbol from an input dim that is that symbol alone
+// (specialize.h): one that no input sets could never be given a value.
+void check_symbols_are_bound(const ModelFile& model) {
+  const Graph& graph = *model.graph;
+  std::set<std::string> bound;
+  for (const Value* input : graph.inputs()) {
+    for (const Dim& dim : input->shape()) {
+      if (dim.is_static()) continue;
+      std::vector<std::string> names = dim.expr().symbols();
+      if (names.size() == 1 && dim.expr() == SizeExpr::symbol(names[0])) bound.insert(names[0]);
+    }
+  }
+  auto check = [&](const std::vector<std::string>& names, const std::string& where) {
+    for (const std::string& name : names) {
+      KILN_CHECK(bound.count(name), model.path, ": ", where, " uses the size ", name,
+                 ", but no graph input has a dim that is ", name, " alone, so no call sets it");
+    }
+  };
+  for (const Value* input : graph.inputs())
+    check(symbols_of(input->shape()), str("graph input %", input->id()));
+  for (const Node* node : graph.nodes()) {
+    for (const Value* output : node->outputs())
+      check(symbols_of(output->shape()), str("graph value %", output->id()));
+    for (const auto& [name, value] : node->attrs().items())
+      check(attr_symbols(value), str("attribute '", name, "' of ", node->op().name));
+  }
+  for (const ShapeGuard& guard : graph.guards()) {
+    std::vector<std::string> names = guard.lhs.symbols();
+    for (std::string& name : guard.rhs.symbols())
+      names.push_back(std::move(name));
+    check(names, "the guard " + guard.to_string());
   }
 }
 
 // Every value's size must be countable: later code multiplies dimensions
-// without checking for overflow. Files hold static graphs (symbolic ones
-// need the format bump of issue 21).
+// without checking for overflow. A symbolic dim is sized at each call (by
+// shape inference over the call's sizes); its static dims are checked here.
 void check_value_sizes(const ModelFile& model) {
   auto check = [&](const Value* value) {
-    KILN_CHECK(is_static(value->shape()), model.path, ": graph value %", value->id(),
-               " has the symbolic shape ", to_string(value->shape()),
-               "; loading symbolic graphs is not supported yet");
-    io::checked_nbytes(value->dtype(), to_static(value->shape()), model.path + ": graph value");
+    IntList known;
+    for (const Dim& dim : value->shape())
+      known.push_back(dim.is_static() ? dim.static_value() : 1);
+    io::checked_nbytes(value->dtype(), known, model.path + ": graph value");
   };
   for (const Value* input : model.graph->inputs())
     check(input);
   for (const Node* node : model.graph->nodes())
     for (const Value* output : node->outputs())
       check(output);
+}
+
+// The guards the header keeps (version 2), added to the graph before it is
+// verified: re-inferring a symbolic graph decides as the trace did.
+void read_guards(ModelFile& model, const Json& header) {
+  const Json* list = io::json_optional_field(header, "guards", model.path);
+  if (!list) return;
+  KILN_CHECK(model.format_version >= kSymbolicFormatVersion, model.path,
+             ": format version 1 has no guards (symbolic graphs are written in version ",
+             kSymbolicFormatVersion, ")");
+  for (ShapeGuard& guard : guards_from_json(*list, model.path + ": guards"))
+    model.graph->add_guard(std::move(guard));
 }
 
 }  // namespace
@@ -270,7 +349,10 @@ ModelFile read_model_file(const std::string& path) {
   std::string graph_text = io::json_string(io::json_field(header, "graph", path), path + ": graph");
   model.graph =
       in_context(path + ": graph", [&] { return std::shared_ptr<Graph>(parse_graph(graph_text)); });
+  read_guards(model, header);
+  check_static_for_version_1(model);
   bind_weights(model, records, *file);
+  check_symbols_are_bound(model);
   in_context(path + ": graph", [&] { verify(*model.graph); });
   check_value_sizes(model);
 

@@ -49,22 +49,6 @@ std::vector<std::string> move_large_constants_to_params(Graph& graph) {
   return moved;
 }
 
-// The file format holds static graphs until its version bump (issue 21): a
-// symbolic shape or attribute is refused here, by name, rather than written
-// in a form no reader accepts.
-void check_static(const Graph& graph) {
-  std::optional<SymbolicSite> site = first_symbolic(graph);
-  if (!site) return;
-  if (site->value) {
-    KILN_CHECK_VALUE(false, "save: cannot save symbolic shapes yet (value %", site->value->id(),
-                     " has the shape ", to_string(site->value->shape()), ")");
-  }
-  const Node& node = *site->node;
-  KILN_CHECK_VALUE(false, "save: cannot save symbolic attribute yet ('", site->attr, "' of ",
-                   node.op().name, " at node %", node.output()->id(), " is ",
-                   attr_to_string(node.attrs().get(site->attr)), ")");
-}
-
 Json state_update_record(const StateUpdate& update) {
   Json record = {{"output", update.output}};
   if (update.target == ValueKind::Param) {
@@ -116,7 +100,6 @@ void save(const CompiledFunction& compiled, const std::string& path, const SaveO
   KILN_CHECK_VALUE(compiled.grad_updates().empty(),
                    "save: this is a compiled training step (it sets gradients); save the model "
                    "instead: kiln.jit.trace(model, x).save(path)");
-  check_static(compiled.graph());
   std::shared_ptr<Graph> graph = compiled.graph().clone();
   std::vector<std::string> moved = move_large_constants_to_params(*graph);
 
@@ -136,11 +119,13 @@ void save(const CompiledFunction& compiled, const std::string& path, const SaveO
     header["state_updates"].push_back(state_update_record(update));
   for (const Blob& blob : blobs)
     header["tensors"].push_back(tensor_record(blob));
+  uint32_t version = format_version_for(*graph);
+  if (version >= kSymbolicFormatVersion) header["guards"] = guards_to_json(graph->guards());
   std::string header_text = header.dump();
 
   Prefix prefix{};
   prefix.magic = kMagic;
-  prefix.format_version = kModelFormatVersion;
+  prefix.format_version = version;
   prefix.header_bytes = header_text.size();
   prefix.header_checksum = header_checksum(prefix, header_text);
 

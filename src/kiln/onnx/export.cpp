@@ -54,37 +54,61 @@ void unfuse(Graph& graph) {
   }
 }
 
-// Symbolic dims (issue 21) do not export yet: one error up front, naming
-// the first value or attribute that has one, rather than one from deep
-// inside an exporter.
-void check_static(const Graph& graph) {
-  std::optional<jit::SymbolicSite> site = jit::first_symbolic(graph);
-  if (!site) return;
-  if (site->value) {
-    KILN_CHECK(false, "onnx export: value %", site->value->id(), " has the symbolic shape ",
-               to_string(site->value->shape()),
-               "; exporting symbolic dimensions is not supported yet (trace with static "
-               "shapes, and use dynamic_batch for a dynamic batch)");
+// Symbolic attributes export where the op's exporter computes them in the
+// graph (exports_symbolic_attrs); any other is refused here, by name, rather
+// than deep inside an exporter.
+void check_symbolic_attrs(const Graph& graph) {
+  for (const Node* node : graph.nodes()) {
+    if (exports_symbolic_attrs(node->op().name)) continue;
+    for (const auto& [name, value] : node->attrs().items()) {
+      KILN_CHECK(!attr_is_symbolic(value), "onnx export: attribute '", name, "' of ",
+                 node->op().name, " (node %", node->output()->id(), ") is the symbolic size ",
+                 attr_to_string(value), ", which the ONNX export of ", node->op().name,
+                 " cannot compute in the graph");
+    }
   }
-  const Node& node = *site->node;
-  KILN_CHECK(false, "onnx export: attribute '", site->attr, "' of ", node.op().name, " (node %",
-             node.output()->id(), ") is the symbolic size ",
-             attr_to_string(node.attrs().get(site->attr)),
-             "; exporting symbolic sizes is not supported yet");
 }
 
+// A graph with symbolic sizes names its own dims; dynamic_batch (made for
+// static graphs) is accepted when it says no more than they do.
+bool use_dynamic_batch(const Graph& graph, const ExportOptions& options) {
+  if (!options.dynamic_batch || !graph.is_symbolic()) return options.dynamic_batch;
+  for (const Value* input : graph.inputs()) {
+    KILN_CHECK_VALUE(input->shape().empty() || input->shape()[0].is_symbolic(),
+                     "onnx export: dynamic_batch on a graph with symbolic sizes, whose input '",
+                     input->name(), "' has the static first dim ", input->shape()[0],
+                     " (the graph's own symbols are exported; leave dynamic_batch off)");
+  }
+  return false;
+}
+
+// Static dims as dim_value; a symbolic one as dim_param, named by its text
+// (`batch`, `2*batch`): ONNX runtimes take equal names for equal sizes.
 void set_type(pb::ValueInfoProto& info, const Value* value, bool dynamic_batch) {
   pb::TypeProto_Tensor* tensor = info.mutable_type()->mutable_tensor_type();
   tensor->set_elem_type(onnx_dtype(value->dtype()));
   pb::TensorShapeProto* shape = tensor->mutable_shape();
-  IntList dims = static_shape(value);
+  const DimList& dims = value->shape();
   for (size_t i = 0; i < dims.size(); ++i) {
     pb::TensorShapeProto_Dimension* dim = shape->add_dim();
     if (i == 0 && dynamic_batch) {
       dim->set_dim_param("batch");
+    } else if (dims[i].is_symbolic()) {
+      dim->set_dim_param(dims[i].to_string());
     } else {
-      dim->set_dim_value(dims[i]);
+      dim->set_dim_value(dims[i].static_value());
     }
+  }
+}
+
+// The run-time source of each symbol: the first input dim that is it alone.
+void add_symbol_sources(const Value* input, const std::string& name, ExportContext& context) {
+  const DimList& dims = input->shape();
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (dims[d].is_static()) continue;
+    std::vector<std::string> symbols = dims[d].expr().symbols();
+    if (symbols.size() == 1 && dims[d].same_as(Dim::symbol(symbols[0])))
+      context.add_symbol_source(symbols[0], name, int64_t(d));
   }
 }
 
@@ -109,9 +133,13 @@ std::string export_model_bytes(const Graph& source, size_t num_outputs,
   KILN_CHECK_VALUE(num_outputs <= source.outputs().size(), "onnx export: ", num_outputs,
                    " outputs asked for, the graph has ", source.outputs().size());
   std::unique_ptr<Graph> graph = source.clone();
-  check_static(*graph);
+  // Unfusing infers the new nodes' types: over symbolic sizes it decides
+  // as the trace did, from the graph's guards.
+  jit::GraphShapeScope shape_scope(*graph);
+  check_symbolic_attrs(*graph);
   unfuse(*graph);
-  int64_t batch = options.dynamic_batch ? jit::batch_size_of(*graph) : -1;
+  bool dynamic_batch = use_dynamic_batch(*graph, options);
+  int64_t batch = dynamic_batch ? jit::batch_size_of(*graph) : -1;
 
   pb::ModelProto model;
   model.set_ir_version(8);
@@ -122,7 +150,7 @@ std::string export_model_bytes(const Graph& source, size_t num_outputs,
   opset->set_version(options.opset_version);
   pb::GraphProto& onnx_graph = *model.mutable_graph();
   onnx_graph.set_name("kiln");
-  ExportContext context(onnx_graph, options.opset_version, options.dynamic_batch, batch);
+  ExportContext context(onnx_graph, options.opset_version, dynamic_batch, batch);
 
   for (size_t i = 0; i < graph->inputs().size(); ++i) {
     const Value* input = graph->inputs()[i];
@@ -131,7 +159,8 @@ std::string export_model_bytes(const Graph& source, size_t num_outputs,
     context.bind(input, name);
     pb::ValueInfoProto* info = onnx_graph.add_input();
     info->set_name(name);
-    set_type(*info, input, options.dynamic_batch && !input->shape().empty());
+    set_type(*info, input, dynamic_batch && !input->shape().empty());
+    add_symbol_sources(input, name, context);
   }
   for (const Value* param : graph->params()) {
     KILN_CHECK_VALUE(param->data().defined(), "onnx export: parameter '", param->name(),
@@ -150,7 +179,7 @@ std::string export_model_bytes(const Graph& source, size_t num_outputs,
     context.node("Identity", {context.name(value)}, {name});
     pb::ValueInfoProto* info = onnx_graph.add_output();
     info->set_name(name);
-    set_type(*info, value, options.dynamic_batch && !value->shape().empty());
+    set_type(*info, value, dynamic_batch && !value->shape().empty());
   }
   std::string bytes;
   KILN_CHECK(model.SerializeToString(&bytes),

@@ -24,8 +24,14 @@ pb::TensorProto_DataType onnx_dtype(DType dtype) {
   return pb::TensorProto_DataType_UNDEFINED;
 }
 
-IntList static_shape(const jit::Value* value) {
-  return to_static(value->shape(), "onnx export");
+IntList static_shape(const jit::Node& node, const jit::Value* value) {
+  const DimList& dims = value->shape();
+  for (size_t i = 0; i < dims.size(); ++i) {
+    KILN_CHECK(dims[i].is_static(), "onnx export: ", node.op().name, " (node %",
+               node.output()->id(), ") needs a concrete size for dim ", i, " of ", to_string(dims),
+               ", got the symbolic size ", dims[i]);
+  }
+  return to_static(dims);
 }
 
 std::string ExportContext::fresh(const std::string& base) {

@@ -4,6 +4,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -17,10 +18,9 @@ namespace pb = ::onnx;
 
 pb::TensorProto_DataType onnx_dtype(DType dtype);
 
-// The integer shape of a value. ONNX export writes static shapes only for
-// now; a symbolic dim is an error naming it (export_model_bytes checks the
-// whole graph first, so this is the exporters' safety net).
-IntList static_shape(const jit::Value* value);
+// The integer shape of a value `node` reads or writes, for the exporters
+// that need concrete sizes; a symbolic dim is an error naming the op.
+IntList static_shape(const jit::Node& node, const jit::Value* value);
 
 class ExportContext {
  public:
@@ -62,7 +62,26 @@ class ExportContext {
   // batch) is written as 0 ("copy it from the input") for Reshape.
   std::vector<int64_t> reshape_target(const IntList& shape, const jit::Value* input) const;
 
+  // ---- symbolic sizes (export_sizes.cpp) ----
+  // Where the graph reads `symbol` at run time: dim `dim` of the ONNX input
+  // `input` (the first one that is the symbol alone is kept).
+  void add_symbol_source(const std::string& symbol, const std::string& input, int64_t dim);
+  // A size as a 1-D int64 tensor of one element: an initializer when
+  // static, else computed in the graph from the inputs' shapes (once per
+  // size). An error when a symbol it names has no source.
+  std::string size(const Dim& dim);
+  // The same for one symbol, read off its source input's Shape.
+  std::string symbol_size(const std::string& symbol);
+  // Sizes as one 1-D int64 tensor: static runs as initializers, symbolic
+  // dims computed, joined by a Concat.
+  std::string sizes(const DimList& dims);
+
  private:
+  struct SymbolSource {
+    std::string input;
+    int64_t dim;
+  };
+
   pb::GraphProto& graph_;
   int64_t opset_;
   bool dynamic_batch_;
@@ -70,6 +89,9 @@ class ExportContext {
   std::unordered_map<const jit::Value*, std::string> names_;  // lookups only
   std::unordered_map<std::string, int> counters_;             // lookups only
   std::unordered_set<std::string> taken_;                     // lookups only
+  std::map<std::string, SymbolSource> symbol_sources_;
+  std::unordered_map<std::string, std::string> size_names_;    // size text -> name; lookups only
+  std::unordered_map<std::string, std::string> input_shapes_;  // input -> its Shape; lookups only
 };
 
 void set_attr(pb::NodeProto& node, const std::string& name, int64_t value);
@@ -80,6 +102,10 @@ void set_attr(pb::NodeProto& node, const std::string& name, const std::string& v
 using ExportFn = void (*)(const jit::Node& node, ExportContext& context);
 // The exporter of an op by name, or null.
 ExportFn find_exporter(const std::string& op_name);
+// Whether the op's exporter writes symbolic attributes (a reshape target
+// `[batch, -1]`, a slice end `seq // 2`) as sizes computed in the graph.
+// Export refuses a symbolic attribute of any other op by name.
+bool exports_symbolic_attrs(const std::string& op_name);
 
 // Each file of exporters adds its own to the table.
 void add_elementwise_exporters(std::unordered_map<std::string, ExportFn>& table);

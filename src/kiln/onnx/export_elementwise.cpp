@@ -239,7 +239,7 @@ void arg_extreme(const Node& node, ExportContext& c, const char* op_type) {
   std::string index = c.temp(op_type, {x}, &made);
   set_attr(*made, "axis", int64_t(0));
   set_attr(*made, "keepdims", int64_t(0));
-  std::vector<int64_t> shape = static_shape(node.output());
+  std::vector<int64_t> shape = static_shape(node, node.output());
   c.node_for(node.output(), "Reshape", {index, c.ints(shape)});
 }
 
@@ -255,10 +255,10 @@ std::string variance(const Node& node, ExportContext& c) {
   const jit::Value* input = node.input(0);
   DType dtype = node.output()->dtype();
   std::vector<int64_t> axes = reduce_axes(node);
-  IntList input_shape = static_shape(input);
-  int64_t count = 1;
+  const DimList& input_shape = input->shape();
+  Dim count = 1;
   if (axes.empty()) {
-    for (int64_t dim : input_shape)
+    for (const Dim& dim : input_shape)
       count *= dim;
   } else {
     for (int64_t axis : axes)
@@ -274,8 +274,16 @@ std::string variance(const Node& node, ExportContext& c) {
   if (!axes.empty()) sum_inputs.push_back(c.ints(axes));
   std::string total = c.temp("ReduceSum", sum_inputs, &made);
   set_attr(*made, "keepdims", int64_t(node.attrs().get_bool("keepdim")));
-  double divisor = double(count - node.attrs().get_int("correction"));
-  return c.temp("Div", {total, c.scalar(divisor > 0 ? divisor : 0.0, dtype)});
+  Dim divisor = count - node.attrs().get_int("correction");
+  if (divisor.is_static()) {
+    double value = double(divisor.static_value());
+    return c.temp("Div", {total, c.scalar(value > 0 ? value : 0.0, dtype)});
+  }
+  // A symbolic count: max(n - correction, 0) computed in the graph, as a 0-d
+  // value of the output's dtype.
+  std::string positive = c.temp("Max", {c.size(divisor), c.ints({0})});
+  std::string scalar = c.temp("Reshape", {c.cast(positive, dtype), c.ints({})});
+  return c.temp("Div", {total, scalar});
 }
 
 void var(const Node& node, ExportContext& c) {

@@ -67,7 +67,7 @@ void conv2d(const Node& node, ExportContext& c) {
   Unbatched unbatched = batched_input(node, c);
   std::vector<std::string> inputs = {c.name(node.input(1))};
   if (node.inputs().size() > 2 && node.input(2)) inputs.push_back(c.name(node.input(2)));
-  IntList weight = static_shape(node.input(1));
+  IntList weight = static_shape(node, node.input(1));
   std::string pending;
   auto& made = spatial_node(node, c, unbatched, "Conv", inputs, &pending);
   set_attr(made, "kernel_shape", std::vector<int64_t>{weight[2], weight[3]});
@@ -107,13 +107,31 @@ void avg_pool2d(const Node& node, ExportContext& c) {
   finish_spatial(node, c, pending);
 }
 
+bool is_one(const Dim& dim) {
+  return dim.is_static() && dim.static_value() == 1;
+}
+
 // Adaptive pooling exports when its windows are all alike: a global pool,
-// or an output size that divides the input's.
+// or an output size that divides the input's. At a symbolic input size only
+// the global pool has a window ONNX can state.
 void adaptive_avg_pool2d(const Node& node, ExportContext& c) {
-  IntList in = static_shape(node.input(0));
-  IntList out = static_shape(node.output());
-  int64_t h = in[in.size() - 2], w = in[in.size() - 1];
-  int64_t oh = out[out.size() - 2], ow = out[out.size() - 1];
+  const DimList& in_dims = node.input(0)->shape();
+  const DimList& out_dims = node.output()->shape();
+  bool symbolic_window = !in_dims[in_dims.size() - 2].is_static() || !in_dims.back().is_static();
+  if (symbolic_window && is_one(out_dims[out_dims.size() - 2]) && is_one(out_dims.back())) {
+    Unbatched unbatched = batched_input(node, c);
+    std::string pending;
+    spatial_node(node, c, unbatched, "GlobalAveragePool", {}, &pending);
+    finish_spatial(node, c, pending);
+    return;
+  }
+  auto window = [&](const Dim& dim) {
+    return require_static(dim, "onnx export: adaptive_avg_pool2d",
+                          "spatial size (ONNX's AveragePool has a fixed window; only a pool to "
+                          "1x1 exports at symbolic sizes)");
+  };
+  int64_t h = window(in_dims[in_dims.size() - 2]), w = window(in_dims.back());
+  int64_t oh = window(out_dims[out_dims.size() - 2]), ow = window(out_dims.back());
   KILN_CHECK(h % oh == 0 && w % ow == 0, "onnx export: adaptive_avg_pool2d from ", h, "x", w,
              " to ", oh, "x", ow, " has windows of different sizes, which ONNX cannot express");
   Unbatched unbatched = batched_input(node, c);
@@ -144,7 +162,8 @@ void batch_norm(const Node& node, ExportContext& c) {
              "onnx export: batch_norm in training mode (call eval() before exporting)");
   KILN_CHECK(node.input(3) && node.input(4),
              "onnx export: batch_norm in eval mode without running statistics");
-  int64_t channels = static_shape(node.input(0))[1];
+  int64_t channels =
+      require_static(node.input(0)->shape().at(1), "onnx export: batch_norm", "channel count");
   auto& made = c.node_for(
       node.output(), "BatchNormalization",
       {c.name(node.input(0)), channel_input(node, 1, channels, 1.0, c),

@@ -1,6 +1,9 @@
 // ONNX translations of the view, shape, indexing and linear-algebra ops.
-// Shapes in kiln attributes are static; with a dynamic batch, reshape
-// targets copy the batch from their input (ExportContext::reshape_target).
+// With a dynamic batch, reshape targets copy the batch from their input
+// (ExportContext::reshape_target). Symbolic sizes in attributes and shapes
+// (a view to [batch, seq, 2, 8], a slice end seq // 2) are computed in the
+// graph (export_sizes.cpp), or written as Reshape's 0 and Expand's 1 where
+// the input already has the size.
 #include <algorithm>
 
 #include "kiln/core/factory.h"
@@ -22,13 +25,26 @@ int64_t wrap(int64_t dim, int64_t rank) {
 }
 
 // A literal 0 in a Reshape target means "copy the input's dimension"
-// unless allowzero is set (opset 14 on); a dynamic batch uses that meaning.
+// unless allowzero is set (opset 14 on); a dynamic batch uses that meaning,
+// and so does a symbolic dim that the input has at the same place.
 void reshape(const Node& node, ExportContext& c) {
-  IntList shape = static_shape(node.output());
-  std::vector<int64_t> target = c.reshape_target(shape, node.input(0));
-  auto& made = c.node_for(node.output(), "Reshape", {c.name(node.input(0)), c.ints(target)});
-  bool empty_dims = std::find(shape.begin(), shape.end(), 0) != shape.end();
-  if (empty_dims && c.opset() >= 14) set_attr(made, "allowzero", int64_t(1));
+  const DimList& shape = node.output()->shape();
+  bool empty_dims = std::any_of(shape.begin(), shape.end(), [](const Dim& d) {
+    return d.is_static() && d.static_value() == 0;
+  });
+  bool literal_zeros = empty_dims && c.opset() >= 14;
+  std::string target;
+  if (is_static(shape)) {
+    target = c.ints(c.reshape_target(to_static(shape), node.input(0)));
+  } else {
+    DimList dims = shape;
+    const DimList& in = node.input(0)->shape();
+    for (size_t i = 0; i < dims.size() && i < in.size() && !literal_zeros; ++i)
+      if (dims[i].is_symbolic() && dims[i].same_as(in[i])) dims[i] = 0;
+    target = c.sizes(dims);
+  }
+  auto& made = c.node_for(node.output(), "Reshape", {c.name(node.input(0)), target});
+  if (literal_zeros) set_attr(made, "allowzero", int64_t(1));
 }
 
 void transpose(const Node& node, ExportContext& c) {
@@ -53,10 +69,21 @@ void permute(const Node& node, ExportContext& c) {
   set_attr(made, "perm", perm);
 }
 
+// Expand broadcasts: a 1 in the target keeps the input's size there.
 void expand(const Node& node, ExportContext& c) {
-  std::vector<int64_t> shape = static_shape(node.output());
-  if (c.dynamic_batch() && !shape.empty() && shape[0] == c.batch()) shape[0] = 1;  // broadcasts
-  c.node_for(node.output(), "Expand", {c.name(node.input(0)), c.ints(shape)});
+  const DimList& out = node.output()->shape();
+  if (is_static(out)) {
+    std::vector<int64_t> shape = to_static(out);
+    if (c.dynamic_batch() && !shape.empty() && shape[0] == c.batch()) shape[0] = 1;
+    c.node_for(node.output(), "Expand", {c.name(node.input(0)), c.ints(shape)});
+    return;
+  }
+  DimList target = out;
+  const DimList& in = node.input(0)->shape();
+  size_t offset = out.size() - in.size();
+  for (size_t i = offset; i < out.size(); ++i)
+    if (target[i].is_symbolic() && target[i].same_as(in[i - offset])) target[i] = 1;
+  c.node_for(node.output(), "Expand", {c.name(node.input(0)), c.sizes(target)});
 }
 
 // squeeze/unsqueeze, select, narrow and slice as Reshape/Slice/Gather.
@@ -68,40 +95,43 @@ void unsqueeze(const Node& node, ExportContext& c) {
   c.node_for(node.output(), "Unsqueeze", {c.name(node.input(0)), c.ints({dim})});
 }
 
-void slice_of(const Node& node, ExportContext& c, int64_t dim, int64_t start, int64_t end,
+// Slice bounds are 1-D tensors, computed in the graph when symbolic; ONNX
+// clamps them as Python does.
+void slice_of(const Node& node, ExportContext& c, int64_t dim, const Dim& start, const Dim& end,
               int64_t step) {
-  c.node_for(
-      node.output(), "Slice",
-      {c.name(node.input(0)), c.ints({start}), c.ints({end}), c.ints({dim}), c.ints({step})});
+  c.node_for(node.output(), "Slice",
+             {c.name(node.input(0)), c.size(start), c.size(end), c.ints({dim}), c.ints({step})});
 }
 
 void narrow(const Node& node, ExportContext& c) {
   int64_t rank = rank_of(node.input(0));
   int64_t dim = wrap(node.attrs().get_int("dim"), rank);
-  int64_t start = node.attrs().get_int("start");
-  if (start < 0) start += static_shape(node.input(0))[size_t(dim)];
-  slice_of(node, c, dim, start, start + node.attrs().get_int("length"), 1);
+  Dim start = node.attrs().get_dim("start");
+  if (start.is_static() && start.static_value() < 0) start += node.input(0)->shape()[size_t(dim)];
+  slice_of(node, c, dim, start, start + node.attrs().get_dim("length"), 1);
 }
 
 void slice(const Node& node, ExportContext& c) {
   int64_t rank = rank_of(node.input(0));
   int64_t dim = wrap(node.attrs().get_int("dim"), rank);
-  auto optional = [&](const char* name, int64_t absent) {
-    const AttrValue& value = node.attrs().get(name);
-    return std::holds_alternative<std::monostate>(value) ? absent : node.attrs().get_int(name);
+  auto bound = [&](const char* name, int64_t absent) {
+    return node.attrs().has(name) ? node.attrs().get_dim(name) : Dim(absent);
   };
-  slice_of(node, c, dim, optional("start", 0), optional("end", INT64_MAX),
-           node.attrs().get_int("step"));
+  slice_of(node, c, dim, bound("start", 0), bound("end", INT64_MAX), node.attrs().get_int("step"));
 }
 
+// Gather with a 0-d index drops the dim (and takes a negative index as
+// Python does, which a symbolic input size needs).
 void select(const Node& node, ExportContext& c) {
   int64_t rank = rank_of(node.input(0));
   int64_t dim = wrap(node.attrs().get_int("dim"), rank);
-  int64_t index = node.attrs().get_int("index");
-  if (index < 0) index += static_shape(node.input(0))[size_t(dim)];
-  Tensor scalar_index = full({}, index, DType::Int64);
-  auto& made =
-      c.node_for(node.output(), "Gather", {c.name(node.input(0)), c.initializer(scalar_index)});
+  Dim index = node.attrs().get_dim("index");
+  const Dim& size = node.input(0)->shape()[size_t(dim)];
+  if (index.is_static() && index.static_value() < 0 && size.is_static()) index += size;
+  std::string scalar_index = index.is_static()
+                                 ? c.initializer(full({}, index.static_value(), DType::Int64))
+                                 : c.temp("Reshape", {c.size(index), c.ints({})});
+  auto& made = c.node_for(node.output(), "Gather", {c.name(node.input(0)), scalar_index});
   set_attr(made, "axis", dim);
 }
 
@@ -109,15 +139,15 @@ void select(const Node& node, ExportContext& c) {
 void split(const Node& node, ExportContext& c) {
   int64_t rank = rank_of(node.input(0));
   int64_t dim = wrap(node.attrs().get_int("dim"), rank);
-  std::vector<int64_t> sizes;
+  DimList sizes;
   std::vector<std::string> outputs;
   for (const jit::Value* output : node.outputs()) {
-    sizes.push_back(static_shape(output)[size_t(dim)]);
+    sizes.push_back(output->shape()[size_t(dim)]);
     std::string name = c.fresh(str("v", output->id()));
     c.bind(output, name);
     outputs.push_back(name);
   }
-  auto& made = c.node("Split", {c.name(node.input(0)), c.ints(sizes)}, outputs);
+  auto& made = c.node("Split", {c.name(node.input(0)), c.sizes(sizes)}, outputs);
   set_attr(made, "axis", dim);
 }
 
@@ -178,13 +208,13 @@ void scatter_add(const Node& node, ExportContext& c) {
              c.opset());
   KILN_CHECK(!node.input(0)->shape().empty(), "onnx export: scatter_add into a 0-d tensor");
   int64_t dim = wrap(node.attrs().get_int("dim"), rank_of(node.input(0)));
-  IntList index_shape = static_shape(node.input(1));
+  const DimList& index_shape = node.input(1)->shape();
   std::string src = c.name(node.input(2));
-  if (static_shape(node.input(2)) != index_shape) {
+  if (!same_dims(node.input(2)->shape(), index_shape)) {
     std::vector<int64_t> zeros(index_shape.size(), 0), axes;
     for (size_t i = 0; i < index_shape.size(); ++i)
       axes.push_back(int64_t(i));
-    src = c.temp("Slice", {src, c.ints(zeros), c.ints(index_shape), c.ints(axes)});
+    src = c.temp("Slice", {src, c.ints(zeros), c.sizes(index_shape), c.ints(axes)});
   }
   auto& made = c.node_for(node.output(), "ScatterElements",
                           {c.name(node.input(0)), c.name(node.input(1)), src});
@@ -194,12 +224,12 @@ void scatter_add(const Node& node, ExportContext& c) {
 
 void one_hot(const Node& node, ExportContext& c) {
   need_rank(node, node.input(0), "input");
-  int64_t classes = static_shape(node.output()).back();
+  const Dim& classes = node.output()->shape().back();
   Tensor values = empty({2}, DType::Int64);
   values.data<int64_t>()[0] = 0;
   values.data<int64_t>()[1] = 1;
   auto& made = c.node_for(node.output(), "OneHot",
-                          {c.name(node.input(0)), c.ints({classes}), c.initializer(values)});
+                          {c.name(node.input(0)), c.size(classes), c.initializer(values)});
   set_attr(made, "axis", int64_t(-1));
 }
 
@@ -236,6 +266,12 @@ void addmm(const Node& node, ExportContext& c) {
 }
 
 }  // namespace
+
+bool exports_symbolic_attrs(const std::string& op_name) {
+  static const char* const kOps[] = {"view",  "reshape", "expand", "narrow",
+                                     "slice", "select",  "split",  "chunk"};
+  return std::find(std::begin(kOps), std::end(kOps), op_name) != std::end(kOps);
+}
 
 void add_tensor_exporters(Table& table) {
   table["view"] = reshape;

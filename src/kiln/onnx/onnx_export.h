@@ -7,10 +7,21 @@
 // Parameters become initializers under their state_dict names, graph inputs
 // keep their names. Fused ops (linear_act, conv2d_act, fused_elementwise)
 // are written as the ops they stand for. Every op of the table either has a
-// translation (export_ops*.cpp) or export fails naming it. dynamic_batch
-// names the first dimension of every input and output "batch" (as
-// dynamic_axes={"x": {0: "batch"}} does in torch.onnx.export); the graph's
-// reshapes then follow the batch.
+// translation (export_ops*.cpp) or export fails naming it.
+//
+// A graph with symbolic sizes (issue 21) exports as it is: its symbolic
+// dims become dim_params named by their text (`batch`, `seq`, `2*batch`),
+// and sizes its ops take as attributes (a reshape to [batch, seq, 2, 8], a
+// slice end seq // 2) are computed in the ONNX graph from the inputs'
+// shapes (Shape -> Gather -> arithmetic -> Concat; export_sizes.cpp). A
+// symbolic attribute of an op whose export cannot compute it is an error
+// naming the op and the attribute.
+//
+// dynamic_batch, for static graphs, names the first dimension of every
+// input and output "batch" (as dynamic_axes={"x": {0: "batch"}} does in
+// torch.onnx.export); the graph's reshapes then follow the batch. On a
+// symbolic graph it is accepted when every input's first dim is symbolic
+// already, and changes nothing.
 #pragma once
 
 #include <cstdint>

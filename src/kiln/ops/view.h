@@ -7,6 +7,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "kiln/core/tensor.h"
@@ -17,12 +18,18 @@ namespace kiln {
 // strides don't allow the view (use reshape then).
 Tensor view(const Tensor& x, const IntList& shape);
 Tensor reshape(const Tensor& x, const IntList& shape);
+// The same with sizes that may be symbolic (core/sym_shape.h), so a trace
+// with dynamic shapes records them as expressions: reshape(x, DimList{
+// sym_size(x, 0), -1}). A span, so that braces of plain ints stay IntList.
+Tensor view(const Tensor& x, std::span<const Dim> shape);
+Tensor reshape(const Tensor& x, std::span<const Dim> shape);
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
 Tensor t(const Tensor& x);  // transpose of a tensor of at most 2 dims
 Tensor permute(const Tensor& x, const IntList& dims);
 // -1 keeps a dim; new leading dims may be added; only size-1 dims can grow
 // (their stride becomes 0).
 Tensor expand(const Tensor& x, const IntList& size);
+Tensor expand(const Tensor& x, std::span<const Dim> size);
 Tensor expand_as(const Tensor& x, const Tensor& other);
 Tensor squeeze(const Tensor& x);               // drops every size-1 dim
 Tensor squeeze(const Tensor& x, int64_t dim);  // drops `dim` if its size is 1

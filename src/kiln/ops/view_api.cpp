@@ -1,20 +1,50 @@
 // The C++ API of the view ops (declared in view.h): each function is one
 // dispatch of its op from view_ops.cpp; reshape picks view or the copying
 // reshape op, as PyTorch does.
+#include "kiln/core/sym_shape.h"
+#include "kiln/core/trace_hook.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/view.h"
 
 namespace kiln {
+namespace {
+
+// The sizes of the call being traced for a target that may be symbolic.
+IntList traced_values(const DimList& dims) {
+  if (is_static(dims)) return to_static(dims);
+  const ShapeEnv* env = current_shape_env();
+  KILN_CHECK(env != nullptr, "reshape: the target ", to_string(dims),
+             " holds symbolic sizes, which only a trace with dynamic shapes can run");
+  return evaluate(dims, env->hints());
+}
+
+}  // namespace
 
 Tensor view(const Tensor& x, const IntList& shape) {
   static const OpDef& view_op = op("view");
   return dispatch1(view_op, {x}, {{"shape", shape}});
 }
 
+Tensor view(const Tensor& x, std::span<const Dim> shape) {
+  static const OpDef& view_op = op("view");
+  return dispatch1(view_op, {x}, {{"shape", DimList(shape.begin(), shape.end())}});
+}
+
 // A view when the strides allow one (PyTorch's rule), else a copy.
 Tensor reshape(const Tensor& x, const IntList& shape) {
+  // While a trace records, -1 may stand for a symbolic size: resolve it
+  // over the recorded shape, not the example's numbers.
+  if (trace_hook()) return reshape(x, to_dims(shape));
   IntList target = infer_reshape(shape, x.numel(), "reshape", x.shape());
   if (view_strides(x.shape(), x.strides(), target)) return view(x, target);
+  static const OpDef& reshape_op = op("reshape");
+  return dispatch1(reshape_op, {x}, {{"shape", target}});
+}
+
+Tensor reshape(const Tensor& x, std::span<const Dim> shape) {
+  DimList in = sym_shape(x);
+  DimList target = infer_reshape(DimList(shape.begin(), shape.end()), numel_of(in), "reshape", in);
+  if (view_strides(x.shape(), x.strides(), traced_values(target))) return view(x, target);
   static const OpDef& reshape_op = op("reshape");
   return dispatch1(reshape_op, {x}, {{"shape", target}});
 }
@@ -40,7 +70,13 @@ Tensor expand(const Tensor& x, const IntList& size) {
   return dispatch1(expand_op, {x}, {{"size", size}});
 }
 
+Tensor expand(const Tensor& x, std::span<const Dim> size) {
+  static const OpDef& expand_op = op("expand");
+  return dispatch1(expand_op, {x}, {{"size", DimList(size.begin(), size.end())}});
+}
+
 Tensor expand_as(const Tensor& x, const Tensor& other) {
+  if (trace_hook()) return expand(x, sym_shape(other));
   return expand(x, other.shape());
 }
 
@@ -66,13 +102,17 @@ Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
   KILN_CHECK(start <= end, "flatten() has invalid args: start_dim cannot come after end_dim (",
              start_dim, " and ", end_dim, " for shape ", x.shape(), ")");
   if (start == end) return x;
-  IntList shape(x.shape().begin(), x.shape().begin() + start);
-  int64_t merged = 1;
+  // Over the recorded shape, so that a trace with dynamic shapes merges
+  // symbols (batch*seq) rather than their example values.
+  DimList in = sym_shape(x);
+  DimList shape(in.begin(), in.begin() + start);
+  Dim merged = 1;
   for (int64_t d = start; d <= end; ++d)
-    merged *= x.shape()[size_t(d)];
+    merged *= in[size_t(d)];
   shape.push_back(merged);
-  shape.insert(shape.end(), x.shape().begin() + end + 1, x.shape().end());
-  return reshape(x, shape);
+  shape.insert(shape.end(), in.begin() + end + 1, in.end());
+  if (is_static(shape)) return reshape(x, to_static(shape));
+  return reshape(x, std::span<const Dim>(shape));
 }
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {

@@ -4,6 +4,11 @@
 // entry ("input 0 dim 0: 64 -> 32"), and past kWarnAfter entries the cache
 // warns once, naming the guard that keeps changing.
 //
+// An entry traced with dynamic shapes has symbolic dims in its signature
+// (float32[s0, 512]): it serves every size its graph's types and guards
+// admit, and a call they do not admit is a miss whose reason is the guard
+// that failed. Such an entry replaces the static entries it covers.
+//
 // One call does lookup and run, checking the inputs once. HybridCache
 // (hybridize.h) adds the miss path: recording and compiling the entry.
 #pragma once
@@ -21,8 +26,10 @@ namespace kiln::jit {
 
 struct InputType {
   DType dtype;
-  IntList shape;
-  bool operator==(const InputType&) const = default;
+  DimList shape;  // symbolic dims: any size the entry's guards admit
+  bool operator==(const InputType& other) const {
+    return dtype == other.dtype && same_dims(shape, other.shape);
+  }
 };
 
 struct Signature {
@@ -39,6 +46,15 @@ struct Signature {
 
 // The signature of a call with these inputs, in this thread's grad mode.
 Signature signature_of(std::span<const Tensor> inputs, bool training);
+// The signature an entry compiled for `call` serves: the graph's input types.
+Signature signature_of(const CompiledFunction& compiled, const Signature& call);
+
+// An input dim, for automatic dynamic shapes.
+struct DimPosition {
+  size_t input;
+  size_t dim;
+  bool operator==(const DimPosition&) const = default;
+};
 
 // The guards of `now` that differ from `before`, each "guard: old -> new":
 // "input 0 dim 0: 64 -> 32", "input 1 dtype: float32 -> float64",
@@ -52,7 +68,9 @@ struct GuardChange {
 std::vector<GuardChange> changed_guards(const Signature& before, const Signature& now);
 
 struct CacheInfo {
-  std::vector<std::string> entries;  // each entry's signature, in the order compiled
+  // Each entry's signature, in the order compiled; a symbolic entry's
+  // guards follow ("guards: s0 != 1, s1 <= 128").
+  std::vector<std::string> entries;
   size_t hits = 0;
   std::vector<std::string> misses;  // "first call", or the failed guards joined by "; "
   std::string to_string() const;
@@ -70,6 +88,12 @@ class SignatureCache {
   std::shared_ptr<const CompiledFunction> lookup(std::span<const Tensor> inputs, bool training);
   // The entry for this signature or null, counting neither a hit nor a miss.
   std::shared_ptr<const CompiledFunction> find(const Signature& signature) const;
+  // The entry a call with these inputs would run, or null (counts nothing).
+  std::shared_ptr<const CompiledFunction> find(std::span<const Tensor> inputs, bool training) const;
+  // The dims of `call` that take another value in an entry of the same
+  // kind (input dtypes and ranks, grad mode, train/eval), or are symbolic
+  // in one: what automatic dynamic shapes make symbolic.
+  std::vector<DimPosition> varying_dims(const Signature& call) const;
   // Adds the entry for `signature` (keeping an existing one: two threads may
   // trace the same signature at once) and returns the entry kept.
   std::shared_ptr<const CompiledFunction> insert(const Signature& signature,
@@ -84,6 +108,13 @@ class SignatureCache {
  private:
   std::string miss_reason(const Signature& signature);
   std::string growth_warning() const;
+  // The entry these inputs run (its index), or nullopt; `rejected` gets why
+  // a symbolic entry of their signature did not admit their sizes.
+  std::optional<size_t> match(std::span<const Tensor> inputs, bool grad_mode, bool training,
+                              std::string* rejected) const;
+  // Drops the static entries `symbolic` serves (it was traced because they
+  // varied); before `keep`, which moves down by the entries dropped.
+  void drop_covered(const Signature& symbolic, const CompiledFunction& compiled, size_t& keep);
 
   std::string owner_;
   mutable std::mutex mutex_;

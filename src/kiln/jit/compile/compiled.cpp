@@ -9,6 +9,7 @@
 #include "kiln/autograd/autograd.h"
 #include "kiln/jit/exec/executable.h"
 #include "kiln/jit/exec/interpreter.h"
+#include "kiln/jit/ir/specialize.h"
 #include "kiln/ops/copy.h"
 
 namespace kiln::jit {
@@ -58,8 +59,10 @@ void set_runner_factory(RunnerFactory factory) {
 // One GradPlan per pattern of requires_grad over the inputs and parameters,
 // or the error building it gave (thrown again, not rebuilt, on later calls).
 struct CompiledFunction::GradCache {
+  static constexpr size_t kMaxSymbolicPlans = 64;
   struct Entry {
     std::vector<bool> flags;
+    std::vector<int64_t> sizes;  // a symbolic graph's: every input dim
     std::shared_ptr<const GradPlan> plan;
     std::string error;
   };
@@ -138,6 +141,7 @@ CompiledFunction::CompiledFunction(std::shared_ptr<const Graph> graph, size_t nu
   for (size_t i = 0; i < state_updates_.size(); ++i)
     if (state_targets_[i]) into.push_back({state_updates_[i].output, state_targets_[i]});
   symbolic_ = graph_->is_symbolic();
+  admitted_ = std::make_shared<AdmittedSizes>();
   interpreter_ = make_interpreter(graph_);
   auto start = std::chrono::steady_clock::now();
   runner_ = make_runner(graph_, into);
@@ -204,29 +208,76 @@ std::shared_ptr<const GradPlan> CompiledFunction::grad_plan(std::span<const Tens
                           graph_->find_param(p->name()) != nullptr);
   key = input_flags;
   key.insert(key.end(), param_flags.begin(), param_flags.end());
+  // A symbolic graph is differentiated at each size it meets (the
+  // differentiated halves are static graphs, planned like any other).
+  std::vector<int64_t> sizes;
+  if (symbolic_) {
+    for (const Tensor& t : inputs)
+      sizes.insert(sizes.end(), t.shape().begin(), t.shape().end());
+  }
   std::lock_guard<std::mutex> lock(grad_cache_->mutex);
   for (const GradCache::Entry& entry : grad_cache_->plans) {
-    if (entry.flags != key) continue;
+    if (entry.flags != key || entry.sizes != sizes) continue;
     KILN_CHECK(entry.error.empty(), entry.error);
     return entry.plan;
   }
+  if (symbolic_ && grad_cache_->plans.size() >= GradCache::kMaxSymbolicPlans)
+    grad_cache_->plans.erase(grad_cache_->plans.begin());
   // Not differentiable as a graph: calls replay through the Interpreter, and
   // eager autograd reports the op when a backward reaches it.
   if (!why_not_differentiable(*recorded_, input_flags, param_flags).empty()) {
-    grad_cache_->plans.push_back({std::move(key), nullptr, ""});
+    grad_cache_->plans.push_back({std::move(key), std::move(sizes), nullptr, ""});
     return nullptr;
   }
   // Any other failure is a bug or a limit of graph autodiff, not a reason to
   // fall back quietly: it is raised, now and on every later call.
   std::shared_ptr<const GradPlan> plan;
   try {
-    plan = build_grad_plan(*recorded_, num_outputs_, inputs, input_flags, param_flags, passes_);
+    std::shared_ptr<const Graph> graph = recorded_;
+    if (symbolic_) {
+      std::vector<IntList> shapes;
+      for (const Tensor& t : inputs)
+        shapes.push_back(t.shape());
+      graph = specialize(*recorded_, bind_symbols(*recorded_, shapes));
+    }
+    plan = build_grad_plan(*graph, num_outputs_, inputs, input_flags, param_flags, passes_);
   } catch (const Error& e) {
-    grad_cache_->plans.push_back({std::move(key), nullptr, str("compiled backward: ", e.what())});
+    grad_cache_->plans.push_back(
+        {std::move(key), std::move(sizes), nullptr, str("compiled backward: ", e.what())});
     throw;
   }
-  grad_cache_->plans.push_back({std::move(key), plan, ""});
+  grad_cache_->plans.push_back({std::move(key), std::move(sizes), plan, ""});
   return plan;
+}
+
+struct CompiledFunction::AdmittedSizes {
+  static constexpr size_t kMax = 64;
+  std::mutex mutex;
+  std::vector<std::vector<int64_t>> keys;  // every input's dims, most recent last
+};
+
+std::string CompiledFunction::size_mismatch(std::span<const Tensor> inputs) const {
+  if (!symbolic_) return "";
+  std::vector<int64_t> key;
+  std::vector<IntList> shapes;
+  for (const Tensor& t : inputs) {
+    key.insert(key.end(), t.shape().begin(), t.shape().end());
+    shapes.push_back(t.shape());
+  }
+  {
+    std::lock_guard<std::mutex> lock(admitted_->mutex);
+    for (size_t i = admitted_->keys.size(); i-- > 0;)
+      if (admitted_->keys[i] == key) return "";
+  }
+  try {
+    bind_symbols(*graph_, shapes);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  std::lock_guard<std::mutex> lock(admitted_->mutex);
+  if (admitted_->keys.size() == AdmittedSizes::kMax) admitted_->keys.erase(admitted_->keys.begin());
+  admitted_->keys.push_back(std::move(key));
+  return "";
 }
 
 void CompiledFunction::check_inputs(std::span<const Tensor> inputs) const {

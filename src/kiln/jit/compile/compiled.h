@@ -80,6 +80,14 @@ class CompiledFunction {
   // Replaces the runner for calls autograd need not see.
   void set_runner(std::shared_ptr<const GraphRunner> runner);
 
+  // Whether the graph has symbolic sizes (traced with dynamic shapes): it
+  // runs at any sizes its inputs' types and guards admit.
+  bool symbolic() const { return symbolic_; }
+  // For inputs whose dtypes and ranks match: why their sizes cannot run
+  // this graph (a shared size symbol differs, a guard fails), or "" when
+  // they can. Sizes admitted once are remembered, so a hit checks a key.
+  std::string size_mismatch(std::span<const Tensor> inputs) const;
+
  private:
   struct Optimized {
     Capture capture;
@@ -88,6 +96,7 @@ class CompiledFunction {
     CompileReport report;
   };
   struct GradCache;
+  struct AdmittedSizes;
   static Optimized optimized(Capture capture, const CompileOptions& options);
   explicit CompiledFunction(Optimized optimized);
   void check_inputs(std::span<const Tensor> inputs) const;
@@ -109,6 +118,7 @@ class CompiledFunction {
   std::shared_ptr<const Graph> recorded_;
   std::optional<PassOptions> passes_ = PassOptions{};
   std::shared_ptr<GradCache> grad_cache_;
+  std::shared_ptr<AdmittedSizes> admitted_;
 };
 
 }  // namespace kiln::jit

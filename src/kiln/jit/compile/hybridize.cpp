@@ -5,12 +5,13 @@
 namespace kiln::jit {
 
 HybridCache::HybridCache(std::string owner, TracedFn fn, RecordOptions record,
-                         CompileOptions compile, ParamsFn params)
+                         CompileOptions compile, ParamsFn params, DynamicShapes dynamic)
     : owner_(std::move(owner)),
       fn_(std::move(fn)),
       record_(std::move(record)),
       compile_(std::move(compile)),
       params_(std::move(params)),
+      dynamic_(dynamic),
       cache_(owner_) {
   KILN_CHECK_VALUE(fn_ != nullptr, owner_, ": no function to compile");
 }
@@ -41,9 +42,26 @@ std::vector<Tensor> HybridCache::record(std::span<const Tensor> inputs, bool tra
   } else {
     record.input_names.clear();
   }
+  if (record.dynamic_dims.empty()) record.dynamic_dims = dynamic_dims(signature);
   TraceRun traced = trace_and_run(fn_, std::move(args), std::move(record), compile_);
-  cache_.insert(signature, std::move(traced.compiled));
+  Signature served = signature_of(traced.compiled, signature);
+  cache_.insert(served, std::move(traced.compiled));
   return std::move(traced.outputs);  // what the eager code computed while recording
+}
+
+std::vector<DynamicDim> HybridCache::dynamic_dims(const Signature& call) const {
+  std::vector<DimPosition> positions;
+  if (dynamic_ == DynamicShapes::Always) {
+    for (size_t i = 0; i < call.inputs.size(); ++i)
+      for (size_t d = 0; d < call.inputs[i].shape.size(); ++d)
+        positions.push_back({i, d});
+  } else if (dynamic_ == DynamicShapes::Automatic) {
+    positions = cache_.varying_dims(call);
+  }
+  std::vector<DynamicDim> dims;
+  for (const DimPosition& at : positions)
+    dims.push_back(DynamicDim{at.input, int64_t(at.dim), str("s", dims.size())});
+  return dims;
 }
 
 std::vector<Tensor> HybridCache::operator()(std::span<const Tensor> inputs, bool training) {
@@ -53,7 +71,7 @@ std::vector<Tensor> HybridCache::operator()(std::span<const Tensor> inputs, bool
 
 std::shared_ptr<const CompiledFunction> HybridCache::find(std::span<const Tensor> inputs,
                                                           bool training) const {
-  return cache_.find(signature_of(inputs, training));
+  return cache_.find(inputs, training);
 }
 
 // ---------------------------------------------------------------- HybridModule

@@ -29,6 +29,15 @@
 
 namespace kiln::jit {
 
+// Which input dims a recording keeps symbolic (hybridize(dynamic=...)).
+enum class DynamicShapes {
+  // A dim that takes a second value is made symbolic and the entry traced
+  // again once: a model called with many batch sizes holds one entry.
+  Automatic,
+  Always,  // every input dim is symbolic from the first call
+  Never,   // one entry per distinct shape
+};
+
 class HybridCache {
  public:
   // The named tensors to bind as graph parameters, read at each recording
@@ -38,8 +47,11 @@ class HybridCache {
   // `owner` names the cache in its messages ("hybridize(MLP)").
   // `record.input_names` may name more inputs than a call has: a recording
   // uses the first ones (a Python function's positional parameters).
+  // `record.dynamic_dims`, when given, are used on every recording instead
+  // of what `dynamic` picks.
   HybridCache(std::string owner, TracedFn fn, RecordOptions record = {},
-              CompileOptions compile = {}, ParamsFn params = {});
+              CompileOptions compile = {}, ParamsFn params = {},
+              DynamicShapes dynamic = DynamicShapes::Automatic);
 
   // The outputs for these inputs: the entry's, or after recording, what the
   // code returned while it recorded. `training` is part of the signature.
@@ -59,11 +71,15 @@ class HybridCache {
   const std::string& owner() const { return owner_; }
 
  private:
+  // The dims a recording for `call` keeps symbolic.
+  std::vector<DynamicDim> dynamic_dims(const Signature& call) const;
+
   std::string owner_;
   TracedFn fn_;
   RecordOptions record_;
   CompileOptions compile_;
   ParamsFn params_;
+  DynamicShapes dynamic_;
   SignatureCache cache_;
 };
 

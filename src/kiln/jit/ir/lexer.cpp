@@ -126,7 +126,7 @@ class Lexer {
     bool signed_number = (ch == '-' || ch == '+') && is_name_char(peek(1));
     if (is_digit(ch) || signed_number) return read_run(token, TokenKind::Number, is_number_char);
     if (is_ident_start(ch)) return read_run(token, TokenKind::Ident, is_name_char);
-    if (std::string_view("(){}[],:=<>*/+-%").find(ch) != std::string_view::npos) {
+    if (std::string_view("(){}[],:=<>!*/+-%").find(ch) != std::string_view::npos) {
       token.kind = TokenKind::Punct;
       token.text = std::string(1, advance());
       return;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <unordered_map>
 
@@ -268,6 +269,10 @@ class Parser {
   // ---- one line of the body ----
   void parse_statement() {
     if (peek().kind == TokenKind::End) fail(peek(), "expected 'return' before the end of text");
+    if (peek().is_ident("guard") && !peek(1).is('(')) {
+      next();
+      return parse_guard();
+    }
     if (peek().kind == TokenKind::Ident) return parse_node({});  // a node without outputs
     std::vector<OutputDecl> outputs;
     do {
@@ -280,6 +285,27 @@ class Parser {
     bool declaration = word.is_ident("param") || word.is_ident("const") || word.is_ident("number");
     if (declaration && !peek(1).is('(')) return parse_declaration(outputs, next());
     parse_node(std::move(outputs));
+  }
+
+  // `guard seq <= 128 "reason"`: == != < <= > >= between size expressions.
+  void parse_guard() {
+    SizeExpr lhs = parse_size("the left side of a guard").expr();
+    const Token& first = next();
+    std::string relation = first.text;
+    if (peek().is('=') && (first.is('=') || first.is('!') || first.is('<') || first.is('>')))
+      relation += next().text;
+    using Relation = ShapeGuard::Relation;
+    static const std::map<std::string, std::pair<Relation, bool>> kRelations = {
+        {"==", {Relation::Eq, false}}, {"!=", {Relation::Ne, false}}, {"<", {Relation::Lt, false}},
+        {"<=", {Relation::Le, false}}, {">", {Relation::Lt, true}},   {">=", {Relation::Le, true}}};
+    auto found = kRelations.find(relation);
+    if (first.kind != TokenKind::Punct || found == kRelations.end())
+      fail(first, "expected == != < <= > or >= in a guard, got ", first.describe());
+    SizeExpr rhs = parse_size("the right side of a guard").expr();
+    auto [kind, swapped] = found->second;
+    ShapeGuard guard{swapped ? rhs : lhs, swapped ? lhs : rhs, kind, ""};
+    if (peek().kind == TokenKind::String) guard.reason = next().text;
+    graph_->add_guard(std::move(guard));
   }
 
   void parse_declaration(const std::vector<OutputDecl>& outputs, const Token& word) {

@@ -98,6 +98,10 @@ std::string to_text(const Graph& graph, const PrintOptions& options) {
     out += "  " + names(param) + " : " + type_to_text(param->type()) + " = param\n";
   for (const Value* constant : graph.constants())
     out += "  " + constant_text(*constant, names, options) + "\n";
+  // What the sizes must satisfy for this graph to be the traced code's.
+  for (const ShapeGuard& guard : graph.guards())
+    out += "  guard " + guard.to_string() +
+           (guard.reason.empty() ? "" : " " + quote(guard.reason)) + "\n";
   for (const Node* node : graph.nodes())
     out += "  " + node_text(*node, names) + "\n";
   out += "  return (";

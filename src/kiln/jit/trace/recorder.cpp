@@ -42,6 +42,7 @@ void Recorder::install() {
              "trace: a trace is already recording on this thread");
   set_dispatch_observer(static_cast<DispatchObserver*>(this));
   set_trace_hook(static_cast<TraceHook*>(this));
+  shape_env_scope_.emplace(&shape_env_);
   installed_ = true;
 }
 
@@ -50,6 +51,7 @@ void Recorder::uninstall() {
   // Only the thread that began may uninstall; another thread's slots are not ours.
   if (dispatch_observer() == static_cast<DispatchObserver*>(this)) set_dispatch_observer(nullptr);
   if (trace_hook() == static_cast<TraceHook*>(this)) set_trace_hook(nullptr);
+  if (current_shape_env() == &shape_env_) shape_env_scope_.reset();
   installed_ = false;
 }
 
@@ -77,13 +79,15 @@ void Recorder::begin(const std::vector<Tensor>& inputs, const nn::NamedTensors& 
     KILN_CHECK_VALUE(!inputs[i].impl()->wrapped_number, "trace: input ", i,
                      " is a wrapped Python number; pass numbers as constants, or as 0-d tensors");
   }
+  shape_env_ = ShapeEnv();
+  std::vector<TensorMeta> types = input_types(inputs);
   install();
   graph_ = std::make_shared<Graph>();
   started_ = std::chrono::steady_clock::now();
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     std::string name = options_.input_names.empty() ? "" : options_.input_names[i];
-    Value* v = graph_->add_input(TensorMeta{t.dtype(), to_dims(t.shape())}, std::move(name));
+    Value* v = graph_->add_input(std::move(types[i]), std::move(name));
     dynamic_.insert(v);
     // The same tensor given twice: the code cannot tell the two apart, so
     // every use is the first input.
@@ -100,9 +104,50 @@ void Recorder::begin(const std::vector<Tensor>& inputs, const nn::NamedTensors& 
   }
 }
 
+std::vector<TensorMeta> Recorder::input_types(const std::vector<Tensor>& inputs) {
+  std::vector<TensorMeta> types;
+  for (const Tensor& t : inputs)
+    types.push_back(TensorMeta{t.dtype(), to_dims(t.shape())});
+  std::map<std::string, std::string> bound_at;  // symbol -> "input 0 dim 1", for errors
+  for (const DynamicDim& dynamic : options_.dynamic_dims) {
+    KILN_CHECK_VALUE(dynamic.input < inputs.size(), "trace: a dynamic dim names input ",
+                     dynamic.input, ", but there are ", inputs.size(), " inputs");
+    const Tensor& t = inputs[dynamic.input];
+    std::string where = str("input ", dynamic.input, " dim ", dynamic.dim);
+    int64_t d = wrap_dim(dynamic.dim, t.dim(), "trace: dynamic dims", t.shape());
+    KILN_CHECK_VALUE(SizeExpr::symbol(dynamic.symbol).symbols().size() == 1, "trace: ", where,
+                     ": '", dynamic.symbol, "' cannot name a size");
+    int64_t value = t.size(d);
+    if (std::optional<int64_t> hint = shape_env_.hint(dynamic.symbol)) {
+      KILN_CHECK_VALUE(*hint == value, "trace: ", where, " is ", dynamic.symbol, ", which ",
+                       bound_at[dynamic.symbol], " sets to ", *hint, ", but its size is ", value,
+                       " (shape ", t.shape(), ")");
+    }
+    shape_env_.set_hint(dynamic.symbol, value);
+    bound_at.emplace(dynamic.symbol, where);
+    const SizeExpr symbol = SizeExpr::symbol(dynamic.symbol);
+    if (dynamic.min) {
+      KILN_CHECK_VALUE(*dynamic.min <= value, "trace: ", where, " (", dynamic.symbol, ") is ",
+                       value, ", below its min ", *dynamic.min);
+      shape_env_.add_guard(ShapeGuard{SizeExpr(*dynamic.min), symbol, ShapeGuard::Relation::Le,
+                                      str("min of ", dynamic.symbol)});
+    }
+    if (dynamic.max) {
+      KILN_CHECK_VALUE(value <= *dynamic.max, "trace: ", where, " (", dynamic.symbol, ") is ",
+                       value, ", above its max ", *dynamic.max);
+      shape_env_.add_guard(ShapeGuard{symbol, SizeExpr(*dynamic.max), ShapeGuard::Relation::Le,
+                                      str("max of ", dynamic.symbol)});
+    }
+    types[dynamic.input].shape[size_t(d)] = Dim(symbol);
+  }
+  return types;
+}
+
 Capture Recorder::end(const std::vector<Tensor>& outputs) {
   KILN_CHECK(recording(), "trace: end() called without begin()");
   uninstall();
+  for (const ShapeGuard& guard : shape_env_.guards())
+    graph_->add_guard(guard);
   accept_state_writes();
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (outputs[i].defined()) continue;
@@ -350,6 +395,7 @@ void Recorder::record_op(const OpDef& op, std::span<const Tensor> inputs, const 
   const std::vector<int> written = written_inputs(op, attrs);
   check_side_effects(op, written, values);
   note_state_writes(written, inputs);
+  shape_env_.set_context(op.name);  // the reason of the guards its inference decides
   Node* node = graph_->append(op, std::move(values), attrs);
   KILN_ASSERT(node->outputs().size() == outputs.size(), op.name, ": the graph infers ",
               node->outputs().size(), " outputs, eager gave ", outputs.size());
@@ -397,6 +443,7 @@ void Recorder::record_write(const OpDef& op, std::span<const Tensor> inputs, con
   for (const Tensor& t : inputs)  // checked in before_write; the write bumped their versions
     values.push_back(t.defined() ? value_of(t, /*check_stale=*/false) : nullptr);
   check_side_effects(op, written_inputs(op, attrs), values);
+  shape_env_.set_context(op.name);
   Node* node = graph_->append(op, std::move(values), attrs);
   mark_dynamic(op, node);
   Value* result = node->output(0);
@@ -406,9 +453,10 @@ void Recorder::record_write(const OpDef& op, std::span<const Tensor> inputs, con
     mark_dynamic(cast_op, node);
     result = node->output(0);
   }
-  if (!matches_shape(out.shape(), result->shape())) {
+  DimList out_shape = symbolic_shape(out).value_or(to_dims(out.shape()));
+  if (!same_dims(out_shape, result->shape())) {
     static const OpDef& expand_op = kiln::op("expand");
-    node = graph_->append(expand_op, {result}, {{"size", out.shape()}});
+    node = graph_->append(expand_op, {result}, {{"size", canonical_attr(out_shape)}});
     mark_dynamic(expand_op, node);
     result = node->output(0);
   }
@@ -489,6 +537,23 @@ void Recorder::on_random_draw(const char* what, const std::source_location& wher
              "() while tracing: the random numbers it drew were frozen into the graph as a "
              "constant, and every call of the compiled function reuses them (ops such as dropout "
              "draw anew on each call)"),
+         where);
+}
+
+std::optional<DimList> Recorder::symbolic_shape(const Tensor& t) {
+  if (!recording() || !t.defined()) return std::nullopt;
+  Entry* entry = find(t);
+  if (!entry) entry = find_same_view(t);
+  if (!entry || is_static(entry->value->shape())) return std::nullopt;
+  return entry->value->shape();
+}
+
+void Recorder::on_size_specialized(const Dim& size, int64_t value, const char* what,
+                                   const std::source_location& where) {
+  if (!recording()) return;
+  report(WarningKind::SizeSpecialized,
+         str(what, " of the symbolic size ", size, " while tracing: the graph is specialized to ",
+             size, " == ", value, ", and a call at another size traces again"),
          where);
 }
 

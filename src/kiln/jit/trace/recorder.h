@@ -25,6 +25,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -37,6 +38,19 @@
 #include "kiln/ops/dispatch.h"
 
 namespace kiln::jit {
+
+// A dimension of an input that the recording keeps symbolic: the graph holds
+// the size as `symbol`, and code reading it (sym_shape, Python's x.shape)
+// gets the symbol, so one graph runs at every size. Inputs naming the same
+// symbol must have the same size. `min`/`max` bound it (guards checked on
+// every call).
+struct DynamicDim {
+  size_t input;
+  int64_t dim;  // negative counts from the end
+  std::string symbol;
+  std::optional<int64_t> min = std::nullopt;
+  std::optional<int64_t> max = std::nullopt;
+};
 
 // How a recording treats what it meets. How the recorded graph is compiled
 // afterwards is jit/compile's CompileOptions.
@@ -57,6 +71,10 @@ struct RecordOptions {
   bool bind_outside_state = false;
   // Names for the graph inputs (optional; as many as there are inputs).
   std::vector<std::string> input_names = {};
+  // Input dims recorded as size symbols (a trace with dynamic shapes). The
+  // decisions the code takes on them (broadcasting, `if x.shape[1] > 128`)
+  // become the graph's guards.
+  std::vector<DynamicDim> dynamic_dims = {};
 };
 
 // An extra graph output holding the new value of an input or parameter the
@@ -128,7 +146,13 @@ class Recorder final : private DispatchObserver, private TraceHook {
   void on_host_read(const Tensor& t, const char* what, const std::source_location& where) override;
   void on_random_draw(const char* what, const std::source_location& where) override;
   void on_tensor_created(const Tensor& t) override;
+  std::optional<DimList> symbolic_shape(const Tensor& t) override;
+  void on_size_specialized(const Dim& size, int64_t value, const char* what,
+                           const std::source_location& where) override;
 
+  // The input types, with the dynamic dims as symbols (their example values
+  // become the ShapeEnv's hints, their bounds guards).
+  std::vector<TensorMeta> input_types(const std::vector<Tensor>& inputs);
   void install();
   void uninstall();
   void report(WarningKind kind, std::string what,
@@ -163,6 +187,10 @@ class Recorder final : private DispatchObserver, private TraceHook {
   RecordOptions options_;
   std::shared_ptr<Graph> graph_;
   bool installed_ = false;
+  // Decides comparisons of symbolic sizes while recording; its guards
+  // become the graph's.
+  ShapeEnv shape_env_;
+  std::optional<ShapeEnvScope> shape_env_scope_;  // current while installed
   std::chrono::steady_clock::time_point started_;
   std::vector<TraceWarning> warnings_;
   // Lookups only, never iterated: graph order comes from the op order.

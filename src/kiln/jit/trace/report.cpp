@@ -43,12 +43,15 @@ std::string to_string(WarningKind kind) {
       return "constant output";
     case WarningKind::CacheGrowth:
       return "cache growth";
+    case WarningKind::SizeSpecialized:
+      return "size specialized";
   }
   return "?";
 }
 
 bool is_divergence(WarningKind kind) {
-  return kind != WarningKind::ConstantOutput && kind != WarningKind::CacheGrowth;
+  return kind != WarningKind::ConstantOutput && kind != WarningKind::CacheGrowth &&
+         kind != WarningKind::SizeSpecialized;
 }
 
 WarningHandler set_warning_handler(WarningHandler handler) {

@@ -25,11 +25,13 @@ enum class WarningKind {
   UntracedView,          // a view of a recorded tensor made outside the op table
   ConstantOutput,        // an output that does not depend on any input
   CacheGrowth,           // a signature cache past its entry limit
+  SizeSpecialized,       // a symbolic size read as a plain integer: guarded to that value
 };
 std::string to_string(WarningKind kind);
 
-// Divergences are errors in strict mode; ConstantOutput and CacheGrowth are
-// only ever warnings (the result is right, the use is suspicious).
+// Divergences are errors in strict mode; ConstantOutput, CacheGrowth and
+// SizeSpecialized are only ever warnings (the result is right, the use is
+// suspicious or costs recompiles).
 bool is_divergence(WarningKind kind);
 
 struct TraceWarning {
