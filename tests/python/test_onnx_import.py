@@ -36,12 +36,18 @@ def test_lenet_round_trip_with_a_symbolic_batch(tmp_path):
                         nn.Linear(16 * 5 * 5, 10), nn.LogSoftmax(dim=1))
     kiln.onnx.export(net, kiln.randn(1, 1, 28, 28), tmp_path / "lenet.onnx",
                      dynamic_axes={"input": {0: "batch"}})
-    with pytest.raises(RuntimeError, match="symbolic dimension 'batch'"):
-        kiln.onnx.load(tmp_path / "lenet.onnx")
-    m = kiln.onnx.load(tmp_path / "lenet.onnx", input_shapes={"input": [5, 1, 28, 28]})
-    x = kiln.randn(5, 1, 28, 28)
-    with kiln.no_grad():
-        np.testing.assert_allclose(m(x).numpy(), net(x).numpy(), rtol=1e-5, atol=1e-6)
+    m = kiln.onnx.load(tmp_path / "lenet.onnx")  # the batch stays symbolic
+    assert m.graph.inputs[0].shape[1:] == (1, 28, 28)
+    assert isinstance(m.graph.inputs[0].shape[0], str)
+    fixed = kiln.onnx.load(tmp_path / "lenet.onnx", input_shapes={"input": [5, 1, 28, 28]})
+    assert fixed.graph.inputs[0].shape == (5, 1, 28, 28)
+    for batch in (5, 1, 3):
+        x = kiln.randn(batch, 1, 28, 28)
+        with kiln.no_grad():
+            want = net(x).numpy()
+            np.testing.assert_allclose(m(x).numpy(), want, rtol=1e-5, atol=1e-6)
+        if batch == 5:
+            np.testing.assert_allclose(fixed(x).numpy(), want, rtol=1e-5, atol=1e-6)
 
 
 def rapidocr_classifier():
@@ -54,7 +60,7 @@ def rapidocr_classifier():
 
 
 def test_pretrained_mobilenet_v3_text_direction_classifier_matches_onnx_runtime():
-    path = rapidocr_classifier()
+    path = rapidocr_classifier()  # symbolic sizes: test_onnx_import_symbolic.py
     model = kiln.onnx.load(path, input_shapes={"x": [6, 3, 48, 192]})
     x = np.random.RandomState(0).rand(6, 3, 48, 192).astype(np.float32)
     want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(

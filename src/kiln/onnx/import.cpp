@@ -1,7 +1,12 @@
 // The import driver: parse the model, make inputs and initializers graph
-// values, translate node by node (import_ops*.cpp), set the outputs.
+// values (symbolic dims as size symbols), translate node by node
+// (import_*.cpp), set the outputs.
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <unordered_set>
 
@@ -23,19 +28,62 @@ DType input_dtype(const pb::ValueInfoProto& input) {
   return dtype_from_onnx(input.type().tensor_type().elem_type(), "input '" + input.name() + "'");
 }
 
-IntList input_shape(const pb::ValueInfoProto& input, const ImportOptions& options) {
+// The size symbols of the inputs' unknown dims. A dim_param names a symbol
+// (the same name on two inputs is the same size), spelled as an identifier
+// the IR reads (`p2o.DynamicDimension.0` becomes `p2o_DynamicDimension_0`).
+// A dim with no dim_param, a negative dim_value, or a dim_param that names
+// nothing ("?", which some exporters write for every unknown dim) is a
+// size of its own: `<input>_<axis>`.
+class InputSymbols {
+ public:
+  Dim dim(const pb::ValueInfoProto& input, int axis) {
+    const pb::TensorShapeProto_Dimension& dim = input.type().tensor_type().shape().dim(axis);
+    if (dim.has_dim_value() && dim.dim_value() >= 0) return dim.dim_value();
+    if (dim.has_dim_param() && names_something(dim.dim_param())) {
+      auto [found, added] = by_param_.emplace(dim.dim_param(), "");
+      if (added) found->second = unique(identifier(dim.dim_param()));
+      return Dim::symbol(found->second);
+    }
+    return Dim::symbol(unique(identifier(input.name() + "_" + std::to_string(axis))));
+  }
+
+ private:
+  static bool names_something(const std::string& text) {
+    return std::any_of(text.begin(), text.end(),
+                       [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)); });
+  }
+
+  // [A-Za-z_][A-Za-z0-9_]*, other than the functions max and min.
+  static std::string identifier(const std::string& text) {
+    std::string out;
+    for (char ch : text)
+      out += std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' ? ch : '_';
+    if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0]))) out = "_" + out;
+    if (out == "max" || out == "min") out += "_";
+    return out;
+  }
+
+  std::string unique(const std::string& base) {
+    std::string name = base;
+    for (int i = 2; !taken_.insert(name).second; ++i)
+      name = base + "_" + std::to_string(i);
+    return name;
+  }
+
+  std::map<std::string, std::string> by_param_;
+  std::set<std::string> taken_;
+};
+
+DimList input_shape(const pb::ValueInfoProto& input, const ImportOptions& options,
+                    InputSymbols& symbols) {
   auto given = options.input_shapes.find(input.name());
-  if (given != options.input_shapes.end()) return given->second;
+  if (given != options.input_shapes.end()) return to_dims(given->second);
   KILN_CHECK(input.type().has_tensor_type() && input.type().tensor_type().has_shape(),
              "onnx import: input '", input.name(),
              "' has no tensor shape; give one in input_shapes");
-  IntList shape;
-  for (const pb::TensorShapeProto_Dimension& dim : input.type().tensor_type().shape().dim()) {
-    KILN_CHECK(dim.has_dim_value(), "onnx import: input '", input.name(),
-               "' has a symbolic dimension '", dim.dim_param(),
-               "'; kiln graphs have static shapes, so give its shape in input_shapes");
-    shape.push_back(dim.dim_value());
-  }
+  DimList shape;
+  for (int axis = 0; axis < input.type().tensor_type().shape().dim_size(); ++axis)
+    shape.push_back(symbols.dim(input, axis));
   return shape;
 }
 
@@ -47,7 +95,7 @@ void import_node(const pb::NodeProto& node, ImportContext& context) {
   KILN_CHECK(importer, "onnx import: op '", node.op_type(), "' (node '", node.name(),
              "') has no kiln translation");
   try {
-    importer(node, context);
+    if (!import_on_sizes(node, context)) importer(node, context);
   } catch (const Error& e) {
     std::string message = e.what();
     if (message.rfind("onnx import: ", 0) == 0) message = message.substr(13);
@@ -84,6 +132,7 @@ Imported import_model_bytes(const std::string& bytes, const std::string& folder,
             : context.constant(data);
     context.define(proto.name(), value);
   }
+  InputSymbols symbols;
   for (const pb::ValueInfoProto& input : graph.input()) {
     if (initialized.count(input.name())) continue;  // older models list initializers as inputs
     auto bound = options.constant_inputs.find(input.name());
@@ -92,7 +141,7 @@ Imported import_model_bytes(const std::string& bytes, const std::string& folder,
       continue;
     }
     jit::Value* value = result.graph->add_input(
-        {input_dtype(input), to_dims(input_shape(input, options))}, input.name());
+        {input_dtype(input), input_shape(input, options, symbols)}, input.name());
     context.define(input.name(), value);
     result.input_names.push_back(input.name());
   }
@@ -104,6 +153,7 @@ Imported import_model_bytes(const std::string& bytes, const std::string& folder,
     result.output_names.push_back(output.name());
   }
   result.graph->set_outputs(outputs);
+  context.finish();
   result.num_outputs = outputs.size();
   return result;
 }

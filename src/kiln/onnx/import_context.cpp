@@ -125,7 +125,10 @@ Tensor tensor_from_proto(const pb::TensorProto& proto, const std::string& folder
 }
 
 void ImportContext::define(const std::string& name, jit::Value* value) {
-  if (!name.empty()) values_[name] = value;
+  if (name.empty()) return;
+  values_[name] = value;
+  auto found = placeholder_sizes_.find(value);
+  if (found != placeholder_sizes_.end() && found->second.name.empty()) found->second.name = name;
 }
 
 jit::Value* ImportContext::value(const std::string& name) const {
@@ -141,6 +144,7 @@ jit::Value* ImportContext::input(const pb::NodeProto& node, int i) const {
 
 const Tensor& ImportContext::constant_data(const jit::Value* value, const std::string& what) const {
   KILN_CHECK(value, "onnx import: ", what, " is missing");
+  if (placeholder(value)) refuse(value, what + " must be numbers at import");
   KILN_CHECK(value->kind() == jit::ValueKind::Constant ||
                  (value->kind() == jit::ValueKind::Param && value->data().defined()),
              "onnx import: ", what, " must be known when the model is imported (a constant)");
@@ -155,13 +159,23 @@ jit::Value* ImportContext::constant(const Tensor& data) {
   return graph_.add_constant(data);
 }
 
+bool ImportContext::is_constant(const jit::Value* value) const {
+  return value && value->kind() == jit::ValueKind::Constant && !placeholder(value);
+}
+
 std::vector<jit::Value*> ImportContext::emit_multi(const std::string& name,
                                                    const std::vector<jit::Value*>& inputs,
                                                    const Attrs& attrs) {
   const OpDef& def = op(name);
-  bool known = true;
   for (const jit::Value* input : inputs)
-    known = known && (!input || input->kind() == jit::ValueKind::Constant);
+    if (placeholder(input))
+      refuse(input, "kiln's " + name +
+                        " reads them as a tensor at run time, and kiln makes no "
+                        "tensor of symbolic sizes");
+  // Symbolic attributes (an expand to [batch, 4]) leave the op to run time.
+  bool known = !attrs.any_symbolic();
+  for (const jit::Value* input : inputs)
+    known = known && (!input || is_constant(input));
   if (known) {
     std::vector<Tensor> tensors;
     for (const jit::Value* input : inputs)
@@ -179,10 +193,113 @@ jit::Value* ImportContext::emit(const std::string& name, const std::vector<jit::
   return emit_multi(name, inputs, attrs).front();
 }
 
+jit::Value* ImportContext::emit_under_guards(const std::string& name,
+                                             const std::vector<jit::Value*>& inputs,
+                                             const Attrs& attrs) {
+  jit::GraphShapeScope facts(graph_);
+  return emit(name, inputs, attrs);
+}
+
+// ---- sizes known at import time ----
+
+const ImportContext::Placeholder* ImportContext::placeholder(const jit::Value* value) const {
+  if (!value || placeholder_sizes_.empty()) return nullptr;
+  auto found = placeholder_sizes_.find(value);
+  return found == placeholder_sizes_.end() ? nullptr : &found->second;
+}
+
+bool ImportContext::holds_symbols(const jit::Value* value) const {
+  return placeholder(value) != nullptr;
+}
+
+void ImportContext::refuse(const jit::Value* value, const std::string& why) const {
+  const Placeholder& held = *placeholder(value);
+  std::vector<std::string> symbols = symbols_of(held.sizes);
+  std::string names;
+  for (const std::string& symbol : symbols)
+    names += (names.empty() ? "" : ", ") + symbol;
+  throw_error(
+      ErrorKind::Runtime,
+      str("onnx import: ", held.name.empty() ? "a value" : "input '" + held.name + "'",
+          " holds the sizes ", to_string(held.sizes), ", computed at import from the symbolic size",
+          symbols.size() > 1 ? "s " : " ", names, ", but ", why,
+          " (give the model's inputs fixed shapes with input_shapes to import it)"));
+}
+
+std::optional<DimList> ImportContext::known_sizes(const jit::Value* value) const {
+  if (!value || value->shape().size() > 1) return std::nullopt;
+  if (const Placeholder* held = placeholder(value)) return held->sizes;
+  if (!is_constant(value)) return std::nullopt;
+  const Tensor& data = value->data();
+  if (data.dtype() == DType::Bool) {
+    DimList flags;
+    for (bool flag : data.to_vector<bool>())
+      flags.push_back(int64_t(flag));
+    return flags;
+  }
+  if (data.dtype() != DType::Int64 && data.dtype() != DType::Int32) return std::nullopt;
+  return to_dims(data.to_vector<int64_t>());
+}
+
+jit::Value* ImportContext::sizes_value(const DimList& sizes, DType dtype, bool scalar) {
+  KILN_CHECK(!scalar || sizes.size() == 1, "onnx import: a 0-D value of ", sizes.size(), " sizes");
+  IntList shape = scalar ? IntList{} : IntList{int64_t(sizes.size())};
+  if (is_static(sizes)) {
+    IntList values = to_static(sizes);
+    return constant(tensor_from_data(values.data(), DType::Int64, shape, dtype));
+  }
+  // Its data is never read: emit() and constant_data() refuse it.
+  jit::Value* value = constant(zeros(shape, dtype));
+  placeholder_sizes_[value] = Placeholder{sizes, ""};
+  placeholders_.push_back(value);
+  return value;
+}
+
+DimList ImportContext::constant_sizes(const jit::Value* value, const std::string& what) const {
+  if (const Placeholder* held = placeholder(value)) return held->sizes;
+  return to_dims(constant_ints(value, what));
+}
+
+void ImportContext::assume(const Dim& lhs, ShapeGuard::Relation relation, const Dim& rhs,
+                           const std::string& reason) {
+  // What holds for every value of the symbols (`seq - 2 <= seq`) needs no check.
+  SizeExpr gap = rhs.expr() - lhs.expr();
+  if (relation == ShapeGuard::Relation::Eq && gap == SizeExpr(0)) return;
+  if (relation == ShapeGuard::Relation::Le && gap.provably_nonnegative()) return;
+  graph_.add_guard(ShapeGuard{lhs.expr(), rhs.expr(), relation, "onnx import: " + reason});
+}
+
+void ImportContext::finish() {
+  for (const jit::Value* output : graph_.outputs())
+    if (placeholder(output)) refuse(output, "a model output must be a tensor at run time");
+  for (jit::Value* value : placeholders_)
+    if (value->uses().empty()) graph_.remove_unused(value);
+  placeholder_sizes_.clear();
+  placeholders_.clear();
+}
+
+int64_t concrete_size(const pb::NodeProto& node, int input, const jit::Value* value, int64_t axis,
+                      const std::string& why) {
+  const Dim& size = value->shape().at(size_t(axis));
+  if (size.is_static()) return size.static_value();
+  throw_error(ErrorKind::Runtime,
+              str("onnx import: input '", node.input(input), "' has the symbolic size ", size,
+                  " along axis ", axis, " (shape ", to_string(value->shape()), "), and ", why,
+                  " needs it as a number (give the model's inputs fixed shapes with "
+                  "input_shapes to import it)"));
+}
+
 const pb::AttributeProto* find_attr(const pb::NodeProto& node, const std::string& name) {
   for (const pb::AttributeProto& attr : node.attribute())
     if (attr.name() == name) return &attr;
   return nullptr;
+}
+
+IntList axes_of(const pb::NodeProto& node, const ImportContext& context, int input,
+                const IntList& fallback) {
+  if (const jit::Value* value = context.input(node, input))
+    return context.constant_ints(value, node.op_type() + "'s axes");
+  return attr_ints(node, "axes", fallback);
 }
 
 bool has_attr(const pb::NodeProto& node, const std::string& name) {
@@ -215,6 +332,7 @@ ImportFn find_importer(const std::string& op_type) {
     std::unordered_map<std::string, ImportFn> all;
     add_basic_importers(all);
     add_nn_importers(all);
+    add_shape_importers(all);
     return all;
   }();
   auto found = table.find(op_type);

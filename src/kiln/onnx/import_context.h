@@ -1,10 +1,12 @@
-// What the translators of single ONNX nodes (import_ops*.cpp) build through:
-// the kiln values of ONNX names, attribute readers, and emit(), which adds a
-// kiln node or, when every input is known, computes it at once.
+// What the translators of single ONNX nodes (import_*.cpp) build through:
+// the kiln values of ONNX names, attribute readers, emit(), which adds a
+// kiln node or, when every input is known, computes it at once, and the
+// sizes known at import time (Note [Known sizes] in import_sizes.cpp).
 #pragma once
 
 #include <onnx/onnx_pb.h>
 
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -40,20 +42,63 @@ class ImportContext {
   const Tensor& constant_data(const jit::Value* value, const std::string& what) const;
   IntList constant_ints(const jit::Value* value, const std::string& what) const;
   jit::Value* constant(const Tensor& data);
+  // A constant with data (not a placeholder for symbolic sizes).
+  bool is_constant(const jit::Value* value) const;
 
   // A kiln op over values: a node, or its result at once when all inputs
-  // are constants.
+  // are constants. An input holding symbolic sizes is an error naming it.
   jit::Value* emit(const std::string& op, const std::vector<jit::Value*>& inputs,
                    const Attrs& attrs = {});
   std::vector<jit::Value*> emit_multi(const std::string& op, const std::vector<jit::Value*>& inputs,
                                       const Attrs& attrs = {});
+  // emit() where the op's shape inference needs a fact the import assumed
+  // (assume()): the graph's guards decide its comparisons of sizes.
+  jit::Value* emit_under_guards(const std::string& op, const std::vector<jit::Value*>& inputs,
+                                const Attrs& attrs = {});
+
+  // ---- sizes known at import time ----
+  // The elements of a 0-D or 1-D integer or bool value known at import, as
+  // Dims: a constant's, or the symbolic sizes of a placeholder. Nothing
+  // for values computed at run time.
+  std::optional<DimList> known_sizes(const jit::Value* value) const;
+  // Whether `value` is a placeholder for sizes that mention a symbol.
+  bool holds_symbols(const jit::Value* value) const;
+  // A value holding `sizes` ([n], or 0-D when `scalar`): a constant when
+  // all are static, else a placeholder that no node may read.
+  jit::Value* sizes_value(const DimList& sizes, DType dtype, bool scalar = false);
+  // The sizes a value holds, where a translation needs them at import:
+  // constant_ints, with symbols allowed.
+  DimList constant_sizes(const jit::Value* value, const std::string& what) const;
+  // A fact about the symbols that a translation relies on: a guard of the
+  // graph, checked on every call.
+  void assume(const Dim& lhs, ShapeGuard::Relation relation, const Dim& rhs,
+              const std::string& reason);
+  // After the last node: drops the placeholders; an output that is one is
+  // an error.
+  void finish();
 
  private:
+  struct Placeholder {
+    DimList sizes;
+    std::string name;  // the first ONNX name defined as it, for errors
+  };
+  const Placeholder* placeholder(const jit::Value* value) const;
+  // The error for a placeholder read where a tensor or a number is needed.
+  [[noreturn]] void refuse(const jit::Value* value, const std::string& why) const;
+
   jit::Graph& graph_;
   int64_t opset_;
   std::string folder_;
-  std::unordered_map<std::string, jit::Value*> values_;  // lookups only
+  std::unordered_map<std::string, jit::Value*> values_;                   // lookups only
+  std::unordered_map<const jit::Value*, Placeholder> placeholder_sizes_;  // lookups only
+  std::vector<jit::Value*> placeholders_;                                 // in creation order
 };
+
+// The size of `axis` of input `input` of `node` where a translation needs
+// a number (`why`): a symbolic size is an error naming the input, the axis
+// and the symbol.
+int64_t concrete_size(const pb::NodeProto& node, int input, const jit::Value* value, int64_t axis,
+                      const std::string& why);
 
 // Attribute readers; `fallback` when the node lacks the attribute.
 int64_t attr_int(const pb::NodeProto& node, const std::string& name, int64_t fallback);
@@ -62,6 +107,9 @@ std::string attr_string(const pb::NodeProto& node, const std::string& name,
                         const std::string& fallback);
 IntList attr_ints(const pb::NodeProto& node, const std::string& name, const IntList& fallback);
 bool has_attr(const pb::NodeProto& node, const std::string& name);
+// Axes from opset 13's input `input` (a constant), or the attribute before.
+IntList axes_of(const pb::NodeProto& node, const ImportContext& context, int input,
+                const IntList& fallback);
 const pb::AttributeProto* find_attr(const pb::NodeProto& node, const std::string& name);
 
 // Translates one node: defines its outputs in the context.
@@ -69,5 +117,10 @@ using ImportFn = void (*)(const pb::NodeProto& node, ImportContext& context);
 ImportFn find_importer(const std::string& op_type);
 void add_basic_importers(std::unordered_map<std::string, ImportFn>& table);
 void add_nn_importers(std::unordered_map<std::string, ImportFn>& table);
+void add_shape_importers(std::unordered_map<std::string, ImportFn>& table);
+// Translates a node that computes on sizes holding symbols (Shape's
+// output, Gather, Concat, arithmetic on it) at import time; false when the
+// node is not one (its translation then runs).
+bool import_on_sizes(const pb::NodeProto& node, ImportContext& context);
 
 }  // namespace kiln::onnx

@@ -16,20 +16,26 @@ void define(const Node& node, ImportContext& c, Value* value) {
   c.define(node.output(0), value);
 }
 
-// The [h, w] padding of a 2-D window op; ONNX's pads are [h0, w0, h1, w1]
-// and auto_pad may ask for "same" padding.
+// The [h, w] padding of a 2-D window op over `x`; ONNX's pads are
+// [h0, w0, h1, w1] and auto_pad may ask for "same" padding, which with
+// stride 1 pads (kernel - 1) * dilation whatever the size.
 IntList padding_of(const Node& node, const IntList& kernel, const IntList& stride,
-                   const IntList& dilation, const DimList& input) {
+                   const IntList& dilation, const Value* x) {
   std::string auto_pad = attr_string(node, "auto_pad", "NOTSET");
   if (auto_pad == "VALID") return {0, 0};
   IntList pads = attr_ints(node, "pads", {0, 0, 0, 0});
   if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
     for (size_t i = 0; i < 2; ++i) {
-      int64_t size =
-          require_static(input[input.size() - 2 + i], "onnx import", "spatial size for auto_pad");
-      int64_t out = (size + stride[i] - 1) / stride[i];
-      int64_t total =
-          std::max<int64_t>(0, (out - 1) * stride[i] + (kernel[i] - 1) * dilation[i] + 1 - size);
+      int64_t total = (kernel[i] - 1) * dilation[i];
+      if (stride[i] != 1) {
+        int64_t axis = int64_t(x->shape().size() - 2 + i);
+        int64_t size = concrete_size(
+            node, 0, x, axis,
+            str(node.op_type(), " with auto_pad ", auto_pad, " and stride ", stride[i]));
+        int64_t out = (size + stride[i] - 1) / stride[i];
+        total =
+            std::max<int64_t>(0, (out - 1) * stride[i] + (kernel[i] - 1) * dilation[i] + 1 - size);
+      }
       pads[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
       pads[i + 2] = total - pads[i];
     }
@@ -107,7 +113,7 @@ void conv(const Node& raw, ImportContext& c) {
   IntList kernel = {weight_shape[2], weight_shape[3]};
   IntList stride = attr_ints(node, "strides", {1, 1});
   IntList dilation = attr_ints(node, "dilations", {1, 1});
-  IntList padding = padding_of(node, kernel, stride, dilation, x->shape());
+  IntList padding = padding_of(node, kernel, stride, dilation, x);
   std::vector<Value*> inputs = {x, weight};
   if (Value* bias = c.input(node, 2)) inputs.push_back(bias);
   Value* y = c.emit("conv2d", inputs,
@@ -131,7 +137,7 @@ void max_pool(const Node& raw, ImportContext& c) {
   Value* y = c.emit("max_pool2d", {x},
                     {{"kernel_size", kernel},
                      {"stride", stride},
-                     {"padding", padding_of(node, kernel, stride, dilation, x->shape())},
+                     {"padding", padding_of(node, kernel, stride, dilation, x)},
                      {"dilation", dilation},
                      {"ceil_mode", attr_int(node, "ceil_mode", 0) != 0}});
   w.define_result(c, y);
@@ -146,7 +152,7 @@ void average_pool(const Node& raw, ImportContext& c) {
   Value* y = c.emit("avg_pool2d", {x},
                     {{"kernel_size", kernel},
                      {"stride", stride},
-                     {"padding", padding_of(node, kernel, stride, {1, 1}, x->shape())},
+                     {"padding", padding_of(node, kernel, stride, {1, 1}, x)},
                      {"ceil_mode", attr_int(node, "ceil_mode", 0) != 0},
                      {"count_include_pad", attr_int(node, "count_include_pad", 0) != 0}});
   w.define_result(c, y);
@@ -271,9 +277,11 @@ void dropout(const Node& node, ImportContext& c) {
   }
   Value* x = c.input(node, 0);
   define(node, c, x);
-  if (node.output_size() > 1)
-    c.define(node.output(1), c.constant(full(to_static(x->shape(), "onnx import: Dropout's mask"),
-                                             true, DType::Bool)));
+  if (node.output_size() < 2) return;
+  if (is_static(x->shape()))
+    return c.define(node.output(1), c.constant(full(to_static(x->shape()), true, DType::Bool)));
+  Value* keep = c.constant(full({}, true, DType::Bool));
+  c.define(node.output(1), c.emit("expand", {keep}, {{"size", x->shape()}}));
 }
 
 }  // namespace

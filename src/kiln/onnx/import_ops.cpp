@@ -1,7 +1,7 @@
-// Translations of ONNX's elementwise, shape, indexing, reduction and
-// linear-algebra ops into kiln ops. Inputs that ONNX passes as tensors but
-// kiln takes as attributes (shapes, axes, slice bounds) must be known at
-// import time.
+// Translations of ONNX's elementwise, reduction and linear-algebra ops into
+// kiln ops (shapes and indexing: import_shape_ops.cpp). Inputs that ONNX
+// passes as tensors but kiln takes as attributes (axes, bounds) must be
+// known at import time.
 #include "kiln/core/factory.h"
 #include "kiln/onnx/import_context.h"
 #include "kiln/util/error.h"
@@ -19,11 +19,6 @@ int64_t rank_of(const Value* value) {
 
 int64_t wrap(int64_t axis, int64_t rank) {
   return axis < 0 ? axis + rank : axis;
-}
-
-// The size of one axis where the translation needs it as a number.
-int64_t axis_size(const Value* value, int64_t axis) {
-  return require_static(value->shape().at(size_t(axis)), "onnx import", str("size of axis ", axis));
 }
 
 void define(const Node& node, ImportContext& c, Value* value, int i = 0) {
@@ -127,7 +122,7 @@ void clip(const Node& node, ImportContext& c) {
   std::vector<std::pair<const char*, Value*>> runtime;
   auto bound = [&](int input, const char* name) {
     Value* value = c.input(node, input);
-    if (value && value->kind() == jit::ValueKind::Constant) {
+    if (c.is_constant(value)) {
       attrs.set(name, value->data().item<double>());
     } else if (value) {
       runtime.emplace_back(name, value);
@@ -155,34 +150,6 @@ void where(const Node& node, ImportContext& c) {
 
 // ---- shapes ----
 
-Value* reshape_to(ImportContext& c, Value* x, const DimList& shape) {
-  if (same_dims(x->shape(), shape)) return x;
-  return c.emit("reshape", {x}, {{"shape", shape}});
-}
-
-void reshape(const Node& node, ImportContext& c) {
-  Value* x = c.input(node, 0);
-  DimList target = to_dims(c.constant_ints(c.input(node, 1), "Reshape's shape"));
-  bool allowzero = attr_int(node, "allowzero", 0) != 0;
-  for (size_t i = 0; i < target.size(); ++i) {
-    if (target[i] == 0 && !allowzero) {
-      KILN_CHECK(i < x->shape().size(), "onnx import: Reshape copies dimension ", i,
-                 " of an input of rank ", x->shape().size());
-      target[i] = x->shape()[i];
-    }
-  }
-  define(node, c, c.emit("reshape", {x}, {{"shape", target}}));
-}
-
-void flatten(const Node& node, ImportContext& c) {
-  Value* x = c.input(node, 0);
-  int64_t axis = wrap(attr_int(node, "axis", 1), rank_of(x));
-  Dim outer = 1, inner = 1;
-  for (int64_t i = 0; i < rank_of(x); ++i)
-    (i < axis ? outer : inner) *= x->shape()[size_t(i)];
-  define(node, c, reshape_to(c, x, {outer, inner}));
-}
-
 void transpose(const Node& node, ImportContext& c) {
   Value* x = c.input(node, 0);
   IntList perm;
@@ -190,66 +157,6 @@ void transpose(const Node& node, ImportContext& c) {
     perm.push_back(i);
   perm = attr_ints(node, "perm", perm);
   define(node, c, c.emit("permute", {x}, {{"dims", perm}}));
-}
-
-// Axes from opset 13's input, or the attribute before.
-IntList axes_of(const Node& node, ImportContext& c, int input, const IntList& fallback) {
-  if (Value* value = c.input(node, input))
-    return c.constant_ints(value, node.op_type() + "'s axes");
-  return attr_ints(node, "axes", fallback);
-}
-
-void squeeze(const Node& node, ImportContext& c) {
-  Value* x = c.input(node, 0);
-  IntList axes = axes_of(node, c, 1, {});
-  DimList shape;
-  for (int64_t i = 0; i < rank_of(x); ++i) {
-    bool listed = axes.empty() ? x->shape()[size_t(i)] == 1 : false;
-    for (int64_t axis : axes)
-      listed = listed || wrap(axis, rank_of(x)) == i;
-    if (!listed) shape.push_back(x->shape()[size_t(i)]);
-  }
-  define(node, c, reshape_to(c, x, shape));
-}
-
-void unsqueeze(const Node& node, ImportContext& c) {
-  Value* x = c.input(node, 0);
-  IntList axes = axes_of(node, c, 1, {});
-  int64_t rank = rank_of(x) + int64_t(axes.size());
-  std::vector<bool> inserted(size_t(rank), false);
-  for (int64_t axis : axes)
-    inserted.at(size_t(wrap(axis, rank))) = true;
-  DimList shape;
-  size_t next = 0;
-  for (int64_t i = 0; i < rank; ++i)
-    shape.push_back(inserted[size_t(i)] ? 1 : x->shape()[next++]);
-  define(node, c, reshape_to(c, x, shape));
-}
-
-void concat(const Node& node, ImportContext& c) {
-  std::vector<Value*> inputs;
-  for (int i = 0; i < node.input_size(); ++i)
-    inputs.push_back(c.input(node, i));
-  define(node, c, c.emit("cat", inputs, {{"dim", attr_int(node, "axis", 0)}}));
-}
-
-void shape(const Node& node, ImportContext& c) {
-  const DimList& dims = c.input(node, 0)->shape();
-  int64_t rank = int64_t(dims.size());
-  int64_t start = std::clamp<int64_t>(wrap(attr_int(node, "start", 0), rank), 0, rank);
-  int64_t end = std::clamp<int64_t>(wrap(attr_int(node, "end", rank), rank), 0, rank);
-  IntList kept =
-      to_static(DimList(dims.begin() + start, dims.begin() + std::max(start, end)), "onnx import");
-  Tensor data = empty({int64_t(kept.size())}, DType::Int64);
-  for (size_t i = 0; i < kept.size(); ++i)
-    data.data<int64_t>()[i] = kept[i];
-  define(node, c, c.constant(data));
-}
-
-void size(const Node& node, ImportContext& c) {
-  int64_t count =
-      require_static(numel_of(c.input(node, 0)->shape()), "onnx import", "element count");
-  define(node, c, c.constant(full({}, count, DType::Int64)));
 }
 
 void constant(const Node& node, ImportContext& c) {
@@ -272,105 +179,6 @@ void constant(const Node& node, ImportContext& c) {
   } else {
     KILN_CHECK(false, "onnx import: Constant without a value kiln reads (sparse or string)");
   }
-}
-
-void constant_of_shape(const Node& node, ImportContext& c) {
-  IntList shape = c.constant_ints(c.input(node, 0), "ConstantOfShape's shape");
-  Tensor fill = full({}, 0.0, DType::Float32);
-  if (const pb::AttributeProto* value = find_attr(node, "value"))
-    fill = tensor_from_proto(value->t(), c.folder());
-  define(node, c, c.constant(full(shape, read_element(fill, 0), fill.dtype())));
-}
-
-void expand(const Node& node, ImportContext& c) {
-  Value* x = c.input(node, 0);
-  IntList target = c.constant_ints(c.input(node, 1), "Expand's shape");
-  DimList in = x->shape();
-  size_t rank = std::max(in.size(), target.size());
-  in.insert(in.begin(), rank - in.size(), 1);
-  target.insert(target.begin(), rank - target.size(), 1);
-  DimList out(rank);
-  for (size_t i = 0; i < rank; ++i)
-    out[i] = in[i] == 1 ? target[i] : in[i];
-  define(node, c, c.emit("expand", {reshape_to(c, x, in)}, {{"size", out}}));
-}
-
-// ONNX indices may count from the end: where(i < 0, i + size, i).
-Value* wrap_negative(ImportContext& c, Value* indices, int64_t size) {
-  Value* negative = c.emit("lt", {indices, c.constant(full({}, int64_t(0), indices->dtype()))});
-  Value* shifted = c.emit("add", {indices, c.constant(full({}, size, indices->dtype()))});
-  return c.emit("where", {negative, shifted, indices});
-}
-
-// Gather along an axis with indices of any rank: index_select over the
-// flattened indices, then the indices' shape in place of the axis.
-void gather(const Node& node, ImportContext& c) {
-  Value* data = c.input(node, 0);
-  Value* indices = c.input(node, 1);
-  int64_t axis = wrap(attr_int(node, "axis", 0), rank_of(data));
-  indices = wrap_negative(c, indices, axis_size(data, axis));
-  Value* flat = reshape_to(c, indices, {numel_of(indices->shape())});
-  Value* picked = c.emit("index_select", {data, flat}, {{"dim", axis}});
-  DimList shape(data->shape().begin(), data->shape().begin() + axis);
-  shape.insert(shape.end(), indices->shape().begin(), indices->shape().end());
-  shape.insert(shape.end(), data->shape().begin() + axis + 1, data->shape().end());
-  define(node, c, reshape_to(c, picked, shape));
-}
-
-void gather_elements(const Node& node, ImportContext& c) {
-  Value* data = c.input(node, 0);
-  int64_t axis = wrap(attr_int(node, "axis", 0), rank_of(data));
-  Value* indices = wrap_negative(c, c.input(node, 1), axis_size(data, axis));
-  define(node, c, c.emit("gather", {data, indices}, {{"dim", axis}}));
-}
-
-// Slice: bounds from inputs (opset 10 on) or attributes; one kiln slice per axis.
-void slice(const Node& node, ImportContext& c) {
-  Value* x = c.input(node, 0);
-  bool inputs = c.input(node, 1) != nullptr;
-  IntList starts =
-      inputs ? c.constant_ints(c.input(node, 1), "Slice's starts") : attr_ints(node, "starts", {});
-  IntList ends =
-      inputs ? c.constant_ints(c.input(node, 2), "Slice's ends") : attr_ints(node, "ends", {});
-  IntList axes, steps;
-  if (inputs && c.input(node, 3)) axes = c.constant_ints(c.input(node, 3), "Slice's axes");
-  if (!inputs) axes = attr_ints(node, "axes", {});
-  if (inputs && c.input(node, 4)) steps = c.constant_ints(c.input(node, 4), "Slice's steps");
-  if (axes.empty())
-    for (size_t i = 0; i < starts.size(); ++i)
-      axes.push_back(int64_t(i));
-  if (steps.empty()) steps.assign(starts.size(), 1);
-  KILN_CHECK(
-      starts.size() == ends.size() && axes.size() == starts.size() && steps.size() == starts.size(),
-      "onnx import: Slice's starts, ends, axes and steps differ in length");
-  for (size_t i = 0; i < starts.size(); ++i) {
-    KILN_CHECK(steps[i] > 0, "onnx import: Slice with step ", steps[i],
-               " (kiln slices forward only)");
-    int64_t axis = wrap(axes[i], rank_of(x));
-    int64_t size = axis_size(x, axis);
-    int64_t start = std::clamp<int64_t>(starts[i] < 0 ? starts[i] + size : starts[i], 0, size);
-    int64_t end = std::clamp<int64_t>(ends[i] < 0 ? ends[i] + size : ends[i], 0, size);
-    x = c.emit(
-        "slice", {x},
-        {{"dim", axis}, {"start", start}, {"end", std::max(start, end)}, {"step", steps[i]}});
-  }
-  define(node, c, x);
-}
-
-void split(const Node& node, ImportContext& c) {
-  Value* x = c.input(node, 0);
-  int64_t axis = wrap(attr_int(node, "axis", 0), rank_of(x));
-  IntList sizes = c.input(node, 1) ? c.constant_ints(c.input(node, 1), "Split's sizes")
-                                   : attr_ints(node, "split", {});
-  if (sizes.empty()) {
-    int64_t parts = node.output_size(), length = axis_size(x, axis);
-    int64_t each = (length + parts - 1) / parts;
-    for (int64_t i = 0; i < parts; ++i)
-      sizes.push_back(std::min(each, length - i * each));
-  }
-  std::vector<Value*> parts = c.emit_multi("split", {x}, {{"sizes", sizes}, {"dim", axis}});
-  for (int i = 0; i < node.output_size(); ++i)
-    define(node, c, parts.at(size_t(i)), i);
 }
 
 // ---- reductions ----
@@ -408,7 +216,7 @@ void arg_extreme(const Node& node, ImportContext& c, const char* op) {
   int64_t axis = wrap(attr_int(node, "axis", 0), rank_of(x));
   Attrs attrs = {{"dim", axis}, {"keepdim", attr_int(node, "keepdims", 1) != 0}};
   if (!attr_int(node, "select_last_index", 0)) return define(node, c, c.emit(op, {x}, attrs));
-  int64_t size = axis_size(x, axis);
+  int64_t size = concrete_size(node, 0, x, axis, node.op_type() + " with select_last_index");
   Tensor reversed = empty({size}, DType::Int64);
   for (int64_t i = 0; i < size; ++i)
     reversed.data<int64_t>()[i] = size - 1 - i;
@@ -499,21 +307,8 @@ void add_basic_importers(Table& table) {
   table["Min"] = min;
   table["Sum"] = sum;
   table["Mean"] = sum;
-  table["Reshape"] = reshape;
-  table["Flatten"] = flatten;
   table["Transpose"] = transpose;
-  table["Squeeze"] = squeeze;
-  table["Unsqueeze"] = unsqueeze;
-  table["Concat"] = concat;
-  table["Shape"] = shape;
-  table["Size"] = size;
   table["Constant"] = constant;
-  table["ConstantOfShape"] = constant_of_shape;
-  table["Expand"] = expand;
-  table["Gather"] = gather;
-  table["GatherElements"] = gather_elements;
-  table["Slice"] = slice;
-  table["Split"] = split;
   table["ReduceSum"] = reduce_sum;
   table["ReduceMean"] = reduce_mean;
   table["ReduceMax"] = reduce_max;

@@ -5,13 +5,15 @@
 //   onnx::Imported model = onnx::import_model("mobilenet.onnx");
 //   jit::CompiledFunction run(jit::Capture{model.graph, model.num_outputs});
 //
-// kiln graphs have static shapes: every input needs a fixed shape (a
-// symbolic dimension is fixed with `input_shapes`). Nodes whose inputs are
-// all known at import time (Shape, and the shape arithmetic models do on
-// it) are computed then, with kiln's own kernels. An op without a
-// translation, an unsupported attribute or data type, and a malformed file
-// raise kiln::Error naming what; external data must lie inside the model's
-// folder.
+// A symbolic input dimension stays symbolic (a dim_param names its size
+// symbol; `input_shapes` fixes it instead), and the graph runs at any size.
+// Nodes whose inputs are all known at import time (Shape, and the shape
+// arithmetic models do on it) are computed then: with kiln's own kernels
+// when static, on size expressions when symbolic (import_sizes.cpp). An op
+// without a translation, an unsupported attribute or data type, a size a
+// translation needs as a number but has as a symbol, and a malformed file
+// raise kiln::Error naming what; external data must lie inside the
+// model's folder.
 #pragma once
 
 #include <map>
@@ -24,7 +26,8 @@
 namespace kiln::onnx {
 
 struct ImportOptions {
-  // Shapes for inputs whose shape in the file is symbolic, by input name.
+  // Fixed shapes for inputs, by name, in place of the file's (symbolic)
+  // ones: a static graph.
   std::map<std::string, IntList> input_shapes = {};
   // Inputs bound to fixed values at import: they become constants and leave
   // the model's inputs. For models that take shapes, axes or bounds as
