@@ -95,6 +95,31 @@ TEST(ShapeEnv, WithoutHintsTheGuardsAreTheFacts) {
   EXPECT_THROW((void)(seq > 7), Error);  // nothing says
 }
 
+TEST(ShapeEnv, AGuardAnswersWhatItImpliesWithNoSecondGuard) {
+  ShapeEnv env;
+  env.set_hint("seq", 300);
+  ShapeEnvScope scope(&env);
+  EXPECT_TRUE(seq > 128);
+  EXPECT_TRUE(seq >= 128);   // implied by 128 < seq
+  EXPECT_FALSE(seq <= 128);  // its negation
+  EXPECT_TRUE(seq != 128);
+  EXPECT_FALSE(seq == 128);
+  ASSERT_EQ(env.guards().size(), 1u);
+  EXPECT_EQ(env.guards()[0].to_string(), "128 < seq");
+  EXPECT_TRUE(seq > 200);  // not implied: a guard of its own
+  EXPECT_EQ(env.guards().size(), 2u);
+}
+
+TEST(ShapeEnv, AnIntReadFixesTheSymbolForLaterDecisions) {
+  ShapeEnv env;
+  env.set_hint("batch", 4);
+  ShapeEnvScope scope(&env);
+  env.add_guard(ShapeGuard{batch.expr(), SizeExpr(4), ShapeGuard::Relation::Eq, "int()"});
+  EXPECT_TRUE(batch * 6 == Dim(24));
+  EXPECT_TRUE(batch > 1);
+  EXPECT_EQ(env.guards().size(), 1u);
+}
+
 TEST(ShapeEnv, ScopesNest) {
   ShapeEnv outer, inner;
   {

@@ -1,6 +1,8 @@
 // ShapeEnv and ShapeGuard (declared in dim.h): the decisions on symbolic sizes
 // taken from example values while tracing, kept as guards.
 #include <algorithm>
+#include <limits>
+#include <optional>
 
 #include "kiln/core/dim.h"
 #include "kiln/util/error.h"
@@ -95,6 +97,44 @@ bool has_all_hints(const ShapeEnv& env, const SizeExpr& e) {
   return true;
 }
 
+// What a recorded guard says of d = rhs - lhs of a new question, when its
+// own difference is d or -d: an interval (and whether d may be 0), from
+// which `asked` may follow. seq > 128 recorded answers seq >= 128 with no
+// second guard.
+std::optional<bool> implied_by(const ShapeGuard& guard, const SizeExpr& d, Relation asked) {
+  constexpr int64_t kInf = std::numeric_limits<int64_t>::max();
+  const SizeExpr known = guard.rhs - guard.lhs;
+  const int sign = known == d ? 1 : (known == -d ? -1 : 0);
+  if (sign == 0) return std::nullopt;
+  int64_t lo = -kInf, hi = kInf;  // bounds of `known`
+  bool nonzero = false;
+  if (guard.relation == Relation::Eq) lo = hi = 0;
+  if (guard.relation == Relation::Ne) nonzero = true;
+  if (guard.relation == Relation::Lt) lo = 1;
+  if (guard.relation == Relation::Le) lo = 0;
+  if (sign < 0) {  // bounds of d = -known
+    const int64_t negated_lo = hi == kInf ? -kInf : -hi;
+    hi = lo == -kInf ? kInf : -lo;
+    lo = negated_lo;
+  }
+  const bool excludes_zero = nonzero || lo > 0 || hi < 0;
+  switch (asked) {
+    case Relation::Eq:
+      if (lo == 0 && hi == 0) return true;
+      return excludes_zero ? std::optional<bool>(false) : std::nullopt;
+    case Relation::Ne:
+      if (lo == 0 && hi == 0) return false;
+      return excludes_zero ? std::optional<bool>(true) : std::nullopt;
+    case Relation::Lt:  // d >= 1
+      if (lo >= 1) return true;
+      return hi <= 0 ? std::optional<bool>(false) : std::nullopt;
+    case Relation::Le:  // d >= 0
+      if (lo >= 0) return true;
+      return hi < 0 ? std::optional<bool>(false) : std::nullopt;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 bool ShapeEnv::decide(const SizeExpr& given_lhs, Relation relation, const SizeExpr& given_rhs) {
@@ -102,6 +142,10 @@ bool ShapeEnv::decide(const SizeExpr& given_lhs, Relation relation, const SizeEx
   const SizeExpr rhs = fixed_.empty() ? given_rhs : given_rhs.substitute(fixed_);
   if (lhs.is_constant() && rhs.is_constant())
     return compare(lhs.constant(), relation, rhs.constant());
+  const SizeExpr difference = rhs - lhs;
+  for (const ShapeGuard& guard : guards_) {
+    if (std::optional<bool> known = implied_by(guard, difference, relation)) return *known;
+  }
   // Without example values (a graph re-inferred after tracing) the recorded
   // guards are the facts: a decision taken while tracing is taken again.
   if (!has_all_hints(*this, lhs) || !has_all_hints(*this, rhs)) {
