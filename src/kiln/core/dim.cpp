@@ -125,6 +125,13 @@ std::optional<Dim> exact_divide(const Dim& a, const Dim& b) {
   return Dim(*q);
 }
 
+std::string lone_symbol(const Dim& dim) {
+  if (dim.is_static()) return "";
+  std::vector<std::string> names = dim.expr().symbols();
+  if (names.size() != 1 || !dim.same_as(Dim::symbol(names[0]))) return "";
+  return names[0];
+}
+
 bool operator==(const Dim& a, const Dim& b) {
   if (a.is_static() && b.is_static()) return a.static_value() == b.static_value();
   SizeExpr diff = a.expr() - b.expr();

@@ -110,6 +110,9 @@ IntList to_static(const DimList& dims, std::string_view op);
 IntList to_static(const DimList& dims);  // an internal error when symbolic
 int64_t require_static(const Dim& dim, std::string_view op, std::string_view what);
 bool same_dims(const DimList& a, const DimList& b);  // structural, never a guard
+// The symbol a dim is by itself ("batch"), or "" for a number or an
+// expression: the dims a call's input sizes bind symbols from.
+std::string lone_symbol(const Dim& dim);
 // The symbols the dims mention, sorted, unique.
 std::vector<std::string> symbols_of(const DimList& dims);
 // The dims with every symbol bound: static dims.

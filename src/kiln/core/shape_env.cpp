@@ -168,10 +168,9 @@ bool ShapeEnv::decide(const SizeExpr& given_lhs, Relation relation, const SizeEx
 
 void ShapeEnv::add_guard(ShapeGuard guard) {
   if (std::find(guards_.begin(), guards_.end(), guard) != guards_.end()) return;
-  std::vector<std::string> names = guard.lhs.symbols();
-  bool fixes = guard.relation == Relation::Eq && guard.rhs.is_constant() && names.size() == 1 &&
-               guard.lhs == SizeExpr::symbol(names[0]);
-  if (fixes) fixed_.emplace(names[0], guard.rhs);
+  std::string symbol = lone_symbol(Dim(guard.lhs));
+  if (guard.relation == Relation::Eq && guard.rhs.is_constant() && !symbol.empty())
+    fixed_.emplace(symbol, guard.rhs);
   guards_.push_back(std::move(guard));
 }
 

@@ -263,9 +263,7 @@ void check_symbols_are_bound(const ModelFile& model) {
   std::set<std::string> bound;
   for (const Value* input : graph.inputs()) {
     for (const Dim& dim : input->shape()) {
-      if (dim.is_static()) continue;
-      std::vector<std::string> names = dim.expr().symbols();
-      if (names.size() == 1 && dim.expr() == SizeExpr::symbol(names[0])) bound.insert(names[0]);
+      if (std::string name = lone_symbol(dim); !name.empty()) bound.insert(name);
     }
   }
   auto check = [&](const std::vector<std::string>& names, const std::string& where) {

@@ -105,10 +105,8 @@ void set_type(pb::ValueInfoProto& info, const Value* value, bool dynamic_batch) 
 void add_symbol_sources(const Value* input, const std::string& name, ExportContext& context) {
   const DimList& dims = input->shape();
   for (size_t d = 0; d < dims.size(); ++d) {
-    if (dims[d].is_static()) continue;
-    std::vector<std::string> symbols = dims[d].expr().symbols();
-    if (symbols.size() == 1 && dims[d].same_as(Dim::symbol(symbols[0])))
-      context.add_symbol_source(symbols[0], name, int64_t(d));
+    if (std::string symbol = lone_symbol(dims[d]); !symbol.empty())
+      context.add_symbol_source(symbol, name, int64_t(d));
   }
 }
 

@@ -259,16 +259,16 @@ struct CompiledFunction::AdmittedSizes {
 std::string CompiledFunction::size_mismatch(std::span<const Tensor> inputs) const {
   if (!symbolic_) return "";
   std::vector<int64_t> key;
-  std::vector<IntList> shapes;
-  for (const Tensor& t : inputs) {
+  for (const Tensor& t : inputs)
     key.insert(key.end(), t.shape().begin(), t.shape().end());
-    shapes.push_back(t.shape());
-  }
   {
     std::lock_guard<std::mutex> lock(admitted_->mutex);
     for (size_t i = admitted_->keys.size(); i-- > 0;)
       if (admitted_->keys[i] == key) return "";
   }
+  std::vector<IntList> shapes;
+  for (const Tensor& t : inputs)
+    shapes.push_back(t.shape());
   try {
     bind_symbols(*graph_, shapes);
   } catch (const Error& e) {

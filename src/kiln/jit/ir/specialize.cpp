@@ -8,14 +8,6 @@
 namespace kiln::jit {
 namespace {
 
-// The symbol a dim is by itself (`batch`), or "" for a number or an expression.
-std::string lone_symbol(const Dim& dim) {
-  if (dim.is_static()) return "";
-  std::vector<std::string> names = dim.expr().symbols();
-  if (names.size() != 1 || !(dim.expr() == SizeExpr::symbol(names[0]))) return "";
-  return names[0];
-}
-
 std::string input_label(const Graph& graph, size_t i) {
   const std::string& name = graph.inputs()[i]->name();
   return name.empty() ? str("input ", i) : str("input ", i, " ('", name, "')");
