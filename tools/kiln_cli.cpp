@@ -34,6 +34,7 @@
 #include "kiln/jit/ir/rebatch.h"
 #include "kiln/jit/ir/specialize.h"
 #include "kiln/kernels/cpu/parallel.h"
+#include "kiln/ops/random.h"
 #include "kiln/ops/registry.h"
 
 namespace {
@@ -164,11 +165,13 @@ void print_symbols(const Graph& graph) {
   }
 }
 
-// A symbolic graph is planned per size: at the stored example's, when there is one.
+// A symbolic graph is planned per size, from one placement whose peak is a
+// formula over the symbols: printed with the plan at the stored example's
+// sizes, when there is one.
 void print_memory_plan(const ModelFile& file) {
-  std::shared_ptr<const Graph> graph = file.graph;
+  CompiledFunction compiled(file.graph, file.num_outputs, file.state_updates);
   std::string at;
-  if (graph->is_symbolic()) {
+  if (file.graph->is_symbolic()) {
     if (file.example_inputs.empty()) {
       std::cout << "memory       planned per size (no example stored to plan one)\n";
       return;
@@ -176,10 +179,9 @@ void print_memory_plan(const ModelFile& file) {
     std::vector<IntList> shapes;
     for (const Tensor& input : file.example_inputs)
       shapes.push_back(input.shape());
-    graph = kiln::jit::specialize(*graph, kiln::jit::bind_symbols(*graph, shapes));
+    compiled.prepare(kiln::jit::bind_symbols(*file.graph, shapes));
     at = " at the example's sizes";
   }
-  CompiledFunction compiled(graph, file.num_outputs, file.state_updates);
   const kiln::jit::CompileReport& report = compiled.compile_report();
   if (report.planned_bytes < 0) {
     std::cout << "memory       no plan (the model runs on another runner)\n";
@@ -188,6 +190,8 @@ void print_memory_plan(const ModelFile& file) {
   std::cout << "memory       planned " << bytes_text(uint64_t(report.planned_bytes)) << " per call"
             << at << ", " << bytes_text(uint64_t(report.unshared_bytes)) << " unshared; "
             << report.steps << " steps\n";
+  if (report.memory)
+    std::cout << "             at any size: " << report.memory->to_string() << "\n";
 }
 
 int run_info(const InfoArgs& args) {

@@ -4,6 +4,7 @@
 // recording, compiling, the cache, its guards and strict mode are C++'s.
 #include <chrono>
 
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -216,6 +217,22 @@ void bind_jit(nb::module_& m) {
       .def("__str__", &jit::CompileReport::to_string)
       .def("__repr__", &jit::CompileReport::to_string);
 
+  nb::class_<jit::MemoryFormula>(m, "MemoryFormula")
+      .def_prop_ro("peak", [](const jit::MemoryFormula& f) { return f.peak().to_string(); })
+      .def_prop_ro("intermediates",
+                   [](const jit::MemoryFormula& f) { return f.intermediates.to_string(); })
+      .def_prop_ro("outputs", [](const jit::MemoryFormula& f) { return f.outputs.to_string(); })
+      .def_ro("weights", &jit::MemoryFormula::weights)
+      .def_prop_ro("symbols", [](const jit::MemoryFormula& f) { return f.peak().symbols(); })
+      .def(
+          "evaluate",
+          [](const jit::MemoryFormula& f, const std::map<std::string, int64_t>& sizes) {
+            return f.peak().evaluate(sizes);
+          },
+          nb::arg("sizes"), "The peak bytes (intermediates + outputs) at these sizes.")
+      .def("__str__", &jit::MemoryFormula::to_string)
+      .def("__repr__", &jit::MemoryFormula::to_string);
+
   nb::class_<CompiledFunction>(m, "CompiledFunction")
       .def(
           "__init__",
@@ -257,6 +274,10 @@ void bind_jit(nb::module_& m) {
           nb::arg("inputs"))
       .def_prop_ro("num_outputs", &CompiledFunction::num_outputs)
       .def_prop_ro("report", &CompiledFunction::compile_report)
+      .def_prop_ro("symbolic", &CompiledFunction::symbolic)
+      .def("memory_formula", &CompiledFunction::memory_formula)
+      .def("max_size_for", &CompiledFunction::max_size_for, nb::arg("bytes"),
+           nb::arg("symbol") = "", nb::arg("others") = std::map<std::string, int64_t>())
       .def_prop_ro("warnings", [](const CompiledFunction& f) {
         std::vector<std::string> out;
         for (const jit::TraceWarning& w : f.warnings())

@@ -73,8 +73,9 @@ TEST(JitSymbolicRun, OneGraphRunsEverySequenceLengthAsEager) {
 TEST(JitSymbolicRun, ASizeSeenBeforeReusesItsPlan) {
   manual_seed(1);
   std::shared_ptr<Graph> g = attention_like_graph(randn({16, 16}));
-  PerSizeRunner runner(g, [](std::shared_ptr<const Graph> s) {
-    return std::shared_ptr<const GraphRunner>(std::make_shared<Executable>(s));
+  PerSizeRunner runner(g, [](std::shared_ptr<const Graph> s, const BufferPlacer& place) {
+    return std::shared_ptr<const GraphRunner>(
+        std::make_shared<Executable>(s, std::span<const OutputIntoParam>{}, place));
   });
   std::vector<Tensor> a{randn({2, 5, 16})}, b{randn({2, 9, 16})}, a2{randn({2, 5, 16})};
   runner.run_unchecked(a);

@@ -188,3 +188,41 @@ def test_training_step_with_changing_batch_matches_eager():
             nn.functional.cross_entropy(model(x), target).backward()
         for p, q in zip(net.parameters(), ref.parameters()):
             np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_peak_memory_is_one_formula_that_each_size_plans_exactly():
+    kiln.manual_seed(0)
+    block = SelfAttention()
+    reports = {}
+    for seq in (1, 7, 33):
+        x = kiln.randn(2, seq, 16)
+        traced = kiln.jit.trace(block, x, dynamic_shapes={"x": {0: "batch", 1: "seq"}})
+        reports[seq] = (traced.memory_formula(), traced.report())
+    formulas = {str(formula) for formula, _ in reports.values()}
+    assert len(formulas) == 1, formulas  # the same plan whatever size it was traced at
+    formula = reports[1][0]
+    assert set(formula.symbols) == {"batch", "seq"}
+    assert "seq*seq" in formula.intermediates or "seq^2" in formula.intermediates
+    for seq, (_, report) in reports.items():
+        assert "memory at any size: peak" in str(report)
+        outputs = 2 * seq * 16 * 4
+        assert formula.evaluate({"batch": 2, "seq": seq}) == report.planned_bytes + outputs
+
+
+def test_max_batch_for_a_memory_budget():
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
+    traced = kiln.jit.trace(model, kiln.randn(4, 32), dynamic_shapes={"input": {0: "batch"}})
+    formula = traced.memory_formula()
+    assert formula.peak == "296*batch"  # [b, 64] hidden + [b, 10] output, in float32
+
+    def total(b):
+        return formula.weights + formula.evaluate({"batch": b})
+
+    for budget in (total(1), total(1000) + 100, 2**30):
+        b = traced.max_batch_for(budget)
+        assert total(b) <= budget < total(b + 1)
+    assert traced.max_batch_for(formula.weights) is None
+    static = kiln.jit.trace(model, kiln.randn(4, 32))
+    assert static.memory_formula() is None
+    with pytest.raises(ValueError, match="no symbolic sizes"):
+        static.max_batch_for(2**30)

@@ -76,8 +76,27 @@ class TracedModule:
     def report(self) -> Any:
         """What the compiler did: per pass, nodes before/after, rules fired
         and time; the memory plan (planned bytes against the sum of every
-        intermediate's size); the time to record, optimize and lower."""
+        intermediate's size; with dynamic shapes, at the example's sizes and
+        as a formula for any size); the time to record, optimize and lower."""
         return self._compiled.report
+
+    def memory_formula(self) -> Any:
+        """Peak memory of one call as a formula over the size symbols (a
+        trace with dynamic shapes): `.peak` (intermediates + outputs, in
+        bytes), `.intermediates`, `.outputs`, `.weights` (bytes, held once),
+        `.evaluate({"batch": 64})`. Every size's plan allocates exactly what
+        the formula says there. None for a trace with static shapes."""
+        return self._compiled.memory_formula()
+
+    def max_batch_for(self, nbytes: int, symbol: str | None = None, **sizes: int) -> int | None:
+        """The largest value of the size symbol (the only one, or `symbol`;
+        the others given as keywords) whose call fits in `nbytes` with the
+        weights, within the trace's guards; None when not even 1 fits.
+
+            traced.max_batch_for(2 * 2**30)           # batch fitting in 2 GiB
+            traced.max_batch_for(2**30, "batch", seq=128)
+        """
+        return self._compiled.max_size_for(nbytes, symbol or "", sizes)
 
     def grad_graphs(self, *inputs: Tensor) -> tuple[Any, Any] | None:
         """(forward, backward): the graphs a call on `inputs` runs when

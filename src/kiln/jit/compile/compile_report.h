@@ -5,8 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 
+#include "kiln/jit/compile/symbolic_memory.h"
 #include "kiln/jit/passes/pass_report.h"
 
 namespace kiln::jit {
@@ -17,8 +20,12 @@ struct CompileReport {
   int64_t planned_bytes = -1;
   int64_t unshared_bytes = -1;  // every intermediate in a place of its own
   size_t steps = 0;             // kernels the plan runs per call
-  double record_seconds = 0;    // running the eager code while recording
-  double lower_seconds = 0;     // lowering to the plan (kernels prepared)
+  // A graph with symbolic sizes: the numbers above are at `planned_at`
+  // (the traced example's sizes), and `memory` is the peak at any size.
+  std::map<std::string, int64_t> planned_at;
+  std::optional<MemoryFormula> memory;
+  double record_seconds = 0;  // running the eager code while recording
+  double lower_seconds = 0;   // lowering to the plan (kernels prepared)
   double total_seconds() const { return record_seconds + passes.seconds + lower_seconds; }
 
   // The passes table, then a line for memory and one for time.

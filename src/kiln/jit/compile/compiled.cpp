@@ -33,20 +33,23 @@ std::shared_ptr<const GraphRunner> make_runner(const std::shared_ptr<const Graph
     std::vector<std::pair<size_t, std::string>> by_name;
     for (const OutputIntoParam& i : into)
       by_name.emplace_back(i.output, i.param->name());
-    return std::make_shared<PerSizeRunner>(graph, [by_name](std::shared_ptr<const Graph> g) {
-      std::vector<OutputIntoParam> mapped;
-      for (const auto& [output, name] : by_name)
-        mapped.push_back({output, g->find_param(name)});
-      return std::make_shared<Executable>(g, mapped);
-    });
+    return std::make_shared<PerSizeRunner>(
+        graph, [by_name](std::shared_ptr<const Graph> g, const BufferPlacer& place) {
+          std::vector<OutputIntoParam> mapped;
+          for (const auto& [output, name] : by_name)
+            mapped.push_back({output, g->find_param(name)});
+          return std::make_shared<Executable>(g, mapped, place);
+        });
   }
   return std::make_shared<Executable>(graph, into);
 }
 
 std::shared_ptr<const GraphRunner> make_interpreter(const std::shared_ptr<const Graph>& graph) {
   if (!graph->is_symbolic()) return std::make_shared<Interpreter>(graph);
-  return std::make_shared<PerSizeRunner>(
-      graph, [](std::shared_ptr<const Graph> g) { return std::make_shared<Interpreter>(g); });
+  return std::make_shared<PerSizeRunner>(graph,
+                                         [](std::shared_ptr<const Graph> g, const BufferPlacer&) {
+                                           return std::make_shared<Interpreter>(g);
+                                         });
 }
 
 }  // namespace
@@ -101,6 +104,53 @@ CompiledFunction::CompiledFunction(Optimized optimized)
   compile_report_.lower_seconds = lowered.lower_seconds;
   recorded_ = std::move(optimized.recorded);
   passes_ = std::move(optimized.passes);
+  if (symbolic_ && !optimized.capture.example_sizes.empty())
+    prepare(optimized.capture.example_sizes);
+}
+
+void CompiledFunction::prepare(const std::map<std::string, int64_t>& sizes) {
+  auto runner = std::dynamic_pointer_cast<const PerSizeRunner>(runner_);
+  if (!symbolic_ || !runner) return;
+  std::vector<IntList> shapes;
+  for (const Value* input : graph_->inputs())
+    shapes.push_back(evaluate(input->shape(), sizes));
+  auto start = std::chrono::steady_clock::now();
+  const RunnerStats stats = runner->prepare(shapes);
+  compile_report_.lower_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  compile_report_.planned_bytes = stats.planned_bytes;
+  compile_report_.unshared_bytes = stats.unshared_bytes;
+  compile_report_.steps = stats.steps;
+  compile_report_.planned_at.clear();
+  for (const std::string& symbol : graph_->symbols())
+    compile_report_.planned_at[symbol] = sizes.at(symbol);
+  compile_report_.memory = runner->memory_formula();
+}
+
+std::optional<MemoryFormula> CompiledFunction::memory_formula() const {
+  auto runner = std::dynamic_pointer_cast<const PerSizeRunner>(runner_);
+  if (!symbolic_ || !runner) return std::nullopt;
+  return runner->memory_formula();
+}
+
+std::optional<int64_t> CompiledFunction::max_size_for(
+    int64_t bytes, std::string symbol, const std::map<std::string, int64_t>& others) const {
+  std::optional<MemoryFormula> formula = memory_formula();
+  KILN_CHECK_VALUE(formula.has_value(), "max_size_for: ",
+                   symbolic_ ? "no size of the graph was planned yet; call it once first"
+                             : "the graph has no symbolic sizes (trace it with dynamic shapes)");
+  std::vector<std::string> free;
+  for (const std::string& s : formula->peak().symbols()) {
+    if (!others.count(s)) free.push_back(s);
+  }
+  if (symbol.empty()) {
+    KILN_CHECK_VALUE(free.size() == 1, "max_size_for: the peak ", formula->peak(), " depends on ",
+                     free.size(),
+                     " symbols without a value; name the one to "
+                     "search and give the others");
+    symbol = free[0];
+  }
+  return jit::max_size_for(*formula, bytes, symbol, others, graph_->guards());
 }
 
 CompiledFunction::CompiledFunction(std::shared_ptr<const Graph> graph, size_t num_outputs,

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -87,6 +88,20 @@ class CompiledFunction {
   // this graph (a shared size symbol differs, a guard fails), or "" when
   // they can. Sizes admitted once are remembered, so a hit checks a key.
   std::string size_mismatch(std::span<const Tensor> inputs) const;
+
+  // A symbolic graph: plans it for these symbol values now (a traced graph
+  // is planned at its example's sizes when it is made, as a static graph
+  // is), and fills the report's memory numbers. Nothing for a static graph.
+  void prepare(const std::map<std::string, int64_t>& sizes);
+  // Peak memory as a formula over the size symbols (symbolic_memory.h);
+  // nothing for a static graph or before any size was planned.
+  std::optional<MemoryFormula> memory_formula() const;
+  // The largest value of `symbol` whose call fits in `bytes` with the
+  // weights (the formula's peak plus weights), other symbols as `others`
+  // give them, within the graph's guards; nothing when none fits. An empty
+  // `symbol` names the only symbol the peak depends on.
+  std::optional<int64_t> max_size_for(int64_t bytes, std::string symbol = "",
+                                      const std::map<std::string, int64_t>& others = {}) const;
 
  private:
   struct Optimized {

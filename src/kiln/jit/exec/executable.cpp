@@ -13,10 +13,11 @@ std::string input_label(const Value* v, size_t i) {
 
 }  // namespace
 
-Executable::Executable(std::shared_ptr<const Graph> graph, std::span<const OutputIntoParam> into)
+Executable::Executable(std::shared_ptr<const Graph> graph, std::span<const OutputIntoParam> into,
+                       const BufferPlacer& place)
     : graph_(std::move(graph)) {
   KILN_CHECK_VALUE(graph_ != nullptr, "Executable: no graph given");
-  plan_ = lower(*graph_, into);
+  plan_ = lower(*graph_, into, place);
   // One workspace up front, so a single-threaded caller allocates nothing
   // but results, from the first call on.
   pool_.push_back(std::make_unique<Workspace>(plan_));

@@ -57,8 +57,9 @@ class Executable final : public GraphRunner {
   // Lowers the graph: checks it, places every value, prepares the kernels
   // (oneDNN primitives are created here). Throws kiln::Error naming the node
   // when the graph cannot run.
+  // `place` chooses the arena offsets (plan.h's BufferPlacer).
   explicit Executable(std::shared_ptr<const Graph> graph,
-                      std::span<const OutputIntoParam> into = {});
+                      std::span<const OutputIntoParam> into = {}, const BufferPlacer& place = {});
   ~Executable() override;
   Executable(const Executable&) = delete;
   Executable& operator=(const Executable&) = delete;

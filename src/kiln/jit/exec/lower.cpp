@@ -58,8 +58,8 @@ constexpr size_t kReadAtEnd = std::numeric_limits<size_t>::max();
 
 class Lowering {
  public:
-  Lowering(const Graph& graph, std::span<const OutputIntoParam> into)
-      : graph_(graph), into_(into) {}
+  Lowering(const Graph& graph, std::span<const OutputIntoParam> into, const BufferPlacer& place)
+      : graph_(graph), into_(into), place_(place) {}
 
   Plan run() {
     plan_.num_inputs = graph_.inputs().size();
@@ -393,7 +393,9 @@ class Lowering {
   }
 
   void place_buffers() {
-    plan_.memory = plan_memory(plan_.buffers);
+    plan_.memory = place_ ? place_(plan_) : plan_memory(plan_.buffers);
+    KILN_CHECK(plan_.memory.offsets.size() == plan_.buffers.size(), "lower: the placer gave ",
+               plan_.memory.offsets.size(), " offsets for ", plan_.buffers.size(), " buffers");
     const uint32_t first_output_base = 1 + uint32_t(plan_.num_inputs);
     for (size_t a = 0; a < plan_.args.size(); ++a) {
       if (plan_.arg_slots[a] < 0) continue;
@@ -420,6 +422,7 @@ class Lowering {
 
   const Graph& graph_;
   std::span<const OutputIntoParam> into_;
+  const BufferPlacer& place_;
   Plan plan_;
   // Compile time only: the hot path never looks anything up.
   std::unordered_map<const Value*, int32_t> slots_;
@@ -433,9 +436,9 @@ class Lowering {
 
 }  // namespace
 
-Plan lower(const Graph& graph, std::span<const OutputIntoParam> into) {
+Plan lower(const Graph& graph, std::span<const OutputIntoParam> into, const BufferPlacer& place) {
   verify(graph);  // a graph from a user rewrite or a file may be malformed
-  return Lowering(graph, into).run();
+  return Lowering(graph, into, place).run();
 }
 
 }  // namespace kiln::jit

@@ -10,7 +10,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
+
+#include "kiln/core/size_expr.h"
 
 namespace kiln::jit {
 
@@ -27,5 +31,34 @@ struct MemoryPlan {
 };
 
 MemoryPlan plan_memory(const std::vector<BufferRequest>& requests);
+
+// The same placement for buffers whose sizes are expressions over size
+// symbols (a graph traced with dynamic shapes): offsets are expressions too,
+// so one plan serves every size and its peak is a formula.
+//
+// Buffers are taken largest first as they compare at `reference` (the sizes
+// the plan should be tightest at). Each takes the lowest candidate offset
+// (0, or the end of a buffer live at the same time) that overlaps no live
+// buffer *for every value of the symbols* (proved from nonnegativity, see
+// SizeExpr::provably_nonnegative); when no candidate is provably free the
+// buffer goes above every live one, which is free by construction. With
+// constant sizes this is exactly plan_memory().
+struct SymbolicBufferRequest {
+  SizeExpr nbytes;
+  size_t first_step = 0;
+  size_t last_step = 0;
+};
+
+struct SymbolicMemoryPlan {
+  std::vector<SizeExpr> offsets;  // one per request, each a multiple of kAlignment
+  SizeExpr arena_bytes;
+  SizeExpr unshared_bytes;
+
+  // The plan at these sizes (every symbol of the requests bound).
+  MemoryPlan evaluate(const std::map<std::string, int64_t>& bindings) const;
+};
+
+SymbolicMemoryPlan plan_memory_symbolic(const std::vector<SymbolicBufferRequest>& requests,
+                                        const std::map<std::string, int64_t>& reference);
 
 }  // namespace kiln::jit

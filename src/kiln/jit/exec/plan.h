@@ -15,6 +15,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -110,10 +111,17 @@ struct Plan {
 // plan did not assume.
 Tensor derive_view(const Slot& slot, const Tensor& base);
 
+// Places the plan's arena buffers (Plan::buffers, with the slots and steps
+// that use them): plan_memory() unless a caller knows better (a graph
+// specialized from a symbolic one takes its offsets from one plan for every
+// size, jit/compile/symbolic_memory.h).
+using BufferPlacer = std::function<MemoryPlan(const Plan& plan)>;
+
 // Checks the graph can run (nodes in order, types as the op table infers
 // them, parameters bound, kernels present) and lowers it. Errors name the
 // node, op and values. An entry of `into` whose parameter is not dense (or
 // is named twice) is ignored: that output stays a fresh tensor.
-Plan lower(const Graph& graph, std::span<const OutputIntoParam> into = {});
+Plan lower(const Graph& graph, std::span<const OutputIntoParam> into = {},
+           const BufferPlacer& place = {});
 
 }  // namespace kiln::jit

@@ -167,6 +167,7 @@ Capture Recorder::end(const std::vector<Tensor>& outputs) {
   capture.differentiable = !options_.bind_outside_state;
   drop_unused_constants();
   capture.warnings = std::move(warnings_);
+  capture.example_sizes = shape_env_.hints();
   capture.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   abort();  // clears the recording state; the graph lives on in `capture`

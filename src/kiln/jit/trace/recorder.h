@@ -24,6 +24,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -106,6 +107,8 @@ struct Capture {
   bool differentiable = true;
   std::vector<TraceWarning> warnings;  // everything reported while recording
   double seconds = 0;                  // from begin() to end()
+  // The size symbols' values in the traced call (with dynamic dims).
+  std::map<std::string, int64_t> example_sizes;
 };
 
 class Recorder final : private DispatchObserver, private TraceHook {
