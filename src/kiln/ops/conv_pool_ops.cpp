@@ -83,9 +83,11 @@ InferResult infer_conv2d(const InferArgs& args) {
              w.shape);
   const cpu::Conv2dParams p = conv_params(args.attrs);
   const Dim C = x.shape[x.shape.size() - 3], H = x.shape[x.shape.size() - 2], W = x.shape.back();
-  const int64_t OC = require_static(w.shape[0], "conv2d", "weight size");
-  KILN_CHECK(OC % p.groups == 0, "conv2d: given groups=", p.groups,
-             ", expected weight to be divisible by ", p.groups,
+  const Dim& OC = w.shape[0];
+  // A symbolic number of filters stays symbolic in the output; whether
+  // groups divide it is checked once it is a number (each call's static plan).
+  KILN_CHECK(!OC.is_static() || OC.static_value() % p.groups == 0,
+             "conv2d: given groups=", p.groups, ", expected weight to be divisible by ", p.groups,
              " at dimension 0, but got weight of size ", w.shape, " instead");
   KILN_CHECK(C == w.shape[1] * p.groups, "conv2d: given groups=", p.groups, ", weight of size ",
              w.shape, ", expected input", x.shape, " to have ", w.shape[1] * p.groups,

@@ -172,11 +172,14 @@ InferResult infer_embedding(const InferArgs& args) {
   const TensorMeta& indices = args.inputs[1];
   KILN_CHECK(weight.dim() == 2, "embedding: 'weight' must be 2-D, got shape ", weight.shape);
   check_index_dtype(args, indices);
-  const int64_t rows = require_static(weight.shape[0], "embedding", "number of rows");
   if (args.attrs.has("padding_idx")) {
-    int64_t padding_idx = args.attrs.get_int("padding_idx");
-    KILN_CHECK(padding_idx >= -rows && padding_idx < rows, "embedding: Padding_idx ", padding_idx,
-               " must be within num_embeddings (", rows, ", weight shape ", weight.shape, ")");
+    // A range check, not a decision: a symbolic number of rows passes unless
+    // no size could hold the index, and each call's plan checks its own.
+    const Dim& rows = weight.shape[0];
+    const Dim padding_idx = args.attrs.get_int("padding_idx");
+    KILN_CHECK(!definitely_less(padding_idx, -rows) && !definitely_less(rows, padding_idx + 1),
+               "embedding: Padding_idx ", padding_idx, " must be within num_embeddings (", rows,
+               ", weight shape ", weight.shape, ")");
   }
   DimList shape = indices.shape;
   shape.push_back(weight.shape[1]);

@@ -293,6 +293,18 @@ KILN_VIEW_RULE(slice_rule) {
   return {out};
 }
 
+// Pieces of `piece` along a dim of `size` > 0, the last one what is left.
+// Each piece asks only whether another follows it, so a symbolic size gets
+// guards that fix the number of pieces and nothing more: the last piece's
+// length, full or not, is the expression size - start.
+template <typename I>
+Ints<I> pieces_of(const I& size, const I& piece) {
+  Ints<I> sizes;
+  for (I start = 0; start < size; start += piece)
+    sizes.push_back(start + piece < size ? piece : size - start);
+  return sizes;
+}
+
 // The sizes split's outputs take along its dim, from either split_size
 // (equal pieces, the last one smaller) or an explicit list.
 template <typename I>
@@ -323,12 +335,8 @@ Ints<I> split_sizes(const Meta<I>& in, const Attrs& attrs, int64_t d) {
   KILN_CHECK(split_size > 0 || size == I(0),
              "split_size can only be 0 if dimension size is 0, but got dimension size of ", size,
              " (dim ", d, ", shape ", in.shape, ")");
-  if (size == I(0)) return {I(0)};
-  Ints<I> sizes;
-  for (I start = 0; start < size; start += split_size) {
-    sizes.push_back(size - start < I(split_size) ? size - start : I(split_size));
-  }
-  return sizes;
+  if (size <= I(split_size)) return {size};  // one piece, maybe empty
+  return pieces_of(size, I(split_size));
 }
 
 template <typename I>
@@ -358,12 +366,7 @@ KILN_VIEW_RULE(chunk_rule) {
   int64_t d = wrap(in, attrs.get_int("dim"), "chunk");
   const I size = in.shape[size_t(d)];
   if (size == I(0)) return pieces_along(in, d, Ints<I>(size_t(chunks), I(0)));
-  const I piece = div_floor(size + (chunks - 1), chunks);
-  Ints<I> sizes;
-  for (I start = 0; start < size; start += piece) {
-    sizes.push_back(size - start < piece ? size - start : piece);
-  }
-  return pieces_along(in, d, sizes);
+  return pieces_along(in, d, pieces_of(size, div_floor(size + (chunks - 1), chunks)));
 }
 
 #undef KILN_VIEW_RULE
