@@ -39,7 +39,8 @@ lint: setup
 # Last, the compiler's goals (W1, W2 against ONNX Runtime, PyTorch and the
 # FP32 peak, bench/compiled_models.py). run_all.py and compiled_models.py
 # each rewrite their own section of bench/RESULTS.md with what they measured.
-# eager_python.py and hybrid_python.py run alone.
+# Then symbolic against static graphs (bench/symbolic_shapes.py: W1 at batch
+# 1 and 64, W2 at batch 1). eager_python.py and hybrid_python.py run alone.
 bench: build
 	@OMP_NUM_THREADS=1 $(BUILD)/bench/kiln_bench_kernels
 	@echo
@@ -47,6 +48,8 @@ bench: build
 	@$(PY) bench/run_all.py --threads 1,2
 	@echo
 	@OMP_NUM_THREADS=1 $(PY) bench/compiled_models.py
+	@echo
+	@OMP_NUM_THREADS=1 $(PY) bench/symbolic_shapes.py
 
 # The C++ suite under AddressSanitizer and UBSan: not part of make test, but
 # CI runs it last. From scratch on 2 cores without ccache it costs about 10.5

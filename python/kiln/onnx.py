@@ -44,6 +44,39 @@ def _symbolic_input_dims(traced: TracedModule) -> dict[str, set[int]] | None:
     return dims if any(dims.values()) else None
 
 
+def _dynamic_shapes(model: Any, dynamic_axes: DynamicAxes | None) -> dict[str, Any] | None:
+    """The dynamic_axes naming the model's inputs, as trace's dynamic_shapes:
+    the model is traced with those dims symbolic, so any of them (not only
+    the batch) stays symbolic in the file. Names of outputs are left out:
+    their sizes follow from the inputs'. A list of dims names each
+    `{input}_{dim}`."""
+    if not dynamic_axes:
+        return None
+    from kiln.jit import _record
+    from kiln.nn import Module
+    inputs = set(_record.input_names(model.forward if isinstance(model, Module) else model))
+    shapes: dict[str, Any] = {}
+    for name, axes in dynamic_axes.items():
+        if name not in inputs:
+            continue
+        shapes[name] = (dict(axes) if isinstance(axes, Mapping)
+                        else {int(d): f"{name}_{d}" for d in axes})
+    return shapes or None
+
+
+def _check_still_dynamic(traced: TracedModule, dynamic_shapes: dict[str, Any] | None) -> None:
+    """A dim asked to be dynamic that the model fixes (a linear layer's width)
+    is an error naming it, not a dim_param that only one value satisfies."""
+    fixed = traced.graph.fixed_sizes
+    for name, axes in (dynamic_shapes or {}).items():
+        for dim, symbol in axes.items():
+            symbol = getattr(symbol, "name", symbol)
+            if str(symbol) in fixed:
+                raise ValueError(f"kiln.onnx.export: dynamic_axes[{name!r}] asks for dim {dim} "
+                                 f"to be dynamic, but the model needs it to be "
+                                 f"{fixed[str(symbol)]} (the trace fixed {symbol})")
+
+
 def _dynamic_batch(traced: TracedModule, dynamic_axes: DynamicAxes | None) -> bool:
     if not dynamic_axes:
         return False
@@ -73,12 +106,19 @@ def export(model: Module | TracedModule | Callable[..., Any],
     """Writes `model` (a Module, a function, or a TracedModule) to `path` as
     an ONNX model of opset `opset_version` (13 to 17). example_inputs: the
     tensor (or tuple of tensors) to trace with (None for a TracedModule).
-    dynamic_axes: optional; {name: {0: "batch"}} makes the batch dimension
-    of a static graph's inputs and outputs symbolic (only the first
-    dimension can be). A graph with symbolic sizes exports them without it.
+    dynamic_axes: optional; {name: {0: "batch", 1: "seq"}} keeps those dims
+    of the inputs symbolic (the model is traced with them as dynamic shapes;
+    the outputs' sizes follow). A TracedModule with symbolic sizes exports
+    them without it; for one with static shapes only the first dimension
+    can be made dynamic (the graph is re-batched).
     output_names: names for the outputs."""
     from kiln.jit import TracedModule, trace
-    traced = model if isinstance(model, TracedModule) else trace(model, example_inputs)
+    if isinstance(model, TracedModule):
+        traced = model
+    else:
+        dynamic_shapes = _dynamic_shapes(model, dynamic_axes)
+        traced = trace(model, example_inputs, dynamic_shapes=dynamic_shapes)
+        _check_still_dynamic(traced, dynamic_shapes)
     _C.onnx.export(traced._compiled, os.fspath(path), opset_version,
                    _dynamic_batch(traced, dynamic_axes), list(output_names or []))
 

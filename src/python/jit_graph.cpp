@@ -3,6 +3,7 @@
 // torch.fx). Each handle holds the graph it belongs to, so a Python object
 // never outlives its graph; a handle to a node or value that was erased
 // since raises instead of reaching freed memory.
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -233,6 +234,16 @@ void bind_jit_graph(nb::module_& m) {
       .def_prop_ro("constants",
                    [](const GraphRef& g) { return value_refs(g, g.graph->constants()); })
       .def_prop_ro("outputs", [](const GraphRef& g) { return value_refs(g, g.graph->outputs()); })
+      .def_prop_ro("guards",
+                   [](const GraphRef& g) {
+                     std::vector<std::string> out;
+                     for (const ShapeGuard& guard : g.graph->guards())
+                       out.push_back(guard.to_string());
+                     return out;
+                   })
+      .def_prop_ro(
+          "fixed_sizes", [](const GraphRef& g) { return g.graph->fixed_symbols(); },
+          "Size symbols a guard fixes to one value: {symbol: value}.")
       .def("find_param",
            [](const GraphRef& g, const std::string& name) {
              return maybe_value(g, g.graph->find_param(name));

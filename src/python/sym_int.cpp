@@ -181,6 +181,15 @@ void bind_sym_int(nb::module_& m) {
              }
              return nb::float_(double(as_int(a, "/")) / double(as_int(*other, "/")));
            })
+      .def("__rtruediv__",
+           [](const Dim& a, nb::handle b) -> nb::object {
+             // `eps / classes`: a float, so the size is specialized (reported).
+             if (PyFloat_Check(b.ptr()))
+               return nb::float_(nb::cast<double>(b) / double(as_int(a, "/")));
+             std::optional<Dim> other = operand(b);
+             if (!other) return nb::borrow(Py_NotImplemented);
+             return nb::float_(double(as_int(*other, "/")) / double(as_int(a, "/")));
+           })
       .def("__eq__", [](const Dim& a, nb::handle b) { return compare(a, b, std::equal_to<>()); })
       .def("__ne__",
            [](const Dim& a, nb::handle b) { return compare(a, b, std::not_equal_to<>()); })

@@ -471,5 +471,25 @@ TEST(SizeExprProperty, RandomDivisionChainsMatchPythonSemantics) {
   EXPECT_GT(check_random_expressions(7, 600, 6, true), 600 * 8 * 95 / 100);
 }
 
+TEST(SizeExprCanonical, RoundUpCoefficients) {
+  const SizeExpr b = SizeExpr::symbol("batch"), s = SizeExpr::symbol("seq");
+  EXPECT_EQ(round_up_coefficients(24 * b + 100, 64), 64 * b + 128);
+  EXPECT_EQ(round_up_coefficients(128 * b * s + 64, 64), 128 * b * s + 64);  // already multiples
+  EXPECT_EQ(round_up_coefficients(SizeExpr(0), 64), SizeExpr(0));
+  EXPECT_EQ(round_up_coefficients(SizeExpr(1), 64), SizeExpr(64));
+  EXPECT_EQ(round_up_coefficients(-70 * b + 5, 64), -64 * b + 64);  // up, toward +inf
+  // At least the value, and a multiple, wherever the symbols are nonnegative.
+  const SizeExpr e = 36 * b * s + 5 * b + 3 * floordiv(s, 2) + 1;
+  const SizeExpr r = round_up_coefficients(e, 64);
+  for (int64_t vb : {0, 1, 3, 50}) {
+    for (int64_t vs : {0, 1, 7, 128}) {
+      const std::map<std::string, int64_t> at{{"batch", vb}, {"seq", vs}};
+      EXPECT_GE(r.evaluate(at), e.evaluate(at));
+      EXPECT_EQ(r.evaluate(at) % 64, 0);
+    }
+  }
+  EXPECT_THROW(round_up_coefficients(b, 0), Error);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -226,3 +226,20 @@ def test_max_batch_for_a_memory_budget():
     assert static.memory_formula() is None
     with pytest.raises(ValueError, match="no symbolic sizes"):
         static.max_batch_for(2**30)
+
+
+@pytest.mark.parametrize("probabilities", [False, True])
+def test_a_compiled_loss_serves_every_batch_from_one_entry(probabilities):
+    F = nn.functional
+    weight = kiln.rand(5) + 0.5
+
+    def loss(logits, target):
+        return F.cross_entropy(logits, target, weight=weight, label_smoothing=0.1)
+
+    compiled = kiln.compile(dynamic=True)(loss)
+    for b in (4, 1, 9):
+        logits = kiln.randn(b, 5)
+        target = kiln.randn(b, 5).softmax(1) if probabilities else kiln.randint(0, 5, (b,))
+        np.testing.assert_array_equal(compiled(logits, target).numpy(),
+                                      loss(logits, target).numpy())
+    assert len(compiled.cache_info().entries) == 1, compiled.cache_info()

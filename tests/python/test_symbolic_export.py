@@ -184,3 +184,31 @@ def test_kiln_tool_runs_a_symbolic_model_at_any_size(tmp_path):
     module.save(tmp_path / "bare.kiln", ())
     no_sizes = tool("bench", tmp_path / "bare.kiln", "--iterations", "5")
     assert no_sizes.returncode == 1 and "give --size for batch, seq" in no_sizes.stderr
+
+
+class Heads(kiln.nn.Module):
+    """Attention heads as PyTorch users write them: sizes from x.shape."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = kiln.nn.Linear(16, 48)
+
+    def forward(self, x):
+        b, s, c = x.shape
+        q, k, v = (t.view(b, s, 2, c // 2).transpose(1, 2) for t in self.qkv(x).chunk(3, -1))
+        att = (q @ k.transpose(-2, -1)).softmax(-1)
+        return (att @ v).transpose(1, 2).reshape(b, s, c)
+
+
+def test_dynamic_axes_of_a_module_keep_any_dim_symbolic(tmp_path):
+    # Not only the batch: the model is traced with the dims asked for as
+    # symbols, so the sequence length stays general too.
+    module = Heads().eval()
+    path = tmp_path / "heads.onnx"
+    kiln.onnx.export(module, kiln.randn(2, 7, 16), path,
+                     dynamic_axes={"x": {0: "batch", 1: "seq"}, "output": {0: "batch"}})
+    run = session(path)
+    assert run.get_inputs()[0].shape == ["batch", "seq", 16]
+    with kiln.no_grad():
+        for batch, seq in ((1, 1), (3, 5), (2, 33)):
+            check_runs_as_kiln(run, module, kiln.randn(batch, seq, 16))

@@ -221,7 +221,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
             return loss
         if reduction == "sum":
             return K.sum(loss)
-        return K.sum(loss) / (input.numel() / classes)
+        return K.mean(loss)  # over the numel / C positions; numel() would fix the batch
     nll = nll_loss(log_probs, target, weight, ignore_index, reduction)
     if s == 0.0:
         return nll

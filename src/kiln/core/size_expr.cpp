@@ -603,6 +603,14 @@ SizeExpr floordiv(const SizeExpr& a, int64_t d) {
   return q + atom_expr({AtomKind::FloorDiv, "", {r}, d, 0, 1});
 }
 
+SizeExpr round_up_coefficients(const SizeExpr& a, int64_t m) {
+  KILN_CHECK_VALUE(m > 0, "round_up_coefficients: the multiple must be positive, got ", m);
+  std::vector<SizeTerm> terms = a.node().terms;
+  for (SizeTerm& t : terms)
+    t.coeff = mul_i(-floor_div_i(-t.coeff, m), m);  // ceil(c / m) * m
+  return make_sum(std::move(terms));
+}
+
 SizeExpr mod(const SizeExpr& a, int64_t d) {
   KILN_CHECK_VALUE(d > 0, "mod: the divisor must be positive, got ", a, " % ", d);
   if (d == 1) return 0;  // x % 1 = 0

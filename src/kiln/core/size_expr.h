@@ -96,6 +96,11 @@ SizeExpr max(const SizeExpr& a, const SizeExpr& b);
 // (`batch*seq*8 / seq` = `8*batch`); nothing otherwise.
 std::optional<SizeExpr> exact_divide(const SizeExpr& a, const SizeExpr& b);
 SizeExpr min(const SizeExpr& a, const SizeExpr& b);
+// Every coefficient (the constant too) rounded up to a multiple of m > 0:
+// always a multiple of m, and at least `a` wherever every monomial is
+// nonnegative (sizes). `24*batch + 100` rounds to `64*batch + 128` for 64:
+// an aligned size that stays a polynomial, so plans can compare it.
+SizeExpr round_up_coefficients(const SizeExpr& a, int64_t m);
 
 std::ostream& operator<<(std::ostream& os, const SizeExpr& e);
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kiln/core/factory.h"
+#include "kiln/core/sym_shape.h"
 #include "kiln/nn/functional.h"
 #include "kiln/ops/copy.h"
 
@@ -45,11 +46,12 @@ Tensor class_weight_view(const Tensor& weight, const Tensor& input) {
 
 // Each target's class weight ([N, d...]), 0 where the target is ignored.
 // Ignored targets index class 0 (always valid) and are masked out after.
+// Sizes come from the target through ops and sym_shape, never read off it
+// as numbers, so a graph traced with a dynamic batch stays general.
 Tensor target_weights(const Tensor& weight, const Tensor& safe_target, const Tensor& ignored,
                       DType dtype) {
-  Tensor w = weight.defined()
-                 ? reshape(index_select(weight, 0, flatten(safe_target)), safe_target.shape())
-                 : ones(safe_target.shape(), dtype);
+  if (!weight.defined()) return to(logical_not(ignored), dtype);
+  Tensor w = reshape(index_select(weight, 0, flatten(safe_target)), sym_shape(safe_target));
   return where(ignored, Scalar(0.0), w);
 }
 
@@ -112,7 +114,9 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target,
   }
   KILN_CHECK_VALUE(input.dim() >= 2,
                    "cross_entropy: expected an input of 1 or more dims, got shape ", input.shape());
-  const int64_t classes = input.size(1);
+  // A number (smoothing divides by it): specialized, and reported, when the
+  // class dim is a symbol of a trace.
+  const int64_t classes = size_as_int(sym_size(input, 1), "cross_entropy's class count");
   check_class_weight(options.weight, classes, "cross_entropy");
   Tensor log_probs = log_softmax(input, 1);
 
@@ -129,8 +133,8 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target,
     Tensor loss = -sum(terms, {1});
     if (options.reduction == "none") return loss;
     if (options.reduction == "sum") return sum(loss);
-    // Mean over the batch (and spatial) positions, i.e. numel / C of them.
-    return sum(loss) / double(classes ? input.numel() / classes : 0);
+    // Mean over the batch (and spatial) positions: numel / C of them.
+    return mean(loss);
   }
 
   Tensor nll =

@@ -1,6 +1,8 @@
 // The export driver: unfuse, name the inputs and weights, translate node by
 // node (export_ops tables), name the outputs, serialize.
+#include <algorithm>
 #include <fstream>
+#include <map>
 
 #include "kiln/jit/ir/rebatch.h"
 #include "kiln/onnx/export_context.h"
@@ -84,7 +86,8 @@ bool use_dynamic_batch(const Graph& graph, const ExportOptions& options) {
 
 // Static dims as dim_value; a symbolic one as dim_param, named by its text
 // (`batch`, `2*batch`): ONNX runtimes take equal names for equal sizes.
-void set_type(pb::ValueInfoProto& info, const Value* value, bool dynamic_batch) {
+void set_type(pb::ValueInfoProto& info, const Value* value, bool dynamic_batch,
+              const std::map<std::string, int64_t>& pinned) {
   pb::TypeProto_Tensor* tensor = info.mutable_type()->mutable_tensor_type();
   tensor->set_elem_type(onnx_dtype(value->dtype()));
   pb::TensorShapeProto* shape = tensor->mutable_shape();
@@ -94,7 +97,13 @@ void set_type(pb::ValueInfoProto& info, const Value* value, bool dynamic_batch) 
     if (i == 0 && dynamic_batch) {
       dim->set_dim_param("batch");
     } else if (dims[i].is_symbolic()) {
-      dim->set_dim_param(dims[i].to_string());
+      const std::vector<std::string> symbols = dims[i].expr().symbols();
+      if (std::all_of(symbols.begin(), symbols.end(),
+                      [&](const std::string& s) { return pinned.count(s) > 0; })) {
+        dim->set_dim_value(dims[i].expr().evaluate(pinned));
+      } else {
+        dim->set_dim_param(dims[i].to_string());
+      }
     } else {
       dim->set_dim_value(dims[i].static_value());
     }
@@ -137,6 +146,9 @@ std::string export_model_bytes(const Graph& source, size_t num_outputs,
   check_symbolic_attrs(*graph);
   unfuse(*graph);
   bool dynamic_batch = use_dynamic_batch(*graph, options);
+  // Sizes a guard fixes (`features == 512`) are written as that value, so a
+  // runtime refuses other sizes at the input instead of deep in the graph.
+  const std::map<std::string, int64_t> pinned = graph->fixed_symbols();
   int64_t batch = dynamic_batch ? jit::batch_size_of(*graph) : -1;
 
   pb::ModelProto model;
@@ -157,7 +169,7 @@ std::string export_model_bytes(const Graph& source, size_t num_outputs,
     context.bind(input, name);
     pb::ValueInfoProto* info = onnx_graph.add_input();
     info->set_name(name);
-    set_type(*info, input, dynamic_batch && !input->shape().empty());
+    set_type(*info, input, dynamic_batch && !input->shape().empty(), pinned);
     add_symbol_sources(input, name, context);
   }
   for (const Value* param : graph->params()) {
@@ -177,7 +189,7 @@ std::string export_model_bytes(const Graph& source, size_t num_outputs,
     context.node("Identity", {context.name(value)}, {name});
     pb::ValueInfoProto* info = onnx_graph.add_output();
     info->set_name(name);
-    set_type(*info, value, dynamic_batch && !value->shape().empty());
+    set_type(*info, value, dynamic_batch && !value->shape().empty(), pinned);
   }
   std::string bytes;
   KILN_CHECK(model.SerializeToString(&bytes),

@@ -58,21 +58,37 @@ MemoryPlan plan_memory(const std::vector<BufferRequest>& requests) {
 namespace kiln::jit {
 namespace {
 
-SizeExpr aligned(const SizeExpr& nbytes) {
+// A size expression with two polynomial bounds, lo <= exact <= hi for every
+// nonnegative value of the symbols. An aligned size `64*((336*batch + 63) //
+// 64)` cannot be compared with `480*batch` by its canonical form; its bounds
+// `336*batch` and `384*batch` can.
+struct Bounded {
+  SizeExpr exact, lo, hi;
+};
+
+Bounded operator+(const Bounded& a, const Bounded& b) {
+  return {a.exact + b.exact, a.lo + b.lo, a.hi + b.hi};
+}
+
+Bounded aligned(const SizeExpr& nbytes) {
   constexpr int64_t align = int64_t(kAlignment);
-  return floordiv(nbytes + (align - 1), align) * align;
+  SizeExpr exact = floordiv(nbytes + (align - 1), align) * align;
+  SizeExpr hi = round_up_coefficients(nbytes, align);
+  if (exact == hi) return {exact, exact, exact};  // a multiple already: a polynomial
+  return {exact, nbytes, hi};
 }
 
-// a >= b for every nonnegative value of the symbols.
-bool provably_at_least(const SizeExpr& a, const SizeExpr& b) {
-  return (a - b).provably_nonnegative();
+// a >= b for every nonnegative value of the symbols, as far as can be proved.
+bool provably_at_least(const Bounded& a, const Bounded& b) {
+  return (a.exact - b.exact).provably_nonnegative() || (a.lo - b.hi).provably_nonnegative();
 }
 
-// max(a, b), without a max atom when one provably is the larger.
-SizeExpr upper(const SizeExpr& a, const SizeExpr& b) {
+// max(a, b), without a max atom when one provably is the larger. Both are
+// nonnegative, so their sum bounds the max from above.
+Bounded upper(const Bounded& a, const Bounded& b) {
   if (provably_at_least(a, b)) return a;
   if (provably_at_least(b, a)) return b;
-  return max(a, b);
+  return {max(a.exact, b.exact), a.lo, a.hi + b.hi};
 }
 
 }  // namespace
@@ -90,14 +106,14 @@ MemoryPlan SymbolicMemoryPlan::evaluate(const std::map<std::string, int64_t>& bi
 SymbolicMemoryPlan plan_memory_symbolic(const std::vector<SymbolicBufferRequest>& requests,
                                         const std::map<std::string, int64_t>& reference) {
   const size_t n = requests.size();
-  SymbolicMemoryPlan plan;
-  plan.offsets.assign(n, SizeExpr(0));
-  std::vector<SizeExpr> sizes, ends(n);
+  const Bounded zero{0, 0, 0};
+  std::vector<Bounded> sizes, offsets(n, zero), ends(n, zero);
   std::vector<int64_t> at_reference;
+  Bounded arena = zero, unshared = zero;
   for (const SymbolicBufferRequest& r : requests) {
     sizes.push_back(aligned(r.nbytes));
     at_reference.push_back(r.nbytes.evaluate(reference));  // as plan_memory orders
-    plan.unshared_bytes = plan.unshared_bytes + sizes.back();
+    unshared = unshared + sizes.back();
   }
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
@@ -110,23 +126,23 @@ SymbolicMemoryPlan plan_memory_symbolic(const std::vector<SymbolicBufferRequest>
       if (live_together(requests[p], requests[i])) busy.push_back(p);
     }
     // Candidates, lowest first at the reference sizes: 0 and each live end.
-    std::vector<SizeExpr> candidates{SizeExpr(0)};
+    std::vector<Bounded> candidates{zero};
     for (size_t p : busy)
       candidates.push_back(ends[p]);
     std::vector<int64_t> candidate_values;
-    for (const SizeExpr& c : candidates)
-      candidate_values.push_back(c.evaluate(reference));
+    for (const Bounded& c : candidates)
+      candidate_values.push_back(c.exact.evaluate(reference));
     std::vector<size_t> by_value(candidates.size());
     std::iota(by_value.begin(), by_value.end(), 0);
     std::stable_sort(by_value.begin(), by_value.end(),
                      [&](size_t a, size_t b) { return candidate_values[a] < candidate_values[b]; });
-    auto free_everywhere = [&](const SizeExpr& offset) {
+    auto free_everywhere = [&](const Bounded& offset) {
       return std::all_of(busy.begin(), busy.end(), [&](size_t p) {
-        return provably_at_least(plan.offsets[p], offset + sizes[i]) ||
+        return provably_at_least(offsets[p], offset + sizes[i]) ||
                provably_at_least(offset, ends[p]);
       });
     };
-    std::optional<SizeExpr> chosen;
+    std::optional<Bounded> chosen;
     for (size_t c : by_value) {
       if (free_everywhere(candidates[c])) {
         chosen = candidates[c];
@@ -134,15 +150,20 @@ SymbolicMemoryPlan plan_memory_symbolic(const std::vector<SymbolicBufferRequest>
       }
     }
     if (!chosen) {  // above everything live: free for every size by construction
-      chosen = SizeExpr(0);
+      chosen = zero;
       for (size_t p : busy)
         chosen = upper(*chosen, ends[p]);
     }
-    plan.offsets[i] = *chosen;
+    offsets[i] = *chosen;
     ends[i] = *chosen + sizes[i];
-    plan.arena_bytes = upper(plan.arena_bytes, ends[i]);
+    arena = upper(arena, ends[i]);
     placed.push_back(i);
   }
+  SymbolicMemoryPlan plan;
+  for (const Bounded& offset : offsets)
+    plan.offsets.push_back(offset.exact);
+  plan.arena_bytes = arena.exact;
+  plan.unshared_bytes = unshared.exact;
   return plan;
 }
 

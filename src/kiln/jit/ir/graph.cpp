@@ -162,6 +162,18 @@ std::optional<SymbolicSite> first_symbolic(const Graph& graph) {
   return std::nullopt;
 }
 
+std::map<std::string, int64_t> Graph::fixed_symbols() const {
+  std::map<std::string, int64_t> fixed;
+  for (const ShapeGuard& g : guards_) {
+    if (g.relation != ShapeGuard::Relation::Eq) continue;
+    if (std::string s = lone_symbol(Dim(g.lhs)); !s.empty() && g.rhs.is_constant())
+      fixed.emplace(s, g.rhs.constant());
+    if (std::string s = lone_symbol(Dim(g.rhs)); !s.empty() && g.lhs.is_constant())
+      fixed.emplace(s, g.lhs.constant());
+  }
+  return fixed;
+}
+
 GraphShapeScope::GraphShapeScope(const Graph& graph) : scope_(&env_) {
   for (const ShapeGuard& g : graph.guards())
     env_.add_guard(g);

@@ -4,6 +4,7 @@
 // their state_dict names) and constants are values without a producer.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -141,6 +142,9 @@ class Graph {
   // The symbols the inputs' types mention, sorted.
   std::vector<std::string> symbols() const;
   bool is_symbolic() const { return !symbols().empty(); }
+  // Symbols a guard fixes to one value (`features == 512`: a trace met a
+  // symbolic width where a weight has a fixed one).
+  std::map<std::string, int64_t> fixed_symbols() const;
 
   // ---- reading ----
   const std::vector<Value*>& inputs() const { return inputs_; }

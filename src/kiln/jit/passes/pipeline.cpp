@@ -258,6 +258,9 @@ PassReport optimize(Graph& graph, const PassOptions& options) {
 PassReport run_passes(Graph& graph, const std::vector<const PassInfo*>& passes,
                       const PassOptions& options) {
   auto start = std::chrono::steady_clock::now();
+  // Rewrites infer new nodes over symbolic sizes: the graph's guards decide
+  // what the trace decided (linear's `features == 512`), not a missing env.
+  GraphShapeScope facts(graph);
   PassContext context(options);
   context.report().nodes_before = graph.num_nodes();
   if (options.verify) verify_graph(graph, "before any pass");
