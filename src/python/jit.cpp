@@ -375,7 +375,14 @@ void bind_jit(nb::module_& m) {
           nb::arg("inputs"), nb::arg("training"))
       .def("info", [](PythonHybridCache& h) { return cache_of(h).info(); })
       .def("__len__", [](PythonHybridCache& h) { return cache_of(h).size(); })
-      .def("clear", [](PythonHybridCache& h) { cache_of(h).clear(); });
+      .def("clear", [](PythonHybridCache& h) { cache_of(h).clear(); })
+      // A Python value the entries were recorded with changed: drop them.
+      .def(
+          "invalidate",
+          [](PythonHybridCache& h, std::string reason) {
+            cache_of(h).invalidate(std::move(reason));
+          },
+          nb::arg("reason"));
 
   m.def("is_recording", [] { return dispatch_observer() != nullptr; });
   m.def("set_warning_handler", &set_python_warning_handler, nb::arg("handler").none());

@@ -245,6 +245,27 @@ TEST(JitHybridCache, MissRecordsAndReturnsWhatTheCodeReturnedHitRunsTheEntry) {
                              "first call", "input 0 dim 0: 3 -> 5; input 1 dim 0: 3 -> 5"}));
 }
 
+// What Python does when a number a module attribute holds changed.
+TEST(JitHybridCache, InvalidateDropsTheEntriesAndTheNextMissSaysWhy) {
+  int calls = 0;
+  HybridCache cache("compile(f)", [&](const Tensors& in) {
+    ++calls;
+    return Tensors{in[0] * 2};
+  });
+  Tensor x = randn({3});
+  cache(Tensors{x}, false);
+  cache(Tensors{x}, false);
+  cache.invalidate("self.scale changed from 0.5 to 2.0");
+  EXPECT_EQ(cache.size(), 0u);
+  cache(Tensors{x}, false);
+  cache(Tensors{x}, false);
+  EXPECT_EQ(calls, 2);
+  CacheInfo info = cache.info();
+  EXPECT_EQ(info.hits, 2u);
+  EXPECT_EQ(info.misses,
+            (std::vector<std::string>{"first call", "self.scale changed from 0.5 to 2.0"}));
+}
+
 TEST(JitHybridCache, ReadsTheParametersAtEachRecording) {
   Tensor w = randn({3});
   int reads = 0;

@@ -9,8 +9,11 @@
     loaded = kiln.jit.load("net.kiln")    # a TracedModule again
 
 What the graph cannot hold (x.item(), bool(x) in an `if`, x.numpy(),
-print(x), random factories, ...) is reported while recording as a
+print(x), a generator of your own, ...) is reported while recording as a
 TracerWarning at your line, or raised as TraceError with strict=True.
+Random ops (kiln.randn_like, dropout, ...) draw anew on every call. Python
+numbers a compiled entry read (module attributes, a compiled function's
+globals and closure variables) are guarded: a change records it again.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from typing import Any
 
 from kiln import _C
 from kiln._C import Tensor
+from kiln.jit import _guards
 from kiln.jit._hybrid import HybridCache
 from kiln.jit._record import (
     LEAF,
@@ -241,7 +245,7 @@ class CompiledFunction:
         functools.update_wrapper(self, fn)
         name = getattr(fn, "__name__", "function")
         self._hybrid = HybridCache(fn, f"compile({name})", strict=strict, bind_outside_state=True,
-                                   dynamic=dynamic,
+                                   dynamic=dynamic, values=lambda: _guards.function_values(fn),
                                    **_compile_options(optimize, frozen, fast_math, passes))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -258,7 +262,14 @@ def compile(fn: Callable[..., Any] | None = None, *, strict: bool = False, optim
     Given a Module, hybridizes it and returns it. dynamic: None (default)
     makes a dim symbolic once it takes a second value, so one entry serves
     every batch size; True makes every input dim symbolic from the first
-    call; False keeps one entry per shape."""
+    call; False keeps one entry per shape.
+
+    Python values the code reads are guarded: its own globals and closure
+    variables that hold numbers, flags or strings; the plain attributes of
+    the modules it names (model.scale); the options of the optimizers it
+    names, but the learning rate, which a compiled step reads as a tensor
+    (schedulers work). A change records the code again, and cache_info()
+    names the value, old -> new."""
     options: dict[str, Any] = dict(strict=strict, optimize=optimize, frozen=frozen,
                                    fast_math=fast_math, passes=passes, dynamic=dynamic)
     if fn is None:

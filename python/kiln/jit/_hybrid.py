@@ -3,7 +3,12 @@ Module.hybridize() and @kiln.compile. The cache is C++'s (kiln._C.jit.
 HybridCache: hit, miss, guards, recording, strict mode); this wrapper only
 flattens the function's outputs for it and rebuilds them. A call whose
 signature (dtypes and shapes, grad mode, train/eval) was seen before is one
-call into C++."""
+call into C++.
+
+The Python values the recorded code read (module attributes, the function's
+globals and closure variables, optimizer options) are guarded here
+(_guards): a change drops the entries, and the miss that follows says which
+value changed."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -11,20 +16,36 @@ from typing import Any
 
 from kiln import _C
 from kiln._C import Tensor
-from kiln.jit import _record
+from kiln.jit import _guards, _record
+
+# What a recording hides and guards: ({module: its name in messages},
+# guards on other values), asked for at each recording.
+Values = Callable[[], tuple[dict[Any, str], list[_guards.Guard]]]
 
 
 class HybridCache:
     """Compiles `fn` once per input signature. `params()` gives the (name,
-    tensor) pairs to bind as graph parameters, read at each recording."""
+    tensor) pairs to bind as graph parameters, read at each recording;
+    `values()` the modules whose plain attributes the code may read and the
+    other values it reads (see Values)."""
 
     def __init__(self, fn: Callable[..., Any], owner: str,
                  params: Callable[[], list[tuple[str, Tensor]]] | None = None,
                  strict: bool = False, bind_outside_state: bool = False, optimize: bool = True,
                  frozen: bool = False, fast_math: bool = False,
-                 passes: Sequence[str] | None = None, dynamic: bool | None = None) -> None:
+                 passes: Sequence[str] | None = None, dynamic: bool | None = None,
+                 values: Values | None = None) -> None:
         self._fn = fn
         self._owner = owner
+        self._strict = strict
+        self._values = values
+        self._guards: list[_guards.Guard] = []
+        self._changes: dict[str, int] = {}  # how many times each guarded value changed
+        # Whether to compare the guards on this call: `version` is
+        # _guards.version when they were last found unchanged; `always` when
+        # some can change without moving it (globals, closure variables).
+        self.version = _guards.version
+        self.always = False
         self._flat = _record.FlatFunction(fn, owner)
         self._cache = _C.jit.HybridCache(
             owner, self._flat, params, strict=strict, bind_outside_state=bind_outside_state,
@@ -38,6 +59,8 @@ class HybridCache:
 
     def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any] | None = None,
                  training: bool = False) -> Any:
+        if self.always or self.version != _guards.version:
+            self.check_values()
         if not kwargs:
             out = self.run(args, training)
             if out is not None:
@@ -56,9 +79,38 @@ class HybridCache:
             raise TypeError(f"{self._owner}: keyword arguments ({', '.join(kwargs)}) are not "
                             "supported by a compiled call; pass tensors positionally")
         _record.check_inputs(args, self._owner)
-        flat = self._cache.record(list(args), training)
+        modules, guards = self._values() if self._values else ({}, [])
+        with _guards.Recording(modules, self._strict) as recording:
+            flat = self._cache.record(list(args), training)
+        # Entries recorded before read what the guards hold (a changed value
+        # dropped them); the new one may read more. Values are taken after
+        # the recording, so that code assigning what it reads (a counter)
+        # does not drop its own entry on the next call.
+        merged = {g.name: g.again() for g in self._guards}
+        merged.update((g.name, g.again()) for g in guards + recording.guards())
+        self._guards = list(merged.values())
+        self.always = any(g.every_call for g in self._guards)
+        self.version = _guards.version
         self.single = self._flat.spec is _record.LEAF
         return self.unflatten(flat)
+
+    def check_values(self) -> None:
+        """Compares the guarded values with those the entries were recorded
+        with; a change drops the entries (the miss that follows names it)."""
+        self.version = _guards.version
+        changes = [(g.name, text) for g in self._guards if (text := g.change()) is not None]
+        if not changes:
+            return
+        self._guards, self.always = [], False
+        self._cache.invalidate("; ".join(text for _, text in changes))
+        for name, _ in changes:
+            count = self._changes[name] = self._changes.get(name, 0) + 1
+            if count == _guards.WARN_AFTER:
+                _guards.report(
+                    f"{self._owner}: {name} changed {count} times, and each change records the "
+                    "code again (the graph holds its value as a constant); a value that changes "
+                    "often belongs in a tensor (an argument or a registered buffer), which the "
+                    "graph reads on every call", strict=False)
 
     def cache_info(self) -> Any:
         """Entries (one signature each, symbolic dims and guards included),

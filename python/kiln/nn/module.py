@@ -12,6 +12,7 @@ import numpy as np
 
 from kiln import _C
 from kiln._C import Tensor
+from kiln.jit import _guards
 from kiln.nn.parameter import Parameter
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ class Module:
     # formatted AttributeError first, about a microsecond per access. Every
     # write goes through _set_member or __delattr__, which keep both in step.
     def _set_member(self, table: OrderedDict[str, Any], name: str, value: Any) -> None:
+        _guards.bump()  # a compiled entry holds the members it was recorded with
         for other in (self._parameters, self._buffers, self._modules):
             if other is not table:
                 other.pop(name, None)
@@ -85,6 +87,9 @@ class Module:
                                 "(kiln.Tensor or None expected)")
             self._set_member(buffers, name, value)
         else:
+            # A plain value (a number, a flag) may be baked into a compiled
+            # entry: the hybridize caches compare theirs on their next call.
+            _guards.assigning(self, name, value)
             object.__setattr__(self, name, value)
 
     def __getattr__(self, name: str) -> Any:
@@ -93,15 +98,22 @@ class Module:
         for table in ("_parameters", "_buffers", "_modules"):
             if table in d and name in d[table]:
                 return d[table][name]
+        # A plain attribute moved aside while a compiled entry records, so
+        # that the read is seen (jit/_guards.py).
+        value = _guards.hidden_attr(self, name)
+        if value is not _guards.MISSING:
+            return value
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name: str) -> None:
         for table in (self._parameters, self._buffers, self._modules):
             if name in table:
+                _guards.bump()
                 del table[name]
                 self.__dict__.pop(name, None)
                 return
-        object.__delattr__(self, name)
+        if not _guards.deleting(self, name):
+            object.__delattr__(self, name)
 
     def register_parameter(self, name: str, param: Parameter | None) -> None:
         if param is not None and not isinstance(param, Parameter):
@@ -256,7 +268,10 @@ class Module:
         hybrid = self._hybrid
         if hybrid is None:
             return self.forward(*args, **kwargs)
-        # HybridCache.__call__, inlined: a hit is one call into C++.
+        # HybridCache.__call__, inlined: a hit is one integer compare (no
+        # plain attribute assigned since the last check) and one call into C++.
+        if hybrid.version != _guards.version:
+            hybrid.check_values()
         if not kwargs:
             out = hybrid.run(args, self.training)
             if out is not None:
@@ -271,7 +286,10 @@ class Module:
         later calls with that signature run the compiled graph: one call into
         C++, forward's Python body does not run. Parameters and buffers stay
         bound to this module's tensors, so training and load_state_dict are
-        seen. Options as kiln.jit.trace; active=False turns it off.
+        seen. A plain attribute forward reads (self.scale = 2.0, a flag) is
+        guarded: assigning it another value records forward again, and
+        cache_info() says which attribute changed. Options as
+        kiln.jit.trace; active=False turns it off.
         dynamic: None (default) makes a dim symbolic once it takes a second
         value (one entry for every batch size); True, every input dim from
         the first call; False, one entry per shape."""
@@ -283,10 +301,13 @@ class Module:
         def params() -> list[tuple[str, Tensor]]:
             return list(self.state_dict(keep_vars=True).items())
 
+        def values() -> tuple[dict[Any, str], list[_guards.Guard]]:
+            return _guards.module_names(self, "self"), []
+
         object.__setattr__(self, "_hybrid", HybridCache(
             self.forward, f"hybridize({type(self).__name__})", params, strict=strict,
             optimize=optimize, frozen=frozen, fast_math=fast_math, passes=list(passes or []),
-            dynamic=dynamic))
+            dynamic=dynamic, values=values))
         return self
 
     def cache_info(self) -> Any:

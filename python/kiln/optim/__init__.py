@@ -7,6 +7,7 @@ from typing import Any
 
 from kiln import _C
 from kiln._C import Tensor
+from kiln.jit import _guards
 from kiln.optim import lr_scheduler
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "lr_scheduler"]
@@ -44,6 +45,7 @@ class _ParamGroup(dict[str, Any]):
 
     def __setitem__(self, key: str, value: float) -> None:
         self._impl.set_option(key, float(value), self._index)
+        _guards.bump()  # a compiled step holds every option but lr as a constant
 
     def keys(self) -> KeysView[str]:  # type: ignore[override]  # its options' keys
         return self._options().keys()

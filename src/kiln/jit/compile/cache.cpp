@@ -1,6 +1,7 @@
 #include "kiln/jit/compile/cache.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/jit/ir/specialize.h"
@@ -126,6 +127,7 @@ std::string CacheInfo::to_string() const {
 // ---------------------------------------------------------------- SignatureCache
 
 std::string SignatureCache::miss_reason(const Signature& signature) {
+  if (!invalidated_.empty()) return std::exchange(invalidated_, std::string());
   if (!last_used_) return "first call";
   std::string reason;
   for (const GuardChange& change : changed_guards(entries_[*last_used_].first, signature)) {
@@ -310,6 +312,14 @@ void SignatureCache::clear() {
   misses_.clear();
   change_counts_.clear();
   warned_ = false;
+  invalidated_.clear();
+}
+
+void SignatureCache::invalidate(std::string reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  entries_.clear();
+  last_used_.reset();
+  invalidated_ = std::move(reason);
 }
 
 }  // namespace kiln::jit

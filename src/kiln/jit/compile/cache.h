@@ -104,6 +104,10 @@ class SignatureCache {
   CacheInfo info() const;
   size_t size() const;
   void clear();
+  // Drops every entry, keeping the counts: a value the entries were recorded
+  // with changed (a number a Python module attribute holds). The next miss
+  // gives `reason` ("self.scale changed from 0.5 to 2.0").
+  void invalidate(std::string reason);
 
  private:
   std::string miss_reason(const Signature& signature);
@@ -126,6 +130,7 @@ class SignatureCache {
   // How many misses each guard failed in, in the order first seen.
   std::vector<std::pair<std::string, size_t>> change_counts_;
   bool warned_ = false;
+  std::string invalidated_;  // the reason invalidate() gave, until a miss reports it
 };
 
 }  // namespace kiln::jit

@@ -68,6 +68,8 @@ class HybridCache {
   CacheInfo info() const { return cache_.info(); }
   size_t size() const { return cache_.size(); }
   void clear() { cache_.clear(); }
+  // Drops every entry; the next call records again and its miss says why.
+  void invalidate(std::string reason) { cache_.invalidate(std::move(reason)); }
   const std::string& owner() const { return owner_; }
 
  private:
