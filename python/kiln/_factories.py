@@ -115,12 +115,30 @@ def eye(n: int, m: int | None = None, dtype: DType | None = None,
     return _C.eye(n, -1 if m is None else m, dtype, requires_grad)
 
 
+def _drawn(result: Tensor, requires_grad: bool) -> Tensor:
+    if requires_grad:
+        result.requires_grad_()
+    return result
+
+
+# The random factories dispatch kiln's random ops (uniform, normal, randint
+# and the _like forms), so a traced or compiled function draws new numbers
+# on every call, from kiln.manual_seed's generator as eager code does. Sizes
+# a trace with dynamic shapes keeps symbolic (SymInt) stay so in the graph.
 def rand(*size: Size, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
-    return _C.rand(_size(size), dtype, requires_grad)
+    shape = _size(size)
+    if _symbolic(shape):
+        attrs = {"shape": shape, "dtype": dtype or _C.dtype.float32}
+        return _drawn(_C.dispatch("uniform", [], attrs), requires_grad)
+    return _C.rand(shape, dtype, requires_grad)
 
 
 def randn(*size: Size, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
-    return _C.randn(_size(size), dtype, requires_grad)
+    shape = _size(size)
+    if _symbolic(shape):
+        attrs = {"shape": shape, "dtype": dtype or _C.dtype.float32}
+        return _drawn(_C.dispatch("normal", [], attrs), requires_grad)
+    return _C.randn(shape, dtype, requires_grad)
 
 
 def randint(low: int, high: int | Sequence[int] | None = None,
@@ -128,7 +146,11 @@ def randint(low: int, high: int | Sequence[int] | None = None,
     """randint(high, size) or randint(low, high, size), as in PyTorch."""
     if size is None:  # randint(high, size)
         low, high, size = 0, low, cast(Sequence[int], high)
-    return _C.randint(low, high, list(size), dtype)
+    shape = list(size)
+    if _symbolic(shape):
+        attrs = {"low": low, "high": high, "shape": shape, "dtype": dtype or _C.dtype.int64}
+        return _C.dispatch("randint", [], attrs)
+    return _C.randint(low, high, shape, dtype)
 
 
 def zeros_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
@@ -149,8 +171,10 @@ def full_like(t: Tensor, fill_value: float, dtype: DType | None = None,
 
 
 def rand_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
-    return rand(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+    """Uniform in [0, 1), shaped like t (a symbolic shape stays symbolic)."""
+    return _drawn(_C.dispatch("uniform_like", [t], {"dtype": dtype}), requires_grad)
 
 
 def randn_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
-    return randn(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+    """Standard normal, shaped like t (a symbolic shape stays symbolic)."""
+    return _drawn(_C.dispatch("normal_like", [t], {"dtype": dtype}), requires_grad)

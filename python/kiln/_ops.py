@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 from kiln import _C
 
 __all__: list[str] = []
+# Ops that take no tensor (uniform, normal, randint): functions, never Tensor methods.
+FACTORY_OPS: set[str] = set()
 
 if TYPE_CHECKING:
     # The op functions are made at import time (_install), so a type checker
@@ -72,6 +74,8 @@ def _install() -> None:
             continue  # gradient kernels, not user API
         globals()[name] = _make_op(name, min_inputs, max_inputs, [a[0] for a in attrs])
         __all__.append(name)
+        if max_inputs == 0:
+            FACTORY_OPS.add(name)
 
 
 _install()

@@ -66,5 +66,5 @@ def install_tensor_methods() -> None:
     # PyTorch's forms first, where they differ from the op's (x.max(1)).
     for module in (_torch_forms, _ops):
         for name in module.__all__:
-            if not hasattr(cls, name):
+            if name not in _ops.FACTORY_OPS and not hasattr(cls, name):
                 setattr(cls, name, getattr(module, name))

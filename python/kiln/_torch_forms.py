@@ -14,6 +14,7 @@ PyTorch's form and calls the op:
     kiln.var(x, dim, unbiased, keepdim) or correction=; the same for std
     kiln.flatten(x, start_dim, end_dim), kiln.t(x)
     kiln.isclose / allclose / equal, composed of ops
+    kiln.randint(high, size) or (low, high, size), dtype= (the factory)
 """
 from __future__ import annotations
 
@@ -23,9 +24,10 @@ from typing import Any
 
 from kiln import _C, _ops
 from kiln._C import Tensor
+from kiln._factories import randint
 
 __all__ = ["max", "min", "split", "index_select", "gather", "scatter_add", "index_add", "var",
-           "std", "flatten", "t", "isclose", "allclose", "equal"]
+           "std", "flatten", "t", "isclose", "allclose", "equal", "randint"]
 
 flatten = _C.flatten
 t = _C.t

@@ -33,6 +33,7 @@
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/nn.h"
+#include "kiln/ops/random.h"
 #include "kiln/ops/reduction.h"
 #include "kiln/ops/shape.h"
 #include "kiln/ops/view.h"

@@ -13,6 +13,7 @@
 #include "kiln/core/factory.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/dispatch.h"
+#include "kiln/ops/random.h"
 
 namespace kiln::python {
 namespace {

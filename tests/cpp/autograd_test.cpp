@@ -11,6 +11,7 @@
 #include "kiln/ops/copy.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/random.h"
 #include "kiln/ops/reduction.h"
 #include "test_util.h"
 

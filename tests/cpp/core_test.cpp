@@ -3,6 +3,7 @@
 #include "kiln/core/allocator.h"
 #include "kiln/core/factory.h"
 #include "kiln/ops/copy.h"
+#include "kiln/ops/random.h"
 
 namespace kiln {
 namespace {

@@ -12,6 +12,7 @@
 #include "kiln/kernels/cpu/vec_math.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/random.h"
 #include "kiln/ops/registry.h"
 #include "kiln/ops/view.h"
 #include "test_util.h"

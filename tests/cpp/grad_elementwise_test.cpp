@@ -13,6 +13,7 @@
 #include "kiln/ops/copy.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/nn.h"
+#include "kiln/ops/random.h"
 #include "kiln/ops/reduction.h"
 
 namespace kiln {

@@ -13,6 +13,7 @@
 #include "kiln/io/model_file.h"
 #include "kiln/jit/compile/trace.h"
 #include "kiln/nn/nn.h"
+#include "kiln/ops/random.h"
 
 namespace kiln::jit {
 namespace {

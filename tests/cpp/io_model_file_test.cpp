@@ -13,6 +13,7 @@
 #include "kiln/jit/ir/printer.h"
 #include "kiln/nn/nn.h"
 #include "kiln/ops/copy.h"
+#include "kiln/ops/random.h"
 
 namespace kiln::jit {
 namespace {

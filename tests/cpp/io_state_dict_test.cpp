@@ -10,6 +10,7 @@
 #include "kiln/nn/nn.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/random.h"
 #include "kiln/ops/view.h"
 
 namespace kiln::io {

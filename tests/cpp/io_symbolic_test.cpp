@@ -15,6 +15,7 @@
 #include "kiln/jit/ir/parser.h"
 #include "kiln/jit/ir/printer.h"
 #include "kiln/ops/copy.h"
+#include "kiln/ops/random.h"
 #include "kiln/ops/view.h"
 
 namespace kiln::jit {

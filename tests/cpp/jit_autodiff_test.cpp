@@ -14,6 +14,7 @@
 #include "kiln/nn/functional.h"
 #include "kiln/nn/layers.h"
 #include "kiln/ops/copy.h"
+#include "kiln/ops/random.h"
 #include "kiln/optim/sgd.h"
 
 namespace kiln::jit {

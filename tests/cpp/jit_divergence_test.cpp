@@ -168,15 +168,19 @@ TEST(JitDivergence, WriteIntoATensorFromOutside) {
 
 // ---------------------------------------------------------------- random numbers
 
+// rand, randn and their _like forms are ops a trace records (random_ops_test);
+// what draws outside the op table is frozen, and said so.
 TEST(JitDivergence, RandomFactoryInTracedCode) {
-  auto fn = [](const Tensors& in) { return Tensors{in[0] + randn({3})}; };
-  TraceWarning w = expect_reported(fn, {randn({3})}, WarningKind::RandomFactory,
-                                   "randn() while tracing: the random numbers it drew were frozen");
+  auto fn = [](const Tensors& in) { return Tensors{in[0] + randperm(3)}; };
+  TraceWarning w =
+      expect_reported(fn, {randn({3})}, WarningKind::RandomFactory,
+                      "randperm() while tracing: the random numbers it drew were frozen");
   EXPECT_NE(w.file.find("jit_divergence_test.cpp"), std::string::npos) << w.file;
 }
 
-TEST(JitDivergence, RandomLikeFactoryInTracedCode) {
-  auto fn = [](const Tensors& in) { return Tensors{in[0] * rand_like(in[0])}; };
+TEST(JitDivergence, RandomFactoryWithItsOwnGeneratorInTracedCode) {
+  Generator gen(4);  // no op can name a generator: its numbers are drawn at once
+  auto fn = [&](const Tensors& in) { return Tensors{in[0] * rand({3}, {}, &gen)}; };
   expect_reported(fn, {randn({3})}, WarningKind::RandomFactory, "rand() while tracing");
 }
 

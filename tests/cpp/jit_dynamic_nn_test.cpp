@@ -10,6 +10,7 @@
 #include "kiln/nn/functional.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/linalg.h"
+#include "kiln/ops/random.h"
 #include "kiln/ops/reduction.h"
 
 namespace kiln::jit {

@@ -12,6 +12,7 @@
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/linalg.h"
+#include "kiln/ops/random.h"
 #include "kiln/ops/view.h"
 #include "test_util.h"
 

@@ -1,6 +1,7 @@
 // The executor: graphs built by hand with the Graph API, lowered to a plan
 // and run; every result compared bit for bit with the same ops run eagerly.
 #include "kiln/jit/exec/executable.h"
+#include "kiln/ops/random.h"
 
 #include <gtest/gtest.h>
 

@@ -2,6 +2,7 @@
 // memory, an elementwise op overwrites an input nothing reads afterwards, and
 // the plan (offset and size per value) is golden-tested as text.
 #include "kiln/jit/exec/memory_plan.h"
+#include "kiln/ops/random.h"
 
 #include <gtest/gtest.h>
 

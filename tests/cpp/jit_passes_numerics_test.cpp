@@ -21,6 +21,7 @@
 #include "kiln/nn/normalization.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/random.h"
 #include "op_refs.h"
 #include "test_util.h"
 

@@ -8,6 +8,7 @@
 #include "kiln/jit/ir/rebatch.h"
 #include "kiln/nn/nn.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/random.h"
 #include "kiln/ops/reduction.h"
 #include "kiln/ops/view.h"
 #include "test_util.h"

@@ -16,6 +16,7 @@
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/nn.h"
+#include "kiln/ops/random.h"
 #include "kiln/ops/view.h"
 
 namespace kiln::jit {
@@ -113,13 +114,23 @@ std::vector<Tensor> mlp(const std::vector<Tensor>& in, const Tensor& w1, const T
   return {relu(y + in[0]) * 2.0};
 }
 
+// mlp traced at batch 3 with the batch symbolic (the weights are constants
+// of the graph).
+struct TracedMlp {
+  Tensor w1 = randn({64, 32}), w2 = randn({32, 64});
+  CompiledFunction f;
+  TracedMlp() {
+    TracedFn fn = [this](const std::vector<Tensor>& in) { return mlp(in, w1, w2); };
+    RecordOptions options;
+    options.dynamic_dims = {{0, 0, "batch"}};
+    f = trace(fn, {randn({3, 32})}, options);
+  }
+};
+
 TEST(JitSymbolicMemory, FormulaEqualsThePlannedBytesAtEverySize) {
   manual_seed(0);
-  Tensor w1 = randn({64, 32}), w2 = randn({32, 64});
-  TracedFn fn = [&](const std::vector<Tensor>& in) { return mlp(in, w1, w2); };
-  RecordOptions options;
-  options.dynamic_dims = {{0, 0, "batch"}};
-  CompiledFunction f = trace(fn, {randn({3, 32})}, options);
+  TracedMlp traced;
+  const CompiledFunction& f = traced.f;
   ASSERT_TRUE(f.symbolic());
   // Planned at the example's size when traced, as a static graph is.
   std::optional<MemoryFormula> formula = f.memory_formula();
@@ -135,7 +146,7 @@ TEST(JitSymbolicMemory, FormulaEqualsThePlannedBytesAtEverySize) {
   for (int64_t b : {1, 2, 7, 64, 3}) {
     Tensor x = randn({b, 32});
     std::vector<Tensor> got = f({x});
-    EXPECT_TRUE(bitwise_equal(got[0], mlp({x}, w1, w2)[0])) << "batch " << b;
+    EXPECT_TRUE(bitwise_equal(got[0], mlp({x}, traced.w1, traced.w2)[0])) << "batch " << b;
     CompiledFunction at_b = f;
     at_b.prepare({{"batch", b}});
     EXPECT_EQ(at_b.compile_report().planned_bytes, formula->intermediates.evaluate({{"batch", b}}))
@@ -145,11 +156,8 @@ TEST(JitSymbolicMemory, FormulaEqualsThePlannedBytesAtEverySize) {
 
 TEST(JitSymbolicMemory, MaxBatchForABudget) {
   manual_seed(0);
-  Tensor w1 = randn({64, 32}), w2 = randn({32, 64});
-  TracedFn fn = [&](const std::vector<Tensor>& in) { return mlp(in, w1, w2); };
-  RecordOptions options;
-  options.dynamic_dims = {{0, 0, "batch"}};
-  CompiledFunction f = trace(fn, {randn({3, 32})}, options);
+  TracedMlp traced;
+  const CompiledFunction& f = traced.f;
   std::optional<MemoryFormula> formula = f.memory_formula();
   ASSERT_TRUE(formula.has_value());
   auto total = [&](int64_t b) {

@@ -13,6 +13,7 @@
 #include "kiln/jit/ir/text_format.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/linalg.h"
+#include "kiln/ops/random.h"
 #include "kiln/ops/registry.h"
 #include "kiln/ops/view.h"
 

@@ -10,6 +10,7 @@
 #include "kiln/core/factory.h"
 #include "kiln/nn/nn.h"
 #include "kiln/ops/copy.h"
+#include "kiln/ops/random.h"
 #include "nn_refs.h"
 #include "op_refs.h"
 

@@ -6,6 +6,7 @@
 
 #include "kiln/core/factory.h"
 #include "kiln/nn/nn.h"
+#include "kiln/ops/random.h"
 #include "test_util.h"
 
 namespace kiln {

@@ -8,6 +8,7 @@
 #include "kiln/core/factory.h"
 #include "kiln/nn/nn.h"
 #include "kiln/ops/copy.h"
+#include "kiln/ops/random.h"
 #include "kiln/ops/reduction.h"
 #include "test_util.h"
 

@@ -5,6 +5,7 @@
 #include "kiln/core/factory.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/nn.h"
+#include "kiln/ops/random.h"
 
 namespace kiln {
 namespace {

@@ -7,6 +7,7 @@
 #include "kiln/nn/nn.h"
 #include "kiln/onnx/onnx_export.h"
 #include "kiln/onnx/onnx_import.h"
+#include "kiln/ops/random.h"
 #include "kiln/ops/registry.h"
 #include "test_util.h"
 

@@ -8,6 +8,7 @@
 #include "kiln/core/factory.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/random.h"
 #include "kiln/ops/view.h"
 
 namespace kiln {

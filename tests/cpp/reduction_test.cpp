@@ -10,6 +10,7 @@
 #include "kiln/core/factory.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/dispatch.h"
+#include "kiln/ops/random.h"
 #include "kiln/ops/reduction.h"
 #include "test_util.h"
 

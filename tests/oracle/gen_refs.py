@@ -23,6 +23,7 @@ CASE_MODULES = [
     "cases_linalg",
     "cases_conv_pool",
     "cases_nn",
+    "cases_random",
     "cases_fused",
 ]
 

@@ -101,41 +101,6 @@ Tensor eye(int64_t n, int64_t m, TensorOptions options) {
   return t;
 }
 
-Tensor rand(const IntList& shape, TensorOptions options, Generator* gen,
-            std::source_location where) {
-  report_random_draw("rand", where);
-  KILN_CHECK_TYPE(is_floating(options.dtype), "rand: expected a floating dtype, got ",
-                  options.dtype);
-  Tensor t = empty(shape, options);
-  visit_floating(t.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    fill_uniform(pick(gen), static_cast<T*>(t.data_ptr()), t.numel(), 0.0, 1.0);
-  });
-  return t;
-}
-
-Tensor randn(const IntList& shape, TensorOptions options, Generator* gen,
-             std::source_location where) {
-  report_random_draw("randn", where);
-  KILN_CHECK_TYPE(is_floating(options.dtype), "randn: expected a floating dtype, got ",
-                  options.dtype);
-  Tensor t = empty(shape, options);
-  visit_floating(t.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    fill_normal(pick(gen), static_cast<T*>(t.data_ptr()), t.numel(), 0.0, 1.0);
-  });
-  return t;
-}
-
-Tensor randint(int64_t low, int64_t high, const IntList& shape, TensorOptions options,
-               Generator* gen, std::source_location where) {
-  report_random_draw("randint", where);
-  Tensor drawn = make_tensor(shape, DType::Int64);
-  fill_randint(pick(gen), drawn.data<int64_t>(), drawn.numel(), low, high);
-  if (options.dtype == DType::Int64) return with_grad_flag(drawn, options);
-  return tensor_from_data(drawn.data_ptr(), DType::Int64, shape, options);
-}
-
 Tensor randperm(int64_t n, Generator* gen, std::source_location where) {
   report_random_draw("randperm", where);
   KILN_CHECK_VALUE(n >= 0, "randperm: n must be non-negative, got ", n);
@@ -161,12 +126,6 @@ Tensor ones_like(const Tensor& t) {
 }
 Tensor full_like(const Tensor& t, Scalar value) {
   return full(t.shape(), value, t.dtype());
-}
-Tensor rand_like(const Tensor& t, std::source_location where) {
-  return rand(t.shape(), t.dtype(), nullptr, where);
-}
-Tensor randn_like(const Tensor& t, std::source_location where) {
-  return randn(t.shape(), t.dtype(), nullptr, where);
 }
 
 Tensor from_blob(void* data, const IntList& shape, DType dtype, std::function<void()> release,

@@ -1,5 +1,6 @@
-// Tensor factories: empty, zeros, ones, full, arange, linspace, eye, rand,
-// randn, randint, tensors from initializer lists and raw data, and *_like.
+// Tensor factories: empty, zeros, ones, full, arange, linspace, eye,
+// randperm, tensors from initializer lists and raw data, and *_like (the
+// random ones, rand, randn and randint, are ops: kiln/ops/random.h).
 #pragma once
 
 #include <algorithm>
@@ -37,17 +38,11 @@ Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions options);
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options = {});
 Tensor eye(int64_t n, int64_t m = -1, TensorOptions options = {});
 
-// Random factories report their draw to a trace recording on this thread (a
-// traced function that calls one freezes the numbers it drew; see
-// core/trace_hook.h), naming the caller.
-Tensor rand(const IntList& shape, TensorOptions options = {}, Generator* gen = nullptr,
-            std::source_location where = std::source_location::current());
-Tensor randn(const IntList& shape, TensorOptions options = {}, Generator* gen = nullptr,
-             std::source_location where = std::source_location::current());
-Tensor randint(int64_t low, int64_t high, const IntList& shape,
-               TensorOptions options = DType::Int64, Generator* gen = nullptr,
-               std::source_location where = std::source_location::current());
-// A random permutation of 0..n-1 (used by DataLoader's shuffle).
+// rand, randn, randint and their _like forms are random ops (ops/random.h),
+// so a trace records them. randperm, a random permutation of 0..n-1 (used by
+// DataLoader's shuffle), stays a factory: a trace recording on this thread
+// freezes the permutation it drew, and it reports that (core/trace_hook.h),
+// naming the caller.
 Tensor randperm(int64_t n, Generator* gen = nullptr,
                 std::source_location where = std::source_location::current());
 
@@ -55,8 +50,6 @@ Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, Scalar value);
-Tensor rand_like(const Tensor& t, std::source_location where = std::source_location::current());
-Tensor randn_like(const Tensor& t, std::source_location where = std::source_location::current());
 
 // A tensor over memory kiln does not own; `release` runs when the last view
 // of it is gone. Strides default to contiguous.

@@ -1,7 +1,8 @@
-// ONNX translations of convolution, pooling and the normalization and
-// dropout ops. Ops with extra outputs for their backward rule (dropout's
-// mask, batch_norm's and layer_norm's statistics) export when only their
-// first output is read, which is the case in inference graphs.
+// ONNX translations of convolution, pooling, the normalization and dropout
+// ops, and the random ops (randint has none: ONNX draws no integers). Ops
+// with extra outputs for their backward rule (dropout's mask, batch_norm's
+// and layer_norm's statistics) export when only their first output is read,
+// which is the case in inference graphs.
 #include "kiln/core/factory.h"
 #include "kiln/onnx/export_context.h"
 #include "kiln/util/error.h"
@@ -149,6 +150,39 @@ void dropout(const Node& node, ExportContext& c) {
   c.node_for(node.output(), "Identity", {c.name(node.input(0))});
 }
 
+// uniform and normal: RandomUniform and RandomNormal for a static shape;
+// over symbolic sizes, ConstantOfShape makes a tensor of the shape and the
+// *Like op draws one like it. uniform_like and normal_like are the *Like ops.
+// The runtime draws from its own generator: the same distribution as
+// kiln's, not the same numbers. A normal of std 0 is its mean, written as a
+// uniform draw over [mean, mean]: ONNX Runtime's RandomNormal aborts the
+// process on a scale of 0.
+void random_draw(const Node& node, ExportContext& c) {
+  const std::string& name = node.op().name;
+  const Attrs& a = node.attrs();
+  bool normal = (name == "normal" || name == "normal_like") && a.get_float("std") != 0;
+  bool like = name == "uniform_like" || name == "normal_like";
+  const DimList& shape = node.output()->shape();
+  std::string type = normal ? "RandomNormal" : "RandomUniform";
+  std::vector<std::string> inputs;
+  if (like) {
+    inputs.push_back(c.name(node.input(0)));
+  } else if (!is_static(shape)) {
+    inputs.push_back(c.temp("ConstantOfShape", {c.sizes(shape)}));
+  }
+  auto& made = c.node_for(node.output(), inputs.empty() ? type : type + "Like", inputs);
+  set_attr(made, "dtype", int64_t(onnx_dtype(node.output()->dtype())));
+  if (normal) {
+    set_attr(made, "mean", float(a.get_float("mean")));
+    set_attr(made, "scale", float(a.get_float("std")));
+  } else {
+    bool uniform = a.has("low");
+    set_attr(made, "low", float(a.get_float(uniform ? "low" : "mean")));
+    set_attr(made, "high", float(a.get_float(uniform ? "high" : "mean")));
+  }
+  if (inputs.empty()) set_attr(made, "shape", to_static(shape));
+}
+
 // An optional per-channel input, or `fill` of `channels` elements.
 std::string channel_input(const Node& node, size_t index, int64_t channels, double fill,
                           ExportContext& c) {
@@ -202,6 +236,8 @@ void add_nn_exporters(Table& table) {
   table["avg_pool2d"] = avg_pool2d;
   table["adaptive_avg_pool2d"] = adaptive_avg_pool2d;
   table["dropout"] = dropout;
+  for (const char* name : {"uniform", "normal", "uniform_like", "normal_like"})
+    table[name] = random_draw;
   table["batch_norm"] = batch_norm;
   table["layer_norm"] = layer_norm;
 }

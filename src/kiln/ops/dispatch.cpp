@@ -102,7 +102,7 @@ void run_kernel(const OpDef& op, const std::vector<Tensor>& inputs,
 // would go unrecorded: refused before the kernel runs (an in-place op would
 // already have written its output), naming the op.
 void check_autograd_ready(const OpDef& op, const std::vector<Tensor>& inputs) {
-  if (g_autograd_hook.load(std::memory_order_relaxed) != nullptr) return;
+  if (!op.differentiable || g_autograd_hook.load(std::memory_order_relaxed) != nullptr) return;
   bool needs_grad = std::any_of(inputs.begin(), inputs.end(),
                                 [](const Tensor& t) { return t.defined() && t.requires_grad(); });
   KILN_CHECK(!needs_grad, op.name,
@@ -115,6 +115,7 @@ void check_autograd_ready(const OpDef& op, const std::vector<Tensor>& inputs) {
 void notify(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& recorded,
             const Attrs& attrs, const std::vector<Tensor>& outputs) {
   if (t_observer) t_observer->on_op(op, inputs, recorded, outputs);
+  if (!op.differentiable) return;
   bool needs_grad = std::any_of(inputs.begin(), inputs.end(),
                                 [](const Tensor& t) { return t.defined() && t.requires_grad(); });
   if (!needs_grad) return;

@@ -158,6 +158,10 @@ struct OpDef {
   bool may_run_inplace = false;   // output may share input 0's buffer
   bool has_side_effects = false;  // never folded or removed (batch_norm's running stats)
   bool is_random = false;         // draws from the generator (dropout)
+  // False: its outputs never carry a gradient, whatever its inputs (a random
+  // draw that reads only its input's shape, as randn_like): dispatch records
+  // no backward node, so they do not require grad, as in PyTorch.
+  bool differentiable = true;
   // An activation function (relu, gelu, ...): one input, elementwise, the
   // op a fusion appends to a linear or conv2d.
   bool is_activation = false;

@@ -47,6 +47,7 @@ void register_builtin_ops(OpRegistry& registry) {
   register_linalg_ops(registry);
   register_conv_pool_ops(registry);
   register_nn_ops(registry);
+  register_random_ops(registry);
   register_fused_ops(registry);  // after the ops they fuse
 }
 

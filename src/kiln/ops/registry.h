@@ -49,6 +49,7 @@ void register_shape_ops(OpRegistry& registry);   // cat, stack, gather, embeddin
 void register_linalg_ops(OpRegistry& registry);  // matmul, linear, addmm
 void register_fused_ops(OpRegistry& registry);   // linear_act, conv2d_act, fused_elementwise
 void register_conv_pool_ops(OpRegistry& registry);
-void register_nn_ops(OpRegistry& registry);  // dropout, batch_norm, layer_norm
+void register_nn_ops(OpRegistry& registry);      // dropout, batch_norm, layer_norm
+void register_random_ops(OpRegistry& registry);  // uniform, normal, randint, *_like
 
 }  // namespace kiln

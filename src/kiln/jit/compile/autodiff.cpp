@@ -212,7 +212,7 @@ std::string why_not_differentiable(const Graph& graph, const std::vector<bool>& 
     if (param_needs_grad[i]) sources.insert(graph.params()[i]);
   std::unordered_set<const Value*> depends = reachable_from(graph, sources);
   for (const Node* node : graph.nodes()) {
-    if (node->op().grad) continue;
+    if (node->op().grad || !node->op().differentiable) continue;
     bool reads_grad = std::any_of(node->inputs().begin(), node->inputs().end(),
                                   [&](const Value* v) { return v && depends.count(v); });
     // Integer and bool results (indices, masks) carry no gradient anyway.
