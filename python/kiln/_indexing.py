@@ -24,6 +24,9 @@ from kiln._C import Tensor
 # of ints, or a tensor (integer or boolean); a subscript is one or a tuple.
 Index = Any
 
+# How a trace reports the read of a mask: the result's size is the number of
+# True positions, data the graph cannot know; the positions are frozen.
+_MASK_READ = "boolean-mask indexing x[mask] (its result's size depends on the data)"
 _BAD_INDEX = ("only integers, slices (`:`), ellipsis (`...`), None and long or byte "
               "Variables are valid indices (got {})")
 
@@ -118,7 +121,8 @@ class _Several:
         for dim, index in advanced:
             if index.dtype == _C.dtype.bool:
                 _check_mask_shape(x, dim, index)
-                for k, positions in enumerate(np.nonzero(index.detach().numpy())):
+                mask = index.detach()._numpy_as(_MASK_READ)
+                for k, positions in enumerate(np.nonzero(mask)):
                     dims.append(dim + k)
                     arrays.append(positions.astype(np.int64))
                 continue
@@ -210,7 +214,7 @@ def _checked_positions(positions: np.ndarray, size: int, dim: int) -> np.ndarray
 
 def _mask_positions(x: Tensor, dim: int, mask: Tensor) -> tuple[Tensor, Tensor]:
     _check_mask_shape(x, dim, mask)
-    positions = np.flatnonzero(mask.detach().numpy()).astype(np.int64)
+    positions = np.flatnonzero(mask.detach()._numpy_as(_MASK_READ)).astype(np.int64)
     merged = list(x.shape[:dim]) + [-1] + list(x.shape[dim + mask.ndim:])
     return _C.dispatch("reshape", [x], {"shape": merged}), _C.from_numpy(positions)
 

@@ -171,6 +171,14 @@ void bind_tensor(nb::module_& m) {
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
       .def("item", [](const Tensor& t) { return t.item(std::source_location()); })
       .def("numpy", &to_numpy)
+      // numpy() for kiln's own Python code, reported to a trace as `what`
+      // (boolean-mask indexing: "x[mask] (its size depends on the data)").
+      .def(
+          "_numpy_as",
+          [](const Tensor& t, const std::string& what) {
+            return export_tensor<nb::numpy>(t, what.c_str());
+          },
+          nb::arg("what"))
       .def("__dlpack__", &to_dlpack)
       .def("__dlpack_device__", [](const Tensor&) { return nb::make_tuple(1, 0); })  // kDLCPU
       // repr()/str() and bool()/float()/int() from Python: a trace recording

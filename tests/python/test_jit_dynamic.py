@@ -243,3 +243,14 @@ def test_a_compiled_loss_serves_every_batch_from_one_entry(probabilities):
         np.testing.assert_array_equal(compiled(logits, target).numpy(),
                                       loss(logits, target).numpy())
     assert len(compiled.cache_info().entries) == 1, compiled.cache_info()
+
+
+def test_a_data_dependent_size_is_reported_at_the_users_line():
+    def positives(x):
+        return x[x > 0].sum()  # the result's size depends on the data
+
+    with pytest.warns(kiln.jit.TracerWarning,
+                      match=r"boolean-mask indexing x\[mask\].*test_jit_dynamic\.py:\d+"):
+        kiln.jit.trace(positives, kiln.randn(4, 3), dynamic_shapes=[{0: "b"}])
+    with pytest.raises(kiln.jit.TraceError, match="boolean-mask indexing"):
+        kiln.jit.trace(positives, kiln.randn(4, 3), dynamic_shapes=[{0: "b"}], strict=True)
