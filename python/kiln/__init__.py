@@ -16,6 +16,7 @@ from kiln._C import (
     memory_stats,
     release_cached_memory,
 )
+from kiln._control_flow import cond, fori_loop, scan, while_loop
 from kiln._factories import (
     arange,
     empty,

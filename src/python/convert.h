@@ -73,5 +73,7 @@ void bind_sym_int(nb::module_& m);
 void bind_tensor(nb::module_& m);
 void bind_ops(nb::module_& m);
 void bind_optim(nb::module_& m);
+void bind_control_flow(nb::module_& m);
+void bind_nn_rnn(nb::module_& m);
 
 }  // namespace kiln::python

@@ -94,8 +94,10 @@ TEST(JitText, EveryOpTableRowRoundTrips) {
     }
     covered.insert(row["op"].get<std::string>());
   }
-  for (const OpDef* def : op_registry().all())
+  for (const OpDef* def : op_registry().all()) {
+    if (!def->blocks.empty()) continue;  // JitControlFlowIr.TextRoundTripsAndVerifies
     EXPECT_TRUE(covered.count(def->name)) << def->name << " was not round-tripped";
+  }
 }
 
 TEST(JitText, ConstantsOfEveryDtypeRoundTripBitForBit) {

@@ -102,6 +102,9 @@ TEST(OpTable, EveryOpHasARow) {
     if (!c.contains("error")) covered.insert(c["op"].get<std::string>());
   }
   for (const OpDef* def : op_registry().all()) {
+    // Control flow runs sub-graphs, not tensors in and out: its rows are the
+    // tests of jit_control_flow_*_test.cpp (JitControlFlowIr.OpsWithBlocks).
+    if (!def->blocks.empty()) continue;
     EXPECT_TRUE(covered.count(def->name))
         << "op '" << def->name << "' has no passing-value row in tests/oracle/cases_*.py";
   }

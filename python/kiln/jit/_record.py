@@ -11,16 +11,13 @@ import inspect
 import os
 import sys
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import Any
 
 from kiln import _C
 from kiln._C import Tensor
-
-# How to rebuild a function's result from its flat list of tensors: LEAF for
-# a tensor, (tuple or list, items) or (dict, keys, items) for containers.
-Spec = Any
+from kiln._pytree import LEAF, Spec, flatten, unflatten  # noqa: F401  (kiln.jit imports them here)
 
 
 class TracerWarning(UserWarning):
@@ -65,38 +62,6 @@ def _on_trace_warning(kind: str, message: str, file: str, line: int, divergence:
 _C.jit.set_warning_handler(_on_trace_warning)
 # The handler holds a Python function: drop it while Python still runs.
 atexit.register(_C.jit.set_warning_handler, None)
-
-
-# -- output structure --------------------------------------------------------
-LEAF = "tensor"
-
-
-def flatten(obj: Any, out: list[Tensor]) -> Spec:
-    """Appends obj's tensors to `out`; returns the structure to rebuild it."""
-    if isinstance(obj, _C.Tensor):
-        out.append(obj)
-        return LEAF
-    if isinstance(obj, (tuple, list)):
-        return (type(obj), tuple(flatten(item, out) for item in obj))
-    if isinstance(obj, dict):
-        return (dict, tuple(obj), tuple(flatten(v, out) for v in obj.values()))
-    raise TypeError(f"a traced function must return tensors, or tuples, lists or dicts of "
-                    f"them; it returned a {type(obj).__name__}")
-
-
-def unflatten(spec: Spec, flat: Sequence[Tensor]) -> Any:
-    if spec is LEAF:
-        return flat[0]
-    values = iter(flat)
-    return _build(spec, values)
-
-
-def _build(spec: Spec, values: Iterator[Tensor]) -> Any:
-    if spec is LEAF:
-        return next(values)
-    if spec[0] is dict:
-        return {key: _build(s, values) for key, s in zip(spec[1], spec[2])}
-    return spec[0](_build(s, values) for s in spec[1])
 
 
 # -- recording ---------------------------------------------------------------

@@ -171,6 +171,11 @@ struct OpDef {
   bool grad_reads_output_only = false;
   // With has_side_effects: which inputs are written (null: none).
   MutatedInputsFn mutated_inputs = nullptr;
+  // The names of the sub-graphs a node of this op owns (cond: then, else;
+  // while_loop: cond, body; scan: step). Ops with blocks are control flow:
+  // only graphs hold them (jit/ir/control_flow.h types and checks them), and
+  // dispatch never runs them; the eager API is ops/control_flow.h.
+  std::vector<std::string> blocks = {};
 
   OnnxInfo onnx;
 

@@ -9,7 +9,7 @@ void OpRegistry::add(OpDef def) {
   KILN_ASSERT(def.infer != nullptr, "op '", def.name, "' has no infer function");
   if (def.kind == OpKind::View) {
     KILN_ASSERT(def.view != nullptr, "view op '", def.name, "' has no view function");
-  } else {
+  } else if (def.blocks.empty()) {  // control flow runs its blocks, not a kernel
     KILN_ASSERT(def.cpu != nullptr, "op '", def.name, "' has no cpu kernel");
   }
   defs_.push_back(std::make_unique<OpDef>(std::move(def)));
@@ -48,7 +48,9 @@ void register_builtin_ops(OpRegistry& registry) {
   register_conv_pool_ops(registry);
   register_nn_ops(registry);
   register_random_ops(registry);
+  register_rnn_ops(registry);
   register_fused_ops(registry);  // after the ops they fuse
+  register_control_flow_ops(registry);
 }
 
 }  // namespace kiln

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "kiln/jit/exec/plan.h"
+#include "kiln/jit/ir/control_flow.h"
 #include "kiln/jit/ir/verifier.h"
 #include "kiln/ops/dispatch.h"
 
@@ -202,7 +203,7 @@ class Lowering {
   // Arena sizes and view geometry come from the value types, so they must be
   // what the op table infers (a hand-typed or edited graph could disagree).
   void check_types(const Node& node) const {
-    std::vector<TensorMeta> inferred = infer_types(node.op(), node.inputs(), node.attrs());
+    std::vector<TensorMeta> inferred = infer_node_types(node);
     KILN_CHECK(inferred.size() == node.outputs().size(), node.op().name, ": the node has ",
                node.outputs().size(), " outputs but the op infers ", inferred.size());
     for (size_t i = 0; i < inferred.size(); ++i) {

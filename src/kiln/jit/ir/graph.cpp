@@ -71,6 +71,15 @@ void Node::set_input(size_t i, Value* value) {
   if (value) value->uses_.push_back(Use{this, i});
 }
 
+void Node::set_block(size_t i, std::unique_ptr<Graph> block) {
+  KILN_CHECK(i < blocks_.size(), op_->name, ": block ", i, " out of range (", blocks_.size(),
+             " blocks)");
+  KILN_CHECK(block != nullptr && block->owner_ == nullptr, op_->name,
+             ": a block must be a graph of its own, owned by no other node");
+  block->owner_ = this;
+  blocks_[i] = std::move(block);
+}
+
 void Node::set_attrs(const Attrs& attrs) {
   attrs_ = normalize_attrs(*op_, attrs);
 }
@@ -122,8 +131,11 @@ std::unique_ptr<Graph> Graph::clone() const {
     std::vector<TensorMeta> types;
     for (const Value* v : node->outputs_)
       types.push_back(v->type_);
+    std::vector<std::unique_ptr<Graph>> blocks;
+    for (const auto& block : node->blocks_)
+      blocks.push_back(block->clone());
     Node* n = copy->insert_at(copy->nodes_.size(), *node->op_, std::move(ins), node->attrs_,
-                              std::move(types));
+                              std::move(types), std::move(blocks));
     for (size_t i = 0; i < n->outputs_.size(); ++i)
       map[node->outputs_[i]] = n->outputs_[i];
   }
@@ -232,8 +244,15 @@ void Graph::remove_unused(Value* value) {
 }
 
 Node* Graph::insert_at(size_t position, const OpDef& op, std::vector<Value*> inputs,
-                       const Attrs& attrs, std::vector<TensorMeta> output_types) {
+                       const Attrs& attrs, std::vector<TensorMeta> output_types,
+                       std::vector<std::unique_ptr<Graph>> blocks) {
   // Checked before any use is recorded, so a refused node leaves no trace.
+  KILN_CHECK(blocks.size() == op.blocks.size(), op.name, ": the op owns ", op.blocks.size(),
+             " sub-graphs, ", blocks.size(), " were given");
+  for (const auto& block : blocks) {
+    KILN_CHECK(block != nullptr && block->owner_ == nullptr && block.get() != this, op.name,
+               ": a block must be a graph of its own, owned by no other node");
+  }
   for (size_t i = 0; i < inputs.size(); ++i) {
     KILN_CHECK(!inputs[i] || inputs[i]->graph_ == this, op.name, ": input ", i, " (%",
                inputs[i]->id_, ") is a value of another graph");
@@ -249,6 +268,10 @@ Node* Graph::insert_at(size_t position, const OpDef& op, std::vector<Value*> inp
     out->producer_ = n;
     out->output_index_ = i;
     n->outputs_.push_back(out);
+  }
+  for (auto& block : blocks) {
+    block->owner_ = n;
+    n->blocks_.push_back(std::move(block));
   }
   nodes_.insert(nodes_.begin() + std::ptrdiff_t(position), std::move(node));
   return n;
@@ -271,6 +294,13 @@ Node* Graph::append_typed(const OpDef& op, std::vector<Value*> inputs, const Att
                           std::vector<TensorMeta> output_types) {
   return insert_at(nodes_.size(), op, std::move(inputs), normalize_attrs(op, attrs),
                    std::move(output_types));
+}
+
+Node* Graph::append_with_blocks(const OpDef& op, std::vector<Value*> inputs, const Attrs& attrs,
+                                std::vector<TensorMeta> output_types,
+                                std::vector<std::unique_ptr<Graph>> blocks) {
+  return insert_at(nodes_.size(), op, std::move(inputs), normalize_attrs(op, attrs),
+                   std::move(output_types), std::move(blocks));
 }
 
 void Graph::erase(Node* node) {
@@ -332,6 +362,22 @@ size_t Graph::position_of(const Node* node) const {
       std::find_if(nodes_.begin(), nodes_.end(), [&](const auto& p) { return p.get() == node; });
   KILN_CHECK(it != nodes_.end(), "node ", node->op_->name, " is not in this graph");
   return size_t(it - nodes_.begin());
+}
+
+void for_each_graph(const Graph& graph, const std::function<void(const Graph&)>& fn) {
+  fn(graph);
+  for (const Node* node : graph.nodes()) {
+    for (size_t i = 0; i < node->num_blocks(); ++i)
+      for_each_graph(static_cast<const Graph&>(node->block(i)), fn);
+  }
+}
+
+void for_each_graph(Graph& graph, const std::function<void(Graph&)>& fn) {
+  fn(graph);
+  for (Node* node : graph.nodes()) {
+    for (size_t i = 0; i < node->num_blocks(); ++i)
+      for_each_graph(node->block(i), fn);
+  }
 }
 
 }  // namespace kiln::jit

@@ -4,6 +4,7 @@
 // their state_dict names) and constants are values without a producer.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -83,6 +84,15 @@ class Node {
   // A number unique within the graph, in creation order (never reused).
   size_t id() const { return id_; }
 
+  // The sub-graphs this node owns, one per name in op().blocks (a cond's
+  // branches, a loop's condition and body, a scan's step). Each is closed:
+  // it reads nothing of an enclosing graph except through its own inputs,
+  // which the node's inputs feed (jit/ir/control_flow.h says how per op).
+  size_t num_blocks() const { return blocks_.size(); }
+  Graph& block(size_t i) const { return *blocks_.at(i); }
+  // Replaces block i; the verifier checks that it fits the node.
+  void set_block(size_t i, std::unique_ptr<Graph> block);
+
   void set_input(size_t i, Value* value);
   // Re-checks the attributes against the op (normalize_attrs); output types
   // are not re-inferred (the verifier does that).
@@ -99,6 +109,7 @@ class Node {
   size_t id_;
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
+  std::vector<std::unique_ptr<Graph>> blocks_;
 };
 
 class Graph {
@@ -128,6 +139,11 @@ class Graph {
   // and the tracer use it; the verifier checks them against inference).
   Node* append_typed(const OpDef& op, std::vector<Value*> inputs, const Attrs& attrs,
                      std::vector<TensorMeta> output_types);
+  // A control-flow node: as append_typed, owning `blocks` (one per name in
+  // op.blocks).
+  Node* append_with_blocks(const OpDef& op, std::vector<Value*> inputs, const Attrs& attrs,
+                           std::vector<TensorMeta> output_types,
+                           std::vector<std::unique_ptr<Graph>> blocks);
   // Removes a node whose outputs have no uses.
   void erase(Node* node);
 
@@ -153,6 +169,8 @@ class Graph {
   const std::vector<Value*>& outputs() const { return outputs_; }
   // Topological order.
   std::vector<Node*> nodes() const;
+  // The node owning this graph as one of its blocks; null for a top graph.
+  Node* owner() const { return owner_; }
   size_t num_nodes() const { return nodes_.size(); }
   Value* find_param(const std::string& name) const;  // null when absent
   // Whether `node` / `value` is (still) part of this graph: handles held by a
@@ -165,7 +183,8 @@ class Graph {
  private:
   Value* new_value(ValueKind kind, TensorMeta type);
   Node* insert_at(size_t position, const OpDef& op, std::vector<Value*> inputs, const Attrs& attrs,
-                  std::vector<TensorMeta> output_types);
+                  std::vector<TensorMeta> output_types,
+                  std::vector<std::unique_ptr<Graph>> blocks = {});
   size_t position_of(const Node* node) const;
   static void erase_value(std::vector<Value*>& list, const Value* value);
 
@@ -175,7 +194,15 @@ class Graph {
   std::vector<ShapeGuard> guards_;
   size_t next_value_id_ = 0;
   size_t next_node_id_ = 0;
+  Node* owner_ = nullptr;
+  friend class Node;
 };
+
+// The one walk into sub-graphs: calls fn on `graph`, then on every block of
+// its nodes and, depth first, on theirs. Printers, passes, lowering,
+// autodiff and the file and ONNX writers reach nested graphs through it.
+void for_each_graph(const Graph& graph, const std::function<void(const Graph&)>& fn);
+void for_each_graph(Graph& graph, const std::function<void(Graph&)>& fn);
 
 // Whether a tensor of `shape` has exactly these dims: every dim static and
 // equal (a symbolic dim matches no concrete size). Allocates nothing, for

@@ -28,10 +28,10 @@ class Parser {
   explicit Parser(std::string_view text) : text_(text), tokens_(tokenize(text)) {}
 
   std::unique_ptr<Graph> run() {
-    parse_header();
-    while (!peek().is_ident("return"))
-      parse_statement();
-    parse_return();
+    parse_graph();
+    if (peek().kind != TokenKind::End) {
+      fail(peek(), "expected the end of text after the graph, got ", peek().describe());
+    }
     return std::move(graph_);
   }
 
@@ -266,6 +266,31 @@ class Parser {
     expect('{', "to open the graph body");
   }
 
+  void parse_graph() {
+    parse_header();
+    while (!peek().is_ident("return"))
+      parse_statement();
+    parse_return();
+  }
+
+  // A control-flow node's sub-graph: a graph text of its own, with its own
+  // names (a block is closed: it sees nothing of the enclosing graph).
+  std::unique_ptr<Graph> parse_block(const OpDef& op, const std::string& block_name) {
+    const Token& word = next();
+    if (!word.is_ident(block_name)) {
+      fail(word, "expected block '", block_name, "' of ", op.name, ", got ", word.describe());
+    }
+    std::unique_ptr<Graph> outer = std::move(graph_);
+    auto outer_values = std::move(values_);
+    graph_ = std::make_unique<Graph>();
+    values_.clear();
+    parse_graph();
+    std::unique_ptr<Graph> block = std::move(graph_);
+    graph_ = std::move(outer);
+    values_ = std::move(outer_values);
+    return block;
+  }
+
   // ---- one line of the body ----
   void parse_statement() {
     if (peek().kind == TokenKind::End) fail(peek(), "expected 'return' before the end of text");
@@ -406,7 +431,9 @@ class Parser {
     if (!op) fail(name, "unknown op '", name.text, "'");
     std::vector<Value*> inputs = parse_inputs(*op);
     Attrs attrs = peek().is('{') ? parse_attrs(*op) : Attrs();
-    Node* node = build_node(name, *op, std::move(inputs), attrs, outputs);
+    Node* node = op->blocks.empty()
+                     ? build_node(name, *op, std::move(inputs), attrs, outputs)
+                     : build_control_flow(name, *op, std::move(inputs), attrs, outputs);
     for (size_t i = 0; i < outputs.size(); ++i)
       define(outputs[i].ref, node->output(i));
   }
@@ -447,6 +474,23 @@ class Parser {
            outputs.size());
     }
     return node;
+  }
+
+  // Its output types are written out: they come from the blocks, which the
+  // verifier checks them against.
+  Node* build_control_flow(const Token& name, const OpDef& op, std::vector<Value*> inputs,
+                           const Attrs& attrs, const std::vector<OutputDecl>& outputs) {
+    std::vector<TensorMeta> types;
+    for (const OutputDecl& decl : outputs) {
+      if (!decl.type) fail(decl.ref, "give a type to every output of ", op.name);
+      types.push_back(*decl.type);
+    }
+    std::vector<std::unique_ptr<Graph>> blocks;
+    for (const std::string& block_name : op.blocks)
+      blocks.push_back(parse_block(op, block_name));
+    return at(name, [&] {
+      return graph_->append_with_blocks(op, std::move(inputs), attrs, types, std::move(blocks));
+    });
   }
 
   Attrs parse_attrs(const OpDef& op) {
@@ -523,9 +567,6 @@ class Parser {
     }
     at(word, [&] { graph_->set_outputs(std::move(outputs)); });
     expect('}', "to close the graph body");
-    if (peek().kind != TokenKind::End) {
-      fail(peek(), "expected the end of text after the graph, got ", peek().describe());
-    }
   }
 
   std::string_view text_;

@@ -85,8 +85,12 @@ std::string constant_data_to_text(const Tensor& data, int64_t limit) {
   return out;
 }
 
-std::string to_text(const Graph& graph, const PrintOptions& options) {
+namespace {
+
+// The graph's text, each line after the first indented by `indent`.
+std::string graph_text(const Graph& graph, const PrintOptions& options, const std::string& indent) {
   ValueNames names(graph);
+  const std::string line = indent + "  ";
   std::string out = "graph(";
   const auto& inputs = graph.inputs();
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -95,22 +99,34 @@ std::string to_text(const Graph& graph, const PrintOptions& options) {
   }
   out += ") {\n";
   for (const Value* param : graph.params())
-    out += "  " + names(param) + " : " + type_to_text(param->type()) + " = param\n";
+    out += line + names(param) + " : " + type_to_text(param->type()) + " = param\n";
   for (const Value* constant : graph.constants())
-    out += "  " + constant_text(*constant, names, options) + "\n";
+    out += line + constant_text(*constant, names, options) + "\n";
   // What the sizes must satisfy for this graph to be the traced code's.
   for (const ShapeGuard& guard : graph.guards())
-    out += "  guard " + guard.to_string() +
+    out += line + "guard " + guard.to_string() +
            (guard.reason.empty() ? "" : " " + quote(guard.reason)) + "\n";
-  for (const Node* node : graph.nodes())
-    out += "  " + node_text(*node, names) + "\n";
-  out += "  return (";
+  for (const Node* node : graph.nodes()) {
+    out += line + node_text(*node, names) + "\n";
+    // Blocks follow their node, one level deeper, each a graph of its own.
+    for (size_t b = 0; b < node->num_blocks(); ++b) {
+      out += line + "  " + node->op().blocks[b] + " " +
+             graph_text(node->block(b), options, line + "  ");
+    }
+  }
+  out += line + "return (";
   const auto& outputs = graph.outputs();
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (i) out += ", ";
     out += names(outputs[i]);
   }
-  return out + ")\n}\n";
+  return out + ")\n" + indent + "}\n";
+}
+
+}  // namespace
+
+std::string to_text(const Graph& graph, const PrintOptions& options) {
+  return graph_text(graph, options, "");
 }
 
 std::ostream& operator<<(std::ostream& os, const Graph& graph) {

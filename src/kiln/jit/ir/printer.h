@@ -27,6 +27,17 @@
 //   not decide the dtype of the ops it meets). A constant with more elements
 //   than PrintOptions allows prints as `const <1000 x f32>`: readable, but the
 //   parser refuses it.
+// - A control-flow node's blocks follow it, one level deeper, each named by
+//   the op and written as a graph of its own (own names, closed: what it
+//   reads from outside comes in as its inputs):
+//       %3 : f32[4] = cond(%2, %x)
+//         then graph(%x : f32[4]) {
+//           %0 : f32[4] = neg(%x)
+//           return (%0)
+//         }
+//         else graph(%x : f32[4]) {
+//           return (%x)
+//         }
 // - Node outputs are %0, %1, ... in print order; an absent optional input is
 //   `none`; every attribute is printed, in the op's declared order (None for
 //   an unset optional one).

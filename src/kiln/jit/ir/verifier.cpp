@@ -3,9 +3,11 @@
 #include <optional>
 
 #include <algorithm>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "kiln/jit/ir/control_flow.h"
 #include "kiln/jit/ir/text_format.h"
 #include "kiln/ops/dispatch.h"
 
@@ -131,6 +133,7 @@ class Verifier {
     for (size_t i = 0; i < node.inputs().size(); ++i)
       check_node_input(at, node, i);
     check_attrs(at, node);
+    check_blocks(at, node);
     const auto& outputs = node.outputs();
     for (size_t i = 0; i < outputs.size(); ++i) {
       const Value* out = outputs[i];
@@ -142,6 +145,28 @@ class Verifier {
       define(out, at);
     }
     check_types(at, node);
+  }
+
+  // Each block is a graph of its own, checked whole; its fit to the node
+  // (what flows in and out) is check_types' control-flow rule.
+  void check_blocks(const std::string& at, const Node& node) {
+    if (node.num_blocks() != node.op().blocks.size()) {
+      fail(at, ": has ", node.num_blocks(), " blocks, ", node.op().name, " owns ",
+           node.op().blocks.size());
+    }
+    for (size_t b = 0; b < node.num_blocks(); ++b) {
+      const Graph& block = node.block(b);
+      const std::string& block_name = node.op().blocks[b];
+      if (block.owner() != &node) fail(at, ": block '", block_name, "' records another owner");
+      if (!block.guards().empty()) {
+        fail(at, ": block '", block_name, "' has guards; a graph's guards are its top graph's");
+      }
+      try {
+        Verifier(block).run();
+      } catch (const Error& e) {
+        fail(at, " block '", block_name, "': ", std::string_view(e.what()).substr(8));
+      }
+    }
   }
 
   void check_input_count(const std::string& at, const Node& node) {
@@ -193,7 +218,7 @@ class Verifier {
   void check_types(const std::string& at, const Node& node) {
     std::vector<TensorMeta> inferred;
     try {
-      inferred = infer_types(node.op(), node.inputs(), node.attrs());
+      inferred = infer_node_types(node);
     } catch (const Error& e) {
       fail(at, ": ", e.what());
     }
