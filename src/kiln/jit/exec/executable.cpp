@@ -150,13 +150,52 @@ void Executable::execute(std::span<const Tensor> inputs, std::span<const Tensor>
   }
 }
 
+namespace {
+// A tensor over a view's memory, owning none of it (the strided slow path).
+Tensor tensor_over(const cpu::StridedView& v) {
+  auto storage = std::make_shared<StorageImpl>(v.data, 0, [] {});
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), IntList(v.shape, v.shape + v.ndim),
+                                             IntList(v.strides, v.strides + v.ndim), 0, v.dtype));
+}
+}  // namespace
+
+void Executable::run_views(std::span<const cpu::StridedView> inputs,
+                           std::span<const cpu::StridedView> outputs) const {
+  bool inputs_strided = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const cpu::StridedView& assumed = plan_.slots[size_t(plan_.input_slots[i])].view;
+    inputs_strided |=
+        !std::equal(assumed.strides, assumed.strides + assumed.ndim, inputs[i].strides);
+  }
+  if (inputs_strided) {
+    std::vector<Tensor> in, out;
+    for (const cpu::StridedView& v : inputs)
+      in.push_back(tensor_over(v));
+    for (const cpu::StridedView& v : outputs)
+      out.push_back(tensor_over(v));
+    execute(in, out);
+    return;
+  }
+  struct Lease {
+    const Executable* exe;
+    std::unique_ptr<Workspace> ws;
+    ~Lease() { exe->give_back(std::move(ws)); }
+  } lease{this, take_workspace()};
+  lease.ws->bind_views(inputs, outputs);
+  run_steps(*lease.ws, false);
+  for (const Mutation& m : plan_.mutations) {
+    if (m.root == RootKind::Fixed) plan_.held[m.index].bump_version();
+  }
+}
+
 void Executable::run_steps(Workspace& ws, bool inputs_strided) const {
   const cpu::StridedView* args = ws.args();
   for (const Step& step : plan_.steps) {
     const cpu::StridedView* first = args + step.first_arg;
     KernelArgs kernel_args{
         {first, step.num_inputs}, {first + step.num_inputs, step.num_outputs}, *step.attrs};
-    if (step.prepared && !(inputs_strided && step.touches_inputs)) {
+    // A step with no plain kernel (control flow) takes any strides itself.
+    if (step.prepared && (!(inputs_strided && step.touches_inputs) || !step.kernel)) {
       if (step.packed_held >= 0) {
         step.prepared->run_packed(kernel_args, plan_.held[size_t(step.packed_held)].version());
       } else {

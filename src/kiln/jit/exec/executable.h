@@ -79,6 +79,13 @@ class Executable final : public GraphRunner {
   // that parameter's tensor.
   void run_into(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const;
 
+  // For a control-flow step of an enclosing plan (control_flow_exec.h): runs
+  // on that plan's argument views, the inputs of the graph's input types and
+  // the outputs contiguous and apart from them. Nothing is checked, and
+  // nothing is allocated when the inputs have the strides this plan assumed.
+  void run_views(std::span<const cpu::StridedView> inputs,
+                 std::span<const cpu::StridedView> outputs) const;
+
   const Graph& graph() const { return *graph_; }
   const Plan& plan() const { return plan_; }
   RunnerStats stats() const override;

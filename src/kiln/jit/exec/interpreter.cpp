@@ -2,6 +2,7 @@
 
 #include <unordered_map>
 
+#include "kiln/jit/exec/control_flow_exec.h"
 #include "kiln/ops/dispatch.h"
 
 namespace kiln::jit {
@@ -19,7 +20,12 @@ Interpreter::Interpreter(std::shared_ptr<const Graph> graph) : graph_(std::move(
   for (const Value* v : graph_->constants())
     bound_.emplace_back(slot(v), v);
   for (const Node* node : graph_->nodes()) {
-    Step step{&node->op(), node->attrs(), {}, {}, {}};
+    Step step{&node->op(), node->attrs(), {}, {}, {}, node, {}};
+    for (size_t b = 0; b < node->num_blocks(); ++b) {
+      // The block lives as long as its node, which the graph held here keeps.
+      step.blocks.push_back(std::make_unique<Interpreter>(
+          std::shared_ptr<const Graph>(&node->block(b), [](const Graph*) {})));
+    }
     for (const Value* v : node->inputs())
       step.inputs.push_back(v ? slot(v) : -1);
     for (const Value* v : node->outputs())
@@ -71,7 +77,12 @@ std::vector<Tensor> Interpreter::run_unchecked(std::span<const Tensor> inputs) c
     args.reserve(step.inputs.size());
     for (int s : step.inputs)
       args.push_back(s < 0 ? Tensor() : slots[size_t(s)]);
-    std::vector<Tensor> results = dispatch(*step.op, std::move(args), step.attrs);
+    std::vector<Tensor> results =
+        step.blocks.empty()
+            ? dispatch(*step.op, std::move(args), step.attrs)
+            : run_control_flow(*step.node, args, [&](size_t b, const std::vector<Tensor>& in) {
+                return step.blocks[b]->run_unchecked(in);
+              });
     KILN_ASSERT(results.size() == step.outputs.size(), step.op->name, " gave ", results.size(),
                 " outputs, the graph has ", step.outputs.size());
     for (size_t i = 0; i < results.size(); ++i)

@@ -30,6 +30,8 @@ class Interpreter final : public GraphRunner {
     std::vector<int> inputs;  // -1: an absent optional input
     std::vector<int> outputs;
     std::vector<int> release;  // slots whose last use is this step
+    const Node* node;          // for a control-flow node: what run_control_flow reads
+    std::vector<std::unique_ptr<Interpreter>> blocks;  // its blocks' interpreters
   };
 
   void plan_releases();

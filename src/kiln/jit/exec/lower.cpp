@@ -8,6 +8,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "kiln/jit/exec/control_flow_exec.h"
 #include "kiln/jit/exec/plan.h"
 #include "kiln/jit/ir/control_flow.h"
 #include "kiln/jit/ir/verifier.h"
@@ -29,12 +30,12 @@ IntList static_shape(const Value* v) {
   return to_static(v->shape(), str("lower: ", label(v)));
 }
 
-cpu::StridedView contiguous_view(const Value* v) {
-  const IntList shape = static_shape(v);
+cpu::StridedView contiguous_view(const Value* v, const TensorMeta* type = nullptr) {
+  const IntList shape = type ? to_static(type->shape, "lower") : static_shape(v);
   KILN_CHECK(shape.size() <= size_t(cpu::kMaxDims), label(v), ": values of more than ",
              cpu::kMaxDims, " dims are not supported (shape ", shape, ")");
   cpu::StridedView view;
-  view.dtype = v->dtype();
+  view.dtype = type ? type->dtype : v->dtype();
   view.ndim = int(shape.size());
   IntList strides = contiguous_strides(shape);
   std::copy(shape.begin(), shape.end(), view.shape);
@@ -77,6 +78,8 @@ class Lowering {
       check_types(*node);
       if (node->op().kind == OpKind::View) {
         lower_view(*node);
+      } else if (is_control_flow(node->op())) {
+        lower_control_flow(*node);
       } else {
         lower_kernel(*node);
       }
@@ -246,25 +249,64 @@ class Lowering {
     std::vector<int32_t> ins, outs;
     for (const Value* v : node.inputs())
       ins.push_back(v ? slot_of(v, node) : -1);
-    for (const Value* v : node.outputs()) {
-      Slot slot{.view = contiguous_view(v)};
-      auto direct = direct_outputs_.find(v);
-      if (direct != direct_outputs_.end()) {
-        slot.root = RootKind::Output;
-        slot.root_index = direct->second;
-      } else if (int32_t reused = buffer_to_overwrite(node, v); reused >= 0) {
-        slot.root_index = uint32_t(reused);
-      } else {
-        slot.root_index = uint32_t(plan_.buffers.size());
-        const int64_t nbytes = int64_t(element_size(v->dtype())) * numel_of(static_shape(v));
-        plan_.buffers.push_back(BufferRequest{nbytes, plan_.steps.size(), plan_.steps.size()});
-      }
-      int32_t id = new_slot(v, slot);
-      slots_[v] = id;
-      outs.push_back(id);
-    }
+    for (const Value* v : node.outputs())
+      outs.push_back(output_slot(node, v));
     const Attrs* attrs = &plan_.attrs.emplace_back(node.attrs());
     add_step(node.op(), attrs, ins, outs, /*prepare=*/true);
+  }
+
+  // Where output `v` of `node` lives: the caller's result, an input buffer
+  // it may overwrite, or a new arena buffer.
+  int32_t output_slot(const Node& node, const Value* v) {
+    Slot slot{.view = contiguous_view(v)};
+    auto direct = direct_outputs_.find(v);
+    if (direct != direct_outputs_.end()) {
+      slot.root = RootKind::Output;
+      slot.root_index = direct->second;
+    } else if (int32_t reused = buffer_to_overwrite(node, v); reused >= 0) {
+      slot.root_index = uint32_t(reused);
+    } else {
+      slot.root_index = new_buffer(v->type());
+    }
+    int32_t id = new_slot(v, slot);
+    slots_[v] = id;
+    return id;
+  }
+
+  uint32_t new_buffer(const TensorMeta& type) {
+    const int64_t nbytes =
+        int64_t(element_size(type.dtype)) * numel_of(to_static(type.shape, "lower"));
+    plan_.buffers.push_back(BufferRequest{nbytes, plan_.steps.size(), plan_.steps.size()});
+    return uint32_t(plan_.buffers.size() - 1);
+  }
+
+  // A control-flow node is one step whose prepared kernel runs its blocks'
+  // plans (control_flow_exec.h) over contiguous inputs, its outputs, and the
+  // scratch buffers a loop keeps its second set of carried values in.
+  void lower_control_flow(const Node& node) {
+    static const OpDef& clone_op = op("clone");
+    std::vector<int32_t> ins, outs;
+    for (const Value* v : node.inputs()) {
+      int32_t id = slot_of(v, node);
+      const cpu::StridedView& view = plan_.slots[size_t(id)].view;
+      const cpu::StridedView dense = contiguous_view(v);
+      if (!std::equal(view.strides, view.strides + view.ndim, dense.strides)) {
+        const int32_t copy = new_slot(v, Slot{.root_index = new_buffer(v->type()), .view = dense});
+        add_step(clone_op, &plan_.attrs.emplace_back(), {id}, {copy}, /*prepare=*/false);
+        id = copy;
+      }
+      ins.push_back(id);
+    }
+    for (const Value* v : node.outputs())
+      outs.push_back(output_slot(node, v));
+    for (const TensorMeta& type : control_flow_scratch(node)) {
+      const Value* named = node.output(0);  // for printing the plan
+      outs.push_back(new_slot(
+          named, Slot{.root_index = new_buffer(type), .view = contiguous_view(named, &type)}));
+    }
+    add_step(node.op(), &plan_.attrs.emplace_back(node.attrs()), ins, outs, /*prepare=*/false);
+    plan_.prepared.push_back(prepare_control_flow(node));
+    plan_.steps.back().prepared = plan_.prepared.back().get();
   }
 
   // The arena buffer of input 0 when `out` may be written over it: the op

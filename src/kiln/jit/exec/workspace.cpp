@@ -44,6 +44,23 @@ void Workspace::bind(std::span<const Tensor> inputs, std::span<const Tensor> out
   if (inputs_strided) derive_input_views(inputs);
 }
 
+void Workspace::bind_views(std::span<const cpu::StridedView> inputs,
+                           std::span<const cpu::StridedView> outputs) {
+  char** input_bases = bases_.data() + 1;
+  char** output_bases = input_bases + plan_.num_inputs;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    input_bases[i] = static_cast<char*>(inputs[i].data);
+  for (size_t j = 0; j < outputs.size(); ++j)
+    output_bases[j] = static_cast<char*>(outputs[j].data);
+  if (input_args_derived_) {
+    for (uint32_t a : plan_.input_rooted_args)
+      args_[a] = plan_.args[a];
+    input_args_derived_ = false;
+  }
+  for (const Patch& p : plan_.call_patches)
+    args_[p.arg].data = bases_[p.base] + p.byte_offset;
+}
+
 // The slow path: what eager would see, view op by view op (this allocates).
 void Workspace::derive_input_views(std::span<const Tensor> inputs) {
   input_args_derived_ = true;

@@ -24,6 +24,10 @@ class Workspace {
   // `inputs_strided`: some input's strides differ from the plan's, so the
   // views over inputs are derived again from the real tensors.
   void bind(std::span<const Tensor> inputs, std::span<const Tensor> outputs, bool inputs_strided);
+  // The same over raw views (Executable::run_views): the inputs have the
+  // plan's strides and the outputs are contiguous.
+  void bind_views(std::span<const cpu::StridedView> inputs,
+                  std::span<const cpu::StridedView> outputs);
   // Copies stand-ins into their outputs.
   void finish(std::span<const Tensor> outputs);
 

@@ -226,6 +226,14 @@ Value* Graph::add_constant(Tensor data, bool wrapped_number) {
   return v;
 }
 
+void Graph::reorder_inputs(std::vector<Value*> order) {
+  std::vector<Value*> sorted = order, current = inputs_;
+  std::sort(sorted.begin(), sorted.end());
+  std::sort(current.begin(), current.end());
+  KILN_CHECK(sorted == current, "reorder_inputs: the order must list each input once");
+  inputs_ = std::move(order);
+}
+
 void Graph::erase_value(std::vector<Value*>& list, const Value* value) {
   list.erase(std::remove(list.begin(), list.end(), value), list.end());
 }

@@ -125,6 +125,8 @@ class Graph {
   // Names are unique among parameters (they are state_dict keys).
   Value* add_param(std::string name, TensorMeta type, Tensor data = {});
   Value* add_constant(Tensor data, bool wrapped_number = false);
+  // Puts the inputs in this order (the same values, permuted).
+  void reorder_inputs(std::vector<Value*> order);
   // Drops an input/parameter/constant of this graph that has no uses left.
   void remove_unused(Value* value);
 

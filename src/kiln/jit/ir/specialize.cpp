@@ -1,5 +1,7 @@
 #include "kiln/jit/ir/specialize.h"
 
+#include "kiln/jit/ir/control_flow.h"
+
 #include <unordered_map>
 
 #include "kiln/jit/ir/text_format.h"
@@ -71,6 +73,31 @@ SymbolBindings bind_symbols(const Graph& graph, std::span<const IntList> input_s
   return bindings;
 }
 
+namespace {
+
+// A control-flow node rebuilt over its rewritten blocks: its inputs' types
+// change as the enclosing graph's do, so the blocks' inputs take the same
+// rewrite (a block's inputs are its node's inputs, or slices of them).
+Node* rewrite_control_flow(Graph& out, const Node& node, std::vector<Value*> inputs,
+                           const TypeRewrite& rewrite) {
+  KILN_CHECK(rewrite.value_type, node.op().name,
+             ": this rewrite of the graph's types does not reach into control flow");
+  std::vector<std::unique_ptr<Graph>> blocks;
+  for (size_t b = 0; b < node.num_blocks(); ++b) {
+    std::shared_ptr<Graph> block = rewrite_types(node.block(b), rewrite);
+    blocks.push_back(block->clone());
+  }
+  std::vector<TensorMeta> types;
+  for (const Value* output : node.outputs())
+    types.push_back(rewrite.value_type(*output));
+  Node* copy = out.append_with_blocks(node.op(), std::move(inputs), rewrite.attrs(node),
+                                      std::move(types), std::move(blocks));
+  infer_control_flow(*copy);
+  return copy;
+}
+
+}  // namespace
+
 std::shared_ptr<Graph> rewrite_types(const Graph& graph, const TypeRewrite& rewrite) {
   auto out = std::make_shared<Graph>();
   std::unordered_map<const Value*, Value*> mapped;  // lookups only, never iterated
@@ -90,7 +117,8 @@ std::shared_ptr<Graph> rewrite_types(const Graph& graph, const TypeRewrite& rewr
       inputs.push_back(input ? mapped.at(input) : nullptr);
     Node* copy = nullptr;
     try {
-      copy = out->append(node->op(), std::move(inputs), rewrite.attrs(*node));
+      copy = node->num_blocks() ? rewrite_control_flow(*out, *node, std::move(inputs), rewrite)
+                                : out->append(node->op(), std::move(inputs), rewrite.attrs(*node));
     } catch (const Error& e) {
       throw Error(e.kind(), str(rewrite.explain(names(node->output()), *node), e.what()));
     }
@@ -113,6 +141,7 @@ std::shared_ptr<Graph> specialize(const Graph& graph, const SymbolBindings& bind
     type.shape = to_dims(evaluate(type.shape, bindings));
     return type;
   };
+  rewrite.value_type = rewrite.input_type;
   rewrite.attrs = [&](const Node& node) { return node.attrs().evaluated(bindings); };
   rewrite.explain = [](const std::string& name, const Node& node) {
     return str(name, " = ", node.op().name, "(...) at these sizes: ");

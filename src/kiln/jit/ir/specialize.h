@@ -35,6 +35,9 @@ std::shared_ptr<Graph> specialize(const Graph& graph, const SymbolBindings& bind
 // the one to throw; `check` sees each old output beside its new one.
 struct TypeRewrite {
   std::function<TensorMeta(const Value& input)> input_type;
+  // Any value's type under the rewrite, for one that reaches into control
+  // flow (its blocks' inputs and outputs); unset: control flow is refused.
+  std::function<TensorMeta(const Value& value)> value_type;
   std::function<Attrs(const Node& node)> attrs;
   std::function<std::string(const std::string& node_name, const Node& node)> explain;
   std::function<void(const std::string& value_name, const Node& node, const Value& before,

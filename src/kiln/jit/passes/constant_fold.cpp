@@ -125,6 +125,7 @@ bool constant_fold(Graph& graph, PassContext& context) {
   // Topological order: a folded node's users see constants when their turn comes.
   for (Node* node : graph.nodes()) {
     if (has_effects(*node) || !has_foldable_inputs(*node, frozen, written)) continue;
+    if (node->num_blocks()) continue;  // control flow folds in its blocks, not whole
     if (depends_on_sizes(*node)) continue;
     if (is_dead(*node)) continue;  // dead code is dce's to remove, not worth computing
     if (result_too_big(*node, limit)) {

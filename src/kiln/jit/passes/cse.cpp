@@ -47,6 +47,7 @@ bool merge_nodes(Graph& graph, const WrittenMemory& written, PassContext& contex
   for (Node* node : graph.nodes()) {
     if (writes_inputs(*node)) seen.clear();
     if (has_effects(*node) || output_is_written(*node, written)) continue;
+    if (node->num_blocks()) continue;  // equal inputs, but blocks are not compared
     auto [it, inserted] = seen.try_emplace(node_key(*node), node);
     if (inserted) continue;
     Node* earlier = it->second;

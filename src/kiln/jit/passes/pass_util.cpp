@@ -50,6 +50,12 @@ bool WrittenMemory::aliases(const Value& value) const {
 bool has_effects(const Node& node) {
   const OpDef& op = node.op();
   if (op.is_random) return true;
+  // Control flow has the effects of what its blocks run.
+  for (size_t b = 0; b < node.num_blocks(); ++b) {
+    for (const Node* inner : node.block(b).nodes()) {
+      if (has_effects(*inner)) return true;
+    }
+  }
   if (!op.has_side_effects) return false;
   // A declared side effect other than writing inputs counts whatever the attrs.
   return !op.mutated_inputs || writes_inputs(node);

@@ -268,8 +268,11 @@ PassReport run_passes(Graph& graph, const std::vector<const PassInfo*>& passes,
   while (report.rounds < std::max(options.max_rounds, 1)) {
     report.rounds += 1;
     bool changed = false;
-    for (const PassInfo* info : passes)
-      changed |= run_one(graph, *info, context, report.rounds);
+    // Each pass runs over the graph and, through the one walk, every block.
+    for (const PassInfo* info : passes) {
+      for_each_graph(graph,
+                     [&](Graph& g) { changed |= run_one(g, *info, context, report.rounds); });
+    }
     if (!changed) {
       report.reached_fixed_point = true;
       break;

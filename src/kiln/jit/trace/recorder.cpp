@@ -42,6 +42,7 @@ void Recorder::install() {
              "trace: a trace is already recording on this thread");
   set_dispatch_observer(static_cast<DispatchObserver*>(this));
   set_trace_hook(static_cast<TraceHook*>(this));
+  set_control_flow_tracer(static_cast<ControlFlowTracer*>(this));
   shape_env_scope_.emplace(&shape_env_);
   installed_ = true;
 }
@@ -51,6 +52,8 @@ void Recorder::uninstall() {
   // Only the thread that began may uninstall; another thread's slots are not ours.
   if (dispatch_observer() == static_cast<DispatchObserver*>(this)) set_dispatch_observer(nullptr);
   if (trace_hook() == static_cast<TraceHook*>(this)) set_trace_hook(nullptr);
+  if (control_flow_tracer() == static_cast<ControlFlowTracer*>(this))
+    set_control_flow_tracer(nullptr);
   if (current_shape_env() == &shape_env_) shape_env_scope_.reset();
   installed_ = false;
 }
@@ -184,6 +187,7 @@ void Recorder::abort() {
   born_refs_.clear();
   dynamic_.clear();
   roots_.clear();
+  frames_.clear();
   state_writes_.clear();
   pending_write_ = nullptr;
 }
@@ -363,6 +367,12 @@ Value* Recorder::value_of(const Tensor& t, bool check_stale) {
                "): the graph holds a copy of its values at trace time"));
   }
   bool outside = born_.count(t.storage().get()) == 0;
+  // Inside a block: what an enclosing graph holds (or would bind as state)
+  // enters through a block input.
+  if (!frames_.empty() && (known_outside_block(t) ||
+                           (outside && options_.bind_outside_state && !t.impl()->wrapped_number))) {
+    return capture(t);
+  }
   if (outside && options_.bind_outside_state && !t.impl()->wrapped_number) return bind_state(t);
   if (t.requires_grad()) {
     report(WarningKind::GradConstant,

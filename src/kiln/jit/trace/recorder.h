@@ -36,6 +36,7 @@
 #include "kiln/jit/ir/graph.h"
 #include "kiln/jit/trace/report.h"
 #include "kiln/nn/module.h"
+#include "kiln/ops/control_flow.h"
 #include "kiln/ops/dispatch.h"
 
 namespace kiln::jit {
@@ -111,7 +112,7 @@ struct Capture {
   std::map<std::string, int64_t> example_sizes;
 };
 
-class Recorder final : private DispatchObserver, private TraceHook {
+class Recorder final : private DispatchObserver, private TraceHook, private ControlFlowTracer {
  public:
   explicit Recorder(RecordOptions options = {});
   ~Recorder() override;  // stops a recording still running on this thread
@@ -152,6 +153,44 @@ class Recorder final : private DispatchObserver, private TraceHook {
   std::optional<DimList> symbolic_shape(const Tensor& t) override;
   void on_size_specialized(const Dim& size, int64_t value, const char* what,
                            const std::source_location& where) override;
+
+  // ControlFlowTracer (recorder_control_flow.cpp): a node owning blocks,
+  // each recorded by running its function once on the operands.
+  Tensors cond(const Tensor& pred, const TensorsFn& true_fn, const TensorsFn& false_fn,
+               const Tensors& operands, const std::source_location& where) override;
+  Tensors while_loop(const PredicateFn& cond_fn, const TensorsFn& body_fn, const Tensors& carried,
+                     std::optional<int64_t> max_iterations,
+                     const std::source_location& where) override;
+  ScanResult scan(const ScanStepFn& fn, const Tensors& init, const Tensors& xs, bool reverse,
+                  int64_t length, const std::source_location& where) override;
+
+  // What recording one block gave: its graph, the tensors its function
+  // returned (eagerly computed), and the tensors of enclosing graphs it read
+  // (its inputs after the operands, in order).
+  struct Block {
+    std::unique_ptr<Graph> graph;
+    Tensors results;
+    Tensors captured;
+  };
+  // The recording state of an enclosing graph while one of its blocks records.
+  struct Frame {
+    std::shared_ptr<Graph> graph;
+    std::unordered_map<const TensorImpl*, Entry> entries;
+    std::unordered_multimap<const StorageImpl*, const TensorImpl*> by_storage;
+    std::unordered_set<const Value*> dynamic;
+    Tensors captured;
+  };
+  Block record_block(const Tensors& inputs, const std::vector<TensorMeta>& types,
+                     const TensorsFn& fn, const std::string& what);
+  // Whether an enclosing graph's recording knows `t` (a block then captures it).
+  bool known_outside_block(const Tensor& t) const;
+  Value* capture(const Tensor& t);
+  // The graph types of `tensors` in the current graph (symbolic dims kept).
+  std::vector<TensorMeta> types_of(const Tensors& tensors);
+  // Makes every block take the union of the captures, in one order; returns it.
+  Tensors unify_captures(std::vector<Block*> blocks, size_t num_operands);
+  // Binds the node's outputs to the tensors the eager run produced.
+  void bind_results(Node* node, const Tensors& results);
 
   // The input types, with the dynamic dims as symbols (their example values
   // become the ShapeEnv's hints, their bounds guards).
@@ -208,6 +247,8 @@ class Recorder final : private DispatchObserver, private TraceHook {
   // everything computed from them. The rest is constant.
   std::unordered_set<const Value*> dynamic_;
   std::vector<Root> roots_;
+  // Enclosing graphs while a block records (innermost last); empty at the top.
+  std::vector<Frame> frames_;
   const TensorImpl* pending_write_ = nullptr;
   std::vector<Tensor> state_writes_;  // inputs the last op updated in place
 };

@@ -1,0 +1,206 @@
+#include "kiln/jit/exec/control_flow_exec.h"
+
+#include "kiln/core/factory.h"
+#include "kiln/jit/exec/executable.h"
+#include "kiln/jit/ir/control_flow.h"
+#include "kiln/kernels/cpu/copy.h"
+#include "kiln/ops/control_flow.h"
+
+namespace kiln::jit {
+namespace {
+
+using Views = std::vector<cpu::StridedView>;
+
+Tensors concat(Tensors a, const Tensors& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// A block's executable, over the block itself (owned by its node's graph).
+std::unique_ptr<Executable> executable_of(const Graph& block) {
+  return std::make_unique<Executable>(std::shared_ptr<const Graph>(&block, [](const Graph*) {}));
+}
+
+bool truth(const cpu::StridedView& pred) {
+  return *static_cast<const bool*>(pred.data);
+}
+
+// Slice t of a view along its leading dim.
+cpu::StridedView slice(const cpu::StridedView& whole, int64_t t) {
+  cpu::StridedView part = whole;
+  part.ndim = whole.ndim - 1;
+  for (int d = 0; d < part.ndim; ++d) {
+    part.shape[d] = whole.shape[d + 1];
+    part.strides[d] = whole.strides[d + 1];
+  }
+  part.data =
+      static_cast<char*>(whole.data) + t * whole.strides[0] * int64_t(element_size(whole.dtype));
+  return part;
+}
+
+class CondKernel final : public PreparedKernel {
+ public:
+  explicit CondKernel(const Node& node)
+      : then_(executable_of(node.block(0))), else_(executable_of(node.block(1))) {}
+
+  void run(const KernelArgs& args) const override {
+    const Executable& branch = truth(args.inputs[0]) ? *then_ : *else_;
+    branch.run_views(args.inputs.subspan(1), args.outputs);
+  }
+
+ private:
+  std::unique_ptr<Executable> then_, else_;
+};
+
+class WhileKernel final : public PreparedKernel {
+ public:
+  explicit WhileKernel(const Node& node)
+      : cond_(executable_of(node.block(0))),
+        body_(executable_of(node.block(1))),
+        num_carried_(size_t(node.attrs().get_int("num_carried"))),
+        max_iterations_(node.attrs().get_int("max_iterations")) {}
+
+  // outputs: the carried results, a second set of them, the predicate.
+  void run(const KernelArgs& args) const override {
+    const size_t n = num_carried_;
+    std::span<const cpu::StridedView> results = args.outputs.first(n);
+    Views a(results.begin(), results.end()),
+        b(args.outputs.begin() + std::ptrdiff_t(n), args.outputs.begin() + std::ptrdiff_t(2 * n));
+    const cpu::StridedView& pred = args.outputs[2 * n];
+    for (size_t i = 0; i < n; ++i)
+      cpu::copy_convert(a[i], args.inputs[i]);
+    for (Views* state : {&a, &b})
+      state->insert(state->end(), args.inputs.begin() + std::ptrdiff_t(n), args.inputs.end());
+    Views *current = &a, *next = &b;
+    for (int64_t iteration = 0;; ++iteration) {
+      cond_->run_views(*current, {&pred, 1});
+      if (!truth(pred)) break;
+      KILN_CHECK(max_iterations_ < 0 || iteration < max_iterations_,
+                 "while_loop: the loop exceeded max_iterations=", max_iterations_);
+      body_->run_views(*current, std::span(next->data(), n));
+      std::swap(current, next);
+    }
+    if (current == &a) return;
+    for (size_t i = 0; i < n; ++i)
+      cpu::copy_convert(results[i], (*current)[i]);
+  }
+
+ private:
+  std::unique_ptr<Executable> cond_, body_;
+  size_t num_carried_;
+  int64_t max_iterations_;
+};
+
+class ScanKernel final : public PreparedKernel {
+ public:
+  explicit ScanKernel(const Node& node)
+      : step_(executable_of(node.block(0))),
+        layout_(scan_layout(node)),
+        reverse_(node.attrs().get_bool("reverse")) {}
+
+  // inputs: init, xs, captures; outputs: carry, ys, a second set of carry.
+  void run(const KernelArgs& args) const override {
+    const size_t n = layout_.num_carry, k = layout_.num_xs, p = layout_.num_ys;
+    std::span<const cpu::StridedView> carry = args.outputs.first(n);
+    std::span<const cpu::StridedView> ys = args.outputs.subspan(n, p);
+    Views a(carry.begin(), carry.end()),
+        b(args.outputs.begin() + std::ptrdiff_t(n + p), args.outputs.end());
+    for (size_t i = 0; i < n; ++i)
+      cpu::copy_convert(a[i], args.inputs[i]);
+    const int64_t steps = k ? args.inputs[n].shape[0] : (p ? ys[0].shape[0] : length_of(args));
+    Views in(n + k + layout_.num_captures), out(n + p);
+    std::copy(args.inputs.begin() + std::ptrdiff_t(n + k), args.inputs.end(),
+              in.begin() + std::ptrdiff_t(n + k));
+    Views *current = &a, *next = &b;
+    for (int64_t s = 0; s < steps; ++s) {
+      const int64_t t = reverse_ ? steps - 1 - s : s;
+      std::copy(current->begin(), current->end(), in.begin());
+      for (size_t j = 0; j < k; ++j)
+        in[n + j] = slice(args.inputs[n + j], t);
+      std::copy(next->begin(), next->end(), out.begin());
+      for (size_t j = 0; j < p; ++j)
+        out[n + j] = slice(ys[j], t);
+      step_->run_views(in, out);
+      std::swap(current, next);
+    }
+    if (current == &a) return;
+    for (size_t i = 0; i < n; ++i)
+      cpu::copy_convert(carry[i], (*current)[i]);
+  }
+
+ private:
+  int64_t length_of(const KernelArgs& args) const { return args.attrs.get_int("length"); }
+
+  std::unique_ptr<Executable> step_;
+  ScanLayout layout_;
+  bool reverse_;
+};
+
+}  // namespace
+
+std::vector<Tensor> run_control_flow(const Node& node, std::span<const Tensor> inputs,
+                                     const BlockRunner& run_block) {
+  const std::string& name = node.op().name;
+  if (name == "cond") {
+    Tensors operands(inputs.begin() + 1, inputs.end());
+    return kiln::cond(
+        inputs[0], [&](const Tensors& values) { return run_block(0, values); },
+        [&](const Tensors& values) { return run_block(1, values); }, operands, {});
+  }
+  if (name == "while_loop") {
+    const size_t n = size_t(node.attrs().get_int("num_carried"));
+    const int64_t max_iterations = node.attrs().get_int("max_iterations");
+    Tensors carried(inputs.begin(), inputs.begin() + std::ptrdiff_t(n));
+    Tensors captures(inputs.begin() + std::ptrdiff_t(n), inputs.end());
+    return kiln::while_loop(
+        [&](const Tensors& values) { return run_block(0, concat(values, captures)).at(0); },
+        [&](const Tensors& values) { return run_block(1, concat(values, captures)); }, carried,
+        max_iterations < 0 ? std::nullopt : std::optional<int64_t>(max_iterations), {});
+  }
+  KILN_CHECK(name == "scan", "op '", name, "' has blocks but no executor");
+  const ScanLayout layout = scan_layout(node);
+  auto begin = inputs.begin();
+  Tensors init(begin, begin + std::ptrdiff_t(layout.num_carry));
+  Tensors xs(begin + std::ptrdiff_t(layout.num_carry),
+             begin + std::ptrdiff_t(layout.num_carry + layout.num_xs));
+  Tensors captures(begin + std::ptrdiff_t(layout.num_carry + layout.num_xs), inputs.end());
+  ScanResult result = kiln::scan(
+      [&](const Tensors& carry, const Tensors& slices) {
+        Tensors out = run_block(0, concat(concat(carry, slices), captures));
+        Tensors next(out.begin(), out.begin() + std::ptrdiff_t(layout.num_carry));
+        Tensors ys(out.begin() + std::ptrdiff_t(layout.num_carry), out.end());
+        return std::make_pair(std::move(next), std::move(ys));
+      },
+      init, xs, node.attrs().get_bool("reverse"),
+      layout.num_xs ? std::nullopt : std::optional<int64_t>(node.attrs().get_int("length")), {});
+  // No step ran: the ys are empty, of the types the node declares.
+  for (size_t j = result.ys.size(); j < layout.num_ys; ++j) {
+    const Value* y = node.output(layout.num_carry + j);
+    result.ys.push_back(zeros(to_static(y->shape(), "scan"), y->dtype()));
+  }
+  return concat(std::move(result.carry), result.ys);
+}
+
+std::vector<TensorMeta> control_flow_scratch(const Node& node) {
+  const std::string& name = node.op().name;
+  std::vector<TensorMeta> scratch;
+  if (name == "while_loop") {
+    for (size_t i = 0; i < size_t(node.attrs().get_int("num_carried")); ++i)
+      scratch.push_back(node.output(i)->type());
+    scratch.push_back(TensorMeta{DType::Bool, {}});
+  } else if (name == "scan") {
+    for (size_t i = 0; i < scan_layout(node).num_carry; ++i)
+      scratch.push_back(node.output(i)->type());
+  }
+  return scratch;
+}
+
+std::unique_ptr<PreparedKernel> prepare_control_flow(const Node& node) {
+  const std::string& name = node.op().name;
+  if (name == "cond") return std::make_unique<CondKernel>(node);
+  if (name == "while_loop") return std::make_unique<WhileKernel>(node);
+  KILN_CHECK(name == "scan", "op '", name, "' has blocks but no executor");
+  return std::make_unique<ScanKernel>(node);
+}
+
+}  // namespace kiln::jit

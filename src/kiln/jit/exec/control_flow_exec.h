@@ -1,0 +1,42 @@
+// Running control-flow nodes (jit/ir/control_flow.h), in both executors.
+//
+// The Interpreter replays a node through kiln::cond / while_loop / scan
+// with each block run by an Interpreter of its own, so autograd and an
+// outer recording see what eager code would (run_control_flow).
+//
+// A lowered plan runs a node as one step whose prepared kernel owns an
+// Executable per block (its own plan and arena): a cond runs one branch
+// over the step's argument views; a loop double-buffers its carried values
+// in two sets of the plan's arena buffers and runs its body's plan once per
+// iteration over them, so an iteration allocates nothing; a scan's step
+// reads its slice of xs and writes its slice of ys in place.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kiln/jit/ir/graph.h"
+#include "kiln/ops/op.h"
+
+namespace kiln::jit {
+
+class Executable;
+
+// Block b of `node` run on these inputs (in the block's input order).
+using BlockRunner = std::function<std::vector<Tensor>(size_t, const std::vector<Tensor>&)>;
+
+std::vector<Tensor> run_control_flow(const Node& node, std::span<const Tensor> inputs,
+                                     const BlockRunner& run_block);
+
+// How many arena buffers the plan step of `node` needs besides its outputs
+// (a loop's second set of carried values, its predicate), and their types.
+std::vector<TensorMeta> control_flow_scratch(const Node& node);
+
+// The prepared kernel of a plan step for `node`: its arguments are the
+// node's inputs, then its outputs, then the scratch buffers above. The
+// node's blocks must outlive it.
+std::unique_ptr<PreparedKernel> prepare_control_flow(const Node& node);
+
+}  // namespace kiln::jit

@@ -1,0 +1,348 @@
+// The recorder's side of kiln::cond, while_loop and scan: one node owning
+// blocks. Each block is recorded by running its function once, on the
+// operands (a loop's body on the initial values, a scan's step on the first
+// slice), with the recording switched to a fresh graph; a tensor of an
+// enclosing graph that the function reads becomes an input of the block (a
+// capture) and an input of the node. The eager values the traced code goes
+// on with are what plain code would compute: the branch the predicate
+// takes, the whole loop run with recording paused.
+#include <algorithm>
+
+#include "kiln/core/factory.h"
+#include "kiln/jit/ir/control_flow.h"
+#include "kiln/jit/trace/recorder.h"
+#include "kiln/ops/view.h"
+
+namespace kiln::jit {
+namespace {
+
+// Stops recording on this thread for its lifetime (the eager run of a loop
+// whose body was recorded once).
+class PausedRecording {
+ public:
+  PausedRecording()
+      : observer_(dispatch_observer()), hook_(trace_hook()), tracer_(control_flow_tracer()) {
+    set_dispatch_observer(nullptr);
+    set_trace_hook(nullptr);
+    set_control_flow_tracer(nullptr);
+  }
+  ~PausedRecording() {
+    set_dispatch_observer(observer_);
+    set_trace_hook(hook_);
+    set_control_flow_tracer(tracer_);
+  }
+  PausedRecording(const PausedRecording&) = delete;
+  PausedRecording& operator=(const PausedRecording&) = delete;
+
+ private:
+  DispatchObserver* observer_;
+  TraceHook* hook_;
+  ControlFlowTracer* tracer_;
+};
+
+// A one-element bool tensor's value, read without reporting a host read:
+// the recording keeps the decision in the graph.
+bool truth(const Tensor& pred) {
+  return *static_cast<const bool*>(pred.data_ptr());
+}
+
+std::string at(const std::source_location& where) {
+  std::string site = control_flow::site(where);
+  return site.empty() ? "" : " (at " + site + ")";
+}
+
+void check_branch_types(const Graph& then_graph, const Graph& else_graph,
+                        const std::source_location& where) {
+  const auto& a = then_graph.outputs();
+  const auto& b = else_graph.outputs();
+  KILN_CHECK_TYPE(a.size() == b.size(), "cond: true_fn returns ", a.size(),
+                  " tensors but false_fn returns ", b.size(), at(where));
+  for (size_t i = 0; i < a.size(); ++i) {
+    KILN_CHECK_TYPE(a[i]->dtype() == b[i]->dtype() && same_dims(a[i]->shape(), b[i]->shape()),
+                    "cond: result ", i, " is ", a[i]->dtype(), a[i]->shape(), " from true_fn but ",
+                    b[i]->dtype(), b[i]->shape(), " from false_fn", at(where));
+  }
+}
+
+// What a loop body or scan step returns keeps the carried types.
+void check_carried_types(const std::vector<TensorMeta>& carried, const Graph& block, size_t count,
+                         const char* op, const char* what, const std::source_location& where) {
+  const auto& out = block.outputs();
+  KILN_CHECK_TYPE(out.size() >= count, op, ": ", what, " returns ", out.size(), " tensors for ",
+                  count, " carried", at(where));
+  for (size_t i = 0; i < count; ++i) {
+    KILN_CHECK_TYPE(
+        out[i]->dtype() == carried[i].dtype && same_dims(out[i]->shape(), carried[i].shape), op,
+        ": ", what, " changes carried value ", i, " from ", carried[i].dtype, carried[i].shape,
+        " to ", out[i]->dtype(), out[i]->shape(), at(where));
+  }
+}
+
+}  // namespace
+
+std::vector<TensorMeta> Recorder::types_of(const Tensors& tensors) {
+  std::vector<TensorMeta> types;
+  for (const Tensor& t : tensors) {
+    KILN_CHECK_VALUE(t.defined(), "control flow: an operand is an undefined tensor");
+    types.push_back(value_of(t, /*check_stale=*/true)->type());
+  }
+  return types;
+}
+
+bool Recorder::known_outside_block(const Tensor& t) const {
+  for (const Frame& frame : frames_) {
+    if (frame.entries.count(t.impl())) return true;
+    auto [first, last] = frame.by_storage.equal_range(t.storage().get());
+    for (auto it = first; it != last; ++it) {
+      const TensorImpl& other = *it->second;
+      if (other.dtype() == t.dtype() && other.offset() == t.offset() &&
+          other.shape() == t.shape() && other.strides() == t.strides())
+        return true;
+    }
+  }
+  return false;
+}
+
+// The block reads `t` from an enclosing graph: an input of its own, which
+// the node feeds with the enclosing graph's value once the block ends.
+Value* Recorder::capture(const Tensor& t) {
+  Value* v = graph_->add_input(TensorMeta{t.dtype(), to_dims(t.shape())});
+  frames_.back().captured.push_back(t);
+  dynamic_.insert(v);
+  bind(t, v);
+  return v;
+}
+
+Recorder::Block Recorder::record_block(const Tensors& inputs, const std::vector<TensorMeta>& types,
+                                       const TensorsFn& fn, const std::string& what) {
+  accept_state_writes();
+  auto block = std::make_unique<Graph>();
+  frames_.push_back(Frame{
+      std::move(graph_), std::move(entries_), std::move(by_storage_), std::move(dynamic_), {}});
+  graph_ = std::shared_ptr<Graph>(block.get(), [](Graph*) {});  // `block` owns it
+  entries_.clear();
+  by_storage_.clear();
+  dynamic_.clear();
+  auto restore = [&] {
+    Frame& outer = frames_.back();
+    graph_ = std::move(outer.graph);
+    entries_ = std::move(outer.entries);
+    by_storage_ = std::move(outer.by_storage);
+    dynamic_ = std::move(outer.dynamic);
+  };
+  Tensors results;
+  try {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      Value* v = graph_->add_input(types[i]);
+      dynamic_.insert(v);
+      if (!find(inputs[i])) bind(inputs[i], v);
+    }
+    results = fn(inputs);
+    std::vector<Value*> outputs;
+    for (size_t i = 0; i < results.size(); ++i) {
+      KILN_CHECK_VALUE(results[i].defined(), what, " returned an undefined tensor at position ", i);
+      outputs.push_back(value_of(results[i], /*check_stale=*/true));
+    }
+    accept_state_writes();
+    graph_->set_outputs(std::move(outputs));
+  } catch (...) {
+    restore();
+    frames_.pop_back();
+    throw;
+  }
+  restore();
+  Tensors captured = std::move(frames_.back().captured);
+  frames_.pop_back();
+  // Constants the block no longer uses (an input replaced by a later write).
+  for (Value* v : std::vector<Value*>(block->constants())) {
+    if (v->uses().empty() && block->output_uses(v) == 0) block->remove_unused(v);
+  }
+  return Block{std::move(block), std::move(results), std::move(captured)};
+}
+
+// Blocks of one node take the same inputs: the operands, then every capture
+// of any of them (an input a block does not read is just unused).
+Tensors Recorder::unify_captures(std::vector<Block*> blocks, size_t num_operands) {
+  Tensors all;
+  for (Block* block : blocks) {
+    for (const Tensor& t : block->captured) {
+      bool seen = std::any_of(all.begin(), all.end(),
+                              [&](const Tensor& other) { return other.impl() == t.impl(); });
+      if (!seen) all.push_back(t);
+    }
+  }
+  for (Block* block : blocks) {
+    Graph& g = *block->graph;
+    // The block's own captures, by tensor, in the order it made them.
+    std::vector<Value*> own(g.inputs().begin() + std::ptrdiff_t(num_operands), g.inputs().end());
+    std::vector<Value*> ordered(g.inputs().begin(),
+                                g.inputs().begin() + std::ptrdiff_t(num_operands));
+    for (const Tensor& t : all) {
+      auto it = std::find_if(block->captured.begin(), block->captured.end(),
+                             [&](const Tensor& c) { return c.impl() == t.impl(); });
+      if (it != block->captured.end()) {
+        ordered.push_back(own[size_t(it - block->captured.begin())]);
+      } else {
+        ordered.push_back(g.add_input(TensorMeta{t.dtype(), to_dims(t.shape())}));
+      }
+    }
+    g.reorder_inputs(std::move(ordered));
+  }
+  return all;
+}
+
+void Recorder::bind_results(Node* node, const Tensors& results) {
+  KILN_ASSERT(results.size() == node->outputs().size(), node->op().name, ": ", results.size(),
+              " results for ", node->outputs().size(), " outputs");
+  for (size_t i = 0; i < results.size(); ++i) {
+    // Tensors the eager run made with recording paused are the code's own.
+    if (born_.insert(results[i].storage().get()).second) born_refs_.push_back(results[i].storage());
+    bind(results[i], node->output(i));
+    dynamic_.insert(node->output(i));
+  }
+}
+
+// ---------------------------------------------------------------- cond
+
+Tensors Recorder::cond(const Tensor& pred, const TensorsFn& true_fn, const TensorsFn& false_fn,
+                       const Tensors& operands, const std::source_location& where) {
+  Value* pred_value = value_of(pred, /*check_stale=*/true);
+  // A predicate that does not depend on the inputs is decided now, as a
+  // Python `if` on it would be: the taken branch records inline.
+  if (!is_dynamic(pred_value)) return truth(pred) ? true_fn(operands) : false_fn(operands);
+  std::vector<TensorMeta> types = types_of(operands);
+  Block then_block = record_block(operands, types, true_fn, "cond's true_fn");
+  Block else_block = record_block(operands, types, false_fn, "cond's false_fn");
+  check_branch_types(*then_block.graph, *else_block.graph, where);
+  const Tensors captured = unify_captures({&then_block, &else_block}, operands.size());
+  std::vector<Value*> inputs{pred_value};
+  for (const Tensors* list : {&operands, &captured}) {
+    for (const Tensor& t : *list)
+      inputs.push_back(value_of(t, /*check_stale=*/true));
+  }
+  std::vector<TensorMeta> out_types;
+  for (const Value* v : then_block.graph->outputs())
+    out_types.push_back(v->type());
+  std::vector<std::unique_ptr<Graph>> blocks;
+  blocks.push_back(std::move(then_block.graph));
+  blocks.push_back(std::move(else_block.graph));
+  Node* node = graph_->append_with_blocks(op("cond"), std::move(inputs), {}, std::move(out_types),
+                                          std::move(blocks));
+  infer_control_flow(*node);  // the branches agree in symbolic types too
+  bind_results(node, truth(pred) ? then_block.results : else_block.results);
+  return truth(pred) ? then_block.results : else_block.results;
+}
+
+// ---------------------------------------------------------------- while_loop
+
+Tensors Recorder::while_loop(const PredicateFn& cond_fn, const TensorsFn& body_fn,
+                             const Tensors& carried, std::optional<int64_t> max_iterations,
+                             const std::source_location& where) {
+  std::vector<TensorMeta> types = types_of(carried);
+  Block cond_block = record_block(
+      carried, types, [&](const Tensors& values) { return Tensors{cond_fn(values)}; },
+      "while_loop's cond_fn");
+  control_flow::check_predicate(cond_block.results.at(0), "while_loop", where);
+  Block body_block = record_block(carried, types, body_fn, "while_loop's body_fn");
+  check_carried_types(types, *body_block.graph, carried.size(), "while_loop", "the body", where);
+  KILN_CHECK_TYPE(body_block.graph->outputs().size() == carried.size(),
+                  "while_loop: the body returns ", body_block.graph->outputs().size(),
+                  " tensors for ", carried.size(), " carried", at(where));
+  Tensors results;
+  {
+    PausedRecording paused;  // the eager values: the whole loop, as plain code runs it
+    results = kiln::while_loop(cond_fn, body_fn, carried, max_iterations, where);
+  }
+  const Tensors captured = unify_captures({&cond_block, &body_block}, carried.size());
+  std::vector<Value*> inputs;
+  for (const Tensors* list : {&carried, &captured}) {
+    for (const Tensor& t : *list)
+      inputs.push_back(value_of(t, /*check_stale=*/true));
+  }
+  std::vector<std::unique_ptr<Graph>> blocks;
+  blocks.push_back(std::move(cond_block.graph));
+  blocks.push_back(std::move(body_block.graph));
+  Node* node = graph_->append_with_blocks(
+      op("while_loop"), std::move(inputs),
+      {{"num_carried", int64_t(carried.size())}, {"max_iterations", max_iterations.value_or(-1)}},
+      types, std::move(blocks));
+  infer_control_flow(*node);
+  bind_results(node, results);
+  return results;
+}
+
+// ---------------------------------------------------------------- scan
+
+ScanResult Recorder::scan(const ScanStepFn& fn, const Tensors& init, const Tensors& xs,
+                          bool reverse, int64_t length, const std::source_location& where) {
+  std::vector<TensorMeta> types = types_of(init);
+  std::vector<TensorMeta> xs_types = types_of(xs);
+  Dim steps = xs_types.empty() ? Dim(length) : xs_types[0].shape.at(0);
+  // The step is recorded on one slice of each xs: the first one it takes.
+  Tensors step_inputs = init;
+  {
+    PausedRecording paused;
+    for (size_t k = 0; k < xs.size(); ++k) {
+      IntList shape(xs[k].shape().begin() + 1, xs[k].shape().end());
+      step_inputs.push_back(length > 0 ? select(xs[k], 0, reverse ? length - 1 : 0)
+                                       : zeros(shape, xs[k].dtype()));
+    }
+  }
+  std::vector<TensorMeta> step_types = types;
+  for (TensorMeta x : xs_types) {
+    x.shape.erase(x.shape.begin());
+    step_types.push_back(std::move(x));
+  }
+  Block step = record_block(
+      step_inputs, step_types,
+      [&](const Tensors& values) {
+        Tensors carry(values.begin(), values.begin() + std::ptrdiff_t(init.size()));
+        Tensors slices(values.begin() + std::ptrdiff_t(init.size()), values.end());
+        auto [next, ys] = fn(carry, slices);
+        next.insert(next.end(), ys.begin(), ys.end());
+        return next;
+      },
+      "scan's fn");
+  check_carried_types(types, *step.graph, init.size(), "scan", "the step", where);
+  ScanResult result;
+  {
+    PausedRecording paused;
+    result = kiln::scan(fn, init, xs, reverse, length, where);
+  }
+  const Tensors captured = unify_captures({&step}, step_inputs.size());
+  std::vector<Value*> inputs;
+  for (const Tensors* list : {&init, &xs, &captured}) {
+    for (const Tensor& t : *list)
+      inputs.push_back(value_of(t, /*check_stale=*/true));
+  }
+  std::vector<TensorMeta> out_types = types;
+  const auto& step_out = step.graph->outputs();
+  for (size_t j = init.size(); j < step_out.size(); ++j) {
+    TensorMeta y = step_out[j]->type();
+    y.shape.insert(y.shape.begin(), steps);
+    out_types.push_back(std::move(y));
+  }
+  std::vector<std::unique_ptr<Graph>> blocks;
+  blocks.push_back(std::move(step.graph));
+  Node* node = graph_->append_with_blocks(op("scan"), std::move(inputs),
+                                          {{"num_carry", int64_t(init.size())},
+                                           {"num_xs", int64_t(xs.size())},
+                                           {"reverse", reverse},
+                                           {"length", canonical_attr(steps)}},
+                                          std::move(out_types), std::move(blocks));
+  infer_control_flow(*node);
+  Tensors results = result.carry;
+  results.insert(results.end(), result.ys.begin(), result.ys.end());
+  if (length == 0) {  // no step ran: the ys are empty, of the types the step gives
+    for (size_t j = init.size(); j < step.results.size(); ++j) {
+      IntList shape = step.results[j].shape();
+      shape.insert(shape.begin(), 0);
+      result.ys.push_back(zeros(shape, step.results[j].dtype()));
+      results.push_back(result.ys.back());
+    }
+  }
+  bind_results(node, results);
+  return result;
+}
+
+}  // namespace kiln::jit
