@@ -3,6 +3,9 @@
 // for inputs that take other paths than the traced one.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include "kiln/autograd/autograd.h"
 #include "kiln/core/factory.h"
 #include "kiln/jit/compile/trace.h"
 #include "kiln/jit/exec/executable.h"
@@ -185,6 +188,107 @@ TEST(JitControlFlow, BadInputIsAnErrorNamingIt) {
   });
   EXPECT_THROW_WITH(bounded({tensor<float>({-100, 0})}),
                     "while_loop: the loop exceeded max_iterations=60");
+}
+
+bool near(const Tensor& a, const Tensor& b) {
+  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  if (a.shape() != b.shape()) return false;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::abs(x[i] - y[i]) > 1e-6 + 1e-5 * std::abs(y[i])) return false;
+  }
+  return true;
+}
+
+// d(sum of outputs * seeds)/d(inputs), eagerly and through the compiled
+// function (whose backward graph holds control flow too).
+void expect_same_gradients(const TracedFn& fn, const std::vector<Tensor>& example,
+                           const std::vector<std::vector<Tensor>>& calls) {
+  CompiledFunction compiled = trace(fn, example);
+  for (size_t k = 0; k < calls.size(); ++k) {
+    std::vector<Tensor> eager_in, compiled_in;
+    for (const Tensor& t : calls[k]) {
+      eager_in.push_back(requires_grad_(clone(t), is_floating(t.dtype())));
+      compiled_in.push_back(requires_grad_(clone(t), is_floating(t.dtype())));
+    }
+    auto loss = [](const std::vector<Tensor>& outs) {
+      Tensor total = scalar_tensor(0.0, DType::Float64);
+      for (size_t i = 0; i < outs.size(); ++i)
+        total = add(total, sum(mul(to(outs[i], DType::Float64), double(i + 1))));
+      return total;
+    };
+    std::vector<Tensor> wrt_eager, wrt_compiled;
+    for (size_t i = 0; i < eager_in.size(); ++i) {
+      if (!is_floating(eager_in[i].dtype())) continue;
+      wrt_eager.push_back(eager_in[i]);
+      wrt_compiled.push_back(compiled_in[i]);
+    }
+    std::vector<Tensor> want = grad({loss(fn(eager_in))}, wrt_eager, {}, false, false, true);
+    std::vector<Tensor> got =
+        grad({loss(compiled(compiled_in))}, wrt_compiled, {}, false, false, true);
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_TRUE(got[i].defined()) << "call " << k << " input " << i;
+      Tensor expected = want[i].defined() ? want[i] : zeros_like(got[i]);
+      EXPECT_TRUE(near(got[i], expected)) << "call " << k << " grad " << i << "\n"
+                                          << got[i] << "\n"
+                                          << expected;
+    }
+  }
+}
+
+TEST(JitControlFlowGrad, ThroughCondOnEachBranch) {
+  auto fn = [](const Tensors& in) {
+    Tensor w = in[1];
+    return cond(
+        gt(sum(in[0]), 0.0), [&](const Tensors& v) { return Tensors{mul(mul(v[0], v[0]), w)}; },
+        [&](const Tensors& v) { return Tensors{sin(add(v[0], w))}; }, {in[0]});
+  };
+  Tensor x = tensor<float>({1, 2, 3}), w = tensor<float>({0.5f, -1, 2});
+  expect_same_gradients(fn, {x, w}, {{x, w}, {neg(x), w}});
+}
+
+TEST(JitControlFlowGrad, ThroughScanOverStepsAndCapturedWeights) {
+  auto fn = [](const Tensors& in) {
+    Tensor w = in[2];
+    ScanResult r = scan(
+        [&](const Tensors& carry, const Tensors& x) {
+          Tensor h = tanh(add(matmul(carry[0], w), x[0]));
+          return std::pair<Tensors, Tensors>{{h}, {mul(h, 2.0)}};
+        },
+        {in[0]}, {in[1]});
+    return Tensors{r.carry[0], r.ys[0]};
+  };
+  Tensor h0 = randn({2, 3}, DType::Float64), xs = randn({4, 2, 3}, DType::Float64);
+  Tensor w = mul(randn({3, 3}, DType::Float64), 0.5);
+  expect_same_gradients(fn, {h0, xs, w}, {{h0, xs, w}, {randn({2, 3}, DType::Float64), xs, w}});
+}
+
+TEST(JitControlFlowGrad, ThroughReverseScanAndStaticForiLoop) {
+  auto fn = [](const Tensors& in) {
+    ScanResult r = scan(
+        [](const Tensors& carry, const Tensors& x) {
+          Tensor next = add(mul(carry[0], x[0]), 1.0);
+          return std::pair<Tensors, Tensors>{{next}, {next}};
+        },
+        {in[0]}, {in[1]}, /*reverse=*/true);
+    Tensors looped = fori_loop(
+        1, 4,
+        [](const Tensor& i, const Tensors& v) { return Tensors{mul(v[0], to(i, DType::Float64))}; },
+        {r.carry[0]});
+    return Tensors{looped[0], r.ys[0]};
+  };
+  Tensor c = tensor<double>({0.5, 2}), xs = tensor<double>({{1, 2}, {3, -1}, {0.5, 0.25}});
+  expect_same_gradients(fn, {c, xs}, {{c, xs}});
+}
+
+TEST(JitControlFlowGrad, WhileLoopGradientsAreRefusedClearly) {
+  auto fn = [](const Tensors& in) {
+    return while_loop([](const Tensors& v) { return lt(sum(v[0]), 10.0); },
+                      [](const Tensors& v) { return Tensors{mul(v[0], 2.0)}; }, {in[0]});
+  };
+  Tensor x = tensor<float>({1, 1});
+  CompiledFunction compiled = trace(fn, {x});
+  Tensor leaf = requires_grad_(clone(x));
+  EXPECT_THROW_WITH(compiled({leaf}), "gradients through a compiled while_loop are not supported");
 }
 
 }  // namespace

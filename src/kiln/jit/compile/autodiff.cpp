@@ -6,6 +6,7 @@
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/factory.h"
+#include "kiln/jit/compile/control_flow_grad.h"
 #include "kiln/jit/exec/interpreter.h"
 #include "kiln/jit/trace/recorder.h"
 #include "kiln/ops/copy.h"
@@ -106,7 +107,11 @@ class GraphCopier {
     std::vector<TensorMeta> types;
     for (const Value* out : node->outputs())
       types.push_back(out->type());
-    Node* copied = graph_->append_typed(node->op(), std::move(inputs), node->attrs(), types);
+    std::vector<std::unique_ptr<Graph>> blocks;
+    for (size_t b = 0; b < node->num_blocks(); ++b)
+      blocks.push_back(node->block(b).clone());
+    Node* copied = graph_->append_with_blocks(node->op(), std::move(inputs), node->attrs(), types,
+                                              std::move(blocks));
     for (size_t i = 0; i < node->outputs().size(); ++i)
       map(node->output(i), copied->output(i));
   }
@@ -178,7 +183,7 @@ JointRun record_joint(const Graph& graph, size_t num_outputs, std::span<const Te
   std::vector<Tensor> recorded;
   try {
     std::span<const Tensor> forward_inputs(inputs.data(), example.size());
-    recorded = Interpreter(replayed).run_unchecked(forward_inputs);
+    recorded = Interpreter(replayed, run_control_flow_with_grad).run_unchecked(forward_inputs);
     std::vector<Tensor> differentiable;
     for (size_t i : joint.grad_outputs)
       differentiable.push_back(recorded[i]);
@@ -213,6 +218,7 @@ std::string why_not_differentiable(const Graph& graph, const std::vector<bool>& 
   std::unordered_set<const Value*> depends = reachable_from(graph, sources);
   for (const Node* node : graph.nodes()) {
     if (node->op().grad || !node->op().differentiable) continue;
+    if (node->num_blocks() && control_flow_has_grad(*node)) continue;  // control_flow_grad.h
     bool reads_grad = std::any_of(node->inputs().begin(), node->inputs().end(),
                                   [&](const Value* v) { return v && depends.count(v); });
     // Integer and bool results (indices, masks) carry no gradient anyway.

@@ -1,4 +1,6 @@
 #include "kiln/jit/compile/compiled.h"
+
+#include "kiln/jit/compile/control_flow_grad.h"
 #include "kiln/jit/compile/per_size_runner.h"
 
 #include <algorithm>
@@ -45,11 +47,12 @@ std::shared_ptr<const GraphRunner> make_runner(const std::shared_ptr<const Graph
 }
 
 std::shared_ptr<const GraphRunner> make_interpreter(const std::shared_ptr<const Graph>& graph) {
-  if (!graph->is_symbolic()) return std::make_shared<Interpreter>(graph);
-  return std::make_shared<PerSizeRunner>(graph,
-                                         [](std::shared_ptr<const Graph> g, const BufferPlacer&) {
-                                           return std::make_shared<Interpreter>(g);
-                                         });
+  if (!graph->is_symbolic())
+    return std::make_shared<Interpreter>(graph, run_control_flow_with_grad);
+  return std::make_shared<PerSizeRunner>(
+      graph, [](std::shared_ptr<const Graph> g, const BufferPlacer&) {
+        return std::make_shared<Interpreter>(g, run_control_flow_with_grad);
+      });
 }
 
 }  // namespace

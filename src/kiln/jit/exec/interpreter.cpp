@@ -7,8 +7,17 @@
 
 namespace kiln::jit {
 
-Interpreter::Interpreter(std::shared_ptr<const Graph> graph) : graph_(std::move(graph)) {
+Interpreter::Interpreter(std::shared_ptr<const Graph> graph, ControlFlowRunner control_flow)
+    : graph_(std::move(graph)), control_flow_(std::move(control_flow)) {
   KILN_CHECK_VALUE(graph_ != nullptr, "Interpreter: no graph");
+  if (!control_flow_) {
+    control_flow_ = [](const Node& node, std::span<const Tensor> inputs,
+                       const std::vector<std::shared_ptr<const GraphRunner>>& blocks) {
+      return run_control_flow(node, inputs, [&](size_t b, const std::vector<Tensor>& in) {
+        return blocks[b]->run_unchecked(in);
+      });
+    };
+  }
   std::unordered_map<const Value*, int> slot_of;  // lookups only
   auto slot = [&](const Value* v) {
     return slot_of.try_emplace(v, int(slot_of.size())).first->second;
@@ -23,8 +32,8 @@ Interpreter::Interpreter(std::shared_ptr<const Graph> graph) : graph_(std::move(
     Step step{&node->op(), node->attrs(), {}, {}, {}, node, {}};
     for (size_t b = 0; b < node->num_blocks(); ++b) {
       // The block lives as long as its node, which the graph held here keeps.
-      step.blocks.push_back(std::make_unique<Interpreter>(
-          std::shared_ptr<const Graph>(&node->block(b), [](const Graph*) {})));
+      step.blocks.push_back(std::make_shared<Interpreter>(
+          std::shared_ptr<const Graph>(&node->block(b), [](const Graph*) {}), control_flow_));
     }
     for (const Value* v : node->inputs())
       step.inputs.push_back(v ? slot(v) : -1);
@@ -77,12 +86,9 @@ std::vector<Tensor> Interpreter::run_unchecked(std::span<const Tensor> inputs) c
     args.reserve(step.inputs.size());
     for (int s : step.inputs)
       args.push_back(s < 0 ? Tensor() : slots[size_t(s)]);
-    std::vector<Tensor> results =
-        step.blocks.empty()
-            ? dispatch(*step.op, std::move(args), step.attrs)
-            : run_control_flow(*step.node, args, [&](size_t b, const std::vector<Tensor>& in) {
-                return step.blocks[b]->run_unchecked(in);
-              });
+    std::vector<Tensor> results = step.blocks.empty()
+                                      ? dispatch(*step.op, std::move(args), step.attrs)
+                                      : control_flow_(*step.node, args, step.blocks);
     KILN_ASSERT(results.size() == step.outputs.size(), step.op->name, " gave ", results.size(),
                 " outputs, the graph has ", step.outputs.size());
     for (size_t i = 0; i < results.size(); ++i)

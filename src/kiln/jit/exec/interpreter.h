@@ -5,6 +5,7 @@
 // inside a trace is inlined).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -18,7 +19,12 @@ class Interpreter final : public GraphRunner {
  public:
   // Parameters are read from the graph on every run: the weights the graph
   // is bound to may change between runs (training, load_state_dict).
-  explicit Interpreter(std::shared_ptr<const Graph> graph);
+  // How control-flow nodes run: run_control_flow (control_flow_exec.h) by
+  // default; jit/compile gives one that makes them differentiable.
+  using ControlFlowRunner =
+      std::function<std::vector<Tensor>(const Node&, std::span<const Tensor>,
+                                        const std::vector<std::shared_ptr<const GraphRunner>>&)>;
+  explicit Interpreter(std::shared_ptr<const Graph> graph, ControlFlowRunner control_flow = {});
   std::vector<Tensor> run_unchecked(std::span<const Tensor> inputs) const override;
 
  private:
@@ -31,12 +37,13 @@ class Interpreter final : public GraphRunner {
     std::vector<int> outputs;
     std::vector<int> release;  // slots whose last use is this step
     const Node* node;          // for a control-flow node: what run_control_flow reads
-    std::vector<std::unique_ptr<Interpreter>> blocks;  // its blocks' interpreters
+    std::vector<std::shared_ptr<const GraphRunner>> blocks;  // its blocks' interpreters
   };
 
   void plan_releases();
 
   std::shared_ptr<const Graph> graph_;
+  ControlFlowRunner control_flow_;
   size_t num_slots_ = 0;
   std::vector<int> input_slots_, output_slots_;
   std::vector<std::pair<int, const Value*>> bound_;  // parameters and constants
