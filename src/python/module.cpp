@@ -193,6 +193,9 @@ std::vector<std::optional<Tensor>> autograd_grad(const std::vector<Tensor>& outp
 nb::list op_schemas() {
   nb::list out;
   for (const OpDef* def : op_registry().all()) {
+    // Control flow takes functions, not tensors: kiln.cond and friends
+    // (kiln/_control_flow.py), never a dispatched op.
+    if (!def->blocks.empty()) continue;
     nb::list attrs;
     for (const AttrSpec& spec : def->attrs) {
       attrs.append(nb::make_tuple(spec.name, to_string(spec.kind), spec.optional));

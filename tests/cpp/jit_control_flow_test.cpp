@@ -162,6 +162,48 @@ TEST(JitControlFlow, ATracedPredicateThatIsConstantIsDecidedWhileTracing) {
     EXPECT_NE(node->op().name, "cond") << to_text(compiled.graph());
 }
 
+// Regression: the eager result of a loop that ran no iteration, or of a
+// branch that returns its operand, is the operand itself; binding it to the
+// node's output made the input a written state (the graph wrote the result
+// back into it) and its later uses read the node's output.
+TEST(JitControlFlow, ResultsThatAreOperandsStayApartFromThem) {
+  auto loop = [](const Tensors& in) {
+    return fori_loop(scalar_tensor(int64_t(0), DType::Int64), in[1],
+                     [](const Tensor&, const Tensors& v) { return Tensors{mul(v[0], 2.0)}; },
+                     {in[0]});
+  };
+  Tensor x = tensor<float>({1, 2});
+  expect_compiles(
+      loop, {x, scalar_tensor(int64_t(0), DType::Int64)},
+      {{x, scalar_tensor(int64_t(3), DType::Int64)}, {x, scalar_tensor(int64_t(0), DType::Int64)}},
+      "while_loop");
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{1, 2}));
+  auto identity_branch = [](const Tensors& in) {
+    Tensors y = cond(
+        gt(sum(in[0]), 0.0), [](const Tensors& v) { return v; },
+        [](const Tensors& v) { return Tensors{mul(v[0], 3.0)}; }, {in[0]});
+    return Tensors{y[0], add(in[0], 1.0)};
+  };
+  expect_compiles(identity_branch, {x}, {{x}, {neg(x)}}, "cond");
+}
+
+// Regression: a body that updates a carried value in place wrote into the
+// caller's tensor while recording (reported as a write through an alias).
+TEST(JitControlFlow, InPlaceUpdatesOfCarriedValuesStayInTheBody) {
+  auto fn = [](const Tensors& in) {
+    return while_loop([](const Tensors& v) { return lt(v[1], 3.0); },
+                      [](const Tensors& v) {
+                        add_(v[1], 1.0);
+                        return Tensors{mul(v[0], 2.0), v[1]};
+                      },
+                      {in[0], zeros({})});
+  };
+  Tensor x = tensor<float>({1, 2});
+  CompiledFunction compiled = trace(fn, {x}, RecordOptions{.strict = true});
+  EXPECT_EQ(compiled({x})[0].to_vector<float>(), (std::vector<float>{8, 16}));
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{1, 2}));
+}
+
 TEST(JitControlFlow, BadInputIsAnErrorNamingIt) {
   Tensor x = tensor<float>({1, 2});
   auto same = [](const Tensors& v) { return v; };

@@ -189,8 +189,9 @@ class Recorder final : private DispatchObserver, private TraceHook, private Cont
   std::vector<TensorMeta> types_of(const Tensors& tensors);
   // Makes every block take the union of the captures, in one order; returns it.
   Tensors unify_captures(std::vector<Block*> blocks, size_t num_operands);
-  // Binds the node's outputs to the tensors the eager run produced.
-  void bind_results(Node* node, const Tensors& results);
+  // Binds the node's outputs to the tensors the eager run produced (copies
+  // of those the recording already knows); returns them.
+  Tensors bind_results(Node* node, Tensors results);
 
   // The input types, with the dynamic dims as symbols (their example values
   // become the ShapeEnv's hints, their bounds guards).

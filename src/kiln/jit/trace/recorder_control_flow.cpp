@@ -11,6 +11,7 @@
 #include "kiln/core/factory.h"
 #include "kiln/jit/ir/control_flow.h"
 #include "kiln/jit/trace/recorder.h"
+#include "kiln/ops/copy.h"
 #include "kiln/ops/view.h"
 
 namespace kiln::jit {
@@ -78,6 +79,20 @@ void check_carried_types(const std::vector<TensorMeta>& carried, const Graph& bl
   }
 }
 
+// Fresh copies of `tensors` (the same tensor twice stays one copy), made
+// with recording paused; their storage counts as the traced code's own.
+Tensors copies(const Tensors& tensors) {
+  PausedRecording paused;
+  Tensors out;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    auto same = std::find_if(tensors.begin(), tensors.begin() + std::ptrdiff_t(i),
+                             [&](const Tensor& t) { return t.impl() == tensors[i].impl(); });
+    out.push_back(same != tensors.begin() + std::ptrdiff_t(i) ? out[size_t(same - tensors.begin())]
+                                                              : clone(tensors[i]));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<TensorMeta> Recorder::types_of(const Tensors& tensors) {
@@ -132,12 +147,15 @@ Recorder::Block Recorder::record_block(const Tensors& inputs, const std::vector<
   };
   Tensors results;
   try {
+    // The function gets copies: an in-place write to a carried value or an
+    // operand is then a write inside the block, never into the caller's tensor.
+    Tensors working = copies(inputs);
     for (size_t i = 0; i < inputs.size(); ++i) {
       Value* v = graph_->add_input(types[i]);
       dynamic_.insert(v);
-      if (!find(inputs[i])) bind(inputs[i], v);
+      if (!find(working[i])) bind(working[i], v);
     }
-    results = fn(inputs);
+    results = fn(working);
     std::vector<Value*> outputs;
     for (size_t i = 0; i < results.size(); ++i) {
       KILN_CHECK_VALUE(results[i].defined(), what, " returned an undefined tensor at position ", i);
@@ -191,15 +209,23 @@ Tensors Recorder::unify_captures(std::vector<Block*> blocks, size_t num_operands
   return all;
 }
 
-void Recorder::bind_results(Node* node, const Tensors& results) {
+Tensors Recorder::bind_results(Node* node, Tensors results) {
   KILN_ASSERT(results.size() == node->outputs().size(), node->op().name, ": ", results.size(),
               " results for ", node->outputs().size(), " outputs");
   for (size_t i = 0; i < results.size(); ++i) {
+    // A result that is a tensor the recording knows (a branch returning its
+    // operand, a loop that ran no iteration) is copied: binding that tensor
+    // to the node's output would change what its other uses read.
+    if (find(results[i]) || known_outside_block(results[i])) {
+      PausedRecording paused;
+      results[i] = clone(results[i]);
+    }
     // Tensors the eager run made with recording paused are the code's own.
     if (born_.insert(results[i].storage().get()).second) born_refs_.push_back(results[i].storage());
     bind(results[i], node->output(i));
     dynamic_.insert(node->output(i));
   }
+  return results;
 }
 
 // ---------------------------------------------------------------- cond
@@ -229,8 +255,7 @@ Tensors Recorder::cond(const Tensor& pred, const TensorsFn& true_fn, const Tenso
   Node* node = graph_->append_with_blocks(op("cond"), std::move(inputs), {}, std::move(out_types),
                                           std::move(blocks));
   infer_control_flow(*node);  // the branches agree in symbolic types too
-  bind_results(node, truth(pred) ? then_block.results : else_block.results);
-  return truth(pred) ? then_block.results : else_block.results;
+  return bind_results(node, truth(pred) ? then_block.results : else_block.results);
 }
 
 // ---------------------------------------------------------------- while_loop
@@ -251,7 +276,7 @@ Tensors Recorder::while_loop(const PredicateFn& cond_fn, const TensorsFn& body_f
   Tensors results;
   {
     PausedRecording paused;  // the eager values: the whole loop, as plain code runs it
-    results = kiln::while_loop(cond_fn, body_fn, carried, max_iterations, where);
+    results = kiln::while_loop(cond_fn, body_fn, copies(carried), max_iterations, where);
   }
   const Tensors captured = unify_captures({&cond_block, &body_block}, carried.size());
   std::vector<Value*> inputs;
@@ -267,8 +292,7 @@ Tensors Recorder::while_loop(const PredicateFn& cond_fn, const TensorsFn& body_f
       {{"num_carried", int64_t(carried.size())}, {"max_iterations", max_iterations.value_or(-1)}},
       types, std::move(blocks));
   infer_control_flow(*node);
-  bind_results(node, results);
-  return results;
+  return bind_results(node, results);
 }
 
 // ---------------------------------------------------------------- scan
@@ -307,7 +331,7 @@ ScanResult Recorder::scan(const ScanStepFn& fn, const Tensors& init, const Tenso
   ScanResult result;
   {
     PausedRecording paused;
-    result = kiln::scan(fn, init, xs, reverse, length, where);
+    result = kiln::scan(fn, copies(init), xs, reverse, length, where);
   }
   const Tensors captured = unify_captures({&step}, step_inputs.size());
   std::vector<Value*> inputs;
@@ -341,7 +365,9 @@ ScanResult Recorder::scan(const ScanStepFn& fn, const Tensors& init, const Tenso
       results.push_back(result.ys.back());
     }
   }
-  bind_results(node, results);
+  results = bind_results(node, results);
+  result.carry.assign(results.begin(), results.begin() + std::ptrdiff_t(init.size()));
+  result.ys.assign(results.begin() + std::ptrdiff_t(init.size()), results.end());
   return result;
 }
 
