@@ -204,6 +204,25 @@ TEST(JitControlFlow, InPlaceUpdatesOfCarriedValuesStayInTheBody) {
   EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{1, 2}));
 }
 
+// Regression: two carried values that start as one tensor (h0 and c0 both
+// the same zeros) were one block input, so the step read one for the other.
+TEST(JitControlFlow, CarriedValuesThatStartAsOneTensorStayApart) {
+  auto fn = [](const Tensors& in) {
+    Tensor z = zeros({2});
+    ScanResult r = scan(
+        [](const Tensors& carry, const Tensors& x) {
+          Tensor a = add(carry[0], x[0]);
+          Tensor b = add(mul(carry[1], 2.0), 1.0);
+          return std::pair<Tensors, Tensors>{{a, b}, {}};
+        },
+        {z, z}, {in[0]});
+    return r.carry;
+  };
+  Tensor xs = tensor<float>({{1, 2}, {3, 4}});
+  expect_compiles(fn, {xs}, {{xs}}, "scan");
+  EXPECT_EQ(fn({xs})[1].to_vector<float>(), (std::vector<float>{3, 3}));
+}
+
 TEST(JitControlFlow, BadInputIsAnErrorNamingIt) {
   Tensor x = tensor<float>({1, 2});
   auto same = [](const Tensors& v) { return v; };

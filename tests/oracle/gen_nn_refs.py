@@ -6,6 +6,9 @@ loads the PyTorch module's state_dict (so the keys and their order are
 checked too), runs forward and compares the output and, for training-mode
 batch norm, the updated buffers. Loss rows name a torch.nn.functional loss,
 its kwargs and tensors; they carry the loss and its gradient w.r.t. input.
+Recurrent rows (tests/cpp/nn_rnn_test.cpp) name an RNN, LSTM, GRU or cell,
+optionally with initial states; they carry the outputs, the final states
+and the gradients w.r.t. the input, the initial states and every parameter.
 """
 from __future__ import annotations
 
@@ -128,6 +131,73 @@ def module_row(row_id: str, spec: dict) -> dict:
             "state_after": [[k, encode(v)] for k, v in module.state_dict().items()]}
 
 
+def R(ctor, input_shape, state=False, train=False, **kwargs):
+    """A recurrent row; `state`: pass initial states (h0, or (h0, c0))."""
+    return {"ctor": ctor, "kwargs": kwargs, "input_shape": list(input_shape), "state": state,
+            "train": train}
+
+
+RECURRENT = {
+    "rnn": R("RNN", (5, 3, 4), input_size=4, hidden_size=6),
+    "rnn_relu_stacked_bidirectional": R("RNN", (3, 5, 4), state=True, input_size=4,
+                                        hidden_size=3, num_layers=2, nonlinearity="relu",
+                                        batch_first=True, bidirectional=True),
+    "lstm": R("LSTM", (5, 3, 4), input_size=4, hidden_size=6),
+    "lstm_state_no_bias": R("LSTM", (4, 2, 3), state=True, input_size=3, hidden_size=5,
+                            bias=False),
+    "lstm_stacked_bidirectional_train": R("LSTM", (2, 6, 3), train=True, input_size=3,
+                                          hidden_size=4, num_layers=2, batch_first=True,
+                                          bidirectional=True),
+    "lstm_unbatched_state": R("LSTM", (6, 3), state=True, input_size=3, hidden_size=4,
+                              num_layers=2),
+    "gru": R("GRU", (5, 3, 4), input_size=4, hidden_size=6),
+    "gru_stacked_bidirectional_state": R("GRU", (4, 2, 3), state=True, input_size=3,
+                                         hidden_size=5, num_layers=3, bidirectional=True),
+    "rnn_cell": R("RNNCell", (3, 4), state=True, input_size=4, hidden_size=5),
+    "rnn_cell_relu_unbatched": R("RNNCell", (4,), input_size=4, hidden_size=5,
+                                 nonlinearity="relu", bias=False),
+    "lstm_cell": R("LSTMCell", (3, 4), state=True, input_size=4, hidden_size=5),
+    "lstm_cell_no_state": R("LSTMCell", (3, 4), input_size=4, hidden_size=5, bias=False),
+    "gru_cell": R("GRUCell", (3, 4), state=True, input_size=4, hidden_size=5),
+    "gru_cell_unbatched": R("GRUCell", (4,), state=True, input_size=4, hidden_size=5),
+}
+
+
+def recurrent_row(row_id: str, spec: dict) -> dict:
+    """Forward and backward of one module; the upstream gradients are random."""
+    module = getattr(nn, spec["ctor"])(**spec["kwargs"])
+    module.train(spec["train"])
+    kw = spec["kwargs"]
+    cell = spec["ctor"].endswith("Cell")
+    lstm = spec["ctor"].startswith("LSTM")
+    x = torch.randn(spec["input_shape"], requires_grad=True)
+    states = []
+    if spec["state"]:
+        batch = [] if len(spec["input_shape"]) == (1 if cell else 2) else \
+            [spec["input_shape"][0 if cell or kw.get("batch_first") else 1]]
+        lead = [] if cell else [kw.get("num_layers", 1) * (2 if kw.get("bidirectional") else 1)]
+        states = [torch.randn(lead + batch + [kw["hidden_size"]], requires_grad=True)
+                  for _ in range(2 if lstm else 1)]
+    hx = None if not states else (tuple(states) if lstm else states[0])
+    result = module(x, hx)
+    if cell:
+        results = list(result) if lstm else [result]
+    else:
+        results = [result[0]] + (list(result[1]) if lstm else [result[1]])
+    seeds = [torch.randn(r.shape) for r in results]
+    params = list(module.named_parameters())
+    grads = torch.autograd.grad(results, [x] + states + [p for _, p in params], seeds)
+    row = {"id": row_id, "ctor": spec["ctor"], "kwargs": kw, "train": spec["train"],
+           "input": encode(x), "states": [encode(t) for t in states],
+           "state": [[k, encode(v)] for k, v in module.state_dict().items()],
+           "results": [encode(r) for r in results], "seeds": [encode(t) for t in seeds],
+           "input_grad": encode(grads[0]),
+           "state_grads": [encode(g) for g in grads[1:1 + len(states)]],
+           "param_grads": [[name, encode(g)] for (name, _), g in
+                           zip(params, grads[1 + len(states):])]}
+    return row
+
+
 def L(fn, input_shape, target, weight=None, pos_weight=None, log_probs=False, **kwargs):
     """A loss row. target: ("classes", shape, C, ignored_positions) |
     ("probs", shape) | ("normal", shape) | ("binary", shape)."""
@@ -218,8 +288,9 @@ def main() -> None:
     torch.manual_seed(0)
     modules = [module_row(k, v) for k, v in MODULES.items()]
     losses = [loss_row(k, v) for k, v in loss_rows().items()]
+    recurrent = [recurrent_row(k, v) for k, v in RECURRENT.items()]
     out.write_text(json.dumps({"torch_version": torch.__version__, "modules": modules,
-                               "losses": losses}))
+                               "losses": losses, "recurrent": recurrent}))
     print(f"wrote {len(modules)} module and {len(losses)} loss cases to {out}")
 
 

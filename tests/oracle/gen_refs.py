@@ -25,6 +25,7 @@ CASE_MODULES = [
     "cases_nn",
     "cases_random",
     "cases_fused",
+    "cases_rnn",
 ]
 
 

@@ -1,5 +1,5 @@
 """kiln.nn: Module (subclassable, as torch.nn.Module), Parameter, the layers
-and losses, and kiln.nn.functional."""
+(recurrent ones included) and losses, and kiln.nn.functional."""
 from kiln.nn import functional
 from kiln.nn.layers import (
     GELU,
@@ -31,9 +31,11 @@ from kiln.nn.layers import (
 )
 from kiln.nn.module import Module
 from kiln.nn.parameter import Parameter
+from kiln.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 
 __all__ = ["functional", "Module", "Parameter", "AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d",
            "BatchNorm2d", "BCEWithLogitsLoss", "Conv2d", "CrossEntropyLoss", "Dropout",
            "Embedding", "Flatten", "GELU", "Identity", "L1Loss", "LayerNorm", "LeakyReLU",
            "Linear", "LogSoftmax", "MaxPool2d", "ModuleList", "MSELoss", "NLLLoss", "ReLU",
-           "Sequential", "Sigmoid", "Softmax", "Tanh"]
+           "Sequential", "Sigmoid", "Softmax", "Tanh", "RNNBase", "RNN", "LSTM", "GRU",
+           "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]

@@ -1,5 +1,5 @@
-// kiln::nn in one include: Module, the layers, containers, losses, init and
-// functional (see module.h for how modules hold parameters).
+// kiln::nn in one include: Module, the layers, containers, losses, init,
+// recurrent layers and functional (see module.h for how modules hold parameters).
 #pragma once
 
 #include "kiln/nn/container.h"
@@ -9,3 +9,5 @@
 #include "kiln/nn/loss.h"
 #include "kiln/nn/module.h"
 #include "kiln/nn/normalization.h"
+#include "kiln/nn/rnn.h"
+#include "kiln/nn/rnn_modules.h"

@@ -49,9 +49,9 @@ void register_shape_ops(OpRegistry& registry);   // cat, stack, gather, embeddin
 void register_linalg_ops(OpRegistry& registry);  // matmul, linear, addmm
 void register_fused_ops(OpRegistry& registry);   // linear_act, conv2d_act, fused_elementwise
 void register_conv_pool_ops(OpRegistry& registry);
-void register_nn_ops(OpRegistry& registry);      // dropout, batch_norm, layer_norm
-void register_random_ops(OpRegistry& registry);  // uniform, normal, randint, *_like
-void register_rnn_ops(OpRegistry& registry);     // lstm_cell_pointwise, gru_cell_pointwise
+void register_nn_ops(OpRegistry& registry);            // dropout, batch_norm, layer_norm
+void register_random_ops(OpRegistry& registry);        // uniform, normal, randint, *_like
+void register_rnn_ops(OpRegistry& registry);           // lstm/gru_cell_pointwise(_backward)
 void register_control_flow_ops(OpRegistry& registry);  // cond, while_loop, scan
 
 }  // namespace kiln

@@ -79,17 +79,14 @@ void check_carried_types(const std::vector<TensorMeta>& carried, const Graph& bl
   }
 }
 
-// Fresh copies of `tensors` (the same tensor twice stays one copy), made
-// with recording paused; their storage counts as the traced code's own.
+// Fresh copies of `tensors`, one per slot even where a tensor repeats (two
+// carried values that start as one tensor evolve apart), made with
+// recording paused.
 Tensors copies(const Tensors& tensors) {
   PausedRecording paused;
   Tensors out;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    auto same = std::find_if(tensors.begin(), tensors.begin() + std::ptrdiff_t(i),
-                             [&](const Tensor& t) { return t.impl() == tensors[i].impl(); });
-    out.push_back(same != tensors.begin() + std::ptrdiff_t(i) ? out[size_t(same - tensors.begin())]
-                                                              : clone(tensors[i]));
-  }
+  for (const Tensor& t : tensors)
+    out.push_back(clone(t));
   return out;
 }
 
@@ -153,7 +150,7 @@ Recorder::Block Recorder::record_block(const Tensors& inputs, const std::vector<
     for (size_t i = 0; i < inputs.size(); ++i) {
       Value* v = graph_->add_input(types[i]);
       dynamic_.insert(v);
-      if (!find(working[i])) bind(working[i], v);
+      bind(working[i], v);
     }
     results = fn(working);
     std::vector<Value*> outputs;
