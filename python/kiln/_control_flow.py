@@ -15,6 +15,7 @@ from __future__ import annotations
 import builtins
 import sys
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from kiln import _C
@@ -29,7 +30,7 @@ _KILN_DIR = __file__.rsplit("/", 1)[0]
 
 def _caller() -> str:
     """file:line of the innermost frame outside kiln: the user's call."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename.startswith(_KILN_DIR):
         frame = frame.f_back
     return f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame else "<unknown>"
@@ -47,12 +48,12 @@ class _Located:
         return None
 
     def __exit__(self, kind: Any, error: Any, tb: Any) -> None:
-        if error is None or getattr(error, "_kiln_site", False):
+        # An inner op's error already names its own site.
+        if error is None or " (at " in str(error):
             return
         if isinstance(error, (TypeError, ValueError, RuntimeError)) and \
                 str(error).startswith(f"{self._op}:"):
             error.args = (f"{error} (at {self._site})",) + tuple(error.args[1:])
-            error._kiln_site = True
 
 
 class _Traced:
@@ -167,11 +168,12 @@ def fori_loop(lower: int | Tensor, upper: int | Tensor, body_fn: Callable[[Tenso
     def call(i: Tensor, values: list[Tensor]) -> list[Tensor]:
         return body.flat(body_fn(i, unflatten(spec, values)))
 
+    bounds: tuple[Any, Any] = (lower, upper)
     if not isinstance(lower, Tensor) and not isinstance(upper, Tensor):
-        bounds: tuple[Any, Any] = (int(lower), int(upper))
+        bounds = (int(lower), int(upper))
     else:
-        bounds = tuple(b if isinstance(b, Tensor) else tensor(int(b))
-                       for b in (lower, upper))  # type: ignore[assignment]
+        bounds = (lower if isinstance(lower, Tensor) else tensor(int(lower)),
+                  upper if isinstance(upper, Tensor) else tensor(int(upper)))
     with _Located("fori_loop", _caller()):
         out = _C.fori_loop(bounds[0], bounds[1], call, flat)
     return unflatten(spec, out)

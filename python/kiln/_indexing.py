@@ -43,6 +43,23 @@ def _as_advanced(item: Index) -> Tensor | None:
     return None
 
 
+def _is_scalar_index(item: Index) -> bool:
+    return (isinstance(item, _C.Tensor) and item.ndim == 0
+            and item.dtype in (_C.dtype.int64, _C.dtype.int32))
+
+
+def _select_at(x: Tensor, dim: int, index: Tensor) -> Tensor:
+    """x[..., i] for a 0-d integer tensor i, as ops on i rather than its
+    value read into Python: a traced loop index (fori_loop's i) stays
+    live in the graph. Negative i counts from the end, as an int would."""
+    size = x.shape[dim]
+    i = _C.dispatch("cast", [index], {"dtype": _C.dtype.int64})
+    i = _C.dispatch("where", [_C.dispatch("lt", [i, 0]), _C.dispatch("add", [i, size]), i])
+    picked = _C.dispatch("index_select", [x, _C.dispatch("reshape", [i], {"shape": [1]})],
+                         {"dim": dim})
+    return _C.dispatch("squeeze", [picked], {"dims": [dim]})
+
+
 def _bound(value: Any) -> Any:
     """A slice bound: an int, or a SymInt a trace with dynamic shapes keeps
     symbolic (x[:, : x.shape[1] // 2])."""
@@ -59,9 +76,12 @@ def _dims_used(item: Index) -> int:
     return 1
 
 
-def _walk(x: Tensor, index: Index) -> tuple[Tensor, tuple[int, Tensor] | _Several | None]:
+def _walk(x: Tensor, index: Index, reading: bool = False
+          ) -> tuple[Tensor, tuple[int, Tensor] | _Several | None]:
     """Applies the basic part of `index`; returns the view and, for the one
-    advanced index if any, (dim in the view, index tensor)."""
+    advanced index if any, (dim in the view, index tensor). `reading`: a
+    0-d integer tensor selects through ops (a copy), not a view, so that
+    its value is never read into Python."""
     if not isinstance(index, tuple):
         index = (index,)
     if sum(item is Ellipsis for item in index) > 1:
@@ -94,6 +114,8 @@ def _walk(x: Tensor, index: Index) -> tuple[Tensor, tuple[int, Tensor] | _Severa
                 attrs["end"] = _bound(item.stop)
             x = _C.dispatch("slice", [x], attrs)
             dim += 1
+        elif reading and _is_scalar_index(item):
+            x = _select_at(x, dim, item)
         elif (adv := _as_advanced(item)) is not None:
             advanced.append((dim, adv))
             dim += _dims_used(item)
@@ -229,7 +251,7 @@ def _index_tensor(x: Tensor, dim: int, index: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def getitem(self: Tensor, index: Index) -> Tensor:
-    x, advanced = _walk(self, index)
+    x, advanced = _walk(self, index, reading=True)
     if advanced is None:
         return x
     if isinstance(advanced, _Several):

@@ -7,6 +7,7 @@
     def f(x, y): return kiln.sin(x) + kiln.cos(y)
     traced.save("net.kiln")               # graph + weights; C++ loads it too
     loaded = kiln.jit.load("net.kiln")    # a TracedModule again
+    f = kiln.jit.script(f)                # its if/while/for on tensors stay in the graph
 
 What the graph cannot hold (x.item(), bool(x) in an `if`, x.numpy(),
 print(x), a generator of your own, ...) is reported while recording as a
@@ -37,6 +38,8 @@ from kiln.jit._record import (
     record,
     unflatten,
 )
+from kiln.jit._script import script
+from kiln.jit._script_runtime import ScriptError
 
 Graph = _C.jit.Graph
 Node = _C.jit.Node
@@ -44,9 +47,9 @@ Value = _C.jit.Value
 CompileReport = _C.jit.CompileReport
 parse_graph = _C.jit.parse_graph
 
-__all__ = ["trace", "compile", "Dim", "from_graph", "save", "load", "TracedModule",
-           "CompiledFunction", "TracerWarning", "TraceError", "Graph", "Node", "Value",
-           "CompileReport", "parse_graph"]
+__all__ = ["trace", "compile", "script", "ScriptError", "Dim", "from_graph", "save", "load",
+           "TracedModule", "CompiledFunction", "TracerWarning", "TraceError", "Graph", "Node",
+           "Value", "CompileReport", "parse_graph"]
 
 
 def _compile_options(optimize: bool, frozen: bool, fast_math: bool,

@@ -280,7 +280,8 @@ class Module:
 
     def hybridize(self, active: bool = True, strict: bool = False, optimize: bool = True,
                   frozen: bool = False, fast_math: bool = False,
-                  passes: Sequence[str] | None = None, dynamic: bool | None = None) -> Self:
+                  passes: Sequence[str] | None = None, dynamic: bool | None = None,
+                  script: bool = False) -> Self:
         """From the next call on, each new input signature (dtypes and shapes,
         grad mode, train/eval) runs forward once while recording it, and
         later calls with that signature run the compiled graph: one call into
@@ -292,11 +293,16 @@ class Module:
         kiln.jit.trace; active=False turns it off.
         dynamic: None (default) makes a dim symbolic once it takes a second
         value (one entry for every batch size); True, every input dim from
-        the first call; False, one entry per shape."""
+        the first call; False, one entry per shape.
+        script: kiln.jit.script forward first, so that its `if`s and loops
+        on tensors stay in the graph instead of following the recorded path."""
         if not active:
             object.__setattr__(self, "_hybrid", None)
             return self
         from kiln.jit import HybridCache
+        if script:
+            from kiln.jit import script as script_module
+            script_module(self)
 
         def params() -> list[tuple[str, Tensor]]:
             return list(self.state_dict(keep_vars=True).items())

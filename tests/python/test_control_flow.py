@@ -1,0 +1,171 @@
+"""kiln.cond, kiln.while_loop, kiln.scan and kiln.fori_loop (issue 22):
+eager results equal plain Python's; traced, hybridized and compiled code
+keeps one node owning sub-graphs, so inputs that take another branch or
+another number of iterations than the traced ones still get eager's
+results; gradients through compiled cond and scan equal eager autograd's."""
+import numpy as np
+import pytest
+
+import kiln
+from kiln import nn
+
+
+def op_names(graph):
+    return [node.op for node in graph.nodes]
+
+
+def branchy(x, w):
+    return kiln.cond(x.sum() > 0, lambda v: (v * w, v.sum()), lambda v: (-v, v.mean()), x)
+
+
+def test_cond_eager_follows_the_predicate_and_python_bools():
+    x = kiln.tensor([1.0, 2.0])
+    w = kiln.tensor([3.0, 4.0])
+    y, s = branchy(x, w)
+    np.testing.assert_array_equal(y.numpy(), [3.0, 8.0])
+    y, s = branchy(-x, w)
+    np.testing.assert_array_equal(y.numpy(), [1.0, 2.0])
+    assert kiln.cond(False, lambda: 1, lambda: 2) == 2
+
+
+def test_traced_cond_takes_either_branch_per_call():
+    w = kiln.tensor([3.0, 4.0])
+    traced = kiln.jit.trace(lambda x: branchy(x, w), kiln.tensor([1.0, 2.0]))
+    assert op_names(traced.graph).count("cond") == 1
+    for x in ([1.0, 2.0], [-1.0, -5.0], [0.0, 0.0]):
+        want = branchy(kiln.tensor(x), w)
+        got = traced(kiln.tensor(x))
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_pytrees_in_and_out():
+    def fn(state):
+        return kiln.cond(state["x"].sum() > 0,
+                         lambda s: {"x": s["x"] * 2, "n": [s["n"] + 1]},
+                         lambda s: {"x": s["x"] - 1, "n": [s["n"]]},
+                         state)
+    out = kiln.compile(lambda x, n: fn({"x": x, "n": n}))(kiln.tensor([1.0]), kiln.tensor(0))
+    assert set(out) == {"x", "n"} and isinstance(out["n"], list)
+    np.testing.assert_array_equal(out["x"].numpy(), [2.0])
+
+
+def test_while_loop_runs_the_number_of_iterations_each_input_needs():
+    def doubling(x, limit):
+        return kiln.while_loop(lambda s: s[0].sum() < limit, lambda s: (s[0] * 2, s[1] + 1),
+                               (x, kiln.tensor(0)))
+
+    f = kiln.compile(doubling)
+    for x, limit in (([1.0, 1.0], 10.0), ([1.0, 1.0], 1000.0), ([5.0, 5.0], 1.0)):
+        want = doubling(kiln.tensor(x), kiln.tensor(limit))
+        got = f(kiln.tensor(x), kiln.tensor(limit))
+        np.testing.assert_array_equal(got[0].numpy(), want[0].numpy())
+        assert got[1].item() == want[1].item()
+
+
+def test_while_loop_max_iterations_is_enforced_eager_and_compiled():
+    def runaway(x):
+        return kiln.while_loop(lambda v: v.sum() < 100, lambda v: v + 1, x, max_iterations=5)
+
+    with pytest.raises(RuntimeError, match="exceeded max_iterations=5"):
+        runaway(kiln.zeros(1))
+    traced = kiln.jit.trace(runaway, kiln.full((1,), 97.0))
+    with pytest.raises(RuntimeError, match="exceeded max_iterations=5"):
+        traced(kiln.zeros(1))
+
+
+def test_scan_is_one_node_and_matches_eager():
+    w = kiln.randn(3, 3) * 0.5
+
+    def rnn(h0, xs):
+        return kiln.scan(lambda h, x: ((h @ w + x).tanh(),) * 2, h0, xs)
+
+    h0, xs = kiln.randn(2, 3), kiln.randn(6, 2, 3)
+    traced = kiln.jit.trace(rnn, (h0, xs))
+    assert op_names(traced.graph).count("scan") == 1
+    want_h, want_ys = rnn(h0, xs)
+    got_h, got_ys = traced(h0, xs)
+    np.testing.assert_array_equal(got_h.numpy(), want_h.numpy())
+    np.testing.assert_array_equal(got_ys.numpy(), want_ys.numpy())
+    assert got_ys.shape == (6, 2, 3)
+
+
+def test_scan_reverse_and_length_without_xs():
+    carry, ys = kiln.scan(lambda c, x: (c * 10 + x, c), kiln.tensor(0.0),
+                          kiln.tensor([1.0, 2.0, 3.0]), reverse=True)
+    assert carry.item() == 321.0
+    np.testing.assert_array_equal(ys.numpy(), [32.0, 3.0, 0.0])
+    count, none = kiln.scan(lambda c, _: (c + 1, None), kiln.tensor(0), length=4)
+    assert count.item() == 4 and none is None
+
+
+def test_fori_loop_static_and_tensor_bounds():
+    def static(x):
+        return kiln.fori_loop(0, 5, lambda i, v: v + i.float(), x)
+
+    def dynamic(x, n):
+        return kiln.fori_loop(0, n, lambda i, v: v * 2, x)
+
+    x = kiln.tensor([1.0, 2.0])
+    assert "scan" in op_names(kiln.jit.trace(static, x).graph)
+    np.testing.assert_array_equal(kiln.compile(static)(x).numpy(), [11.0, 12.0])
+    f = kiln.compile(dynamic)
+    for n in (0, 3, 7):
+        np.testing.assert_array_equal(f(x, kiln.tensor(n)).numpy(), dynamic(x, n).numpy())
+
+
+class Gate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return kiln.cond(x.mean() > 0, lambda v: self.fc(v).relu(), lambda v: self.fc(-v), x)
+
+
+def test_hybridized_module_reads_its_weights_inside_a_branch():
+    m = Gate()
+    eager = [m(x) for x in (kiln.ones(2, 4), -kiln.ones(2, 4))]
+    m.hybridize()
+    for x, want in zip((kiln.ones(2, 4), -kiln.ones(2, 4)), eager):
+        with kiln.no_grad():
+            np.testing.assert_allclose(m(x).numpy(), want.detach().numpy(), rtol=1e-6)
+
+
+def grads(fn, *inputs):
+    leaves = [t.detach().clone().requires_grad_() for t in inputs]
+    out = fn(*leaves)
+    out = out if isinstance(out, tuple) else (out,)
+    sum(o.sum() * (k + 1) for k, o in enumerate(out)).backward()
+    return [leaf.grad.numpy() for leaf in leaves]
+
+
+def test_gradients_through_compiled_cond_and_scan_equal_eager():
+    def f(x, w):
+        y = kiln.cond(x.sum() > 0, lambda v: v * v * w, lambda v: (v + w).sin(), x)
+        h, hs = kiln.scan(lambda h, x_t: ((h * w + x_t).tanh(),) * 2, y, kiln.stack([x, y, x]))
+        return h, hs
+
+    x = kiln.tensor([0.5, -0.25, 1.0], dtype=kiln.float64)
+    w = kiln.tensor([1.5, 0.5, -1.0], dtype=kiln.float64)
+    traced = kiln.jit.trace(f, (x, w))
+    for sign in (1.0, -1.0):
+        want = grads(f, x * sign, w)
+        got = grads(traced, x * sign, w)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-10)
+
+
+def test_errors_name_the_mismatch_and_the_users_line():
+    def bad(x):
+        return kiln.cond(x.sum() > 0, lambda v: v, lambda v: v.sum(), x)
+
+    with pytest.raises(TypeError, match=r"cond: result 0 is float32\[3\] from true_fn but "
+                                        r"float32\[\] from false_fn.*test_control_flow.py:\d+"):
+        kiln.jit.trace(bad, kiln.ones(3))
+    with pytest.raises(TypeError, match="one-element bool tensor.*test_control_flow.py"):
+        kiln.cond(kiln.ones(2) > 0, lambda v: v, lambda v: v, kiln.ones(2))
+    with pytest.raises(TypeError, match=r"true_fn returned \(tensor, tensor\) but false_fn "
+                                        r"returned \[tensor, tensor\]"):
+        kiln.jit.trace(lambda x: kiln.cond(x.sum() > 0, lambda v: (v, v), lambda v: [v, v], x),
+                       kiln.ones(2))
