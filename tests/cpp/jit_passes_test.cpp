@@ -50,13 +50,15 @@ std::shared_ptr<Graph> optimized_copy(const Graph& g, const PassOptions& options
 
 TEST(PassPipeline, DefaultPipelineHoldsOnlyPassesThatKeepRounding) {
   std::vector<std::string> names = default_pipeline();
-  EXPECT_EQ(names, (std::vector<std::string>{"constant_fold", "peephole", "cse", "dce",
-                                             "fuse_activations", "fuse_elementwise"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"constant_fold", "peephole", "cse", "simplify_control_flow",
+                                      "dce", "fuse_activations", "fuse_elementwise"}));
   for (const std::string& name : names)
     EXPECT_FALSE(pass_registry().get(name).may_change_rounding) << name;
-  EXPECT_EQ(default_pipeline(/*fast_math=*/true),
-            (std::vector<std::string>{"constant_fold", "peephole", "cse", "dce", "fold_batch_norm",
-                                      "fuse_activations", "fuse_elementwise"}));
+  EXPECT_EQ(
+      default_pipeline(/*fast_math=*/true),
+      (std::vector<std::string>{"constant_fold", "peephole", "cse", "simplify_control_flow", "dce",
+                                "fold_batch_norm", "fuse_activations", "fuse_elementwise"}));
 }
 
 // The list names every registered pass once, and marks fast-math only

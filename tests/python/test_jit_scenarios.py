@@ -265,7 +265,8 @@ def test_a_hybridized_module_is_garbage_collected():
 def test_compile_report_says_what_the_compiler_did():
     traced = kiln.jit.trace(w1(), kiln.randn(1, 512))
     report = traced.report()
-    assert [p["name"] for p in report.passes] == ["constant_fold", "peephole", "cse", "dce",
+    assert [p["name"] for p in report.passes] == ["constant_fold", "peephole", "cse",
+                                                    "simplify_control_flow", "dce",
                                                   "fuse_activations", "fuse_elementwise"]
     assert (report.nodes_before, report.nodes_after) == (5, 3)
     assert report.count("fuse linear + relu") == 2

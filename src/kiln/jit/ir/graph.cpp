@@ -80,6 +80,33 @@ void Node::set_block(size_t i, std::unique_ptr<Graph> block) {
   blocks_[i] = std::move(block);
 }
 
+void Node::append_input(Value* value) {
+  KILN_CHECK(value != nullptr && value->graph_ == graph_, op_->name,
+             ": an appended input must be a value of the node's graph");
+  inputs_.push_back(value);
+  value->uses_.push_back(Use{this, inputs_.size() - 1});
+}
+
+void Node::erase_input(size_t i) {
+  KILN_CHECK(i < inputs_.size(), op_->name, ": input ", i, " out of range (", inputs_.size(),
+             " inputs)");
+  set_input_unchecked_absent(i);
+  inputs_.erase(inputs_.begin() + std::ptrdiff_t(i));
+  for (size_t j = i; j < inputs_.size(); ++j) {
+    if (!inputs_[j]) continue;
+    auto& uses = inputs_[j]->uses_;
+    *std::find(uses.begin(), uses.end(), Use{this, j + 1}) = Use{this, j};
+  }
+}
+
+void Node::set_input_unchecked_absent(size_t i) {
+  if (Value* old = inputs_[i]) {
+    auto& uses = old->uses_;
+    uses.erase(std::find(uses.begin(), uses.end(), Use{this, i}));
+  }
+  inputs_[i] = nullptr;
+}
+
 void Node::set_attrs(const Attrs& attrs) {
   attrs_ = normalize_attrs(*op_, attrs);
 }
@@ -309,6 +336,17 @@ Node* Graph::append_with_blocks(const OpDef& op, std::vector<Value*> inputs, con
                                 std::vector<std::unique_ptr<Graph>> blocks) {
   return insert_at(nodes_.size(), op, std::move(inputs), normalize_attrs(op, attrs),
                    std::move(output_types), std::move(blocks));
+}
+
+Node* Graph::insert_copy_before(Node* position, const Node& node, std::vector<Value*> inputs) {
+  std::vector<TensorMeta> types;
+  for (const Value* out : node.outputs_)
+    types.push_back(out->type_);
+  std::vector<std::unique_ptr<Graph>> blocks;
+  for (const auto& block : node.blocks_)
+    blocks.push_back(block->clone());
+  return insert_at(position_of(position), *node.op_, std::move(inputs), node.attrs_,
+                   std::move(types), std::move(blocks));
 }
 
 void Graph::erase(Node* node) {

@@ -94,6 +94,10 @@ class Node {
   void set_block(size_t i, std::unique_ptr<Graph> block);
 
   void set_input(size_t i, Value* value);
+  // Adds an input at the end / removes input i (a control-flow node's
+  // captures; the verifier checks the node still fits its blocks).
+  void append_input(Value* value);
+  void erase_input(size_t i);
   // Re-checks the attributes against the op (normalize_attrs); output types
   // are not re-inferred (the verifier does that).
   void set_attrs(const Attrs& attrs);
@@ -102,6 +106,7 @@ class Node {
   friend class Graph;
   Node(Graph* graph, const OpDef* op, Attrs attrs, size_t id)
       : graph_(graph), op_(op), attrs_(std::move(attrs)), id_(id) {}
+  void set_input_unchecked_absent(size_t i);  // drops input i's use, leaving it null
 
   Graph* graph_;
   const OpDef* op_;
@@ -146,6 +151,10 @@ class Graph {
   Node* append_with_blocks(const OpDef& op, std::vector<Value*> inputs, const Attrs& attrs,
                            std::vector<TensorMeta> output_types,
                            std::vector<std::unique_ptr<Graph>> blocks);
+  // A copy of `node` (attributes, output types, blocks cloned) over these
+  // inputs, before `position`: moving nodes between graphs (inlining a
+  // branch, hoisting out of a loop body).
+  Node* insert_copy_before(Node* position, const Node& node, std::vector<Value*> inputs);
   // Removes a node whose outputs have no uses.
   void erase(Node* node);
 

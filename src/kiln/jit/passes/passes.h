@@ -33,6 +33,10 @@ bool fuse_elementwise(Graph& graph, PassContext& context);
 // weights of that op (may change rounding: fast-math only).
 bool fold_batch_norm(Graph& graph, PassContext& context);
 
+// Control flow: a cond with a constant predicate becomes its taken branch;
+// loop-invariant nodes of loop bodies move before the loop; inputs no block
+// reads are dropped.
+bool simplify_control_flow(Graph& graph, PassContext& context);
 // Fills `registry` with the passes above (the default pipeline is its own
 // list: default_pipeline_steps in pipeline.h).
 void register_builtin_passes(PassRegistry& registry);

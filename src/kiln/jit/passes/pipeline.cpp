@@ -61,7 +61,9 @@ bool run_one(Graph& graph, const PassInfo& info, PassContext& context, int round
   const PassOptions& options = context.options();
   context.begin_pass(info.name, graph.num_nodes());
   auto start = std::chrono::steady_clock::now();
-  bool changed = info.run(graph, context);
+  // The graph and, through the one walk, every block: one entry in the report.
+  bool changed = false;
+  for_each_graph(graph, [&](Graph& g) { changed |= info.run(g, context); });
   context.end_pass(graph.num_nodes(), seconds_since(start), changed);
   if (options.verify) verify_graph(graph, "after pass '" + info.name + "'");
   if (wants_dump(options, info.name)) dump(graph, options, info.name, round);
@@ -197,6 +199,9 @@ void register_builtin_passes(PassRegistry& registry) {
                 .run = cse,
                 .summary = "repeated computations and repeated constants are merged"});
   registry.add({.name = "dce", .run = dce, .summary = "unused nodes and constants are removed"});
+  registry.add({.name = "simplify_control_flow",
+                .run = simplify_control_flow,
+                .summary = "constant conds inline, loop invariants hoist, unread inputs go"});
   registry.add({.name = "fold_batch_norm",
                 .run = fold_batch_norm,
                 .summary = "frozen: batch_norm (eval) folds into the conv2d/linear before it",
@@ -221,6 +226,9 @@ const std::vector<PipelineStep>& default_pipeline_steps() {
       {"peephole"},
       // Merges the duplicates the rewrites above exposed.
       {"cse"},
+      // After folding (a predicate may have become constant) and cse (one
+      // invariant, not several copies, hoists).
+      {"simplify_control_flow"},
       // Drops what the passes above left unused, so the fusions below see
       // the real readers (a dead reader blocks fusing: "read elsewhere").
       {"dce"},
