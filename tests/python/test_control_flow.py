@@ -3,6 +3,8 @@ eager results equal plain Python's; traced, hybridized and compiled code
 keeps one node owning sub-graphs, so inputs that take another branch or
 another number of iterations than the traced ones still get eager's
 results; gradients through compiled cond and scan equal eager autograd's."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -169,3 +171,24 @@ def test_errors_name_the_mismatch_and_the_users_line():
                                         r"returned \[tensor, tensor\]"):
         kiln.jit.trace(lambda x: kiln.cond(x.sum() > 0, lambda v: (v, v), lambda v: [v, v], x),
                        kiln.ones(2))
+
+
+def test_the_readme_prints_the_graph_script_makes():
+    """The README shows a scripted loop's IR: it must be what kiln prints."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme.split("### Control flow in the graph")[1]
+    printed = "graph(" + section.split("```\ngraph(")[1].split("```")[0]
+
+    @kiln.jit.script
+    def f(x, n):
+        for i in range(n):
+            if x.sum() > 0:
+                x = x * 0.5
+            else:
+                x = x + 1
+        return x
+
+    traced = kiln.jit.trace(f, (kiln.ones(4), kiln.tensor(3)))
+    assert str(traced.graph) == printed
+    np.testing.assert_array_equal(traced(-kiln.ones(4), kiln.tensor(5)).numpy(),
+                                  f(-kiln.ones(4), kiln.tensor(5)).numpy())
