@@ -181,7 +181,7 @@ def test_the_readme_prints_the_graph_script_makes():
 
     @kiln.jit.script
     def f(x, n):
-        for i in range(n):
+        for i in range(n):  # noqa: B007  (as the README writes it)
             if x.sum() > 0:
                 x = x * 0.5
             else:
