@@ -20,6 +20,7 @@ import kiln
 from kiln import nn
 from kiln.jit import ScriptError, script
 from script_helpers import assert_same, at, check, floats, vec, vectors
+from script_programs import branch, chain, logic, nested, rows
 
 FILE = __file__
 
@@ -39,51 +40,16 @@ def ops(monkeypatch):
 
 
 # -- if ------------------------------------------------------------------------
-def branch(x):
-    if x.sum() > 0:
-        y = x * 2
-    else:
-        y = -x
-    return y + 1
-
-
 def test_if_else_on_a_tensor_is_a_cond(ops):
     scripted = check(branch, (vec(1, 2, 3),), (vec(-1, -2, 0),))
     assert ops == {"cond": 2}
     assert "if_stmt" in scripted.code and "if x.sum() > 0" not in scripted.code
 
 
-def chain(x):
-    total = x.sum()
-    if total > 2:
-        y = x * 3
-    elif total > 0:
-        y = x + 10
-    elif total > -2:
-        y = x - 10
-    else:
-        y = x * 0
-    return y
-
-
 @given(vectors)
 @settings(max_examples=40, deadline=None)
 def test_if_elif_else_chain(x):
     check(chain, (x,))
-
-
-def nested(x, y):
-    out = x
-    if x.sum() > 0:
-        if y.sum() > 0:
-            out = x + y
-        else:
-            out = x - y
-            if (x * y).sum() < -1:
-                out = out * 2
-    elif y.max() > 1:
-        out = y
-    return out
 
 
 @given(vectors, vectors)
@@ -257,13 +223,6 @@ def test_for_over_a_python_range_stays_python(ops):
     assert ops == {}
 
 
-def rows(t):
-    acc = kiln.zeros(t.shape[1])
-    for row in t:
-        acc = acc * 0.5 + row
-    return acc
-
-
 def test_for_over_a_tensor_is_a_scan(ops):
     check(rows, (kiln.arange(12.0).reshape(4, 3),), (kiln.ones(1, 3),))
     assert ops == {"scan": 2}
@@ -388,14 +347,6 @@ def test_early_return(ops):
 
 
 # -- and, or, not, a if c else b ------------------------------------------------------
-def logic(x, y):
-    if x.sum() > 0 and y.sum() > 0 or not x.max() < 2:
-        z = x + y
-    else:
-        z = x - y
-    return z * 2 if z.sum() > 1 else z * 3
-
-
 def python_logic(a, b):
     return (a and b), (a or b), (not a), (b if a else "no")
 

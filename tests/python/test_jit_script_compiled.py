@@ -12,6 +12,7 @@ import kiln
 from kiln import nn
 from kiln.jit import ScriptError, script
 from script_helpers import assert_same, floats, vec, vectors
+from script_programs import branch, chain, logic, nested, rows
 
 
 def traced(fn, example):
@@ -39,44 +40,9 @@ def traced_once(fn, example):
 
 
 # -- if ------------------------------------------------------------------------
-def branch(x):
-    if x.sum() > 0:
-        y = x * 2
-    else:
-        y = -x
-    return y + 1
-
-
 def test_if_else():
     check_traced(branch, (vec(1, 2, 3),), (vec(1, 2, 3),), (vec(-1, -2, 0),))
     check_traced(branch, (vec(-1, -2, -3),), (vec(1, 2, 3),), (vec(-1, -2, 0),))
-
-
-def chain(x):
-    total = x.sum()
-    if total > 2:
-        y = x * 3
-    elif total > 0:
-        y = x + 10
-    elif total > -2:
-        y = x - 10
-    else:
-        y = x * 0
-    return y
-
-
-def nested(x, y):
-    out = x
-    if x.sum() > 0:
-        if y.sum() > 0:
-            out = x + y
-        else:
-            out = x - y
-            if (x * y).sum() < -1:
-                out = out * 2
-    elif y.max() > 1:
-        out = y
-    return out
 
 
 @given(vectors, vectors)
@@ -97,14 +63,6 @@ def early_return(x):
 
 def test_early_return():
     check_traced(early_return, (vec(1, 2),), (vec(1, 2),), (vec(-3, -3),), (vec(-1, -1),))
-
-
-def logic(x, y):
-    if x.sum() > 0 and y.sum() > 0 or not x.max() < 2:
-        z = x + y
-    else:
-        z = x - y
-    return z * 2 if z.sum() > 1 else z * 3
 
 
 @given(vectors, vectors)
@@ -179,13 +137,6 @@ def test_indexing_with_the_loop_index():
     x = vec(1, 2, 3, 4, 5)
     check_traced(sum_first, (x, kiln.tensor(2)), (x, kiln.tensor(2)), (x, kiln.tensor(5)),
                  (x, kiln.tensor(0)))
-
-
-def rows(t):
-    acc = kiln.zeros(t.shape[1])
-    for row in t:
-        acc = acc * 0.5 + row
-    return acc
 
 
 def test_for_over_a_tensor():

@@ -11,16 +11,9 @@ import pytest
 import kiln
 from kiln.jit import ScriptError, script
 from script_helpers import assert_same, at, vec
+from script_programs import branch
 
 FILE = __file__
-
-
-def branch(x):
-    if x.sum() > 0:
-        y = x * 2
-    else:
-        y = -x
-    return y + 1
 
 
 def return_in_tensor_loop(x, n):

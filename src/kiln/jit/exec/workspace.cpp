@@ -34,6 +34,13 @@ void Workspace::bind(std::span<const Tensor> inputs, std::span<const Tensor> out
     const Tensor& target = out.is_contiguous() ? out : stand_ins_[j];
     output_bases[j] = static_cast<char*>(target.data_ptr());
   }
+  patch_call_args();
+  if (inputs_strided) derive_input_views(inputs);
+}
+
+// Points the arguments over inputs and outputs at this call's bases (after
+// a strided call, first back to the plan's own views over the inputs).
+void Workspace::patch_call_args() {
   if (input_args_derived_) {
     for (uint32_t a : plan_.input_rooted_args)
       args_[a] = plan_.args[a];
@@ -41,7 +48,6 @@ void Workspace::bind(std::span<const Tensor> inputs, std::span<const Tensor> out
   }
   for (const Patch& p : plan_.call_patches)
     args_[p.arg].data = bases_[p.base] + p.byte_offset;
-  if (inputs_strided) derive_input_views(inputs);
 }
 
 void Workspace::bind_views(std::span<const cpu::StridedView> inputs,
@@ -52,13 +58,7 @@ void Workspace::bind_views(std::span<const cpu::StridedView> inputs,
     input_bases[i] = static_cast<char*>(inputs[i].data);
   for (size_t j = 0; j < outputs.size(); ++j)
     output_bases[j] = static_cast<char*>(outputs[j].data);
-  if (input_args_derived_) {
-    for (uint32_t a : plan_.input_rooted_args)
-      args_[a] = plan_.args[a];
-    input_args_derived_ = false;
-  }
-  for (const Patch& p : plan_.call_patches)
-    args_[p.arg].data = bases_[p.base] + p.byte_offset;
+  patch_call_args();
 }
 
 // The slow path: what eager would see, view op by view op (this allocates).

@@ -35,6 +35,7 @@ class Workspace {
 
  private:
   void derive_input_views(std::span<const Tensor> inputs);
+  void patch_call_args();
 
   const Plan& plan_;
   void* arena_ = nullptr;
