@@ -192,3 +192,30 @@ def test_the_readme_prints_the_graph_script_makes():
     assert str(traced.graph) == printed
     np.testing.assert_array_equal(traced(-kiln.ones(4), kiln.tensor(5)).numpy(),
                                   f(-kiln.ones(4), kiln.tensor(5)).numpy())
+
+
+def test_a_hybridized_model_with_a_cond_trains_with_eagers_gradients():
+    x = kiln.randn(3, 4)
+    eager = Gate()
+    hybrid = Gate()
+    hybrid.load_state_dict(eager.state_dict())
+    hybrid.hybridize()
+    for sign in (1.0, -1.0, 1.0):  # the first call records; the others run compiled
+        for model in (eager, hybrid):
+            model.zero_grad()
+            (model(x * sign) ** 2).sum().backward()
+        np.testing.assert_allclose(hybrid.fc.weight.grad.numpy(), eager.fc.weight.grad.numpy(),
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_backward_through_control_flow_inside_one_compiled_step_is_refused():
+    model = Gate()
+
+    @kiln.compile
+    def step(x):
+        loss = (model(x) ** 2).sum()
+        loss.backward()
+        return loss
+
+    with pytest.raises(RuntimeError, match="computed inside kiln.cond, while_loop or scan"):
+        step(kiln.randn(3, 4))

@@ -188,6 +188,8 @@ void Recorder::abort() {
   dynamic_.clear();
   roots_.clear();
   frames_.clear();
+  internal_.clear();
+  internal_refs_.clear();
   state_writes_.clear();
   pending_write_ = nullptr;
 }
@@ -367,6 +369,13 @@ Value* Recorder::value_of(const Tensor& t, bool check_stale) {
                "): the graph holds a copy of its values at trace time"));
   }
   bool outside = born_.count(t.storage().get()) == 0;
+  auto made_inside = internal_.find(t.storage().get());
+  KILN_CHECK(made_inside == internal_.end() || made_inside->second <= frames_.size() ||
+                 known_outside_block(t),
+             "a value computed inside kiln.cond, while_loop or scan (shape ", t.shape(),
+             ") is read outside it. Most often: backward() recorded in the same compiled "
+             "function as the control flow it differentiates, which is not supported yet; "
+             "compile the forward (hybridize the model) and call backward outside it");
   // Inside a block: what an enclosing graph holds (or would bind as state)
   // enters through a block input.
   if (!frames_.empty() && (known_outside_block(t) ||
@@ -571,6 +580,7 @@ void Recorder::on_size_specialized(const Dim& size, int64_t value, const char* w
 void Recorder::on_tensor_created(const Tensor& t) {
   if (!recording()) return;
   if (born_.insert(t.storage().get()).second) born_refs_.push_back(t.storage());
+  if (!frames_.empty()) note_internal({t.storage()}, frames_.size());
 }
 
 }  // namespace kiln::jit

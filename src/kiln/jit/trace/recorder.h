@@ -182,6 +182,10 @@ class Recorder final : private DispatchObserver, private TraceHook, private Cont
   };
   Block record_block(const Tensors& inputs, const std::vector<TensorMeta>& types,
                      const TensorsFn& fn, const std::string& what);
+  // Storage made inside control flow (a block's values, a loop's eager
+  // run): read from outside, it is an error (internal_, below).
+  // `depth`: the number of enclosing frames inside which they were made.
+  void note_internal(const std::vector<Storage>& made, size_t depth);
   // Whether an enclosing graph's recording knows `t` (a block then captures it).
   bool known_outside_block(const Tensor& t) const;
   Value* capture(const Tensor& t);
@@ -250,6 +254,12 @@ class Recorder final : private DispatchObserver, private TraceHook, private Cont
   std::vector<Root> roots_;
   // Enclosing graphs while a block records (innermost last); empty at the top.
   std::vector<Frame> frames_;
+  // Storage of the values control flow computed inside its blocks and loop
+  // runs (held, so an address is never reused while recording): reading
+  // one outside would freeze a value of one path (a backward recorded in
+  // the same function reads them), so it is refused.
+  std::unordered_map<const StorageImpl*, size_t> internal_;  // -> depth made at
+  std::vector<Storage> internal_refs_;
   const TensorImpl* pending_write_ = nullptr;
   std::vector<Tensor> state_writes_;  // inputs the last op updated in place
 };

@@ -79,11 +79,32 @@ void check_carried_types(const std::vector<TensorMeta>& carried, const Graph& bl
   }
 }
 
+// With recording paused, collects the storage of every tensor made (a
+// loop's intermediates, which its eager run's autograd history holds).
+class CollectCreated final : public TraceHook {
+ public:
+  explicit CollectCreated(std::vector<Storage>& made) : made_(made), previous_(trace_hook()) {
+    set_trace_hook(this);
+  }
+  ~CollectCreated() override { set_trace_hook(previous_); }
+  void on_host_read(const Tensor&, const char*, const std::source_location&) override {}
+  void on_random_draw(const char*, const std::source_location&) override {}
+  void on_tensor_created(const Tensor& t) override { made_.push_back(t.storage()); }
+  std::optional<DimList> symbolic_shape(const Tensor&) override { return std::nullopt; }
+  void on_size_specialized(const Dim&, int64_t, const char*, const std::source_location&) override {
+  }
+
+ private:
+  std::vector<Storage>& made_;
+  TraceHook* previous_;
+};
+
 // Fresh copies of `tensors`, one per slot even where a tensor repeats (two
 // carried values that start as one tensor evolve apart), made with
 // recording paused.
-Tensors copies(const Tensors& tensors) {
+Tensors copies(const Tensors& tensors, std::vector<Storage>& made) {
   PausedRecording paused;
+  CollectCreated collect(made);
   Tensors out;
   for (const Tensor& t : tensors)
     out.push_back(clone(t));
@@ -99,6 +120,12 @@ std::vector<TensorMeta> Recorder::types_of(const Tensors& tensors) {
     types.push_back(value_of(t, /*check_stale=*/true)->type());
   }
   return types;
+}
+
+void Recorder::note_internal(const std::vector<Storage>& made, size_t depth) {
+  for (const Storage& storage : made) {
+    if (internal_.emplace(storage.get(), depth).second) internal_refs_.push_back(storage);
+  }
 }
 
 bool Recorder::known_outside_block(const Tensor& t) const {
@@ -146,7 +173,9 @@ Recorder::Block Recorder::record_block(const Tensors& inputs, const std::vector<
   try {
     // The function gets copies: an in-place write to a carried value or an
     // operand is then a write inside the block, never into the caller's tensor.
-    Tensors working = copies(inputs);
+    std::vector<Storage> made;
+    Tensors working = copies(inputs, made);
+    note_internal(made, frames_.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
       Value* v = graph_->add_input(types[i]);
       dynamic_.insert(v);
@@ -273,7 +302,10 @@ Tensors Recorder::while_loop(const PredicateFn& cond_fn, const TensorsFn& body_f
   Tensors results;
   {
     PausedRecording paused;  // the eager values: the whole loop, as plain code runs it
-    results = kiln::while_loop(cond_fn, body_fn, copies(carried), max_iterations, where);
+    std::vector<Storage> made;
+    CollectCreated collect(made);
+    results = kiln::while_loop(cond_fn, body_fn, copies(carried, made), max_iterations, where);
+    note_internal(made, frames_.size() + 1);
   }
   const Tensors captured = unify_captures({&cond_block, &body_block}, carried.size());
   std::vector<Value*> inputs;
@@ -328,7 +360,10 @@ ScanResult Recorder::scan(const ScanStepFn& fn, const Tensors& init, const Tenso
   ScanResult result;
   {
     PausedRecording paused;
-    result = kiln::scan(fn, copies(init), xs, reverse, length, where);
+    std::vector<Storage> made;
+    CollectCreated collect(made);
+    result = kiln::scan(fn, copies(init, made), xs, reverse, length, where);
+    note_internal(made, frames_.size() + 1);
   }
   const Tensors captured = unify_captures({&step}, step_inputs.size());
   std::vector<Value*> inputs;
