@@ -223,6 +223,44 @@ TEST(JitControlFlow, CarriedValuesThatStartAsOneTensorStayApart) {
   EXPECT_EQ(fn({xs})[1].to_vector<float>(), (std::vector<float>{3, 3}));
 }
 
+// A block capturing an activation of a symbolic batch takes it as such (not
+// at the traced size), and reads the enclosing graph's names.
+TEST(JitControlFlow, CapturesKeepSymbolicSizesAndNames) {
+  auto fn = [](const Tensors& in) {
+    Tensor y = relu(in[0]);
+    return cond(
+        gt(sum(in[0]), 0.0), [&](const Tensors& v) { return Tensors{add(v[0], y)}; },
+        [&](const Tensors& v) { return Tensors{sub(v[0], y)}; }, {in[0]});
+  };
+  RecordOptions record{.input_names = {"x"}, .dynamic_dims = {{0, 0, "batch"}}};
+  CompiledFunction compiled = trace(fn, {randn({3, 2})}, record);
+  const std::string text = to_text(compiled.graph());
+  EXPECT_NE(text.find("then graph(%x : f32[batch, 2], %in1 : f32[batch, 2])"), std::string::npos)
+      << text;
+  for (int64_t batch : {1, 5}) {
+    Tensor x = randn({batch, 2});
+    EXPECT_EQ(compiled({x})[0].to_vector<float>(), fn({x})[0].to_vector<float>());
+  }
+}
+
+// Regression: a loop's scratch buffers were all keyed to its first output in
+// a symbolic memory plan, so carried values of other types broke it.
+TEST(JitControlFlow, SymbolicLoopsCarryValuesOfEveryType) {
+  auto fn = [](const Tensors& in) {
+    return while_loop([](const Tensors& v) { return lt(v[1], 3.0); },
+                      [](const Tensors& v) {
+                        return Tensors{mul(v[0], 2.0), add(v[1], int64_t(1))};
+                      },
+                      {in[0], zeros({}, DType::Int64)});
+  };
+  RecordOptions record{.dynamic_dims = {{0, 0, "n"}}};
+  CompiledFunction compiled = trace(fn, {randn({3})}, record);
+  for (int64_t n : {5, 1}) {
+    Tensor x = randn({n});
+    EXPECT_EQ(compiled({x})[0].to_vector<float>(), fn({x})[0].to_vector<float>());
+  }
+}
+
 TEST(JitControlFlow, BadInputIsAnErrorNamingIt) {
   Tensor x = tensor<float>({1, 2});
   auto same = [](const Tensors& v) { return v; };

@@ -58,15 +58,27 @@ class WhileKernel final : public PreparedKernel {
       : cond_(executable_of(node.block(0))),
         body_(executable_of(node.block(1))),
         num_carried_(size_t(node.attrs().get_int("num_carried"))),
-        max_iterations_(node.attrs().get_int("max_iterations")) {}
+        max_iterations_(node.attrs().get_int("max_iterations")) {
+    // The predicate lives on the call's stack: one bool, viewed with the
+    // cond block's one-element output shape.
+    const IntList shape = to_static(node.block(0).outputs()[0]->shape(), "while_loop");
+    pred_.dtype = DType::Bool;
+    pred_.ndim = int(shape.size());
+    for (int d = 0; d < pred_.ndim; ++d) {
+      pred_.shape[d] = shape[size_t(d)];
+      pred_.strides[d] = 1;
+    }
+  }
 
-  // outputs: the carried results, a second set of them, the predicate.
+  // outputs: the carried results, then a second set of them.
   void run(const KernelArgs& args) const override {
     const size_t n = num_carried_;
     std::span<const cpu::StridedView> results = args.outputs.first(n);
     Views a(results.begin(), results.end()),
         b(args.outputs.begin() + std::ptrdiff_t(n), args.outputs.begin() + std::ptrdiff_t(2 * n));
-    const cpu::StridedView& pred = args.outputs[2 * n];
+    bool flag = false;
+    cpu::StridedView pred = pred_;
+    pred.data = &flag;
     for (size_t i = 0; i < n; ++i)
       cpu::copy_convert(a[i], args.inputs[i]);
     for (Views* state : {&a, &b})
@@ -89,6 +101,7 @@ class WhileKernel final : public PreparedKernel {
   std::unique_ptr<Executable> cond_, body_;
   size_t num_carried_;
   int64_t max_iterations_;
+  cpu::StridedView pred_;
 };
 
 class ScanKernel final : public PreparedKernel {
@@ -181,17 +194,14 @@ std::vector<Tensor> run_control_flow(const Node& node, std::span<const Tensor> i
   return concat(std::move(result.carry), result.ys);
 }
 
-std::vector<TensorMeta> control_flow_scratch(const Node& node) {
+std::vector<const Value*> control_flow_scratch(const Node& node) {
   const std::string& name = node.op().name;
-  std::vector<TensorMeta> scratch;
-  if (name == "while_loop") {
-    for (size_t i = 0; i < size_t(node.attrs().get_int("num_carried")); ++i)
-      scratch.push_back(node.output(i)->type());
-    scratch.push_back(TensorMeta{DType::Bool, {}});
-  } else if (name == "scan") {
-    for (size_t i = 0; i < scan_layout(node).num_carry; ++i)
-      scratch.push_back(node.output(i)->type());
-  }
+  size_t carried = 0;
+  if (name == "while_loop") carried = size_t(node.attrs().get_int("num_carried"));
+  if (name == "scan") carried = scan_layout(node).num_carry;
+  std::vector<const Value*> scratch;
+  for (size_t i = 0; i < carried; ++i)
+    scratch.push_back(node.output(i));
   return scratch;
 }
 

@@ -30,9 +30,10 @@ using BlockRunner = std::function<std::vector<Tensor>(size_t, const std::vector<
 std::vector<Tensor> run_control_flow(const Node& node, std::span<const Tensor> inputs,
                                      const BlockRunner& run_block);
 
-// How many arena buffers the plan step of `node` needs besides its outputs
-// (a loop's second set of carried values, its predicate), and their types.
-std::vector<TensorMeta> control_flow_scratch(const Node& node);
+// The arena buffers the plan step of `node` needs besides its outputs: a
+// loop's second set of carried values, each of its output's type (the
+// value given keys its size in a symbolic memory plan).
+std::vector<const Value*> control_flow_scratch(const Node& node);
 
 // The prepared kernel of a plan step for `node`: its arguments are the
 // node's inputs, then its outputs, then the scratch buffers above. The

@@ -30,12 +30,12 @@ IntList static_shape(const Value* v) {
   return to_static(v->shape(), str("lower: ", label(v)));
 }
 
-cpu::StridedView contiguous_view(const Value* v, const TensorMeta* type = nullptr) {
-  const IntList shape = type ? to_static(type->shape, "lower") : static_shape(v);
+cpu::StridedView contiguous_view(const Value* v) {
+  const IntList shape = static_shape(v);
   KILN_CHECK(shape.size() <= size_t(cpu::kMaxDims), label(v), ": values of more than ",
              cpu::kMaxDims, " dims are not supported (shape ", shape, ")");
   cpu::StridedView view;
-  view.dtype = type ? type->dtype : v->dtype();
+  view.dtype = v->dtype();
   view.ndim = int(shape.size());
   IntList strides = contiguous_strides(shape);
   std::copy(shape.begin(), shape.end(), view.shape);
@@ -299,10 +299,9 @@ class Lowering {
     }
     for (const Value* v : node.outputs())
       outs.push_back(output_slot(node, v));
-    for (const TensorMeta& type : control_flow_scratch(node)) {
-      const Value* named = node.output(0);  // for printing the plan
+    for (const Value* like : control_flow_scratch(node)) {
       outs.push_back(new_slot(
-          named, Slot{.root_index = new_buffer(type), .view = contiguous_view(named, &type)}));
+          like, Slot{.root_index = new_buffer(like->type()), .view = contiguous_view(like)}));
     }
     add_step(node.op(), &plan_.attrs.emplace_back(node.attrs()), ins, outs, /*prepare=*/false);
     plan_.prepared.push_back(prepare_control_flow(node));

@@ -188,6 +188,10 @@ class Recorder final : private DispatchObserver, private TraceHook, private Cont
   void note_internal(const std::vector<Storage>& made, size_t depth);
   // Whether an enclosing graph's recording knows `t` (a block then captures it).
   bool known_outside_block(const Tensor& t) const;
+  // The value an enclosing graph's recording holds for `t`, innermost first.
+  const Value* outside_value(const Tensor& t) const;
+  // An input of the block recording now, named after `outer` where it can be.
+  Value* add_block_input(TensorMeta type, const Value* outer);
   Value* capture(const Tensor& t);
   // The graph types of `tensors` in the current graph (symbolic dims kept).
   std::vector<TensorMeta> types_of(const Tensors& tensors);

@@ -128,26 +128,47 @@ void Recorder::note_internal(const std::vector<Storage>& made, size_t depth) {
   }
 }
 
-bool Recorder::known_outside_block(const Tensor& t) const {
-  for (const Frame& frame : frames_) {
-    if (frame.entries.count(t.impl())) return true;
-    auto [first, last] = frame.by_storage.equal_range(t.storage().get());
+const Value* Recorder::outside_value(const Tensor& t) const {
+  for (auto frame = frames_.rbegin(); frame != frames_.rend(); ++frame) {
+    auto found = frame->entries.find(t.impl());
+    if (found != frame->entries.end()) return found->second.value;
+    auto [first, last] = frame->by_storage.equal_range(t.storage().get());
     for (auto it = first; it != last; ++it) {
       const TensorImpl& other = *it->second;
       if (other.dtype() == t.dtype() && other.offset() == t.offset() &&
           other.shape() == t.shape() && other.strides() == t.strides())
-        return true;
+        return frame->entries.at(it->second).value;
     }
   }
-  return false;
+  return nullptr;
+}
+
+bool Recorder::known_outside_block(const Tensor& t) const {
+  return outside_value(t) != nullptr;
+}
+
+Value* Recorder::add_block_input(TensorMeta type, const Value* outer) {
+  // The enclosing graph's name for it, where it has one and the block has
+  // not used it yet: %fc.weight reads better than %in3.
+  std::string name;
+  if (outer && (outer->kind() == ValueKind::Input || outer->kind() == ValueKind::Param)) {
+    name = outer->name();
+    for (const Value* input : graph_->inputs()) {
+      if (input->name() == name) name.clear();
+    }
+  }
+  Value* v = graph_->add_input(std::move(type), std::move(name));
+  dynamic_.insert(v);
+  return v;
 }
 
 // The block reads `t` from an enclosing graph: an input of its own, which
 // the node feeds with the enclosing graph's value once the block ends.
 Value* Recorder::capture(const Tensor& t) {
-  Value* v = graph_->add_input(TensorMeta{t.dtype(), to_dims(t.shape())});
+  const Value* outer = outside_value(t);  // null: state to bind at the top
+  Value* v =
+      add_block_input(outer ? outer->type() : TensorMeta{t.dtype(), to_dims(t.shape())}, outer);
   frames_.back().captured.push_back(t);
-  dynamic_.insert(v);
   bind(t, v);
   return v;
 }
@@ -155,6 +176,11 @@ Value* Recorder::capture(const Tensor& t) {
 Recorder::Block Recorder::record_block(const Tensors& inputs, const std::vector<TensorMeta>& types,
                                        const TensorsFn& fn, const std::string& what) {
   accept_state_writes();
+  std::vector<const Value*> outer;
+  for (const Tensor& t : inputs) {
+    Entry* entry = find(t);
+    outer.push_back(entry ? entry->value : nullptr);
+  }
   auto block = std::make_unique<Graph>();
   frames_.push_back(Frame{
       std::move(graph_), std::move(entries_), std::move(by_storage_), std::move(dynamic_), {}});
@@ -176,11 +202,8 @@ Recorder::Block Recorder::record_block(const Tensors& inputs, const std::vector<
     std::vector<Storage> made;
     Tensors working = copies(inputs, made);
     note_internal(made, frames_.size());
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      Value* v = graph_->add_input(types[i]);
-      dynamic_.insert(v);
-      bind(working[i], v);
-    }
+    for (size_t i = 0; i < inputs.size(); ++i)
+      bind(working[i], add_block_input(types[i], outer[i]));
     results = fn(working);
     std::vector<Value*> outputs;
     for (size_t i = 0; i < results.size(); ++i) {
