@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <unordered_set>
 
 #include "kiln/jit/ir/rebatch.h"
 #include "kiln/onnx/export_context.h"
@@ -119,6 +120,48 @@ void add_symbol_sources(const Value* input, const std::string& name, ExportConte
   }
 }
 
+// Every name the sub-graphs of `node` read (their own and outer ones).
+void add_subgraph_reads(const pb::NodeProto& node, std::unordered_set<std::string>& read) {
+  for (const pb::AttributeProto& attr : node.attribute()) {
+    std::vector<const pb::GraphProto*> graphs;
+    if (attr.has_g()) graphs.push_back(&attr.g());
+    for (const pb::GraphProto& graph : attr.graphs())
+      graphs.push_back(&graph);
+    for (const pb::GraphProto* graph : graphs) {
+      for (const pb::NodeProto& inner : graph->node()) {
+        read.insert(inner.input().begin(), inner.input().end());
+        add_subgraph_reads(inner, read);
+      }
+      for (const pb::ValueInfoProto& output : graph->output())
+        read.insert(output.name());
+    }
+  }
+}
+
+// Drops the model graph's nodes nothing reads: what a translation made
+// redundant (the input projection an LSTM op computes itself,
+// export_rnn.cpp). Initializers stay (a model's weights keep their names).
+void remove_dead_nodes(pb::GraphProto& graph) {
+  std::unordered_set<std::string> read;
+  for (const pb::ValueInfoProto& output : graph.output())
+    read.insert(output.name());
+  std::vector<bool> live(size_t(graph.node_size()), false);
+  for (int k = graph.node_size() - 1; k >= 0; --k) {
+    const pb::NodeProto& node = graph.node(k);
+    bool needed = false;
+    for (const std::string& output : node.output())
+      needed = needed || read.count(output) > 0;
+    if (!needed) continue;
+    live[size_t(k)] = true;
+    read.insert(node.input().begin(), node.input().end());
+    add_subgraph_reads(node, read);
+  }
+  pb::GraphProto kept_nodes;
+  for (int k = 0; k < graph.node_size(); ++k)
+    if (live[size_t(k)]) kept_nodes.add_node()->Swap(graph.mutable_node(k));
+  graph.mutable_node()->Swap(kept_nodes.mutable_node());
+}
+
 std::string output_name(const ExportOptions& options, size_t i) {
   if (i < options.output_names.size()) return options.output_names[i];
   return i == 0 ? "output" : "output_" + std::to_string(i);
@@ -143,8 +186,8 @@ std::string export_model_bytes(const Graph& source, size_t num_outputs,
   // Unfusing infers the new nodes' types: over symbolic sizes it decides
   // as the trace did, from the graph's guards.
   jit::GraphShapeScope shape_scope(*graph);
-  check_symbolic_attrs(*graph);
-  unfuse(*graph);
+  jit::for_each_graph(static_cast<const Graph&>(*graph), check_symbolic_attrs);
+  jit::for_each_graph(*graph, unfuse);
   bool dynamic_batch = use_dynamic_batch(*graph, options);
   // Sizes a guard fixes (`features == 512`) are written as that value, so a
   // runtime refuses other sizes at the input instead of deep in the graph.
@@ -177,12 +220,7 @@ std::string export_model_bytes(const Graph& source, size_t num_outputs,
                      "' has no weights");
     context.bind(param, context.initializer(param->data(), context.fresh(param->name())));
   }
-  for (const Node* node : graph->nodes()) {
-    ExportFn exporter = find_exporter(node->op().name);
-    KILN_CHECK(exporter, "onnx export: op '", node->op().name, "' has no ONNX translation (node %",
-               node->output()->id(), ")");
-    exporter(*node, context);
-  }
+  export_nodes(*graph, context);
   for (size_t i = 0; i < num_outputs; ++i) {
     const Value* value = graph->outputs()[i];
     std::string name = context.fresh(output_name(options, i));
@@ -191,6 +229,7 @@ std::string export_model_bytes(const Graph& source, size_t num_outputs,
     info->set_name(name);
     set_type(*info, value, dynamic_batch && !value->shape().empty(), pinned);
   }
+  remove_dead_nodes(onnx_graph);
   std::string bytes;
   KILN_CHECK(model.SerializeToString(&bytes),
              "onnx export: the model does not serialize "

@@ -34,16 +34,27 @@ IntList static_shape(const jit::Node& node, const jit::Value* value) {
   return to_static(dims);
 }
 
+ExportContext::ExportContext(pb::GraphProto& graph, const ExportContext& outer)
+    : graph_(graph),
+      root_(outer.root_),
+      opset_(outer.opset_),
+      dynamic_batch_(outer.dynamic_batch_),
+      batch_(outer.batch_),
+      names_in_use_(outer.names_in_use_),
+      symbol_sources_(outer.symbol_sources_),
+      size_names_(outer.size_names_),
+      input_shapes_(outer.input_shapes_) {}
+
 std::string ExportContext::fresh(const std::string& base) {
   for (;;) {
-    int count = counters_[base]++;
+    int count = names_in_use_->counters[base]++;
     std::string name = count == 0 ? base : base + "_" + std::to_string(count);
-    if (taken_.insert(name).second) return name;
+    if (names_in_use_->taken.insert(name).second) return name;
   }
 }
 
 void ExportContext::bind(const jit::Value* value, std::string name) {
-  taken_.insert(name);
+  names_in_use_->taken.insert(name);
   names_[value] = std::move(name);
 }
 
@@ -61,7 +72,7 @@ std::string ExportContext::name(const jit::Value* value) {
 
 std::string ExportContext::initializer(const Tensor& data, const std::string& name) {
   Tensor dense = contiguous(data);
-  pb::TensorProto* tensor = graph_.add_initializer();
+  pb::TensorProto* tensor = root_.add_initializer();
   std::string chosen = name.empty() ? fresh("const") : name;
   tensor->set_name(chosen);
   tensor->set_data_type(onnx_dtype(dense.dtype()));
@@ -102,8 +113,10 @@ pb::NodeProto& ExportContext::node(const std::string& op_type,
   made->set_name(fresh(op_type));
   for (const std::string& input : inputs)
     made->add_input(input);
-  for (const std::string& output : outputs)
+  for (const std::string& output : outputs) {
     made->add_output(output);
+    produced_.insert(output);
+  }
   return *made;
 }
 
@@ -165,10 +178,35 @@ ExportFn find_exporter(const std::string& op_name) {
     add_elementwise_exporters(all);
     add_tensor_exporters(all);
     add_nn_exporters(all);
+    add_control_flow_exporters(all);
     return all;
   }();
   auto found = table.find(op_name);
   return found == table.end() ? nullptr : found->second;
+}
+
+void export_nodes(const jit::Graph& graph, ExportContext& context) {
+  for (const jit::Node* node : graph.nodes()) {
+    ExportFn exporter = find_exporter(node->op().name);
+    KILN_CHECK(exporter, "onnx export: op '", node->op().name, "' has no ONNX translation (node %",
+               node->output()->id(), ")");
+    exporter(*node, context);
+  }
+}
+
+void set_value_type(pb::ValueInfoProto& info, const jit::Value* value, bool with_dims) {
+  pb::TypeProto_Tensor* tensor = info.mutable_type()->mutable_tensor_type();
+  tensor->set_elem_type(onnx_dtype(value->dtype()));
+  pb::TensorShapeProto* shape = tensor->mutable_shape();
+  for (const Dim& dim : value->shape()) {
+    pb::TensorShapeProto_Dimension* made = shape->add_dim();
+    if (!with_dims) continue;
+    if (dim.is_static()) {
+      made->set_dim_value(dim.static_value());
+    } else {
+      made->set_dim_param(dim.to_string());
+    }
+  }
 }
 
 }  // namespace kiln::onnx

@@ -5,6 +5,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -25,7 +26,18 @@ IntList static_shape(const jit::Node& node, const jit::Value* value);
 class ExportContext {
  public:
   ExportContext(pb::GraphProto& graph, int64_t opset, bool dynamic_batch, int64_t batch)
-      : graph_(graph), opset_(opset), dynamic_batch_(dynamic_batch), batch_(batch) {}
+      : graph_(graph),
+        root_(graph),
+        opset_(opset),
+        dynamic_batch_(dynamic_batch),
+        batch_(batch),
+        names_in_use_(std::make_shared<NamesInUse>()) {}
+  // The context of a sub-graph (an If branch, a Loop or Scan body) written
+  // into `graph`: ONNX names are unique across a model and its sub-graphs,
+  // so it draws fresh names from `outer`'s pool; initializers go to the
+  // model's graph (sub-graphs read them by name); the sizes `outer` has
+  // computed so far are visible to it, as any outer-scope value is.
+  ExportContext(pb::GraphProto& graph, const ExportContext& outer);
 
   int64_t opset() const { return opset_; }
   bool dynamic_batch() const { return dynamic_batch_; }
@@ -36,6 +48,10 @@ class ExportContext {
   void bind(const jit::Value* value, std::string name);
   // A name never used before, made from `base`.
   std::string fresh(const std::string& base);
+
+  // The names of the nodes this context has written (a sub-graph's outputs
+  // must be computed in it, export_control_flow.cpp).
+  bool produced_here(const std::string& name) const { return produced_.count(name) > 0; }
 
   // The value as `dtype`: itself, a converted initializer for a constant,
   // or a Cast node.
@@ -82,13 +98,19 @@ class ExportContext {
     int64_t dim;
   };
 
+  struct NamesInUse {
+    std::unordered_map<std::string, int> counters;  // lookups only
+    std::unordered_set<std::string> taken;          // lookups only
+  };
+
   pb::GraphProto& graph_;
+  pb::GraphProto& root_;  // the model's graph, which holds the initializers
   int64_t opset_;
   bool dynamic_batch_;
   int64_t batch_;
+  std::shared_ptr<NamesInUse> names_in_use_;  // shared with the sub-graphs' contexts
   std::unordered_map<const jit::Value*, std::string> names_;  // lookups only
-  std::unordered_map<std::string, int> counters_;             // lookups only
-  std::unordered_set<std::string> taken_;                     // lookups only
+  std::unordered_set<std::string> produced_;                  // lookups only
   std::map<std::string, SymbolSource> symbol_sources_;
   std::unordered_map<std::string, std::string> size_names_;    // size text -> name; lookups only
   std::unordered_map<std::string, std::string> input_shapes_;  // input -> its Shape; lookups only
@@ -102,6 +124,13 @@ void set_attr(pb::NodeProto& node, const std::string& name, const std::string& v
 using ExportFn = void (*)(const jit::Node& node, ExportContext& context);
 // The exporter of an op by name, or null.
 ExportFn find_exporter(const std::string& op_name);
+// Translates the nodes of `graph` in order (an error names an op without
+// a translation).
+void export_nodes(const jit::Graph& graph, ExportContext& context);
+// The ONNX type of a kiln value: its dtype, and its dims (static ones as
+// dim_value, symbolic ones as dim_param named by their text) unless
+// `with_dims` is false, when only the rank is said.
+void set_value_type(pb::ValueInfoProto& info, const jit::Value* value, bool with_dims);
 // Whether the op's exporter writes symbolic attributes (a reshape target
 // `[batch, -1]`, a slice end `seq // 2`) as sizes computed in the graph.
 // Export refuses a symbolic attribute of any other op by name.
@@ -111,5 +140,10 @@ bool exports_symbolic_attrs(const std::string& op_name);
 void add_elementwise_exporters(std::unordered_map<std::string, ExportFn>& table);
 void add_tensor_exporters(std::unordered_map<std::string, ExportFn>& table);
 void add_nn_exporters(std::unordered_map<std::string, ExportFn>& table);
+void add_control_flow_exporters(std::unordered_map<std::string, ExportFn>& table);
+// Writes a scan that is one direction of an nn.LSTM or nn.GRU layer as
+// ONNX's LSTM or GRU op (export_rnn.cpp); false, writing nothing, for any
+// other scan.
+bool export_rnn_layer(const jit::Node& scan, ExportContext& context);
 
 }  // namespace kiln::onnx

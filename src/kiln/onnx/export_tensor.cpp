@@ -268,8 +268,8 @@ void addmm(const Node& node, ExportContext& c) {
 }  // namespace
 
 bool exports_symbolic_attrs(const std::string& op_name) {
-  static const char* const kOps[] = {"view",   "reshape", "expand", "narrow",  "slice",
-                                     "select", "split",   "chunk",  "uniform", "normal"};
+  static const char* const kOps[] = {"view",  "reshape", "expand",  "narrow", "slice", "select",
+                                     "split", "chunk",   "uniform", "normal", "scan"};
   return std::find(std::begin(kOps), std::end(kOps), op_name) != std::end(kOps);
 }
 

@@ -105,6 +105,17 @@ void import_node(const pb::NodeProto& node, ImportContext& context) {
 
 }  // namespace
 
+std::vector<jit::Value*> import_subgraph(const pb::GraphProto& graph, ImportContext& context) {
+  for (const pb::TensorProto& proto : graph.initializer())
+    context.define(proto.name(), context.constant(tensor_from_proto(proto, context.folder())));
+  for (const pb::NodeProto& node : graph.node())
+    import_node(node, context);
+  std::vector<jit::Value*> outputs;
+  for (const pb::ValueInfoProto& output : graph.output())
+    outputs.push_back(context.value(output.name()));
+  return outputs;
+}
+
 Imported import_model_bytes(const std::string& bytes, const std::string& folder,
                             const ImportOptions& options) {
   pb::ModelProto model;
@@ -201,14 +212,18 @@ std::vector<std::string> importable_ops() {
                            "GlobalMaxPool",
                            "Greater",
                            "GreaterOrEqual",
+                           "GRU",
                            "HardSigmoid",
                            "Identity",
+                           "If",
                            "LayerNormalization",
                            "LeakyRelu",
                            "Less",
                            "LessOrEqual",
                            "Log",
                            "LogSoftmax",
+                           "Loop",
+                           "LSTM",
                            "MatMul",
                            "Max",
                            "MaxPool",
@@ -228,6 +243,8 @@ std::vector<std::string> importable_ops() {
                            "ReduceSum",
                            "Relu",
                            "Reshape",
+                           "RNN",
+                           "Scan",
                            "Selu",
                            "Shape",
                            "Sigmoid",

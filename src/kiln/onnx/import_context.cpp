@@ -131,14 +131,28 @@ void ImportContext::define(const std::string& name, jit::Value* value) {
   if (found != placeholder_sizes_.end() && found->second.name.empty()) found->second.name = name;
 }
 
-jit::Value* ImportContext::value(const std::string& name) const {
+jit::Value* ImportContext::value(const std::string& name) {
   if (name.empty()) return nullptr;
   auto found = values_.find(name);
-  KILN_CHECK(found != values_.end(), "onnx import: '", name, "' is used before it is defined");
-  return found->second;
+  if (found != values_.end()) return found->second;
+  KILN_CHECK(outer_, "onnx import: '", name, "' is used before it is defined");
+  jit::Value* local = capture(outer_->value(name));
+  define(name, local);
+  return local;
 }
 
-jit::Value* ImportContext::input(const pb::NodeProto& node, int i) const {
+jit::Value* ImportContext::capture(jit::Value* outer_value) {
+  if (const Placeholder* held = outer_->placeholder(outer_value))
+    return sizes_value(held->sizes, outer_value->dtype(), outer_value->shape().empty());
+  if (outer_->is_constant(outer_value))
+    return graph_.add_constant(outer_value->data(), outer_value->type().wrapped_number);
+  captures_.push_back(outer_value);
+  jit::Value* input = graph_.add_input(outer_value->type());
+  if (outer_->marked_nonnegative(outer_value)) mark_nonnegative(input);
+  return input;
+}
+
+jit::Value* ImportContext::input(const pb::NodeProto& node, int i) {
   return i < node.input_size() ? value(node.input(i)) : nullptr;
 }
 
@@ -196,7 +210,7 @@ jit::Value* ImportContext::emit(const std::string& name, const std::vector<jit::
 jit::Value* ImportContext::emit_under_guards(const std::string& name,
                                              const std::vector<jit::Value*>& inputs,
                                              const Attrs& attrs) {
-  jit::GraphShapeScope facts(graph_);
+  jit::GraphShapeScope facts(root_graph());
   return emit(name, inputs, attrs);
 }
 
@@ -210,6 +224,10 @@ const ImportContext::Placeholder* ImportContext::placeholder(const jit::Value* v
 
 bool ImportContext::holds_symbols(const jit::Value* value) const {
   return placeholder(value) != nullptr;
+}
+
+void ImportContext::require_tensor(const jit::Value* value, const std::string& why) const {
+  if (placeholder(value)) refuse(value, why);
 }
 
 void ImportContext::refuse(const jit::Value* value, const std::string& why) const {
@@ -262,6 +280,7 @@ DimList ImportContext::constant_sizes(const jit::Value* value, const std::string
 
 void ImportContext::assume(const Dim& lhs, ShapeGuard::Relation relation, const Dim& rhs,
                            const std::string& reason) {
+  if (outer_) return outer_->assume(lhs, relation, rhs, reason);
   // What holds for every value of the symbols (`seq - 2 <= seq`) needs no check.
   SizeExpr gap = rhs.expr() - lhs.expr();
   if (relation == ShapeGuard::Relation::Eq && gap == SizeExpr(0)) return;
@@ -270,7 +289,11 @@ void ImportContext::assume(const Dim& lhs, ShapeGuard::Relation relation, const 
 }
 
 void ImportContext::finish() {
-  for (const jit::Value* output : graph_.outputs())
+  finish(graph_.outputs());
+}
+
+void ImportContext::finish(const std::vector<jit::Value*>& outputs) {
+  for (const jit::Value* output : outputs)
     if (placeholder(output)) refuse(output, "a model output must be a tensor at run time");
   for (jit::Value* value : placeholders_)
     if (value->uses().empty()) graph_.remove_unused(value);
@@ -295,7 +318,7 @@ const pb::AttributeProto* find_attr(const pb::NodeProto& node, const std::string
   return nullptr;
 }
 
-IntList axes_of(const pb::NodeProto& node, const ImportContext& context, int input,
+IntList axes_of(const pb::NodeProto& node, ImportContext& context, int input,
                 const IntList& fallback) {
   if (const jit::Value* value = context.input(node, input))
     return context.constant_ints(value, node.op_type() + "'s axes");
@@ -333,6 +356,8 @@ ImportFn find_importer(const std::string& op_type) {
     add_basic_importers(all);
     add_nn_importers(all);
     add_shape_importers(all);
+    add_control_flow_importers(all);
+    add_rnn_importers(all);
     return all;
   }();
   auto found = table.find(op_type);

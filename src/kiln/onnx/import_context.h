@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "kiln/jit/ir/graph.h"
@@ -28,15 +29,27 @@ class ImportContext {
  public:
   ImportContext(jit::Graph& graph, int64_t opset, std::string folder)
       : graph_(graph), opset_(opset), folder_(std::move(folder)) {}
+  // The context of a sub-graph (an If branch, a Loop or Scan body) built
+  // into `block`. ONNX sub-graphs read the enclosing graphs' values by
+  // name: a name `block` does not define is looked up in `outer`. A value
+  // known at import (a constant, sizes) is copied in; any other becomes a
+  // capture: an input of `block`, after those its translation added first,
+  // which the control-flow node feeds with the outer value.
+  ImportContext(jit::Graph& block, ImportContext& outer)
+      : graph_(block), opset_(outer.opset_), folder_(outer.folder_), outer_(&outer) {}
 
   jit::Graph& graph() { return graph_; }
+  // The model's graph, which holds the guards (graph() for the top context).
+  jit::Graph& root_graph() { return outer_ ? outer_->root_graph() : graph_; }
+  // The outer values a sub-graph reads, one per capture input, in order.
+  const std::vector<jit::Value*>& captures() const { return captures_; }
   int64_t opset() const { return opset_; }
   const std::string& folder() const { return folder_; }
 
   void define(const std::string& name, jit::Value* value);
   // The value of an ONNX name; null for "" (an absent optional input).
-  jit::Value* value(const std::string& name) const;
-  jit::Value* input(const pb::NodeProto& node, int i) const;  // null when absent
+  jit::Value* value(const std::string& name);
+  jit::Value* input(const pb::NodeProto& node, int i);  // null when absent
   // The data of a value known at import time (a constant), or throws
   // naming `what` ("Reshape's shape") as needing to be constant.
   const Tensor& constant_data(const jit::Value* value, const std::string& what) const;
@@ -44,6 +57,10 @@ class ImportContext {
   jit::Value* constant(const Tensor& data);
   // A constant with data (not a placeholder for symbolic sizes).
   bool is_constant(const jit::Value* value) const;
+  // Values a translation knows hold no negative number (a Loop's iteration
+  // number), so that indexing by them needs no wrap from the end.
+  void mark_nonnegative(const jit::Value* value) { nonnegative_.insert(value); }
+  bool marked_nonnegative(const jit::Value* value) const { return nonnegative_.count(value) > 0; }
 
   // A kiln op over values: a node, or its result at once when all inputs
   // are constants. An input holding symbolic sizes is an error naming it.
@@ -63,6 +80,9 @@ class ImportContext {
   std::optional<DimList> known_sizes(const jit::Value* value) const;
   // Whether `value` is a placeholder for sizes that mention a symbol.
   bool holds_symbols(const jit::Value* value) const;
+  // For a value read as a tensor at run time: a placeholder is an error
+  // naming its sizes and `why`.
+  void require_tensor(const jit::Value* value, const std::string& why) const;
   // A value holding `sizes` ([n], or 0-D when `scalar`): a constant when
   // all are static, else a placeholder that no node may read.
   jit::Value* sizes_value(const DimList& sizes, DType dtype, bool scalar = false);
@@ -74,8 +94,9 @@ class ImportContext {
   void assume(const Dim& lhs, ShapeGuard::Relation relation, const Dim& rhs,
               const std::string& reason);
   // After the last node: drops the placeholders; an output that is one is
-  // an error.
+  // an error (the graph's outputs, or `outputs` for a sub-graph's).
   void finish();
+  void finish(const std::vector<jit::Value*>& outputs);
 
  private:
   struct Placeholder {
@@ -83,6 +104,8 @@ class ImportContext {
     std::string name;  // the first ONNX name defined as it, for errors
   };
   const Placeholder* placeholder(const jit::Value* value) const;
+  // The local value standing for `outer_value` of the enclosing graph.
+  jit::Value* capture(jit::Value* outer_value);
   // The error for a placeholder read where a tensor or a number is needed.
   [[noreturn]] void refuse(const jit::Value* value, const std::string& why) const;
 
@@ -92,6 +115,9 @@ class ImportContext {
   std::unordered_map<std::string, jit::Value*> values_;                   // lookups only
   std::unordered_map<const jit::Value*, Placeholder> placeholder_sizes_;  // lookups only
   std::vector<jit::Value*> placeholders_;                                 // in creation order
+  std::unordered_set<const jit::Value*> nonnegative_;                     // lookups only
+  ImportContext* outer_ = nullptr;
+  std::vector<jit::Value*> captures_;
 };
 
 // The size of `axis` of input `input` of `node` where a translation needs
@@ -108,7 +134,7 @@ std::string attr_string(const pb::NodeProto& node, const std::string& name,
 IntList attr_ints(const pb::NodeProto& node, const std::string& name, const IntList& fallback);
 bool has_attr(const pb::NodeProto& node, const std::string& name);
 // Axes from opset 13's input `input` (a constant), or the attribute before.
-IntList axes_of(const pb::NodeProto& node, const ImportContext& context, int input,
+IntList axes_of(const pb::NodeProto& node, ImportContext& context, int input,
                 const IntList& fallback);
 const pb::AttributeProto* find_attr(const pb::NodeProto& node, const std::string& name);
 
@@ -118,6 +144,11 @@ ImportFn find_importer(const std::string& op_type);
 void add_basic_importers(std::unordered_map<std::string, ImportFn>& table);
 void add_nn_importers(std::unordered_map<std::string, ImportFn>& table);
 void add_shape_importers(std::unordered_map<std::string, ImportFn>& table);
+void add_control_flow_importers(std::unordered_map<std::string, ImportFn>& table);
+void add_rnn_importers(std::unordered_map<std::string, ImportFn>& table);
+// Imports a sub-graph's initializers (as constants) and nodes into
+// `context` (import.cpp); returns the values of its outputs.
+std::vector<jit::Value*> import_subgraph(const pb::GraphProto& graph, ImportContext& context);
 // Translates a node that computes on sizes holding symbols (Shape's
 // output, Gather, Concat, arithmetic on it) at import time; false when the
 // node is not one (its translation then runs).

@@ -187,8 +187,10 @@ void expand(const Node& node, ImportContext& c) {
   define(node, c, c.emit("expand", {reshape_to(c, x, in)}, {{"size", out}}));
 }
 
-// Whether `indices` are constants none of which counts from the end.
+// Whether `indices` are constants none of which counts from the end, or
+// values known to be (a Loop's iteration number).
 bool nonnegative_constant(ImportContext& c, const Value* indices) {
+  if (c.marked_nonnegative(indices)) return true;
   if (!c.is_constant(indices)) return false;
   IntList values = indices->data().to_vector<int64_t>();
   return std::all_of(values.begin(), values.end(), [](int64_t i) { return i >= 0; });

@@ -1,0 +1,439 @@
+// Translations of ONNX's If, Loop and Scan into kiln's cond, scan and
+// while_loop (jit/ir/control_flow.h). Each ONNX sub-graph becomes a block
+// of its own (ImportContext's sub-graph form): the outer values it reads by
+// name become captures, extra inputs of the block that the node feeds.
+//
+//   If(c)                          -> cond(c, captures...); an If whose
+//                                     condition is known at import is its
+//                                     taken branch, inline
+//   Loop(M, cond, v...)            -> with a trip count known at import (a
+//     body(i, cond_in, v...)          number or a size) and a condition that
+//       -> (cond_out, v..., ys...)    stays true (absent or true, passed
+//                                     through or true in the body): a scan of
+//                                     M steps carrying (i, cond, v...),
+//                                     whose ys stack as Loop's do;
+//                                     otherwise a while_loop carrying
+//                                     (i, cond, v...) whose cond block is
+//                                     cond && i < M (without scan outputs)
+//   Scan(s..., xs...)              -> scan(s..., xs..., captures...); axes
+//                                     other than 0 move to the front and
+//                                     back, and a direction that differs
+//                                     from the rest flips its tensor
+//
+// kiln's loops keep each carried value's dtype and shape, and a cond's
+// branches give equal types: an ONNX model that changes them is refused,
+// naming the value.
+#include <algorithm>
+#include <limits>
+#include <optional>
+
+#include "kiln/core/factory.h"
+#include "kiln/jit/ir/control_flow.h"
+#include "kiln/jit/ir/text_format.h"
+#include "kiln/onnx/import_context.h"
+#include "kiln/ops/registry.h"
+#include "kiln/util/error.h"
+
+namespace kiln::onnx {
+namespace {
+
+using jit::Value;
+using Node = pb::NodeProto;
+using Table = std::unordered_map<std::string, ImportFn>;
+
+const pb::GraphProto& graph_attr(const Node& node, const std::string& name) {
+  const pb::AttributeProto* attr = find_attr(node, name);
+  KILN_CHECK(attr && attr->has_g(), "onnx import: ", node.op_type(), " without its '", name,
+             "' sub-graph");
+  return attr->g();
+}
+
+std::string type_text(const TensorMeta& type) {
+  return jit::type_to_text(type);
+}
+
+// An ONNX sub-graph imported as a block of its own.
+struct Block {
+  std::unique_ptr<jit::Graph> graph;
+  std::vector<Value*> outputs;   // the sub-graph's outputs, values of `graph`
+  std::vector<Value*> captures;  // outer values, one per input after the formal ones
+};
+
+// The sub-graph `attr` of `node`, its formal inputs typed `formal` (ONNX's
+// declared types are often looser than what flows in).
+Block import_block(const Node& node, const std::string& attr, const std::vector<TensorMeta>& formal,
+                   ImportContext& c) {
+  const pb::GraphProto& body = graph_attr(node, attr);
+  KILN_CHECK(size_t(body.input_size()) == formal.size(), "onnx import: ", node.op_type(), "'s ",
+             attr, " takes ", body.input_size(), " inputs, where the node gives it ",
+             formal.size());
+  Block block{std::make_unique<jit::Graph>(), {}, {}};
+  ImportContext sub(*block.graph, c);
+  for (size_t i = 0; i < formal.size(); ++i)
+    sub.define(body.input(int(i)).name(), block.graph->add_input(formal[i]));
+  if (node.op_type() == "Loop") sub.mark_nonnegative(block.graph->inputs().at(0));
+  block.outputs = import_subgraph(body, sub);
+  sub.finish(block.outputs);
+  block.captures = sub.captures();
+  return block;
+}
+
+std::vector<Value*> join(std::vector<Value*> a, const std::vector<Value*>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::vector<TensorMeta> types_of(const std::vector<Value*>& values) {
+  std::vector<TensorMeta> types;
+  for (const Value* value : values)
+    types.push_back(value->type());
+  return types;
+}
+
+bool is_true(const Value* value) {
+  if (value->kind() != jit::ValueKind::Constant || value->dtype() != DType::Bool) return false;
+  std::vector<bool> flags = value->data().to_vector<bool>();
+  return !flags.empty() && std::all_of(flags.begin(), flags.end(), [](bool b) { return b; });
+}
+
+bool one_element(const DimList& shape) {
+  return std::all_of(shape.begin(), shape.end(),
+                     [](const Dim& d) { return d.is_static() && d.static_value() == 1; });
+}
+
+// A one-element bool condition as a 0-D one.
+Value* as_scalar_condition(const Node& node, const std::string& what, Value* value,
+                           jit::Graph& graph) {
+  KILN_CHECK(value->dtype() == DType::Bool && one_element(value->shape()),
+             "onnx import: ", node.op_type(), "'s ", what,
+             " must be a one-element bool tensor, got ", type_text(value->type()));
+  if (value->shape().empty()) return value;
+  return graph.append(op("reshape"), {value}, {{"shape", DimList{}}})->output();
+}
+
+// The block's output `k` keeps the type of the value it carries.
+void check_carried(const Node& node, const std::string& body, const Value* before,
+                   const Value* after, const std::string& name) {
+  KILN_CHECK(before->dtype() == after->dtype() && same_dims(before->shape(), after->shape()),
+             "onnx import: ", node.op_type(), "'s ", body, " changes the loop-carried value '",
+             name, "' from ", type_text(before->type()), " to ", type_text(after->type()),
+             " (kiln's loops keep each carried value's dtype and shape)");
+}
+
+// Values a loop carries or scans are tensors at run time: sizes computed at
+// import from symbolic dims are refused, naming them.
+void check_tensors(ImportContext& c, const std::vector<Value*>& values, const std::string& why) {
+  for (const Value* value : values)
+    c.require_tensor(value, why);
+}
+
+// ---- If ----
+
+// Both branches take the captures of either, in one order: `operands`.
+void align_inputs(Block& block, const std::vector<Value*>& operands) {
+  std::vector<Value*> order;
+  for (Value* operand : operands) {
+    auto found = std::find(block.captures.begin(), block.captures.end(), operand);
+    order.push_back(found == block.captures.end()
+                        ? block.graph->add_input(operand->type())
+                        : block.graph->inputs()[size_t(found - block.captures.begin())]);
+  }
+  block.graph->reorder_inputs(order);
+}
+
+void if_op(const Node& node, ImportContext& c) {
+  Value* pred = c.input(node, 0);
+  KILN_CHECK(pred, "onnx import: If without its condition");
+  if (c.is_constant(pred)) {  // decided at import: the taken branch, inline
+    KILN_CHECK(pred->data().numel() == 1, "onnx import: If's condition must have one element");
+    bool taken = pred->data().to_vector<bool>()[0];
+    std::vector<Value*> results =
+        import_subgraph(graph_attr(node, taken ? "then_branch" : "else_branch"), c);
+    for (size_t k = 0; k < results.size() && int(k) < node.output_size(); ++k)
+      c.define(node.output(int(k)), results[k]);
+    return;
+  }
+  pred = as_scalar_condition(node, "condition", pred, c.graph());
+  Block then_block = import_block(node, "then_branch", {}, c);
+  Block else_block = import_block(node, "else_branch", {}, c);
+  KILN_CHECK(then_block.outputs.size() == else_block.outputs.size(), "onnx import: If's branches ",
+             "give ", then_block.outputs.size(), " and ", else_block.outputs.size(), " outputs");
+  for (size_t k = 0; k < then_block.outputs.size(); ++k) {
+    const TensorMeta& a = then_block.outputs[k]->type();
+    const TensorMeta& b = else_block.outputs[k]->type();
+    KILN_CHECK(a.dtype == b.dtype && same_dims(a.shape, b.shape), "onnx import: If's output ", k,
+               " ('", k < size_t(node.output_size()) ? node.output(int(k)) : "", "') is ",
+               type_text(a), " in then_branch and ", type_text(b),
+               " in else_branch (kiln's cond needs equal types)");
+  }
+  std::vector<Value*> operands = then_block.captures;
+  for (Value* value : else_block.captures)
+    if (std::find(operands.begin(), operands.end(), value) == operands.end())
+      operands.push_back(value);
+  std::vector<TensorMeta> types = types_of(then_block.outputs);
+  for (Block* block : {&then_block, &else_block}) {
+    align_inputs(*block, operands);
+    block->graph->set_outputs(block->outputs);
+  }
+  std::vector<std::unique_ptr<jit::Graph>> blocks;
+  blocks.push_back(std::move(then_block.graph));
+  blocks.push_back(std::move(else_block.graph));
+  jit::Node* made = c.graph().append_with_blocks(op("cond"), join({pred}, operands), {}, types,
+                                                 std::move(blocks));
+  jit::infer_control_flow(*made);
+  for (size_t k = 0; k < made->outputs().size() && int(k) < node.output_size(); ++k)
+    c.define(node.output(int(k)), made->output(k));
+}
+
+// ---- Loop ----
+
+// The trip count as the scan's length, where it is known at import.
+std::optional<Dim> known_trip_count(Value* trip, ImportContext& c) {
+  if (!trip) return std::nullopt;
+  std::optional<DimList> sizes = c.known_sizes(trip);
+  if (!sizes || sizes->size() != 1) return std::nullopt;
+  Dim count = (*sizes)[0];
+  if (count.is_static() && count.static_value() < 0) return Dim(0);
+  return count;
+}
+
+// Loop as a scan of `length` steps carrying (i, v...), its condition true
+// throughout: the body's outputs after (cond_out, v...) are its ys.
+void loop_as_scan(const Node& node, ImportContext& c, Block body, const Dim& length,
+                  const std::vector<Value*>& initial) {
+  jit::Graph& step = *body.graph;
+  Value* cond_in = step.inputs()[1];
+  Value* always = step.add_constant(full({}, true, DType::Bool));
+  cond_in->replace_all_uses_with(always);
+  std::replace(body.outputs.begin(), body.outputs.end(), cond_in, always);
+  step.remove_unused(cond_in);
+  Value* i = step.inputs()[0];
+  Value* one = step.add_constant(full({}, int64_t(1), DType::Int64));
+  std::vector<Value*> outputs = {step.append(op("add"), {i, one})->output()};
+  outputs.insert(outputs.end(), body.outputs.begin() + 1, body.outputs.end());
+  step.set_outputs(outputs);
+  std::vector<Value*> inputs = {c.constant(full({}, int64_t(0), DType::Int64))};
+  inputs.insert(inputs.end(), initial.begin(), initial.end());
+  const size_t num_carry = inputs.size();
+  std::vector<TensorMeta> types = types_of(inputs);
+  for (size_t k = num_carry; k < outputs.size(); ++k) {
+    TensorMeta y = outputs[k]->type();
+    y.shape.insert(y.shape.begin(), length);
+    types.push_back(y);
+  }
+  std::vector<std::unique_ptr<jit::Graph>> blocks;
+  blocks.push_back(std::move(body.graph));
+  jit::Node* made = c.graph().append_with_blocks(op("scan"), join(inputs, body.captures),
+                                                 {{"num_carry", int64_t(num_carry)},
+                                                  {"num_xs", int64_t(0)},
+                                                  {"reverse", false},
+                                                  {"length", canonical_attr(length)}},
+                                                 types, std::move(blocks));
+  jit::infer_control_flow(*made);
+  for (int k = 0; k < node.output_size(); ++k)
+    c.define(node.output(k), made->output(size_t(k) + 1));
+}
+
+// The cond block of a Loop as a while_loop: cond && i < M (M a number, or
+// the last input when known only at run time).
+std::unique_ptr<jit::Graph> loop_condition(const std::vector<TensorMeta>& inputs, Value* trip,
+                                           bool trip_is_input, ImportContext& c) {
+  auto graph = std::make_unique<jit::Graph>();
+  for (const TensorMeta& type : inputs)
+    graph->add_input(type);
+  Value* keep_going = graph->inputs()[1];
+  if (trip) {
+    Value* bound = trip_is_input ? graph->inputs().back()
+                                 : graph->add_constant(c.constant_data(trip, "Loop's trip count"));
+    Value* below = graph->append(op("lt"), {graph->inputs()[0], bound})->output();
+    keep_going = graph->append(op("mul"), {keep_going, below})->output();
+  }
+  graph->set_outputs({keep_going});
+  return graph;
+}
+
+void loop_as_while(const Node& node, ImportContext& c, Block body, Value* trip, Value* first,
+                   const std::vector<Value*>& initial) {
+  jit::Graph& graph = *body.graph;
+  KILN_CHECK(
+      body.outputs.size() == initial.size() + 1, "onnx import: Loop with ",
+      body.outputs.size() - initial.size() - 1,
+      " scan outputs whose condition is computed in its body or whose trip count is known only at "
+      "run time: kiln's while_loop stacks no per-iteration outputs (a Loop whose trip count is "
+      "known at import and whose condition stays true imports as a scan)");
+  Value* i = graph.inputs()[0];
+  Value* one = graph.add_constant(full({}, int64_t(1), DType::Int64));
+  std::vector<Value*> outputs = {
+      graph.append(op("add"), {i, one})->output(),
+      as_scalar_condition(node, "body's cond_out", body.outputs[0], graph)};
+  outputs.insert(outputs.end(), body.outputs.begin() + 1, body.outputs.end());
+  graph.set_outputs(outputs);
+  Value* keep_going = first ? as_scalar_condition(node, "condition", first, c.graph())
+                            : c.constant(full({}, true, DType::Bool));
+  std::vector<Value*> inputs = {c.constant(full({}, int64_t(0), DType::Int64)), keep_going};
+  inputs.insert(inputs.end(), initial.begin(), initial.end());
+  const size_t num_carried = inputs.size();
+  inputs = join(inputs, body.captures);
+  bool trip_is_input = trip && !c.is_constant(trip);
+  if (trip_is_input) {
+    KILN_CHECK(trip->dtype() == DType::Int64 && one_element(trip->shape()),
+               "onnx import: Loop's trip count must be one int64, got ", type_text(trip->type()));
+    c.require_tensor(trip, "a Loop with a condition reads its trip count as a tensor");
+    inputs.push_back(trip);
+    graph.add_input(trip->type());  // the body does not read it
+  }
+  std::vector<TensorMeta> types = types_of(inputs);
+  std::vector<std::unique_ptr<jit::Graph>> blocks;
+  blocks.push_back(loop_condition(types, trip, trip_is_input, c));
+  blocks.push_back(std::move(body.graph));
+  types.resize(num_carried);
+  jit::Node* made = c.graph().append_with_blocks(
+      op("while_loop"), inputs,
+      {{"num_carried", int64_t(num_carried)}, {"max_iterations", int64_t(-1)}}, types,
+      std::move(blocks));
+  jit::infer_control_flow(*made);
+  for (int k = 0; k < node.output_size(); ++k)
+    c.define(node.output(k), made->output(size_t(k) + 2));
+}
+
+// INT64_MAX as M (torch.onnx's `while`) bounds nothing.
+bool no_bound(Value* trip, ImportContext& c) {
+  return c.is_constant(trip) && trip->data().numel() == 1 &&
+         trip->data().to_vector<int64_t>()[0] == std::numeric_limits<int64_t>::max();
+}
+
+void loop(const Node& node, ImportContext& c) {
+  Value* trip = c.input(node, 0);
+  if (trip && no_bound(trip, c)) trip = nullptr;
+  Value* first = c.input(node, 1);
+  std::vector<Value*> initial;
+  for (int k = 2; k < node.input_size(); ++k) {
+    KILN_CHECK(!node.input(k).empty(), "onnx import: Loop without loop-carried input ", k - 2);
+    initial.push_back(c.input(node, k));
+  }
+  check_tensors(c, initial, "Loop carries it as a tensor, and kiln makes no tensor of sizes");
+  std::vector<TensorMeta> formal = {{DType::Int64, {}}, {DType::Bool, {}}};
+  for (const Value* value : initial)
+    formal.push_back(value->type());
+  Block body = import_block(node, "body", formal, c);
+  KILN_CHECK(body.outputs.size() >= initial.size() + 1, "onnx import: Loop's body gives ",
+             body.outputs.size(), " outputs for ", initial.size(), " loop-carried values");
+  for (size_t k = 0; k < initial.size(); ++k)
+    check_carried(node, "body", initial[k], body.outputs[k + 1], node.input(int(k) + 2));
+  Value* cond_in = body.graph->inputs()[1];
+  bool runs_to_count =
+      (!first || is_true(first)) && (body.outputs[0] == cond_in || is_true(body.outputs[0]));
+  std::optional<Dim> length = known_trip_count(trip, c);
+  if (runs_to_count && length) return loop_as_scan(node, c, std::move(body), *length, initial);
+  loop_as_while(node, c, std::move(body), trip, first, initial);
+}
+
+// ---- Scan ----
+
+// x with dim 0 reversed (a static length: an index_select).
+Value* flip(const Node& node, ImportContext& c, Value* x, const std::string& name) {
+  const Dim& size = x->shape().at(0);
+  KILN_CHECK(size.is_static(), "onnx import: Scan reads '", name, "' in the other direction than ",
+             "its other inputs and outputs, which kiln reverses at a static length only (got ",
+             size, ")");
+  IntList order;
+  for (int64_t k = size.static_value() - 1; k >= 0; --k)
+    order.push_back(k);
+  Value* index = c.constant(
+      tensor_from_data(order.data(), DType::Int64, {int64_t(order.size())}, DType::Int64));
+  return c.emit("index_select", {x, index}, {{"dim", int64_t(0)}});
+}
+
+// Moves dim `from` of x to position `to`.
+Value* move_dim(ImportContext& c, Value* x, int64_t from, int64_t to) {
+  if (from == to) return x;
+  IntList dims;
+  for (int64_t d = 0; d < int64_t(x->shape().size()); ++d)
+    if (d != from) dims.push_back(d);
+  dims.insert(dims.begin() + to, from);
+  return c.emit("permute", {x}, {{"dims", dims}});
+}
+
+int64_t wrap_axis(int64_t axis, int64_t rank) {
+  return axis < 0 ? axis + rank : axis;
+}
+
+void scan_op(const Node& node, ImportContext& c) {
+  KILN_CHECK(c.opset() >= 9, "onnx import: Scan of opset ", c.opset(),
+             " (opset 8's form, with a batch axis and sequence_lens)");
+  const int64_t num_xs = attr_int(node, "num_scan_inputs", -1);
+  const int64_t num_states = node.input_size() - num_xs;
+  KILN_CHECK(num_xs >= 1 && num_states >= 0, "onnx import: Scan with num_scan_inputs=", num_xs,
+             " and ", node.input_size(), " inputs");
+  const int64_t num_ys = graph_attr(node, "body").output_size() - num_states;
+  KILN_CHECK(num_ys >= 0, "onnx import: Scan's body gives fewer outputs than its ", num_states,
+             " states");
+  IntList in_dirs = attr_ints(node, "scan_input_directions", IntList(size_t(num_xs), 0));
+  IntList out_dirs = attr_ints(node, "scan_output_directions", IntList(size_t(num_ys), 0));
+  IntList in_axes = attr_ints(node, "scan_input_axes", IntList(size_t(num_xs), 0));
+  IntList out_axes = attr_ints(node, "scan_output_axes", IntList(size_t(num_ys), 0));
+  KILN_CHECK(int64_t(in_dirs.size()) == num_xs && int64_t(in_axes.size()) == num_xs &&
+                 int64_t(out_dirs.size()) == num_ys && int64_t(out_axes.size()) == num_ys,
+             "onnx import: Scan's scan_input_* / scan_output_* attributes need one entry per ",
+             "scan input (", num_xs, ") and output (", num_ys, ")");
+  const bool reverse =
+      std::all_of(in_dirs.begin(), in_dirs.end(), [](int64_t d) { return d == 1; });
+  std::vector<Value*> states, xs;
+  for (int64_t k = 0; k < num_states; ++k)
+    states.push_back(c.input(node, int(k)));
+  std::vector<TensorMeta> formal = types_of(states);
+  for (int64_t j = 0; j < num_xs; ++j) {
+    const std::string& name = node.input(int(num_states + j));
+    Value* x = c.input(node, int(num_states + j));
+    x = move_dim(c, x, wrap_axis(in_axes[size_t(j)], int64_t(x->shape().size())), 0);
+    if ((in_dirs[size_t(j)] == 1) != reverse) x = flip(node, c, x, name);
+    KILN_CHECK(xs.empty() || same_dims({x->shape()[0]}, {xs[0]->shape()[0]}),
+               "onnx import: Scan's input '", name, "' has ", x->shape()[0], " steps, '",
+               node.input(int(num_states)), "' ", xs[0]->shape()[0]);
+    xs.push_back(x);
+    TensorMeta slice = x->type();
+    slice.shape.erase(slice.shape.begin());
+    formal.push_back(slice);
+  }
+  check_tensors(c, join(states, xs),
+                "Scan reads it as a tensor, and kiln makes no tensor of sizes");
+  Block body = import_block(node, "body", formal, c);
+  for (int64_t k = 0; k < num_states; ++k)
+    check_carried(node, "body", states[size_t(k)], body.outputs[size_t(k)], node.input(int(k)));
+  body.graph->set_outputs(body.outputs);
+  const Dim length = xs[0]->shape()[0];
+  std::vector<TensorMeta> types = types_of(states);
+  for (size_t k = size_t(num_states); k < body.outputs.size(); ++k) {
+    TensorMeta y = body.outputs[k]->type();
+    y.shape.insert(y.shape.begin(), length);
+    types.push_back(y);
+  }
+  std::vector<std::unique_ptr<jit::Graph>> blocks;
+  blocks.push_back(std::move(body.graph));
+  jit::Node* made = c.graph().append_with_blocks(op("scan"), join(join(states, xs), body.captures),
+                                                 {{"num_carry", num_states},
+                                                  {"num_xs", num_xs},
+                                                  {"reverse", reverse},
+                                                  {"length", canonical_attr(length)}},
+                                                 types, std::move(blocks));
+  jit::infer_control_flow(*made);
+  for (int k = 0; k < node.output_size(); ++k) {
+    Value* result = made->output(size_t(k));
+    if (k >= num_states) {
+      size_t y = size_t(k - num_states);
+      if ((out_dirs[y] == 1) != reverse) result = flip(node, c, result, node.output(k));
+      result = move_dim(c, result, 0, wrap_axis(out_axes[y], int64_t(result->shape().size())));
+    }
+    c.define(node.output(k), result);
+  }
+}
+
+}  // namespace
+
+void add_control_flow_importers(Table& table) {
+  table["If"] = if_op;
+  table["Loop"] = loop;
+  table["Scan"] = scan_op;
+}
+
+}  // namespace kiln::onnx
