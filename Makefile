@@ -40,7 +40,11 @@ lint: setup
 # FP32 peak, bench/compiled_models.py). run_all.py and compiled_models.py
 # each rewrite their own section of bench/RESULTS.md with what they measured.
 # Then symbolic against static graphs (bench/symbolic_shapes.py: W1 at batch
-# 1 and 64, W2 at batch 1). eager_python.py and hybrid_python.py run alone.
+# 1 and 64, W2 at batch 1), and W4, the LSTM language model, at batch 1 and
+# 32 against PyTorch (eager, jit.script, torch.compile) and ONNX Runtime at 1
+# and 2 threads (bench/rnn_w4.py, a process per thread count; it rewrites its
+# own section of bench/RESULTS.md). eager_python.py and hybrid_python.py run
+# alone.
 bench: build
 	@OMP_NUM_THREADS=1 $(BUILD)/bench/kiln_bench_kernels
 	@echo
@@ -50,6 +54,8 @@ bench: build
 	@OMP_NUM_THREADS=1 $(PY) bench/compiled_models.py
 	@echo
 	@OMP_NUM_THREADS=1 $(PY) bench/symbolic_shapes.py
+	@echo
+	@$(PY) bench/rnn_w4.py --threads 1,2
 
 # The C++ suite under AddressSanitizer and UBSan: not part of make test, but
 # CI runs it last. From scratch on 2 cores without ccache it costs about 10.5
