@@ -51,3 +51,14 @@ def logic(x, y):
     else:
         z = x - y
     return z * 2 if z.sum() > 1 else z * 3
+
+
+def until_negative(t):
+    acc = kiln.zeros(t.shape[1])
+    for row in t:
+        if row.sum() < 0:
+            break
+        acc = acc + row
+    else:
+        acc = acc * 100  # no break
+    return acc

@@ -20,7 +20,7 @@ import kiln
 from kiln import nn
 from kiln.jit import ScriptError, script
 from script_helpers import assert_same, at, check, floats, vec, vectors
-from script_programs import branch, chain, logic, nested, rows
+from script_programs import branch, chain, logic, nested, rows, until_negative
 
 FILE = __file__
 
@@ -259,16 +259,6 @@ def test_a_loop_carries_what_is_read_after_it(ops):
 
 
 # -- break, continue, else -------------------------------------------------------
-def until_negative(t):
-    acc = kiln.zeros(t.shape[1])
-    for row in t:
-        if row.sum() < 0:
-            break
-        acc = acc + row
-    else:
-        acc = acc * 100  # no break
-    return acc
-
 
 def skip_negative(x, n):
     acc = kiln.zeros(())

@@ -12,7 +12,7 @@ import kiln
 from kiln import nn
 from kiln.jit import ScriptError, script
 from script_helpers import assert_same, floats, vec, vectors
-from script_programs import branch, chain, logic, nested, rows
+from script_programs import branch, chain, logic, nested, rows, until_negative
 
 
 def traced(fn, example):
@@ -143,16 +143,6 @@ def test_for_over_a_tensor():
     t = kiln.arange(12.0).reshape(4, 3)
     check_traced(rows, (t,), (t,), (-t * 2,))
 
-
-def until_negative(t):
-    acc = kiln.zeros(t.shape[1])
-    for row in t:
-        if row.sum() < 0:
-            break
-        acc = acc + row
-    else:
-        acc = acc * 100
-    return acc
 
 
 def skip_negative(x):

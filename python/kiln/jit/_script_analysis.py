@@ -222,7 +222,7 @@ class Bound:
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
             return self.block(stmt.body, bound | bound_names(stmt.items))
         if isinstance(stmt, (ast.Try, ast.TryStar, ast.Match)):
-            for block in _blocks(stmt):
+            for block in blocks_of(stmt):
                 self.block(block, bound)
             unbinds = {n.id for n in own_nodes(stmt) if isinstance(n, ast.Name) and
                        isinstance(n.ctx, ast.Del)}
@@ -235,7 +235,7 @@ class Bound:
         return bound | bound_names([stmt])
 
 
-def _blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
+def blocks_of(stmt: ast.stmt) -> list[list[ast.stmt]]:
     """The statement lists directly inside a compound statement."""
     blocks = [getattr(stmt, field) for field in ("body", "orelse", "finalbody")
               if isinstance(getattr(stmt, field, None), list)]

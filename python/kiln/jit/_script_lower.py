@@ -25,7 +25,7 @@ import copy
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from kiln.jit._script_analysis import LOOPS, is_scope, note, noted
+from kiln.jit._script_analysis import LOOPS, blocks_of, is_scope, note, noted
 from kiln.jit._script_runtime import BREAK_PREFIX, DO_RETURN, RETVAL, ScriptError
 
 Jumps = tuple[type, ...]
@@ -63,17 +63,9 @@ def jumps_in(stmts: Sequence[ast.stmt], kinds: Jumps) -> list[ast.stmt]:
         elif is_scope(stmt) or (isinstance(stmt, LOOPS) and ast.Return not in kinds):
             continue
         else:
-            for block in _blocks(stmt):
+            for block in blocks_of(stmt):
                 found += jumps_in(block, kinds)
     return found
-
-
-def _blocks(stmt: ast.stmt) -> list[list[ast.stmt]]:
-    blocks = [getattr(stmt, field) for field in ("body", "orelse", "finalbody")
-              if isinstance(getattr(stmt, field, None), list)]
-    blocks += [h.body for h in getattr(stmt, "handlers", ())]
-    blocks += [case.body for case in getattr(stmt, "cases", ())]
-    return blocks
 
 
 def ends_in(stmts: Sequence[ast.stmt], kinds: Jumps) -> bool:
@@ -96,7 +88,7 @@ def tail(stmts: list[ast.stmt], kinds: Jumps) -> list[ast.stmt]:
         if isinstance(stmt, kinds):
             return stmts[:i + 1]  # what follows a jump never runs
         if isinstance(stmt, (WITH, ast.Try, ast.TryStar, ast.Match)):
-            for block in _blocks(stmt):
+            for block in blocks_of(stmt):
                 block[:] = tail(block, kinds)
             continue
         if not isinstance(stmt, ast.If) or not jumps_in([stmt], kinds):
@@ -170,7 +162,7 @@ class Lowering:
                 out += self.loop(stmt)
                 continue
             if not is_scope(stmt):
-                for block in _blocks(stmt):
+                for block in blocks_of(stmt):
                     block[:] = self.block(block)
             out.append(stmt)
         return out
@@ -219,7 +211,7 @@ class Lowering:
                 out += [stmt, at(ast.Return(value=load(RETVAL)), stmt)]
                 continue
             if not is_scope(stmt):
-                for block in _blocks(stmt):
+                for block in blocks_of(stmt):
                     block[:] = self.retvals(block)
             out.append(stmt)
         return out
@@ -238,7 +230,7 @@ class Lowering:
                 self._refuse(stmt, outer)
             if is_scope(stmt):
                 continue
-            for block in _blocks(stmt):
+            for block in blocks_of(stmt):
                 self.check(block, outer + [stmt])
 
     def _refuse(self, jump: ast.stmt, outer: list[ast.stmt]) -> None:
