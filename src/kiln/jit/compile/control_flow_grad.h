@@ -1,13 +1,9 @@
-// Gradients through cond and scan nodes, for the Interpreter's replay (what
+// Gradients through control-flow nodes, for the Interpreter's replay (what
 // graph autodiff records: autodiff.h): the ControlFlowRunner every
-// Interpreter of jit/compile is made with.
-//
-// Replayed with inputs that require grad, a cond or scan node's results get
-// one backward node whose rule is control flow again: a cond over the two
-// branches' vector-Jacobian products, and for a scan a reverse scan of the
-// step's vjp over the per-step carries (recomputed by a forward scan that
-// also returns them). Recorded, the backward graph therefore branches and
-// loops as the forward does.
+// Interpreter of jit/compile is made with. Replayed with inputs that require
+// grad, a cond, scan or bounded while_loop node's results get the backward
+// of kiln/autograd/control_flow_grad.h, its blocks run by their runners, so
+// a recorded backward branches and loops as the forward does.
 #pragma once
 
 #include <memory>
@@ -19,7 +15,8 @@
 
 namespace kiln::jit {
 
-// Whether gradients flow through this control-flow node (while_loop: not yet).
+// Whether gradients flow through this control-flow node (a while_loop: only
+// given max_iterations).
 bool control_flow_has_grad(const Node& node);
 
 // The node's results, run with `blocks` (one runner per block), carrying a

@@ -11,11 +11,6 @@ namespace {
 
 using Views = std::vector<cpu::StridedView>;
 
-Tensors concat(Tensors a, const Tensors& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 // A block's executable, over the block itself (owned by its node's graph).
 std::unique_ptr<Executable> executable_of(const Graph& block) {
   return std::make_unique<Executable>(std::shared_ptr<const Graph>(&block, [](const Graph*) {}));
@@ -150,49 +145,6 @@ class ScanKernel final : public PreparedKernel {
 };
 
 }  // namespace
-
-std::vector<Tensor> run_control_flow(const Node& node, std::span<const Tensor> inputs,
-                                     const BlockRunner& run_block) {
-  const std::string& name = node.op().name;
-  if (name == "cond") {
-    Tensors operands(inputs.begin() + 1, inputs.end());
-    return kiln::cond(
-        inputs[0], [&](const Tensors& values) { return run_block(0, values); },
-        [&](const Tensors& values) { return run_block(1, values); }, operands, {});
-  }
-  if (name == "while_loop") {
-    const size_t n = size_t(node.attrs().get_int("num_carried"));
-    const int64_t max_iterations = node.attrs().get_int("max_iterations");
-    Tensors carried(inputs.begin(), inputs.begin() + std::ptrdiff_t(n));
-    Tensors captures(inputs.begin() + std::ptrdiff_t(n), inputs.end());
-    return kiln::while_loop(
-        [&](const Tensors& values) { return run_block(0, concat(values, captures)).at(0); },
-        [&](const Tensors& values) { return run_block(1, concat(values, captures)); }, carried,
-        max_iterations < 0 ? std::nullopt : std::optional<int64_t>(max_iterations), {});
-  }
-  KILN_CHECK(name == "scan", "op '", name, "' has blocks but no executor");
-  const ScanLayout layout = scan_layout(node);
-  auto begin = inputs.begin();
-  Tensors init(begin, begin + std::ptrdiff_t(layout.num_carry));
-  Tensors xs(begin + std::ptrdiff_t(layout.num_carry),
-             begin + std::ptrdiff_t(layout.num_carry + layout.num_xs));
-  Tensors captures(begin + std::ptrdiff_t(layout.num_carry + layout.num_xs), inputs.end());
-  ScanResult result = kiln::scan(
-      [&](const Tensors& carry, const Tensors& slices) {
-        Tensors out = run_block(0, concat(concat(carry, slices), captures));
-        Tensors next(out.begin(), out.begin() + std::ptrdiff_t(layout.num_carry));
-        Tensors ys(out.begin() + std::ptrdiff_t(layout.num_carry), out.end());
-        return std::make_pair(std::move(next), std::move(ys));
-      },
-      init, xs, node.attrs().get_bool("reverse"),
-      layout.num_xs ? std::nullopt : std::optional<int64_t>(node.attrs().get_int("length")), {});
-  // No step ran: the ys are empty, of the types the node declares.
-  for (size_t j = result.ys.size(); j < layout.num_ys; ++j) {
-    const Value* y = node.output(layout.num_carry + j);
-    result.ys.push_back(zeros(to_static(y->shape(), "scan"), y->dtype()));
-  }
-  return concat(std::move(result.carry), result.ys);
-}
 
 std::vector<const Value*> control_flow_scratch(const Node& node) {
   const std::string& name = node.op().name;

@@ -2,7 +2,8 @@
 //
 // The Interpreter replays a node through kiln::cond / while_loop / scan
 // with each block run by an Interpreter of its own, so autograd and an
-// outer recording see what eager code would (run_control_flow).
+// outer recording see what eager code would (jit/ir/control_flow.h's
+// run_control_flow).
 //
 // A lowered plan runs a node as one step whose prepared kernel owns an
 // Executable per block (its own plan and arena): a cond runs one branch
@@ -17,18 +18,12 @@
 #include <span>
 #include <vector>
 
-#include "kiln/jit/ir/graph.h"
+#include "kiln/jit/ir/control_flow.h"
 #include "kiln/ops/op.h"
 
 namespace kiln::jit {
 
 class Executable;
-
-// Block b of `node` run on these inputs (in the block's input order).
-using BlockRunner = std::function<std::vector<Tensor>(size_t, const std::vector<Tensor>&)>;
-
-std::vector<Tensor> run_control_flow(const Node& node, std::span<const Tensor> inputs,
-                                     const BlockRunner& run_block);
 
 // The arena buffers the plan step of `node` needs besides its outputs: a
 // loop's second set of carried values, each of its output's type (the

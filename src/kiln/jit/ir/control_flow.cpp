@@ -1,11 +1,20 @@
 #include "kiln/jit/ir/control_flow.h"
 
 #include <algorithm>
+#include <unordered_map>
 
+#include "kiln/core/factory.h"
 #include "kiln/jit/ir/text_format.h"
+#include "kiln/ops/control_flow.h"
+#include "kiln/ops/dispatch.h"
 
 namespace kiln::jit {
 namespace {
+
+Tensors concat(Tensors a, const Tensors& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
 
 bool numel_is_one(const DimList& shape) {
   return std::all_of(shape.begin(), shape.end(),
@@ -152,6 +161,78 @@ std::vector<TensorMeta> infer_control_flow(const Node& node) {
 std::vector<TensorMeta> infer_node_types(const Node& node) {
   if (is_control_flow(node.op())) return infer_control_flow(node);
   return infer_types(node.op(), node.inputs(), node.attrs());
+}
+
+std::vector<Tensor> run_control_flow(const Node& node, std::span<const Tensor> inputs,
+                                     const BlockRunner& run_block) {
+  const std::string& name = node.op().name;
+  if (name == "cond") {
+    Tensors operands(inputs.begin() + 1, inputs.end());
+    return kiln::cond(
+        inputs[0], [&](const Tensors& values) { return run_block(0, values); },
+        [&](const Tensors& values) { return run_block(1, values); }, operands, {});
+  }
+  if (name == "while_loop") {
+    const size_t n = size_t(node.attrs().get_int("num_carried"));
+    const int64_t max_iterations = node.attrs().get_int("max_iterations");
+    Tensors carried(inputs.begin(), inputs.begin() + std::ptrdiff_t(n));
+    Tensors captures(inputs.begin() + std::ptrdiff_t(n), inputs.end());
+    return kiln::while_loop(
+        [&](const Tensors& values) { return run_block(0, concat(values, captures)).at(0); },
+        [&](const Tensors& values) { return run_block(1, concat(values, captures)); }, carried,
+        max_iterations < 0 ? std::nullopt : std::optional<int64_t>(max_iterations), {});
+  }
+  KILN_CHECK(name == "scan", "op '", name, "' has blocks but no executor");
+  const ScanLayout layout = scan_layout(node);
+  auto begin = inputs.begin();
+  Tensors init(begin, begin + std::ptrdiff_t(layout.num_carry));
+  Tensors xs(begin + std::ptrdiff_t(layout.num_carry),
+             begin + std::ptrdiff_t(layout.num_carry + layout.num_xs));
+  Tensors captures(begin + std::ptrdiff_t(layout.num_carry + layout.num_xs), inputs.end());
+  ScanResult result = kiln::scan(
+      [&](const Tensors& carry, const Tensors& slices) {
+        Tensors out = run_block(0, concat(concat(carry, slices), captures));
+        Tensors next(out.begin(), out.begin() + std::ptrdiff_t(layout.num_carry));
+        Tensors ys(out.begin() + std::ptrdiff_t(layout.num_carry), out.end());
+        return std::make_pair(std::move(next), std::move(ys));
+      },
+      init, xs, node.attrs().get_bool("reverse"),
+      layout.num_xs ? std::nullopt : std::optional<int64_t>(node.attrs().get_int("length")), {});
+  // No step ran: the ys are empty, of the types the node declares.
+  for (size_t j = result.ys.size(); j < layout.num_ys; ++j) {
+    const Value* y = node.output(layout.num_carry + j);
+    result.ys.push_back(zeros(to_static(y->shape(), "scan"), y->dtype()));
+  }
+  return concat(std::move(result.carry), result.ys);
+}
+
+std::vector<Tensor> evaluate(const Graph& graph, std::span<const Tensor> inputs) {
+  KILN_CHECK_VALUE(inputs.size() == graph.inputs().size(), "graph: expected ",
+                   graph.inputs().size(), " inputs, got ", inputs.size());
+  std::unordered_map<const Value*, Tensor> values;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    values[graph.inputs()[i]] = inputs[i];
+  for (const auto* list : {&graph.params(), &graph.constants()}) {
+    for (const Value* v : *list)
+      values[v] = v->data();
+  }
+  for (const Node* node : graph.nodes()) {
+    std::vector<Tensor> args;
+    for (const Value* v : node->inputs())
+      args.push_back(v ? values.at(v) : Tensor());
+    std::vector<Tensor> results =
+        node->num_blocks() == 0
+            ? dispatch(node->op(), std::move(args), node->attrs())
+            : run_control_flow(*node, args, [&](size_t b, const std::vector<Tensor>& in) {
+                return evaluate(node->block(b), in);
+              });
+    for (size_t i = 0; i < results.size(); ++i)
+      values[node->output(i)] = std::move(results[i]);
+  }
+  std::vector<Tensor> outputs;
+  for (const Value* v : graph.outputs())
+    outputs.push_back(values.at(v));
+  return outputs;
 }
 
 }  // namespace kiln::jit

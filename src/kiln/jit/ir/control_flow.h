@@ -17,6 +17,8 @@
 // xs's leading dim; max_iterations -1 is none.
 #pragma once
 
+#include <functional>
+#include <span>
 #include <vector>
 
 #include "kiln/jit/ir/graph.h"
@@ -41,5 +43,22 @@ struct ScanLayout {
   size_t num_carry, num_xs, num_captures, num_ys;
 };
 ScanLayout scan_layout(const Node& node);
+
+// Block b of `node` run on these inputs (in the block's input order).
+using BlockRunner = std::function<std::vector<Tensor>(size_t, const std::vector<Tensor>&)>;
+
+// The node run through kiln::cond / while_loop / scan, each block by
+// `run_block`: what the node means, whoever runs it (the Interpreter,
+// evaluate below), so autograd and an outer recording see what eager code
+// would.
+std::vector<Tensor> run_control_flow(const Node& node, std::span<const Tensor> inputs,
+                                     const BlockRunner& run_block);
+
+// `graph` run node by node through dispatch, control-flow nodes through
+// run_control_flow with their blocks evaluated the same way: the graph's
+// meaning, for this layer and those that do not reach the executors (the
+// recorder's backward of a control-flow node replays the blocks it
+// recorded). Parameters and constants read their bound tensors.
+std::vector<Tensor> evaluate(const Graph& graph, std::span<const Tensor> inputs);
 
 }  // namespace kiln::jit

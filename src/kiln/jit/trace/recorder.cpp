@@ -373,9 +373,9 @@ Value* Recorder::value_of(const Tensor& t, bool check_stale) {
   KILN_CHECK(made_inside == internal_.end() || made_inside->second <= frames_.size() ||
                  known_outside_block(t),
              "a value computed inside kiln.cond, while_loop or scan (shape ", t.shape(),
-             ") is read outside it. Most often: backward() recorded in the same compiled "
-             "function as the control flow it differentiates, which is not supported yet; "
-             "compile the forward (hybridize the model) and call backward outside it");
+             ") is read outside it: only the op's results leave it. A tensor the function "
+             "kept elsewhere (appended to a list, set as an attribute) holds one run's "
+             "value, not the graph's; return it from the function instead");
   // Inside a block: what an enclosing graph holds (or would bind as state)
   // enters through a block input.
   if (!frames_.empty() && (known_outside_block(t) ||

@@ -7,7 +7,10 @@
 // on with are what plain code would compute: the branch the predicate
 // takes, the whole loop run with recording paused.
 #include <algorithm>
+#include <optional>
 
+#include "kiln/autograd/autograd.h"
+#include "kiln/autograd/control_flow_grad.h"
 #include "kiln/core/factory.h"
 #include "kiln/jit/ir/control_flow.h"
 #include "kiln/jit/trace/recorder.h"
@@ -109,6 +112,19 @@ Tensors copies(const Tensors& tensors, std::vector<Storage>& made) {
   for (const Tensor& t : tensors)
     out.push_back(clone(t));
   return out;
+}
+
+Tensors concat(Tensors a, const Tensors& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// A recorded block as a function, for the node's backward: a copy of the
+// block graph (the recording's own may change before backward runs) run
+// through dispatch, so a recorded backward records what it runs.
+TensorsFn replay(const Graph& block) {
+  std::shared_ptr<const Graph> copy = block.clone();
+  return [copy](const Tensors& inputs) { return evaluate(*copy, inputs); };
 }
 
 }  // namespace
@@ -298,13 +314,27 @@ Tensors Recorder::cond(const Tensor& pred, const TensorsFn& true_fn, const Tenso
   std::vector<TensorMeta> out_types;
   for (const Value* v : then_block.graph->outputs())
     out_types.push_back(v->type());
+  const Tensors operands_and_captures = concat(operands, captured);
+  const bool differentiable = control_flow_requires_grad(operands_and_captures);
+  std::vector<TensorsFn> replays;
+  if (differentiable) replays = {replay(*then_block.graph), replay(*else_block.graph)};
   std::vector<std::unique_ptr<Graph>> blocks;
   blocks.push_back(std::move(then_block.graph));
   blocks.push_back(std::move(else_block.graph));
   Node* node = graph_->append_with_blocks(op("cond"), std::move(inputs), {}, std::move(out_types),
                                           std::move(blocks));
   infer_control_flow(*node);  // the branches agree in symbolic types too
-  return bind_results(node, truth(pred) ? then_block.results : else_block.results);
+  Tensors results = truth(pred) ? then_block.results : else_block.results;
+  if (differentiable) {
+    for (Tensor& r : results)
+      r = detach(r);  // the branch's own history reads the block's copies
+    results = with_control_flow_history({.kind = ControlFlowKind::cond,
+                                         .blocks = std::move(replays),
+                                         .inputs = concat({pred}, operands_and_captures),
+                                         .site = control_flow::site(where)},
+                                        results);
+  }
+  return bind_results(node, std::move(results));
 }
 
 // ---------------------------------------------------------------- while_loop
@@ -322,20 +352,25 @@ Tensors Recorder::while_loop(const PredicateFn& cond_fn, const TensorsFn& body_f
   KILN_CHECK_TYPE(body_block.graph->outputs().size() == carried.size(),
                   "while_loop: the body returns ", body_block.graph->outputs().size(),
                   " tensors for ", carried.size(), " carried", at(where));
+  const Tensors captured = unify_captures({&cond_block, &body_block}, carried.size());
+  const bool differentiable = control_flow_requires_grad(concat(carried, captured));
   Tensors results;
   {
-    PausedRecording paused;  // the eager values: the whole loop, as plain code runs it
+    PausedRecording paused;              // the eager values: the whole loop, as plain code runs it
+    std::optional<NoGradGuard> no_grad;  // the node's backward replaces the loop's history
+    if (differentiable) no_grad.emplace();
     std::vector<Storage> made;
     CollectCreated collect(made);
     results = kiln::while_loop(cond_fn, body_fn, copies(carried, made), max_iterations, where);
     note_internal(made, frames_.size() + 1);
   }
-  const Tensors captured = unify_captures({&cond_block, &body_block}, carried.size());
   std::vector<Value*> inputs;
   for (const Tensors* list : {&carried, &captured}) {
     for (const Tensor& t : *list)
       inputs.push_back(value_of(t, /*check_stale=*/true));
   }
+  std::vector<TensorsFn> replays;
+  if (differentiable) replays = {replay(*cond_block.graph), replay(*body_block.graph)};
   std::vector<std::unique_ptr<Graph>> blocks;
   blocks.push_back(std::move(cond_block.graph));
   blocks.push_back(std::move(body_block.graph));
@@ -344,6 +379,15 @@ Tensors Recorder::while_loop(const PredicateFn& cond_fn, const TensorsFn& body_f
       {{"num_carried", int64_t(carried.size())}, {"max_iterations", max_iterations.value_or(-1)}},
       types, std::move(blocks));
   infer_control_flow(*node);
+  if (differentiable) {
+    results = with_control_flow_history({.kind = ControlFlowKind::while_loop,
+                                         .blocks = std::move(replays),
+                                         .inputs = concat(carried, captured),
+                                         .num_carry = carried.size(),
+                                         .max_iterations = max_iterations.value_or(-1),
+                                         .site = control_flow::site(where)},
+                                        results);
+  }
   return bind_results(node, results);
 }
 
@@ -380,15 +424,18 @@ ScanResult Recorder::scan(const ScanStepFn& fn, const Tensors& init, const Tenso
       },
       "scan's fn");
   check_carried_types(types, *step.graph, init.size(), "scan", "the step", where);
+  const Tensors captured = unify_captures({&step}, step_inputs.size());
+  const bool differentiable = control_flow_requires_grad(concat(concat(init, xs), captured));
   ScanResult result;
   {
     PausedRecording paused;
+    std::optional<NoGradGuard> no_grad;  // the node's backward replaces the loop's history
+    if (differentiable) no_grad.emplace();
     std::vector<Storage> made;
     CollectCreated collect(made);
     result = kiln::scan(fn, copies(init, made), xs, reverse, length, where);
     note_internal(made, frames_.size() + 1);
   }
-  const Tensors captured = unify_captures({&step}, step_inputs.size());
   std::vector<Value*> inputs;
   for (const Tensors* list : {&init, &xs, &captured}) {
     for (const Tensor& t : *list)
@@ -401,6 +448,8 @@ ScanResult Recorder::scan(const ScanStepFn& fn, const Tensors& init, const Tenso
     y.shape.insert(y.shape.begin(), steps);
     out_types.push_back(std::move(y));
   }
+  std::vector<TensorsFn> replays;
+  if (differentiable) replays = {replay(*step.graph)};
   std::vector<std::unique_ptr<Graph>> blocks;
   blocks.push_back(std::move(step.graph));
   Node* node = graph_->append_with_blocks(op("scan"), std::move(inputs),
@@ -419,6 +468,17 @@ ScanResult Recorder::scan(const ScanStepFn& fn, const Tensors& init, const Tenso
       result.ys.push_back(zeros(shape, step.results[j].dtype()));
       results.push_back(result.ys.back());
     }
+  }
+  if (differentiable) {
+    results = with_control_flow_history({.kind = ControlFlowKind::scan,
+                                         .blocks = std::move(replays),
+                                         .inputs = concat(concat(init, xs), captured),
+                                         .num_carry = init.size(),
+                                         .num_xs = xs.size(),
+                                         .reverse = reverse,
+                                         .length = length,
+                                         .site = control_flow::site(where)},
+                                        results);
   }
   results = bind_results(node, results);
   result.carry.assign(results.begin(), results.begin() + std::ptrdiff_t(init.size()));
