@@ -76,9 +76,10 @@ class GemmTest : public testing::Test {
 };
 
 TEST_F(GemmTest, MatchesFloat64ReferenceOnEveryRemainder) {
-  const int64_t ms[] = {1, 2, 5, 6, 7, 13, 200};  // 6-row tiles, their rest, 96-row blocks
-  const int64_t ks[] = {1, 9, 256, 300, 513};     // one K block, two, three
-  const int64_t ns[] = {5, 16, 17, 40};           // whole and partial 16-wide panels
+  // 6-row tiles, their rest (1 to 3 left split the last two tiles: 7, 8, 9, 13, 32), 96-row blocks
+  const int64_t ms[] = {1, 2, 5, 6, 7, 8, 9, 13, 32, 200};
+  const int64_t ks[] = {1, 9, 256, 300, 513};  // one K block, two, three
+  const int64_t ns[] = {5, 16, 17, 40};        // whole and partial 16-wide panels
   int checked = 0;
   for (int64_t m : ms) {
     for (int64_t k : ks) {
@@ -168,7 +169,7 @@ TEST_F(GemmTest, KZeroWritesTheBias) {
 
 TEST_F(GemmTest, ThreadsGiveTheSameBits) {
   const int threads_before = max_threads();
-  for (int64_t m : {6, 64, 500}) {  // split by panels, by rows, by both
+  for (int64_t m : {6, 32, 64, 500}) {  // split by panels (up to 96 rows), else by rows
     Problem p{m, 512, 256, Layout::KContiguous, true};
     p.fill(rng_);
     PackedB packed;

@@ -1,5 +1,7 @@
 #include "kiln/jit/exec/control_flow_exec.h"
 
+#include <algorithm>
+
 #include "kiln/core/factory.h"
 #include "kiln/jit/exec/executable.h"
 #include "kiln/jit/ir/control_flow.h"
@@ -10,10 +12,34 @@ namespace kiln::jit {
 namespace {
 
 using Views = std::vector<cpu::StridedView>;
+using Keys = std::vector<uint64_t>;
 
 // A block's executable, over the block itself (owned by its node's graph).
 std::unique_ptr<Executable> executable_of(const Graph& block) {
   return std::make_unique<Executable>(std::shared_ptr<const Graph>(&block, [](const Graph*) {}));
+}
+
+// The keys of a loop block's inputs for one run: none for the first
+// `varying` (carried values and slices, new each iteration); for each
+// capture the enclosing plan's key, else one made for this run.
+Keys loop_keys(size_t varying, size_t num_inputs, std::span<const uint64_t> outer,
+               size_t first_outer) {
+  Keys keys(num_inputs, 0);
+  for (size_t i = varying; i < num_inputs; ++i) {
+    const size_t o = first_outer + i;
+    keys[i] = o < outer.size() && outer[o] ? outer[o] : fresh_input_key();
+  }
+  return keys;
+}
+
+// Node input `offset + i` for each input i of a block's plan that the plan
+// writes in place.
+void add_mutated(const Executable& block, size_t offset, std::vector<size_t>& out) {
+  for (const Mutation& m : block.plan().mutations) {
+    if (m.root != RootKind::Input) continue;
+    const size_t input = offset + m.index;
+    if (std::find(out.begin(), out.end(), input) == out.end()) out.push_back(input);
+  }
 }
 
 bool truth(const cpu::StridedView& pred) {
@@ -33,21 +59,31 @@ cpu::StridedView slice(const cpu::StridedView& whole, int64_t t) {
   return part;
 }
 
-class CondKernel final : public PreparedKernel {
+class CondKernel final : public ControlFlowKernel {
  public:
   explicit CondKernel(const Node& node)
       : then_(executable_of(node.block(0))), else_(executable_of(node.block(1))) {}
 
-  void run(const KernelArgs& args) const override {
+  // A branch runs once per run: only the enclosing plan's keys are worth passing.
+  void run_keyed(const KernelArgs& args, std::span<const uint64_t> keys) const override {
     const Executable& branch = truth(args.inputs[0]) ? *then_ : *else_;
-    branch.run_views(args.inputs.subspan(1), args.outputs);
+    branch.run_views(args.inputs.subspan(1), args.outputs, keys.empty() ? keys : keys.subspan(1));
   }
+
+  std::vector<size_t> mutated_inputs() const override {
+    std::vector<size_t> out;
+    add_mutated(*then_, 1, out);
+    add_mutated(*else_, 1, out);
+    return out;
+  }
+
+  std::vector<const Executable*> blocks() const override { return {then_.get(), else_.get()}; }
 
  private:
   std::unique_ptr<Executable> then_, else_;
 };
 
-class WhileKernel final : public PreparedKernel {
+class WhileKernel final : public ControlFlowKernel {
  public:
   explicit WhileKernel(const Node& node)
       : cond_(executable_of(node.block(0))),
@@ -66,8 +102,9 @@ class WhileKernel final : public PreparedKernel {
   }
 
   // outputs: the carried results, then a second set of them.
-  void run(const KernelArgs& args) const override {
+  void run_keyed(const KernelArgs& args, std::span<const uint64_t> outer_keys) const override {
     const size_t n = num_carried_;
+    const Keys keys = loop_keys(n, args.inputs.size(), outer_keys, 0);
     std::span<const cpu::StridedView> results = args.outputs.first(n);
     Views a(results.begin(), results.end()),
         b(args.outputs.begin() + std::ptrdiff_t(n), args.outputs.begin() + std::ptrdiff_t(2 * n));
@@ -80,17 +117,28 @@ class WhileKernel final : public PreparedKernel {
       state->insert(state->end(), args.inputs.begin() + std::ptrdiff_t(n), args.inputs.end());
     Views *current = &a, *next = &b;
     for (int64_t iteration = 0;; ++iteration) {
-      cond_->run_views(*current, {&pred, 1});
+      cond_->run_views(*current, {&pred, 1}, keys);
       if (!truth(pred)) break;
       KILN_CHECK(max_iterations_ < 0 || iteration < max_iterations_,
                  "while_loop: the loop exceeded max_iterations=", max_iterations_);
-      body_->run_views(*current, std::span(next->data(), n));
+      body_->run_views(*current, std::span(next->data(), n), keys);
       std::swap(current, next);
     }
     if (current == &a) return;
     for (size_t i = 0; i < n; ++i)
       cpu::copy_convert(results[i], (*current)[i]);
   }
+
+  // Carried values live in the kernel's own buffers: only captures count.
+  std::vector<size_t> mutated_inputs() const override {
+    std::vector<size_t> out;
+    add_mutated(*cond_, 0, out);
+    add_mutated(*body_, 0, out);
+    std::erase_if(out, [&](size_t i) { return i < num_carried_; });
+    return out;
+  }
+
+  std::vector<const Executable*> blocks() const override { return {cond_.get(), body_.get()}; }
 
  private:
   std::unique_ptr<Executable> cond_, body_;
@@ -99,7 +147,7 @@ class WhileKernel final : public PreparedKernel {
   cpu::StridedView pred_;
 };
 
-class ScanKernel final : public PreparedKernel {
+class ScanKernel final : public ControlFlowKernel {
  public:
   explicit ScanKernel(const Node& node)
       : step_(executable_of(node.block(0))),
@@ -107,8 +155,9 @@ class ScanKernel final : public PreparedKernel {
         reverse_(node.attrs().get_bool("reverse")) {}
 
   // inputs: init, xs, captures; outputs: carry, ys, a second set of carry.
-  void run(const KernelArgs& args) const override {
+  void run_keyed(const KernelArgs& args, std::span<const uint64_t> outer_keys) const override {
     const size_t n = layout_.num_carry, k = layout_.num_xs, p = layout_.num_ys;
+    const Keys keys = loop_keys(n + k, args.inputs.size(), outer_keys, 0);
     std::span<const cpu::StridedView> carry = args.outputs.first(n);
     std::span<const cpu::StridedView> ys = args.outputs.subspan(n, p);
     Views a(carry.begin(), carry.end()),
@@ -128,13 +177,23 @@ class ScanKernel final : public PreparedKernel {
       std::copy(next->begin(), next->end(), out.begin());
       for (size_t j = 0; j < p; ++j)
         out[n + j] = slice(ys[j], t);
-      step_->run_views(in, out);
+      step_->run_views(in, out, keys);
       std::swap(current, next);
     }
     if (current == &a) return;
     for (size_t i = 0; i < n; ++i)
       cpu::copy_convert(carry[i], (*current)[i]);
   }
+
+  // Carried values live in the kernel's own buffers; a slice of xs is xs.
+  std::vector<size_t> mutated_inputs() const override {
+    std::vector<size_t> out;
+    add_mutated(*step_, 0, out);
+    std::erase_if(out, [&](size_t i) { return i < layout_.num_carry; });
+    return out;
+  }
+
+  std::vector<const Executable*> blocks() const override { return {step_.get()}; }
 
  private:
   int64_t length_of(const KernelArgs& args) const { return args.attrs.get_int("length"); }
@@ -157,7 +216,7 @@ std::vector<const Value*> control_flow_scratch(const Node& node) {
   return scratch;
 }
 
-std::unique_ptr<PreparedKernel> prepare_control_flow(const Node& node) {
+std::unique_ptr<ControlFlowKernel> prepare_control_flow(const Node& node) {
   const std::string& name = node.op().name;
   if (name == "cond") return std::make_unique<CondKernel>(node);
   if (name == "while_loop") return std::make_unique<WhileKernel>(node);

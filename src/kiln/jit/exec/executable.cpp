@@ -1,7 +1,9 @@
 #include "kiln/jit/exec/executable.h"
 
 #include <algorithm>
+#include <atomic>
 
+#include "kiln/jit/exec/control_flow_exec.h"
 #include "kiln/jit/exec/workspace.h"
 
 namespace kiln::jit {
@@ -142,7 +144,7 @@ void Executable::execute(std::span<const Tensor> inputs, std::span<const Tensor>
     ~Lease() { exe->give_back(std::move(ws)); }
   } lease{this, take_workspace()};
   lease.ws->bind(inputs, outputs, inputs_strided);
-  run_steps(*lease.ws, inputs_strided);
+  run_steps(*lease.ws, inputs_strided, {});
   lease.ws->finish(outputs);
   for (const Mutation& m : plan_.mutations) {
     const Tensor& written = m.root == RootKind::Fixed ? plan_.held[m.index] : inputs[m.index];
@@ -159,8 +161,14 @@ Tensor tensor_over(const cpu::StridedView& v) {
 }
 }  // namespace
 
+uint64_t fresh_input_key() {
+  static std::atomic<uint64_t> made{0};
+  return (uint64_t(1) << 63) | made.fetch_add(1, std::memory_order_relaxed);
+}
+
 void Executable::run_views(std::span<const cpu::StridedView> inputs,
-                           std::span<const cpu::StridedView> outputs) const {
+                           std::span<const cpu::StridedView> outputs,
+                           std::span<const uint64_t> input_keys) const {
   bool inputs_strided = false;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const cpu::StridedView& assumed = plan_.slots[size_t(plan_.input_slots[i])].view;
@@ -182,29 +190,54 @@ void Executable::run_views(std::span<const cpu::StridedView> inputs,
     ~Lease() { exe->give_back(std::move(ws)); }
   } lease{this, take_workspace()};
   lease.ws->bind_views(inputs, outputs);
-  run_steps(*lease.ws, false);
+  run_steps(*lease.ws, false, input_keys);
   for (const Mutation& m : plan_.mutations) {
     if (m.root == RootKind::Fixed) plan_.held[m.index].bump_version();
   }
 }
 
-void Executable::run_steps(Workspace& ws, bool inputs_strided) const {
+void Executable::run_steps(Workspace& ws, bool inputs_strided,
+                           std::span<const uint64_t> input_keys) const {
   const cpu::StridedView* args = ws.args();
   for (const Step& step : plan_.steps) {
     const cpu::StridedView* first = args + step.first_arg;
     KernelArgs kernel_args{
         {first, step.num_inputs}, {first + step.num_inputs, step.num_outputs}, *step.attrs};
-    // A step with no plain kernel (control flow) takes any strides itself.
-    if (step.prepared && (!(inputs_strided && step.touches_inputs) || !step.kernel)) {
-      if (step.packed_held >= 0) {
-        step.prepared->run_packed(kernel_args, plan_.held[size_t(step.packed_held)].version());
-      } else {
-        step.prepared->run(kernel_args);
-      }
-    } else {
-      step.kernel(kernel_args);
+    if (step.control_flow) {
+      // It takes any strides itself.
+      run_control_flow(step, kernel_args, ws, input_keys);
+      continue;
     }
+    if (!step.prepared || (inputs_strided && step.touches_inputs)) {
+      step.kernel(kernel_args);
+      continue;
+    }
+    if (step.packed_held >= 0) {
+      step.prepared->run_packed(kernel_args, plan_.held[size_t(step.packed_held)].version());
+      continue;
+    }
+    const uint64_t key =
+        step.packed_input >= 0 && !input_keys.empty() ? input_keys[size_t(step.packed_input)] : 0;
+    if (key) {
+      step.prepared->run_packed(kernel_args, key);
+      continue;
+    }
+    step.prepared->run(kernel_args);
   }
+}
+
+// The step's input keys from Plan::key_sources, in the workspace's buffer.
+void Executable::run_control_flow(const Step& step, const KernelArgs& args, Workspace& ws,
+                                  std::span<const uint64_t> input_keys) const {
+  uint64_t* keys = ws.keys() + step.first_key_source;
+  for (uint32_t i = 0; i < step.num_inputs; ++i) {
+    const KeySource& source = plan_.key_sources[step.first_key_source + i];
+    uint64_t key = 0;
+    if (source.root == RootKind::Fixed) key = version_key(plan_.held[source.index].version());
+    if (source.root == RootKind::Input && !input_keys.empty()) key = input_keys[source.index];
+    keys[i] = key;
+  }
+  step.control_flow->run_keyed(args, {keys, step.num_inputs});
 }
 
 }  // namespace kiln::jit

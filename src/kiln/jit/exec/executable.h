@@ -83,8 +83,13 @@ class Executable final : public GraphRunner {
   // on that plan's argument views, the inputs of the graph's input types and
   // the outputs contiguous and apart from them. Nothing is checked, and
   // nothing is allocated when the inputs have the strides this plan assumed.
+  // input_keys: empty, or one per input; a nonzero key promises that every
+  // run given that key for that input sees the same memory with the same
+  // contents, so steps keep a packed copy of a weight read from it (see
+  // fresh_input_key).
   void run_views(std::span<const cpu::StridedView> inputs,
-                 std::span<const cpu::StridedView> outputs) const;
+                 std::span<const cpu::StridedView> outputs,
+                 std::span<const uint64_t> input_keys = {}) const;
 
   const Graph& graph() const { return *graph_; }
   const Plan& plan() const { return plan_; }
@@ -96,7 +101,9 @@ class Executable final : public GraphRunner {
   void check_inputs(std::span<const Tensor> inputs) const;
   void check_outputs(std::span<const Tensor> outputs, std::span<const Tensor> inputs) const;
   void execute(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const;
-  void run_steps(Workspace& ws, bool inputs_strided) const;
+  void run_steps(Workspace& ws, bool inputs_strided, std::span<const uint64_t> input_keys) const;
+  void run_control_flow(const Step& step, const KernelArgs& args, Workspace& ws,
+                        std::span<const uint64_t> input_keys) const;
   std::unique_ptr<Workspace> take_workspace() const;
   void give_back(std::unique_ptr<Workspace> ws) const;
 
@@ -108,5 +115,13 @@ class Executable final : public GraphRunner {
   mutable std::vector<std::unique_ptr<Workspace>> pool_;
   mutable size_t workspaces_made_ = 0;
 };
+
+// Input keys (Executable::run_views): a key no other run has had, for a
+// loop's capture over one run; and the key of a held tensor at a version.
+// The two never meet: made keys have the top bit set.
+uint64_t fresh_input_key();
+inline uint64_t version_key(uint64_t version) {
+  return version + 1;
+}
 
 }  // namespace kiln::jit

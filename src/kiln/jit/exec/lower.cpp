@@ -303,9 +303,27 @@ class Lowering {
       outs.push_back(new_slot(
           like, Slot{.root_index = new_buffer(like->type()), .view = contiguous_view(like)}));
     }
-    add_step(node.op(), &plan_.attrs.emplace_back(node.attrs()), ins, outs, /*prepare=*/false);
-    plan_.prepared.push_back(prepare_control_flow(node));
-    plan_.steps.back().prepared = plan_.prepared.back().get();
+    std::unique_ptr<ControlFlowKernel> kernel = prepare_control_flow(node);
+    Step& step = plan_.steps.emplace_back(Step{.op = &node.op(),
+                                               .attrs = &plan_.attrs.emplace_back(node.attrs()),
+                                               .first_arg = uint32_t(plan_.args.size()),
+                                               .num_inputs = uint32_t(ins.size()),
+                                               .num_outputs = uint32_t(outs.size())});
+    for (const std::vector<int32_t>* list : {&ins, &outs}) {
+      for (int32_t id : *list)
+        add_arg(id, step, plan_.steps.size() - 1);
+    }
+    step.prepared = step.control_flow = kernel.get();
+    step.first_key_source = uint32_t(plan_.key_sources.size());
+    for (int32_t id : ins) {
+      const Slot& slot = plan_.slots[size_t(id)];
+      const bool keyed = slot.root == RootKind::Fixed || slot.root == RootKind::Input;
+      plan_.key_sources.push_back(keyed ? KeySource{slot.root, slot.root_index} : KeySource{});
+    }
+    // What a block writes in place, the enclosing plan writes.
+    for (size_t input : kernel->mutated_inputs())
+      note_mutation(ins[input]);
+    plan_.prepared.push_back(std::move(kernel));
   }
 
   // The arena buffer of input 0 when `out` may be written over it: the op
@@ -361,14 +379,15 @@ class Lowering {
               .num_outputs = uint32_t(outs.size())};
     for (const std::vector<int32_t>* list : {&ins, &outs}) {
       for (int32_t id : *list)
-        add_arg(id, step);
+        add_arg(id, step, plan_.steps.size());
     }
     if (prepare && op.prepare) prepare_step(step);
     note_mutations(step);
     plan_.steps.push_back(step);
   }
 
-  void add_arg(int32_t id, Step& step) {
+  // `position`: the index the step has (or will have) in plan_.steps.
+  void add_arg(int32_t id, Step& step, size_t position) {
     plan_.arg_slots.push_back(id);
     if (id < 0) {
       plan_.args.emplace_back();  // data == nullptr: an absent optional input
@@ -379,7 +398,7 @@ class Lowering {
     if (slot.root == RootKind::Input) step.touches_inputs = true;
     if (slot.root == RootKind::Arena) {
       BufferRequest& buffer = plan_.buffers[slot.root_index];
-      buffer.last_step = std::max(buffer.last_step, plan_.steps.size());
+      buffer.last_step = std::max(buffer.last_step, position);
     }
   }
 
@@ -400,37 +419,61 @@ class Lowering {
     if (!step.op->has_side_effects || !step.op->mutated_inputs) return;
     for (int input : step.op->mutated_inputs(*step.attrs)) {
       if (size_t(input) >= step.num_inputs) continue;
-      int32_t id = plan_.arg_slots[step.first_arg + size_t(input)];
-      if (id < 0) continue;
-      const Slot& slot = plan_.slots[size_t(id)];
-      // Arena and output memory is the plan's own or fresh: nobody else sees it.
-      if (slot.root == RootKind::Fixed || slot.root == RootKind::Input) {
-        plan_.mutations.push_back(Mutation{slot.root, slot.root_index});
-      }
+      note_mutation(plan_.arg_slots[step.first_arg + size_t(input)]);
     }
+  }
+
+  void note_mutation(int32_t id) {
+    if (id < 0) return;
+    const Slot& slot = plan_.slots[size_t(id)];
+    // Arena and output memory is the plan's own or fresh: nobody else sees it.
+    if (slot.root != RootKind::Fixed && slot.root != RootKind::Input) return;
+    const Mutation m{slot.root, slot.root_index};
+    const bool known =
+        std::any_of(plan_.mutations.begin(), plan_.mutations.end(),
+                    [&](const Mutation& o) { return o.root == m.root && o.index == m.index; });
+    if (!known) plan_.mutations.push_back(m);
   }
 
   // Prepared kernels that can keep a weight packed across calls do so when
   // the weight is a parameter or constant that no step of this plan writes:
-  // its version counter then changes only between calls.
+  // its version counter then changes only between calls. A weight read
+  // from a graph input that no step writes is packed while the caller keys
+  // that input (a loop's capture, Executable::run_views). Control-flow
+  // steps learn the keys of the same two kinds of inputs.
   void choose_packed_weights() {
     std::vector<const StorageImpl*> written;
+    std::vector<uint32_t> written_inputs;
     for (const Mutation& m : plan_.mutations) {
       if (m.root == RootKind::Fixed) written.push_back(plan_.held[m.index].storage().get());
+      if (m.root == RootKind::Input) written_inputs.push_back(m.index);
     }
     for (int32_t held : plan_.output_held) {
       if (held >= 0) written.push_back(plan_.held[size_t(held)].storage().get());
     }
+    // Of a Fixed or Input root.
+    auto unwritten = [&](RootKind root, uint32_t index) {
+      if (root == RootKind::Input) {
+        return std::find(written_inputs.begin(), written_inputs.end(), index) ==
+               written_inputs.end();
+      }
+      const StorageImpl* storage = plan_.held[index].storage().get();
+      return std::find(written.begin(), written.end(), storage) == written.end();
+    };
+    for (KeySource& source : plan_.key_sources) {
+      if (source.root != RootKind::Arena && !unwritten(source.root, source.index)) source = {};
+    }
     for (Step& step : plan_.steps) {
-      if (!step.prepared) continue;
+      if (!step.prepared || step.control_flow) continue;
       const int input = step.prepared->packable_input();
       if (input < 0 || uint32_t(input) >= step.num_inputs) continue;
       const int32_t id = plan_.arg_slots[step.first_arg + uint32_t(input)];
-      if (id < 0 || plan_.slots[size_t(id)].root != RootKind::Fixed) continue;
-      const uint32_t held = plan_.slots[size_t(id)].root_index;
-      const StorageImpl* storage = plan_.held[held].storage().get();
-      if (std::find(written.begin(), written.end(), storage) != written.end()) continue;
-      step.packed_held = int32_t(held);
+      if (id < 0) continue;
+      const Slot& slot = plan_.slots[size_t(id)];
+      if (slot.root != RootKind::Fixed && slot.root != RootKind::Input) continue;
+      if (!unwritten(slot.root, slot.root_index)) continue;
+      (slot.root == RootKind::Fixed ? step.packed_held : step.packed_input) =
+          int32_t(slot.root_index);
     }
   }
 

@@ -60,6 +60,7 @@ std::string Plan::to_string() const {
       out << " " << arg_text(*this, step.first_arg + step.num_inputs + k);
     if (step.prepared) out << " [prepared]";
     if (step.packed_held >= 0) out << " [packs fixed " << step.packed_held << "]";
+    if (step.packed_input >= 0) out << " [packs keyed input " << step.packed_input << "]";
     out << "\n";
   }
   out << "arena: " << memory.arena_bytes << " bytes (unshared: " << memory.unshared_bytes

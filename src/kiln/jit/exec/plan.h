@@ -26,6 +26,8 @@
 
 namespace kiln::jit {
 
+class ControlFlowKernel;
+
 enum class RootKind : uint8_t { Fixed, Arena, Input, Output };
 
 struct Slot {
@@ -57,6 +59,13 @@ struct Step {
   // PreparedKernel::packable_input), or -1: run_packed() is called with its
   // version.
   int32_t packed_held = -1;
+  // The graph input whose packed copy the prepared kernel keeps while the
+  // caller keys that input (Executable::run_views: a scan's captures), or -1.
+  int32_t packed_input = -1;
+  // A control-flow step: its kernel, which takes its inputs' keys, found
+  // through Plan::key_sources from first_key_source on (one per input).
+  const ControlFlowKernel* control_flow = nullptr;
+  uint32_t first_key_source = 0;
 };
 
 // Sets args[arg].data = bases[base] + byte_offset.
@@ -71,6 +80,15 @@ struct Patch {
 struct Mutation {
   RootKind root;  // Fixed (a held tensor) or Input
   uint32_t index;
+};
+
+// Where the key of a control-flow step's input comes from per call (see
+// Executable::run_views): the version of held tensor `index` (Fixed), the
+// caller's key for graph input `index` (Input), or nowhere (Arena: an
+// intermediate, whose contents differ per call).
+struct KeySource {
+  RootKind root = RootKind::Arena;
+  uint32_t index = 0;
 };
 
 // A graph output written into a parameter's own memory instead of a fresh
@@ -94,6 +112,7 @@ struct Plan {
   std::vector<Patch> arena_patches, call_patches;
   std::vector<uint32_t> input_rooted_args;  // args over a graph input (re-derived, restored)
   std::vector<Mutation> mutations;
+  std::vector<KeySource> key_sources;  // control-flow steps' inputs, from Step::first_key_source
   std::vector<BufferRequest> buffers;  // what the arena holds, by root_index
   MemoryPlan memory;
   // Parameters and constants, referenced (an optimizer's in-place update is

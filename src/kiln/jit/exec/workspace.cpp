@@ -9,6 +9,7 @@ namespace kiln::jit {
 Workspace::Workspace(const Plan& plan)
     : plan_(plan),
       args_(plan.args),
+      keys_(plan.key_sources.size()),
       bases_(1 + plan.num_inputs + plan.num_outputs, nullptr),
       stand_ins_(plan.num_outputs) {
   const size_t arena_bytes = size_t(plan.memory.arena_bytes);

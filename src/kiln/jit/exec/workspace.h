@@ -32,6 +32,8 @@ class Workspace {
   void finish(std::span<const Tensor> outputs);
 
   const cpu::StridedView* args() const { return args_.data(); }
+  // Room for the input keys of the plan's control-flow steps (Plan::key_sources).
+  uint64_t* keys() { return keys_.data(); }
 
  private:
   void derive_input_views(std::span<const Tensor> inputs);
@@ -40,6 +42,7 @@ class Workspace {
   const Plan& plan_;
   void* arena_ = nullptr;
   std::vector<cpu::StridedView> args_;
+  std::vector<uint64_t> keys_;
   std::vector<char*> bases_;         // 0: the arena; then the inputs; then the outputs
   std::vector<Tensor> stand_ins_;    // per output; defined only during a call that needs one
   bool input_args_derived_ = false;  // args_ over inputs hold another call's strides

@@ -244,4 +244,83 @@ std::optional<Rewrite> cat_single(const Node& root) {
   return forward(root.input(0));
 }
 
+namespace {
+
+// The value's only reader is one input of one node, and no graph output.
+bool read_once(const Value& value) {
+  return value.uses().size() == 1 && value.graph().output_uses(&value) == 0;
+}
+
+// -1 when a dim is symbolic.
+int64_t static_numel(const DimList& shape) {
+  int64_t n = 1;
+  for (const Dim& d : shape) {
+    if (!d.is_static()) return -1;
+    n *= d.static_value();
+  }
+  return n;
+}
+
+// Both linear-of-embedding rules; `through_transpose` picks the one.
+std::optional<Rewrite> linear_of_embedding(const Node& root, bool through_transpose) {
+  Value* x = root.input(0);
+  const Node* transpose = produced_by(x, "transpose");
+  if (bool(transpose) != through_transpose) return std::nullopt;
+  Value* embedded = transpose ? transpose->input(0) : x;
+  const Node* embedding = produced_by(embedded, "embedding");
+  if (!embedding || !read_once(*embedded) || (transpose && !read_once(*x))) return std::nullopt;
+  // padding_idx keeps that row of E from its gradient, not W: the
+  // rewritten graph would differentiate otherwise.
+  if (embedding->attrs().has("padding_idx")) return std::nullopt;
+  Value *table = embedding->input(0), *ids = embedding->input(1);
+  const int64_t rows = static_numel(table->shape()), tokens = static_numel(ids->shape());
+  if (table->dtype() != DType::Float32 || table->shape().size() != 2 || rows < 0 || tokens < 0) {
+    return std::nullopt;
+  }
+  const int64_t table_rows = table->shape()[0].static_value();
+  const Dim& out_columns = root.output(0)->shape().back();
+  const int64_t columns = out_columns.is_static() ? out_columns.static_value() : -1;
+  // Two rows and more, more than 4 columns: kiln's GEMM on both sides.
+  if (table_rows < 2 || 2 * table_rows > tokens || columns <= 4) return std::nullopt;
+  int64_t dim0 = 0, dim1 = 0;
+  if (transpose) {
+    const int64_t rank = int64_t(x->shape().size());
+    dim0 = transpose->attrs().get_int("dim0");
+    dim1 = transpose->attrs().get_int("dim1");
+    dim0 = dim0 < 0 ? dim0 + rank : dim0;
+    dim1 = dim1 < 0 ? dim1 + rank : dim1;
+    if (dim0 >= rank - 1 || dim1 >= rank - 1) return std::nullopt;  // the features moved
+  }
+  std::vector<Value*> linear_inputs = root.inputs();
+  linear_inputs[0] = table;
+  const Attrs linear_attrs = root.attrs(),
+              transpose_attrs = transpose ? transpose->attrs() : Attrs();
+  const Attrs embedding_attrs = embedding->attrs();
+  const OpDef *linear_op = &root.op(), *embedding_op = &embedding->op();
+  const OpDef* transpose_op = transpose ? &transpose->op() : nullptr;
+  Rewrite rewrite;
+  rewrite.build = [=](Graph& graph, Node* at, std::vector<Node*>& built) {
+    built.push_back(graph.insert_before(at, *linear_op, linear_inputs, linear_attrs));
+    Value* product = built.back()->output(0);
+    Value* order = ids;
+    if (transpose_op) {
+      built.push_back(graph.insert_before(at, *transpose_op, {ids}, transpose_attrs));
+      order = built.back()->output(0);
+    }
+    built.push_back(graph.insert_before(at, *embedding_op, {product, order}, embedding_attrs));
+    return built.back()->output(0);
+  };
+  return rewrite;
+}
+
+}  // namespace
+
+std::optional<Rewrite> linear_of_embedding(const Node& root) {
+  return linear_of_embedding(root, false);
+}
+
+std::optional<Rewrite> linear_of_transposed_embedding(const Node& root) {
+  return linear_of_embedding(root, true);
+}
+
 }  // namespace kiln::jit::matchers

@@ -3,6 +3,7 @@
 // peephole_matchers.cpp.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -11,12 +12,16 @@
 namespace kiln::jit {
 
 // What a matcher found: root's output 0 becomes `value`, an existing value,
-// or (value null) the output of `op(inputs) {attrs}` built in root's place.
+// or (value null) the output of `op(inputs) {attrs}` built in root's place,
+// or (op null too) the value `build` returns from the nodes it inserts
+// before root (appending each to `built`, so a rewrite that does not fit
+// can take them out again).
 struct Rewrite {
   Value* value = nullptr;
   const OpDef* op = nullptr;
   std::vector<Value*> inputs;
   Attrs attrs;
+  std::function<Value*(Graph& graph, Node* root, std::vector<Node*>& built)> build;
   // Set by a matcher that knows its root has no effects under its attributes
   // (an eval-mode dropout draws nothing), so the root may go once unused.
   bool root_has_no_effects = false;
@@ -56,6 +61,8 @@ std::optional<Rewrite> cast_chain(const Node& root);
 std::optional<Rewrite> dropout_eval(const Node& root);
 std::optional<Rewrite> clone_contiguous(const Node& root);
 std::optional<Rewrite> cat_single(const Node& root);
+std::optional<Rewrite> linear_of_embedding(const Node& root);
+std::optional<Rewrite> linear_of_transposed_embedding(const Node& root);
 
 }  // namespace matchers
 }  // namespace kiln::jit

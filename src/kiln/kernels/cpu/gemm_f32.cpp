@@ -184,15 +184,31 @@ void micro_kernel(const BlockPass& pass, const float* a, int64_t lda, const floa
 void panel_rows(const GemmRows& rows, const BlockPass& pass, int64_t i0, int64_t i1, int64_t k0,
                 int64_t j0, const float* panel) {
   const int64_t lda = rows.a_row_stride, ldc = rows.out_row_stride;
-  int64_t i = i0;
-  for (; i + kMR <= i1; i += kMR)
-    micro_kernel<kMR>(pass, rows.a + i * lda + k0, lda, panel, rows.out + i * ldc + j0, ldc);
-  if (i == i1) return;
-  // The last 1 to 5 rows: a tile of that height.
   using Tile = void (*)(const BlockPass&, const float*, int64_t, const float*, float*, int64_t);
-  static constexpr Tile kRemainder[kMR] = {nullptr,         micro_kernel<1>, micro_kernel<2>,
-                                           micro_kernel<3>, micro_kernel<4>, micro_kernel<5>};
-  kRemainder[i1 - i](pass, rows.a + i * lda + k0, lda, panel, rows.out + i * ldc + j0, ldc);
+  static constexpr Tile kTile[kMR + 1] = {nullptr,         micro_kernel<1>, micro_kernel<2>,
+                                          micro_kernel<3>, micro_kernel<4>, micro_kernel<5>,
+                                          micro_kernel<6>};
+  auto tile = [&](int64_t i, int64_t height) {
+    kTile[height](pass, rows.a + i * lda + k0, lda, panel, rows.out + i * ldc + j0, ldc);
+  };
+  const int64_t m = i1 - i0, rest = m % kMR;
+  // A last tile of 1 to 3 rows has too few accumulators to hide the FMA
+  // latency (2 rows ran at about 40% of a 6-row tile's rate per row): it
+  // and the full tile before it run as two tiles of 3 to 5 rows (32 rows,
+  // an LSTM step at batch 32: 6+6+6+6+4+4 instead of 6+6+6+6+6+2). Each
+  // output's sum is the same whatever tile computes it.
+  const int64_t full = rest != 0 && rest < 4 && m > kMR ? m / kMR - 1 : m / kMR;
+  int64_t i = i0;
+  for (int64_t t = 0; t < full; ++t, i += kMR)
+    tile(i, kMR);
+  const int64_t left = i1 - i;
+  if (left == 0) return;
+  if (left <= kMR) {
+    tile(i, left);
+    return;
+  }
+  tile(i, (left + 1) / 2);
+  tile(i + (left + 1) / 2, left / 2);
 }
 
 // Rows [r0, r1) x panels [p0, p1) of the product: M blocks, then K blocks,
@@ -258,9 +274,12 @@ void gemm_f32_packed(const GemmRows& rows, const PackedB& b) {
     return;
   }
   // A grid of row chunks (whole 6-row tiles) by panel groups, rows first:
-  // each task then reads all of b once, and a only for its rows.
+  // each task then reads all of b once, and a only for its rows. Up to kMC
+  // rows (a recurrent step, a small batch) panels only, as gemm_f32 splits
+  // them: each thread reads its share of b, which then stays in its core's
+  // L2 from call to call (an LSTM's 1 MiB W_hh, 64 steps in a row).
   const int64_t tiles = (rows.m + kMR - 1) / kMR;
-  const int64_t row_tasks = std::min(threads, tiles);
+  const int64_t row_tasks = rows.m <= kMC ? 1 : std::min(threads, tiles);
   const int64_t panel_tasks = std::max<int64_t>(1, std::min(panels, threads / row_tasks));
   const int64_t rows_per_task = (tiles + row_tasks - 1) / row_tasks * kMR;
   const int64_t panels_per_task = (panels + panel_tasks - 1) / panel_tasks;
