@@ -263,6 +263,10 @@ void bind_jit(nb::module_& m) {
                    [](const CompiledFunction& f) {
                      return GraphRef{std::const_pointer_cast<jit::Graph>(f.shared_graph()), true};
                    })
+      .def_prop_ro("lowered_graph",
+                   [](const CompiledFunction& f) {
+                     return GraphRef{std::const_pointer_cast<jit::Graph>(f.lowered_graph()), true};
+                   })
       .def(
           "grad_graphs",
           [](const CompiledFunction& f, std::vector<Tensor> inputs) -> nb::object {

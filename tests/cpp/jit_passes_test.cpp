@@ -61,12 +61,14 @@ TEST(PassPipeline, DefaultPipelineHoldsOnlyPassesThatKeepRounding) {
                                 "fold_batch_norm", "fuse_activations", "fuse_elementwise"}));
 }
 
-// The list names every registered pass once, and marks fast-math only
-// exactly the passes that may change rounding.
+// The list names every registered pass once, but unroll_loops (which
+// runs when a plan is lowered, on its own copy: compiled.h), and marks
+// fast-math only exactly the passes that may change rounding.
 TEST(PassPipeline, DefaultPipelineNamesEveryRegisteredPassOnce) {
   std::vector<std::string> registered, listed;
-  for (const PassInfo& info : pass_registry().all())
-    registered.push_back(info.name);
+  for (const PassInfo& info : pass_registry().all()) {
+    if (info.name != "unroll_loops") registered.push_back(info.name);
+  }
   for (const PipelineStep& step : default_pipeline_steps()) {
     listed.push_back(step.pass);
     const PassInfo* info = pass_registry().find(step.pass);

@@ -80,6 +80,12 @@ class TracedModule:
         """The optimized graph (read only; .clone() it to rewrite it)."""
         return self._compiled.graph
 
+    @property
+    def lowered_graph(self) -> Any:
+        """The graph the compiled plan runs: .graph, or a copy of it with
+        small static loops unrolled (KILN_UNROLL=0: never). Read only."""
+        return self._compiled.lowered_graph
+
     def report(self) -> Any:
         """What the compiler did: per pass, nodes before/after, rules fired
         and time; the memory plan (planned bytes against the sum of every

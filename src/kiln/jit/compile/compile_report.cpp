@@ -9,6 +9,10 @@ namespace kiln::jit {
 std::string CompileReport::to_string() const {
   std::string text = passes.to_string();
   if (!text.empty() && text.back() != '\n') text += '\n';
+  if (!lowering.passes.empty()) {
+    text += "when lowering, on the plan's copy of the graph:\n" + lowering.to_string();
+    if (text.back() != '\n') text += '\n';
+  }
   if (planned_bytes >= 0) {
     const double share =
         unshared_bytes > 0 ? 100.0 * double(planned_bytes) / double(unshared_bytes) : 100.0;

@@ -16,6 +16,9 @@ namespace kiln::jit {
 
 struct CompileReport {
   PassReport passes;
+  // Run on the plan's own copy of the graph when lowering (unroll_loops):
+  // what the plan runs differs from graph() by these. Empty: none ran.
+  PassReport lowering;
   // The compiled plan's arena (-1 when the function runs another runner).
   int64_t planned_bytes = -1;
   int64_t unshared_bytes = -1;  // every intermediate in a place of its own

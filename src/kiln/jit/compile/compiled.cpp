@@ -12,6 +12,7 @@
 #include "kiln/jit/exec/executable.h"
 #include "kiln/jit/exec/interpreter.h"
 #include "kiln/jit/ir/specialize.h"
+#include "kiln/jit/passes/pipeline.h"
 #include "kiln/ops/copy.h"
 
 namespace kiln::jit {
@@ -20,30 +21,60 @@ namespace {
 std::mutex g_factory_mutex;
 RunnerFactory g_runner_factory;
 
+bool has_scan(const Graph& graph) {
+  bool found = false;
+  for_each_graph(graph, [&](const Graph& g) {
+    for (const Node* node : g.nodes())
+      found = found || node->op().name == "scan";
+  });
+  return found;
+}
+
+// The graph a plan is lowered from. With `unroll`, scans with a small
+// static trip count are unrolled (unroll_loops, whose rule is measured),
+// then the default pipeline runs again so the copies fold and fuse (a
+// fori_loop's counter becomes constants). Only the plan sees this: the
+// graph users print, save and export keeps its loops.
+std::shared_ptr<const Graph> graph_to_lower(const std::shared_ptr<const Graph>& graph, bool unroll,
+                                            PassReport& report) {
+  if (!unroll || !has_scan(*graph)) return graph;
+  std::shared_ptr<Graph> copy = graph->clone();
+  report = optimize(*copy, {.passes = {"unroll_loops"}});
+  if (report.passes.empty() || report.passes[0].runs_changed == 0) return graph;
+  PassReport again = optimize(*copy);
+  report.nodes_after = again.nodes_after;
+  report.seconds += again.seconds;
+  return copy;
+}
+
 // `into`: the state updates of parameters, which the Executable writes in
-// place (a factory's runner returns them as fresh tensors to copy instead).
+// place (a factory's runner returns them as fresh tensors to copy instead);
+// matched by name in the graph lowered.
 std::shared_ptr<const GraphRunner> make_runner(const std::shared_ptr<const Graph>& graph,
-                                               std::span<const OutputIntoParam> into) {
+                                               std::span<const OutputIntoParam> into, bool unroll,
+                                               std::shared_ptr<const Graph>& lowered,
+                                               PassReport& report) {
+  lowered = graph;
   RunnerFactory factory;
   {
     std::lock_guard<std::mutex> lock(g_factory_mutex);
     factory = g_runner_factory;
   }
   if (factory) return factory(graph);
-  if (graph->is_symbolic()) {
-    // The parameters written in place, by name: each size has its own graph.
-    std::vector<std::pair<size_t, std::string>> by_name;
-    for (const OutputIntoParam& i : into)
-      by_name.emplace_back(i.output, i.param->name());
-    return std::make_shared<PerSizeRunner>(
-        graph, [by_name](std::shared_ptr<const Graph> g, const BufferPlacer& place) {
-          std::vector<OutputIntoParam> mapped;
-          for (const auto& [output, name] : by_name)
-            mapped.push_back({output, g->find_param(name)});
-          return std::make_shared<Executable>(g, mapped, place);
-        });
-  }
-  return std::make_shared<Executable>(graph, into);
+  std::vector<std::pair<size_t, std::string>> by_name;
+  for (const OutputIntoParam& i : into)
+    by_name.emplace_back(i.output, i.param->name());
+  auto lower = [by_name](std::shared_ptr<const Graph> g, const BufferPlacer& place) {
+    std::vector<OutputIntoParam> mapped;
+    for (const auto& [output, name] : by_name)
+      mapped.push_back({output, g->find_param(name)});
+    return std::make_shared<Executable>(g, mapped, place);
+  };
+  // A symbolic graph has a graph of its own per size, lowered as it comes
+  // and placed value for value after the symbolic one's plan: not unrolled.
+  if (graph->is_symbolic()) return std::make_shared<PerSizeRunner>(graph, lower);
+  lowered = graph_to_lower(graph, unroll, report);
+  return lower(lowered, {});
 }
 
 std::shared_ptr<const GraphRunner> make_interpreter(const std::shared_ptr<const Graph>& graph) {
@@ -96,7 +127,9 @@ CompiledFunction::CompiledFunction(Capture capture, const CompileOptions& option
 CompiledFunction::CompiledFunction(Optimized optimized)
     : CompiledFunction(std::move(optimized.capture.graph), optimized.capture.num_outputs,
                        std::move(optimized.capture.state_updates),
-                       std::move(optimized.capture.grad_updates)) {
+                       std::move(optimized.capture.grad_updates),
+                       // The default pipeline, not a list the caller chose.
+                       optimized.passes && optimized.passes->passes.empty()) {
   differentiable_ = optimized.capture.differentiable;
   warnings_ = std::move(optimized.capture.warnings);
   CompileReport lowered = std::move(compile_report_);  // what the constructor measured
@@ -105,6 +138,7 @@ CompiledFunction::CompiledFunction(Optimized optimized)
   compile_report_.unshared_bytes = lowered.unshared_bytes;
   compile_report_.steps = lowered.steps;
   compile_report_.lower_seconds = lowered.lower_seconds;
+  compile_report_.lowering = std::move(lowered.lowering);
   recorded_ = std::move(optimized.recorded);
   passes_ = std::move(optimized.passes);
   if (symbolic_ && !optimized.capture.example_sizes.empty())
@@ -158,7 +192,8 @@ std::optional<int64_t> CompiledFunction::max_size_for(
 
 CompiledFunction::CompiledFunction(std::shared_ptr<const Graph> graph, size_t num_outputs,
                                    std::vector<StateUpdate> state_updates,
-                                   std::vector<GradUpdate> grad_updates)
+                                   std::vector<GradUpdate> grad_updates,
+                                   bool unroll_loops_when_lowering)
     : graph_(std::move(graph)),
       num_outputs_(num_outputs),
       state_updates_(std::move(state_updates)),
@@ -197,7 +232,8 @@ CompiledFunction::CompiledFunction(std::shared_ptr<const Graph> graph, size_t nu
   admitted_ = std::make_shared<AdmittedSizes>();
   interpreter_ = make_interpreter(graph_);
   auto start = std::chrono::steady_clock::now();
-  runner_ = make_runner(graph_, into);
+  runner_ =
+      make_runner(graph_, into, unroll_loops_when_lowering, lowered_, compile_report_.lowering);
   compile_report_.lower_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!runner_) runner_ = interpreter_;

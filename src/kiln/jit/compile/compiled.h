@@ -47,9 +47,13 @@ class CompiledFunction {
   // A graph from elsewhere (rewritten, parsed, loaded): the first
   // `num_outputs` outputs are returned, the rest are `state_updates`. The
   // graph must not change afterwards (clone it to rewrite it).
+  // unroll_loops_when_lowering: the plan runs scans with a small static trip
+  // count unrolled (unroll_loops, then the default pipeline on that copy);
+  // graph() keeps the loops either way. KILN_UNROLL=0 turns it off.
   CompiledFunction(std::shared_ptr<const Graph> graph, size_t num_outputs,
                    std::vector<StateUpdate> state_updates = {},
-                   std::vector<GradUpdate> grad_updates = {});
+                   std::vector<GradUpdate> grad_updates = {},
+                   bool unroll_loops_when_lowering = true);
 
   // Runs the graph on inputs of the dtypes and shapes it was traced with.
   std::vector<Tensor> run(std::span<const Tensor> inputs) const;
@@ -61,6 +65,10 @@ class CompiledFunction {
   bool defined() const { return graph_ != nullptr; }
   const Graph& graph() const;
   const std::shared_ptr<const Graph>& shared_graph() const { return graph_; }
+  // The graph the plan runs: graph(), or its copy with small static loops
+  // unrolled (the constructor's unroll_loops_when_lowering). A symbolic
+  // graph's plans are per size; this is then graph(). Null when empty.
+  const std::shared_ptr<const Graph>& lowered_graph() const { return lowered_; }
   size_t num_outputs() const { return num_outputs_; }
   const std::vector<StateUpdate>& state_updates() const { return state_updates_; }
   const std::vector<GradUpdate>& grad_updates() const { return grad_updates_; }
@@ -129,6 +137,7 @@ class CompiledFunction {
   std::shared_ptr<const GraphRunner> interpreter_;
   bool symbolic_ = false;  // the inputs have symbolic dims: one plan per size
   std::shared_ptr<const GraphRunner> runner_;
+  std::shared_ptr<const Graph> lowered_;  // lowered_graph()
   // What differentiate() starts from, and the passes its halves go through.
   std::shared_ptr<const Graph> recorded_;
   std::optional<PassOptions> passes_ = PassOptions{};

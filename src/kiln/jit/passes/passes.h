@@ -37,6 +37,12 @@ bool fold_batch_norm(Graph& graph, PassContext& context);
 // loop-invariant nodes of loop bodies move before the loop; inputs no block
 // reads are dropped.
 bool simplify_control_flow(Graph& graph, PassContext& context);
+
+// A scan with a small static trip count (measured: unroll.cpp) becomes its
+// step inlined once per iteration: slices by select, ys by stack.
+// KILN_UNROLL=0 keeps every loop; KILN_UNROLL=all unrolls every static scan.
+bool unroll_loops(Graph& graph, PassContext& context);
+
 // Fills `registry` with the passes above (the default pipeline is its own
 // list: default_pipeline_steps in pipeline.h).
 void register_builtin_passes(PassRegistry& registry);

@@ -202,6 +202,9 @@ void register_builtin_passes(PassRegistry& registry) {
   registry.add({.name = "simplify_control_flow",
                 .run = simplify_control_flow,
                 .summary = "constant conds inline, loop invariants hoist, unread inputs go"});
+  registry.add({.name = "unroll_loops",
+                .run = unroll_loops,
+                .summary = "scans with a small static trip count become their steps, inline"});
   registry.add({.name = "fold_batch_norm",
                 .run = fold_batch_norm,
                 .summary = "frozen: batch_norm (eval) folds into the conv2d/linear before it",
