@@ -163,13 +163,22 @@ struct DirectionResult {
   Tensor ys, h, c;  // ys [T, B, H]; the state after the last step
 };
 
-// One direction of one layer over x [T, B, I]: one scan, whose step is
-// h W_hhᵀ + b_hh and the cell's pointwise op; x W_ihᵀ + b_ih for every step
-// is one product before it. The reverse direction scans from the last step
-// to the first and stacks its outputs in time order.
-DirectionResult run_direction(RNNMode mode, const Tensor& x, const Tensor& h0, const Tensor& c0,
+// x W_ihᵀ + b_ih for every step of x [T, B, I], one product: [T, B, G].
+// A batch-first input (`batch_major`, [B, T, I], the first layer's) is
+// projected in its own layout and the product transposed: the graph then
+// reads linear(embedding(ids)) as written, which the compiler folds into
+// projecting the embedding table once (peephole: linear_of_embedding).
+Tensor input_projection(const Tensor& x, const Tensor& batch_major, const DirectionWeights& w) {
+  if (batch_major.defined()) return transpose(linear(batch_major, w.w_ih, w.b_ih), 0, 1);
+  return linear(x, w.w_ih, w.b_ih);
+}
+
+// One direction of one layer over the input projection gi [T, B, G]: one
+// scan, whose step is h W_hhᵀ + b_hh and the cell's pointwise op. The
+// reverse direction scans from the last step to the first and stacks its
+// outputs in time order.
+DirectionResult run_direction(RNNMode mode, const Tensor& gi, const Tensor& h0, const Tensor& c0,
                               const DirectionWeights& w, bool reverse) {
-  Tensor gi = linear(x, w.w_ih, w.b_ih);
   Tensors init{h0};
   if (mode == RNNMode::LSTM) init.push_back(c0);
   ScanResult r = scan(
@@ -260,8 +269,10 @@ RNNResult recurrent(RNNMode mode, const Tensor& input, const Tensor& h0, const T
       const Tensor* w = weights.data() + size_t(index) * per_direction;
       DirectionWeights dw{w[0], w[1], options.bias ? w[2] : Tensor(),
                           options.bias ? w[3] : Tensor()};
+      const bool first_batch_first = layer == 0 && options.batch_first && !unbatched;
+      Tensor gi = input_projection(x, first_batch_first ? input : Tensor(), dw);
       DirectionResult r =
-          run_direction(mode, x, state_at(h_init, index, zero_h),
+          run_direction(mode, gi, state_at(h_init, index, zero_h),
                         lstm ? state_at(c_init, index, zero_c) : Tensor(), dw, d == 1);
       outputs.push_back(r.ys);
       h_n.push_back(r.h);

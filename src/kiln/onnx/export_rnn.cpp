@@ -12,7 +12,10 @@
 //   -> LSTM(%x, W, R, B, "", h0[None], c0[None]) {direction, hidden_size}
 //      %ys = Y[:, 0], %h_n = Y_h[0], %c_n = Y_c[0]
 //
-// R and Rb may also be constants of the step (a traced function's closure).
+// A batch-first first layer projects before it goes time-major
+// (%gi = transpose(linear(%x_bf, %W_ih, %b_ih)) {dim0=0, dim1=1}): X is then
+// Transpose(%x_bf). R and Rb may also be constants of the step (a traced
+// function's closure).
 // W, R and B are the layer's weights with their rows in ONNX's gate order
 // (Split + Concat on the initializers, which ONNX Runtime folds when it
 // loads the model). A GRU is the same with one state and
@@ -35,6 +38,7 @@ using jit::Value;
 struct Layer {
   bool lstm;
   const Node* projection;  // linear(x, W_ih, b_ih)
+  bool batch_major;        // the projection reads x [batch, T, I] (transposed after)
   const Value* weight_hh;  // what the step's linear reads: node inputs or constants
   const Value* bias_hh;    // null when absent
   int64_t hidden;
@@ -87,7 +91,13 @@ std::optional<Layer> match_layer(const Node& scan) {
       lstm ? std::vector<Value*>{cell.output(0), cell.output(1), cell.output(0)}
            : std::vector<Value*>{cell.output(0), cell.output(0)};
   if (step.outputs() != expected) return std::nullopt;
-  Layer layer{lstm, scan.input(layout.num_carry)->producer(), nullptr, nullptr, 0};
+  Layer layer{lstm, scan.input(layout.num_carry)->producer(), false, nullptr, nullptr, 0};
+  const Node* to_time_major = layer.projection;
+  if (is_op(to_time_major, "transpose") && to_time_major->attrs().get_int("dim0") == 0 &&
+      to_time_major->attrs().get_int("dim1") == 1) {
+    layer.projection = to_time_major->input(0)->producer();
+    layer.batch_major = true;
+  }
   if (!match_projection(scan, *nodes[0], layout.num_carry + 1, layer)) return std::nullopt;
   if (!is_op(layer.projection, "linear") || layer.projection->input(0)->shape().size() != 3)
     return std::nullopt;
@@ -144,8 +154,14 @@ bool export_rnn_layer(const Node& scan, ExportContext& c) {
   std::optional<Layer> layer = match_layer(scan);
   if (!layer) return false;
   const Node& projection = *layer->projection;
+  std::string x = c.name(projection.input(0));
+  if (layer->batch_major) {
+    pb::NodeProto* made = nullptr;
+    x = c.temp("Transpose", {x}, &made);
+    set_attr(*made, "perm", std::vector<int64_t>{1, 0, 2});
+  }
   std::vector<std::string> inputs = {
-      c.name(projection.input(0)),
+      x,
       with_direction_dim(onnx_gate_order(c.name(projection.input(1)), *layer, c), c),
       with_direction_dim(onnx_gate_order(c.name(layer->weight_hh), *layer, c), c),
       bias(*layer, c),
