@@ -111,6 +111,24 @@ TEST(JitUnroll, ResultBytesAtTheBoundUnrollAndMoreStay) {
   expect_unrolled(running(), {telling({8193}), telling({4, 8193}), telling({8193})}, 1);
 }
 
+// h' = h + sum(x_t W), W [rows, 64] a capture the step reads each time.
+TEST(JitUnroll, StepReadingUpTo256KiBOfWeightsUnrollsAndMoreStays) {
+  auto fn = [](const Tensors& in) {
+    const Tensor& w = in[2];
+    ScanResult r = scan(
+        [&](const Tensors& h, const Tensors& x) {
+          return std::pair<Tensors, Tensors>({add(h[0], sum(matmul(x[0], w)))}, {});
+        },
+        {in[0]}, {in[1]});
+    return r.carry;
+  };
+  // 1024 x 64 x 4 bytes = 256 KiB, the bound; one row more stays a loop.
+  for (int64_t rows : {1024, 1025}) {
+    expect_unrolled(fn, {zeros({}), mul(randn({4, 1, rows}), 0.01), mul(randn({rows, 64}), 0.01)},
+                    rows == 1024 ? 0 : 1);
+  }
+}
+
 TEST(JitUnroll, ReverseScanVisitsTheLastSliceFirst) {
   expect_unrolled(running(/*reverse=*/true), {telling({2, 3}), telling({5, 2, 3}), telling({3})},
                   0);
