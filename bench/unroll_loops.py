@@ -98,7 +98,8 @@ def traced(fn, args, mode):
 def cpp_timer(compiled, args):
     def run(calls):
         with kiln.no_grad():
-            return kiln._C.jit._seconds_per_call_from_cpp(compiled._compiled, list(args), calls) * 1e6
+            seconds = kiln._C.jit._seconds_per_call_from_cpp(compiled._compiled, list(args), calls)
+            return seconds * 1e6
     return run
 
 

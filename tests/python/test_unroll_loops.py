@@ -106,7 +106,8 @@ def test_static_fori_loop_unrolls_and_its_counter_folds(monkeypatch):
         return kiln.fori_loop(0, 6, lambda i, v: v * a + i.float(), x)
     unrolled = check(fn, (telling(4), telling(4, scale=0.5)), monkeypatch, True)
     ops = [node.op for node in unrolled.lowered_graph.nodes]
-    assert "cast" not in ops and "add" not in ops, str(unrolled.lowered_graph)  # all in one fused op
+    # All in one fused op.
+    assert "cast" not in ops and "add" not in ops, str(unrolled.lowered_graph)
 
 
 def test_environment_switch_keeps_or_unrolls_every_loop(monkeypatch):
