@@ -199,7 +199,9 @@ TEST(JitUnroll, StepWithRandomDrawsStaysALoop) {
   EXPECT_EQ(count_scans((*compiled.lowered_graph())), 1u) << to_text((*compiled.lowered_graph()));
 }
 
-// The compiled backward of an unrolled scan gives eager's gradients.
+// A scan whose plan runs unrolled still differentiates as a scan (gradient
+// plans keep their loops: the backward recomputes the carries, so it may
+// round differently from eager's tape, within float32's precision).
 TEST(JitUnroll, GradientsThroughAnUnrolledScanAreEagers) {
   Tensor h = randn({2, 3}), xs = randn({4, 2, 3}), w = randn({3, 3});
   auto fn = [](const Tensors& in) {
@@ -220,8 +222,12 @@ TEST(JitUnroll, GradientsThroughAnUnrolledScanAreEagers) {
   CompiledFunction compiled = trace(fn, {h, xs, w});
   EXPECT_EQ(count_scans((*compiled.lowered_graph())), 0u) << to_text((*compiled.lowered_graph()));
   Tensors eager = grads(fn), got = grads([&](const Tensors&in) { return compiled(in); });
-  for (size_t i = 0; i < eager.size(); ++i)
-    EXPECT_TRUE(bitwise_equal(got[i], eager[i])) << "gradient " << i;
+  for (size_t i = 0; i < eager.size(); ++i) {
+    std::vector<float> a = got[i].to_vector<float>(), b = eager[i].to_vector<float>();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k)
+      EXPECT_NEAR(a[k], b[k], 1e-5 + 1e-5 * std::abs(b[k])) << "gradient " << i << " at " << k;
+  }
 }
 
 }  // namespace

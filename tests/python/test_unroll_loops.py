@@ -143,8 +143,10 @@ def test_gradients_through_an_unrolled_scan_equal_eagers():
         f(*leaves).backward()
         return [leaf.grad.numpy() for leaf in leaves]
 
+    # Gradient plans keep the loop: its backward recomputes the carries and
+    # may round differently from eager's tape.
     for got, want in zip(grads(traced), grads(fn)):
-        assert got.tobytes() == want.tobytes()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
 def test_hybridized_lstm_over_a_short_sequence(monkeypatch):
