@@ -75,5 +75,6 @@ void bind_ops(nb::module_& m);
 void bind_optim(nb::module_& m);
 void bind_control_flow(nb::module_& m);
 void bind_nn_rnn(nb::module_& m);
+void bind_nn_functional(nb::module_& m);
 
 }  // namespace kiln::python

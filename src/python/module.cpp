@@ -273,6 +273,8 @@ NB_MODULE(_C, m) {
   bind_optim(m);
   bind_control_flow(m);
   bind_nn_rnn(m);
+  nb::module_ nn = m.def_submodule("nn", "kiln/nn's functional math: losses");
+  bind_nn_functional(nn);
   nb::module_ jit = m.def_submodule("jit", "the tracer, compiled functions and the graph IR");
   bind_jit(jit);
   nb::module_ io = m.def_submodule("io", "model files, safetensors state dicts, .npy files");

@@ -126,3 +126,20 @@ def test_module_members_are_plain_attributes_kept_in_step_with_the_tables():
         assert not hasattr(m, name)
     assert not m._parameters and not m._buffers and not m._modules
     assert list(m.parameters()) == []
+
+
+def test_losses_are_the_cpp_functions_with_their_checks():
+    """The losses are kiln/nn's C++ functions, bound (kiln._C.nn): Python gets
+    every check the C++ API makes, which a second Python copy had lost
+    (issue 23): these two, among others, as PyTorch words them."""
+    x = kiln.randn(4, 3)
+    probabilities = kiln.softmax(kiln.randn(4, 3), 1)
+    with pytest.raises(ValueError, match="ignore_index is not supported for floating point"):
+        F.cross_entropy(x, probabilities, ignore_index=1)
+    with pytest.raises(ValueError, match="weight tensor should be defined either for all 3 "
+                                         "classes or no classes but got weight tensor of shape"):
+        nn.CrossEntropyLoss(weight=kiln.ones(4))(x, kiln.tensor([0, 1, 2, 0]))
+    with pytest.raises(ValueError, match="nll_loss: weight tensor should be defined"):
+        F.nll_loss(x, kiln.tensor([0, 1, 2, 0]), weight=kiln.ones(2))
+    with pytest.raises(ValueError, match="wrong is not a valid value for reduction"):
+        F.mse_loss(x, x, reduction="wrong")

@@ -1,0 +1,61 @@
+// kiln._C.nn: the functional math of kiln/nn (losses), bound once, so
+// kiln.nn.functional and the loss modules run the same C++ the C++ API
+// runs: one definition, one set of checks and messages.
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include "convert.h"
+#include "kiln/nn/functional.h"
+
+namespace kiln::python {
+namespace {
+
+namespace F = kiln::nn::functional;
+using OptTensor = std::optional<Tensor>;
+using nb::arg;
+
+Tensor or_undefined(const OptTensor& t) {
+  return t ? *t : Tensor();
+}
+
+}  // namespace
+
+void bind_nn_functional(nb::module_& m) {
+  m.def(
+      "nll_loss",
+      [](const Tensor& input, const Tensor& target, const OptTensor& weight, int64_t ignore_index,
+         const std::string& reduction) {
+        return F::nll_loss(
+            input, target,
+            {.weight = or_undefined(weight), .ignore_index = ignore_index, .reduction = reduction});
+      },
+      arg("input"), arg("target"), arg("weight").none() = nb::none(), arg("ignore_index") = -100,
+      arg("reduction") = "mean");
+  m.def(
+      "cross_entropy",
+      [](const Tensor& input, const Tensor& target, const OptTensor& weight, int64_t ignore_index,
+         const std::string& reduction, double label_smoothing) {
+        return F::cross_entropy(input, target,
+                                {.weight = or_undefined(weight),
+                                 .ignore_index = ignore_index,
+                                 .reduction = reduction,
+                                 .label_smoothing = label_smoothing});
+      },
+      arg("input"), arg("target"), arg("weight").none() = nb::none(), arg("ignore_index") = -100,
+      arg("reduction") = "mean", arg("label_smoothing") = 0.0);
+  m.def("mse_loss", &F::mse_loss, arg("input"), arg("target"), arg("reduction") = "mean");
+  m.def("l1_loss", &F::l1_loss, arg("input"), arg("target"), arg("reduction") = "mean");
+  m.def(
+      "binary_cross_entropy_with_logits",
+      [](const Tensor& input, const Tensor& target, const OptTensor& weight,
+         const std::string& reduction, const OptTensor& pos_weight) {
+        return F::binary_cross_entropy_with_logits(input, target,
+                                                   {.weight = or_undefined(weight),
+                                                    .pos_weight = or_undefined(pos_weight),
+                                                    .reduction = reduction});
+      },
+      arg("input"), arg("target"), arg("weight").none() = nb::none(), arg("reduction") = "mean",
+      arg("pos_weight").none() = nb::none());
+}
+
+}  // namespace kiln::python
