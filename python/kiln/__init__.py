@@ -17,6 +17,7 @@ from kiln._C import (
     release_cached_memory,
 )
 from kiln._control_flow import cond, fori_loop, scan, while_loop
+from kiln._device import device
 from kiln._factories import (
     arange,
     empty,
@@ -55,6 +56,6 @@ int = int32  # noqa: A001
 
 install_tensor_methods()
 
-from kiln import jit, nn, onnx, optim, utils  # noqa: E402  (they use the ops above)
+from kiln import cuda, jit, nn, onnx, optim, utils  # noqa: E402  (they use the ops above)
 from kiln.jit import compile  # noqa: E402,A001  (kiln.compile, as torch.compile)
 from kiln.serialization import load, save  # noqa: E402

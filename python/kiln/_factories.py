@@ -1,5 +1,5 @@
 """Tensor factories with PyTorch's signatures: sizes as varargs or one
-sequence, keyword dtype and requires_grad."""
+sequence, keyword dtype, requires_grad and device (the CPU: _device.py)."""
 from __future__ import annotations
 
 import operator
@@ -11,6 +11,7 @@ import numpy as np
 from kiln import _C
 from kiln._C import Tensor
 from kiln._C import dtype as DType
+from kiln._device import DeviceLike, check_device
 
 # A size: an int per dimension, as varargs (zeros(2, 3)) or one sequence
 # (zeros((2, 3))).
@@ -46,9 +47,11 @@ def _filled(size: list[int], value: float, dtype: DType | None, requires_grad: b
     return result
 
 
-def tensor(data: object, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
+def tensor(data: object, dtype: DType | None = None, requires_grad: bool = False,
+           device: DeviceLike = None) -> Tensor:
     """A new tensor holding a copy of `data` (nested lists, numbers, a NumPy
     array or a Tensor). Python floats give float32 and ints int64."""
+    check_device(device, "tensor")
     if isinstance(data, _C.Tensor):
         data = data.detach().numpy()
     array: np.ndarray
@@ -67,21 +70,27 @@ def tensor(data: object, dtype: DType | None = None, requires_grad: bool = False
     return result
 
 
-def zeros(*size: Size, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
+def zeros(*size: Size, dtype: DType | None = None, requires_grad: bool = False,
+          device: DeviceLike = None) -> Tensor:
+    check_device(device, "zeros")
     shape = _size(size)
     if _symbolic(shape):
         return _filled(shape, 0.0, dtype, requires_grad)
     return _C.zeros(shape, dtype, requires_grad)
 
 
-def ones(*size: Size, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
+def ones(*size: Size, dtype: DType | None = None, requires_grad: bool = False,
+         device: DeviceLike = None) -> Tensor:
+    check_device(device, "ones")
     shape = _size(size)
     if _symbolic(shape):
         return _filled(shape, 1.0, dtype, requires_grad)
     return _C.ones(shape, dtype, requires_grad)
 
 
-def empty(*size: Size, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
+def empty(*size: Size, dtype: DType | None = None, requires_grad: bool = False,
+          device: DeviceLike = None) -> Tensor:
+    check_device(device, "empty")
     shape = _size(size)
     if _symbolic(shape):  # zeros: an uninitialized graph value is no better
         return _filled(shape, 0.0, dtype, requires_grad)
@@ -89,14 +98,18 @@ def empty(*size: Size, dtype: DType | None = None, requires_grad: bool = False) 
 
 
 def full(size: Sequence[int], fill_value: float, dtype: DType | None = None,
-         requires_grad: bool = False) -> Tensor:
+         requires_grad: bool = False,
+         device: DeviceLike = None) -> Tensor:
+    check_device(device, "full")
     if _symbolic(size):
         return _filled(list(size), fill_value, dtype, requires_grad)
     return _C.full(list(size), fill_value, dtype, requires_grad)
 
 
 def arange(start: float, end: float | None = None, step: float = 1, dtype: DType | None = None,
-           requires_grad: bool = False) -> Tensor:
+           requires_grad: bool = False,
+           device: DeviceLike = None) -> Tensor:
+    check_device(device, "arange")
     if end is None:
         start, end = 0, start
     # No op makes a range: a symbolic bound specializes the trace (reported).
@@ -106,12 +119,16 @@ def arange(start: float, end: float | None = None, step: float = 1, dtype: DType
 
 
 def linspace(start: float, end: float, steps: int, dtype: DType | None = None,
-             requires_grad: bool = False) -> Tensor:
+             requires_grad: bool = False,
+             device: DeviceLike = None) -> Tensor:
+    check_device(device, "linspace")
     return _C.linspace(start, end, steps, dtype, requires_grad)
 
 
 def eye(n: int, m: int | None = None, dtype: DType | None = None,
-        requires_grad: bool = False) -> Tensor:
+        requires_grad: bool = False,
+        device: DeviceLike = None) -> Tensor:
+    check_device(device, "eye")
     return _C.eye(n, -1 if m is None else m, dtype, requires_grad)
 
 
@@ -125,7 +142,9 @@ def _drawn(result: Tensor, requires_grad: bool) -> Tensor:
 # and the _like forms), so a traced or compiled function draws new numbers
 # on every call, from kiln.manual_seed's generator as eager code does. Sizes
 # a trace with dynamic shapes keeps symbolic (SymInt) stay so in the graph.
-def rand(*size: Size, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
+def rand(*size: Size, dtype: DType | None = None, requires_grad: bool = False,
+         device: DeviceLike = None) -> Tensor:
+    check_device(device, "rand")
     shape = _size(size)
     if _symbolic(shape):
         attrs = {"shape": shape, "dtype": dtype or _C.dtype.float32}
@@ -133,7 +152,9 @@ def rand(*size: Size, dtype: DType | None = None, requires_grad: bool = False) -
     return _C.rand(shape, dtype, requires_grad)
 
 
-def randn(*size: Size, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
+def randn(*size: Size, dtype: DType | None = None, requires_grad: bool = False,
+          device: DeviceLike = None) -> Tensor:
+    check_device(device, "randn")
     shape = _size(size)
     if _symbolic(shape):
         attrs = {"shape": shape, "dtype": dtype or _C.dtype.float32}
@@ -142,8 +163,10 @@ def randn(*size: Size, dtype: DType | None = None, requires_grad: bool = False) 
 
 
 def randint(low: int, high: int | Sequence[int] | None = None,
-            size: Sequence[int] | None = None, dtype: DType | None = None) -> Tensor:
+            size: Sequence[int] | None = None, dtype: DType | None = None,
+            device: DeviceLike = None) -> Tensor:
     """randint(high, size) or randint(low, high, size), as in PyTorch."""
+    check_device(device, "randint")
     if size is None:  # randint(high, size)
         low, high, size = 0, low, cast(Sequence[int], high)
     shape = list(size)
@@ -153,28 +176,40 @@ def randint(low: int, high: int | Sequence[int] | None = None,
     return _C.randint(low, high, shape, dtype)
 
 
-def zeros_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
+def zeros_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False,
+               device: DeviceLike = None) -> Tensor:
+    check_device(device, "zeros_like")
     return zeros(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
-def ones_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
+def ones_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False,
+              device: DeviceLike = None) -> Tensor:
+    check_device(device, "ones_like")
     return ones(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
-def empty_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
+def empty_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False,
+               device: DeviceLike = None) -> Tensor:
+    check_device(device, "empty_like")
     return empty(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
 def full_like(t: Tensor, fill_value: float, dtype: DType | None = None,
-              requires_grad: bool = False) -> Tensor:
+              requires_grad: bool = False,
+              device: DeviceLike = None) -> Tensor:
+    check_device(device, "full_like")
     return full(t.shape, fill_value, dtype=dtype or t.dtype, requires_grad=requires_grad)
 
 
-def rand_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
+def rand_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False,
+              device: DeviceLike = None) -> Tensor:
     """Uniform in [0, 1), shaped like t (a symbolic shape stays symbolic)."""
+    check_device(device, "rand_like")
     return _drawn(_C.dispatch("uniform_like", [t], {"dtype": dtype}), requires_grad)
 
 
-def randn_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False) -> Tensor:
+def randn_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False,
+               device: DeviceLike = None) -> Tensor:
     """Standard normal, shaped like t (a symbolic shape stays symbolic)."""
+    check_device(device, "randn_like")
     return _drawn(_C.dispatch("normal_like", [t], {"dtype": dtype}), requires_grad)

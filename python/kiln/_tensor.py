@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from kiln import _C
+from kiln import _C, _device
 from kiln._C import Tensor
 
 
@@ -43,6 +43,46 @@ def _cast(dtype: _C.dtype) -> Callable[[Tensor], Tensor]:
     return method
 
 
+def _device_of(self: Tensor) -> _device.device:
+    return _device.CPU
+
+
+def _to(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """PyTorch's forms: to(dtype), to(device, dtype=None), to(other) (its
+    dtype and device), with dtype=, device=, copy= (a new tensor even when
+    nothing changes) and non_blocking= / memory_format= (accepted). Nothing
+    to change returns the tensor itself, as in PyTorch."""
+    dtype: _C.dtype | None = kwargs.pop("dtype", None)
+    where: Any = kwargs.pop("device", None)
+    copy = bool(kwargs.pop("copy", False))
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("memory_format", None)
+    if kwargs:
+        raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
+    for arg in args:
+        if isinstance(arg, _C.dtype):
+            dtype = arg
+        elif isinstance(arg, _C.Tensor):
+            dtype, where = arg.dtype, _device.CPU
+        elif isinstance(arg, (str, int, _device.device)) and not isinstance(arg, bool):
+            where = arg
+        else:
+            raise TypeError(f"to() received an invalid combination of arguments: "
+                            f"{type(arg).__name__} is not a dtype, device or tensor")
+    _device.check_device(where, "Tensor.to()")
+    out = self if dtype is None or dtype == self.dtype else _C.Tensor._to_dtype(self, dtype)
+    return out.clone() if copy and out is self else out
+
+
+def _cpu(self: Tensor) -> Tensor:
+    return self
+
+
+def _cuda(self: Tensor, device: Any = None, non_blocking: bool = False) -> Tensor:
+    _device.check_device(_device.device("cuda") if device is None else device, "Tensor.cuda()")
+    return self  # not reached: check_device raises for any CUDA device
+
+
 def install_tensor_methods() -> None:
     from kiln import _indexing, _ops, _torch_forms
     cls = _C.Tensor
@@ -57,6 +97,13 @@ def install_tensor_methods() -> None:
     cls.__getitem__ = _indexing.getitem
     cls.__setitem__ = _indexing.setitem
     cls.T = property(_transpose_all)
+    cls._to_dtype = cls.to  # the binding: to(dtype) only
+    cls.to = _to
+    cls.device = property(_device_of)
+    cls.is_cpu = property(lambda self: True)
+    cls.is_cuda = property(lambda self: False)
+    cls.cpu = _cpu
+    cls.cuda = _cuda
     for name, dtype in (("float", _C.dtype.float32), ("double", _C.dtype.float64),
                         ("long", _C.dtype.int64), ("int", _C.dtype.int32),
                         ("bool", _C.dtype.bool)):

@@ -12,6 +12,8 @@ import numpy as np
 
 from kiln import _C
 from kiln._C import Tensor
+from kiln._C import dtype as DType
+from kiln._device import check_device
 from kiln.jit import _guards
 from kiln.nn.parameter import Parameter
 
@@ -250,6 +252,69 @@ class Module:
     def zero_grad(self, set_to_none: bool = True) -> None:
         for p in self.parameters():
             p.grad = None
+
+    # -- devices and dtypes -----------------------------------------------
+    def to(self, *args: Any, **kwargs: Any) -> Self:
+        """PyTorch's forms: to(device), to(dtype), to(device, dtype),
+        to(tensor), with device=, dtype=, non_blocking=. A dtype converts the
+        floating parameters and buffers (each parameter becomes a new
+        Parameter holding the converted values, its .grad converted too):
+        build optimizers after it, as PyTorch's documentation says. kiln's
+        one device is the CPU (kiln.device)."""
+        dtype: DType | None = kwargs.pop("dtype", None)
+        where: Any = kwargs.pop("device", None)
+        kwargs.pop("non_blocking", None)
+        if kwargs:
+            raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
+        for arg in args:
+            if isinstance(arg, _C.dtype):
+                dtype = arg
+            elif isinstance(arg, _C.Tensor):
+                dtype, where = arg.dtype, arg.device
+            else:
+                where = arg
+        check_device(where, f"{type(self).__name__}.to()")
+        if dtype is not None:
+            if not dtype.is_floating_point:
+                raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got "
+                                f"desired dtype={dtype}")
+            self._convert_floating(dtype)
+        return self
+
+    def cpu(self) -> Self:
+        return self
+
+    def cuda(self, device: Any = None) -> Self:
+        check_device("cuda" if device is None else device, f"{type(self).__name__}.cuda()")
+        return self
+
+    def float(self) -> Self:
+        return self.to(_C.dtype.float32)
+
+    def double(self) -> Self:
+        return self.to(_C.dtype.float64)
+
+    def half(self) -> Self:
+        raise TypeError(f"{type(self).__name__}.half(): kiln has no float16; its floating "
+                        "dtypes are float32 and float64")
+
+    def bfloat16(self) -> Self:
+        raise TypeError(f"{type(self).__name__}.bfloat16(): kiln has no bfloat16; its floating "
+                        "dtypes are float32 and float64")
+
+    def _convert_floating(self, dtype: DType) -> None:
+        for module in self.modules():
+            for name, param in list(module._parameters.items()):
+                if param is None or not param.dtype.is_floating_point or param.dtype == dtype:
+                    continue
+                converted = Parameter(param.detach().to(dtype), param.requires_grad)
+                if param.grad is not None:
+                    converted.grad = param.grad.to(dtype)
+                module._set_member(module._parameters, name, converted)
+            for name, buffer in list(module._buffers.items()):
+                if buffer is None or not buffer.dtype.is_floating_point or buffer.dtype == dtype:
+                    continue
+                module._set_member(module._buffers, name, buffer.to(dtype))
 
     def apply(self, fn: Callable[[Module], object]) -> Self:
         for child in self.children():
