@@ -1,4 +1,5 @@
-// kiln._C.nn: the functional math of kiln/nn (losses), bound once, so
+// kiln._C.nn: the functional math of kiln/nn (losses, composed
+// activations), bound once, so
 // kiln.nn.functional and the loss modules run the same C++ the C++ API
 // runs: one definition, one set of checks and messages.
 #include <nanobind/stl/optional.h>
@@ -21,6 +22,12 @@ Tensor or_undefined(const OptTensor& t) {
 }  // namespace
 
 void bind_nn_functional(nb::module_& m) {
+  m.def("silu", &F::silu, arg("input"));
+  m.def("mish", &F::mish, arg("input"));
+  m.def("hardtanh", &F::hardtanh, arg("input"), arg("min_val") = -1.0, arg("max_val") = 1.0);
+  m.def("relu6", &F::relu6, arg("input"));
+  m.def("hardsigmoid", &F::hardsigmoid, arg("input"));
+  m.def("hardswish", &F::hardswish, arg("input"));
   m.def(
       "nll_loss",
       [](const Tensor& input, const Tensor& target, const OptTensor& weight, int64_t ignore_index,

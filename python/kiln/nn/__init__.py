@@ -1,6 +1,8 @@
 """kiln.nn: Module (subclassable, as torch.nn.Module), Parameter, the layers
 (recurrent ones included) and losses, and kiln.nn.functional."""
 from kiln.nn import functional
+from kiln.nn.activation import ELU, Hardsigmoid, Hardswish, Hardtanh, Mish, ReLU6, SiLU, Softplus
+from kiln.nn.containers import ModuleDict, ParameterDict, ParameterList
 from kiln.nn.layers import (
     GELU,
     AdaptiveAvgPool2d,
@@ -38,4 +40,6 @@ __all__ = ["functional", "Module", "Parameter", "AdaptiveAvgPool2d", "AvgPool2d"
            "Embedding", "Flatten", "GELU", "Identity", "L1Loss", "LayerNorm", "LeakyReLU",
            "Linear", "LogSoftmax", "MaxPool2d", "ModuleList", "MSELoss", "NLLLoss", "ReLU",
            "Sequential", "Sigmoid", "Softmax", "Tanh", "RNNBase", "RNN", "LSTM", "GRU",
-           "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
+           "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell", "ELU", "Hardsigmoid", "Hardswish",
+           "Hardtanh", "Mish", "ReLU6", "SiLU", "Softplus", "ModuleDict", "ParameterDict",
+           "ParameterList"]

@@ -1,9 +1,10 @@
 """kiln.nn.functional: PyTorch's functional API. Single ops go through their
 typed bindings (kiln._C.linear, ...) or kiln._ops (kiln._C.dispatch);
-composites (the losses) are kiln/nn's C++ functions, bound (kiln._C.nn)."""
+composites (losses, activations like silu) are kiln/nn's C++ functions, bound
+(kiln._C.nn)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from kiln import _C
 from kiln import _ops as K
@@ -13,7 +14,8 @@ from kiln._C import dtype as DType
 # An int for both spatial dims, or one per dim: kernel_size=3 or (3, 5).
 Pair = int | Sequence[int]
 
-__all__ = ["flatten", "relu", "sigmoid", "tanh", "gelu", "leaky_relu", "softmax", "log_softmax",
+__all__ = ["flatten", "relu", "sigmoid", "tanh", "gelu", "leaky_relu", "elu", "softplus", "silu",
+           "mish", "hardtanh", "relu6", "hardsigmoid", "hardswish", "softmax", "log_softmax",
            "linear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "dropout",
            "batch_norm", "layer_norm", "embedding", "one_hot", "nll_loss", "cross_entropy",
            "mse_loss", "l1_loss", "binary_cross_entropy_with_logits"]
@@ -35,8 +37,21 @@ def _pair(v: Pair) -> Sequence[int]:
     return (v, v) if isinstance(v, int) else v
 
 
+def _inplace(input: Tensor, op: Callable[[Tensor], Tensor], inplace: bool) -> Tensor:
+    """op(input), or with inplace=True, as in PyTorch, op's result written
+    into `input`, which is returned. Where autograd records, op runs on a
+    copy, so the values its backward saves are not the ones overwritten
+    (PyTorch's in-place kernels save their output instead; kiln keeps one
+    kernel per op)."""
+    if not inplace:
+        return op(input)
+    source = input.clone() if input.requires_grad and _C.is_grad_enabled() else input
+    input.copy_(op(source))
+    return input
+
+
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
-    return _C.relu(input)
+    return _inplace(input, _C.relu, inplace)
 
 
 def sigmoid(input: Tensor) -> Tensor:
@@ -52,7 +67,40 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
-    return _C.leaky_relu(input, negative_slope)
+    return _inplace(input, lambda t: _C.leaky_relu(t, negative_slope), inplace)
+
+
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    return _inplace(input, lambda t: K.elu(t, alpha), inplace)
+
+
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    return K.softplus(input, beta, threshold)
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
+    return _inplace(input, _C.nn.silu, inplace)
+
+
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
+    return _inplace(input, _C.nn.mish, inplace)
+
+
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0,
+             inplace: bool = False) -> Tensor:
+    return _inplace(input, lambda t: _C.nn.hardtanh(t, min_val, max_val), inplace)
+
+
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    return _inplace(input, _C.nn.relu6, inplace)
+
+
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
+    return _inplace(input, _C.nn.hardsigmoid, inplace)
+
+
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
+    return _inplace(input, _C.nn.hardswish, inplace)
 
 
 def softmax(input: Tensor, dim: int | None = None, dtype: DType | None = None) -> Tensor:

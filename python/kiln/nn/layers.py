@@ -95,9 +95,13 @@ class Conv2d(Module):
 class ReLU(Module):
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()
+        self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:
-        return _C.relu(input)
+        return F.relu(input, self.inplace) if self.inplace else _C.relu(input)
+
+    def extra_repr(self) -> str:
+        return "inplace=True" if self.inplace else ""
 
 
 class Sigmoid(Module):
@@ -125,13 +129,13 @@ class GELU(Module):
 class LeakyReLU(Module):
     def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
         super().__init__()
-        self.negative_slope = negative_slope
+        self.negative_slope, self.inplace = negative_slope, inplace
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.leaky_relu(input, self.negative_slope)
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
 
     def extra_repr(self) -> str:
-        return f"negative_slope={self.negative_slope}"
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
 
 
 class Softmax(Module):

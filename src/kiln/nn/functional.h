@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kiln/core/tensor.h"
+#include "kiln/nn/activation.h"
 #include "kiln/ops/conv_pool.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/linalg.h"
