@@ -6,6 +6,10 @@ before asking kiln.cuda.is_available()), but putting a tensor or a module
 on it raises an error that says so, never a silent CPU run."""
 from __future__ import annotations
 
+from typing import Any
+
+from kiln import _C
+
 _TYPES = ("cpu", "cuda")
 
 
@@ -85,3 +89,31 @@ def check_device(where: DeviceLike, what: str) -> None:
         return
     raise RuntimeError(f"{what}: kiln has no CUDA backend yet, so nothing can be placed on "
                        f"{place} (kiln.cuda.is_available() is False; use device='cpu')")
+
+
+def parse_to(args: tuple[Any, ...], kwargs: dict[str, Any], what: str,
+             accepts_copy: bool) -> tuple[Any, bool]:
+    """PyTorch's to() arguments, for Tensor.to and Module.to: a dtype, a
+    device, a tensor (its dtype and device), dtype=, device=, copy= (where
+    `accepts_copy`), non_blocking= and memory_format= (accepted). Checks the
+    device (the CPU) and returns (the dtype or None, copy)."""
+    kwargs = dict(kwargs)
+    dtype = kwargs.pop("dtype", None)
+    where: Any = kwargs.pop("device", None)
+    copy = bool(kwargs.pop("copy", False)) if accepts_copy else False
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("memory_format", None)
+    if kwargs:
+        raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
+    for arg in args:
+        if isinstance(arg, _C.dtype):
+            dtype = arg
+        elif isinstance(arg, _C.Tensor):
+            dtype, where = arg.dtype, CPU
+        elif isinstance(arg, (str, int, device)) and not isinstance(arg, bool):
+            where = arg
+        else:
+            raise TypeError(f"to() received an invalid combination of arguments: "
+                            f"{type(arg).__name__} is not a dtype, device or tensor")
+    check_device(where, what)
+    return dtype, copy

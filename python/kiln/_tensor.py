@@ -52,24 +52,7 @@ def _to(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     dtype and device), with dtype=, device=, copy= (a new tensor even when
     nothing changes) and non_blocking= / memory_format= (accepted). Nothing
     to change returns the tensor itself, as in PyTorch."""
-    dtype: _C.dtype | None = kwargs.pop("dtype", None)
-    where: Any = kwargs.pop("device", None)
-    copy = bool(kwargs.pop("copy", False))
-    kwargs.pop("non_blocking", None)
-    kwargs.pop("memory_format", None)
-    if kwargs:
-        raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
-    for arg in args:
-        if isinstance(arg, _C.dtype):
-            dtype = arg
-        elif isinstance(arg, _C.Tensor):
-            dtype, where = arg.dtype, _device.CPU
-        elif isinstance(arg, (str, int, _device.device)) and not isinstance(arg, bool):
-            where = arg
-        else:
-            raise TypeError(f"to() received an invalid combination of arguments: "
-                            f"{type(arg).__name__} is not a dtype, device or tensor")
-    _device.check_device(where, "Tensor.to()")
+    dtype, copy = _device.parse_to(args, kwargs, "Tensor.to()", accepts_copy=True)
     out = self if dtype is None or dtype == self.dtype else _C.Tensor._to_dtype(self, dtype)
     return out.clone() if copy and out is self else out
 

@@ -5,6 +5,8 @@
 
 #include <nanobind/nanobind.h>
 
+#include <optional>
+
 #include "kiln/core/scalar.h"
 #include "kiln/core/tensor.h"
 #include "kiln/ops/op.h"
@@ -69,6 +71,16 @@ bool is_size(nb::handle value);              // an int (not a bool) or a SymInt
 DimList dims_of(nb::handle sequence);        // ints and SymInts
 nb::tuple shape_to_python(const Tensor& t);  // x.shape: SymInts where symbolic
 void bind_sym_int(nb::module_& m);
+
+// An optional tensor argument (Python None) as kiln's C++ API takes it: an
+// undefined Tensor; and back.
+using OptTensor = std::optional<Tensor>;
+inline Tensor or_undefined(const OptTensor& t) {
+  return t ? *t : Tensor();
+}
+inline OptTensor or_none(const Tensor& t) {
+  return t.defined() ? OptTensor(t) : std::nullopt;
+}
 
 void bind_tensor(nb::module_& m);
 void bind_ops(nb::module_& m);

@@ -1,7 +1,7 @@
 // kiln._C.nn: the functional math of kiln/nn (losses, composed
-// activations), bound once, so
-// kiln.nn.functional and the loss modules run the same C++ the C++ API
-// runs: one definition, one set of checks and messages.
+// activations), bound once, so kiln.nn.functional and the Python modules
+// run the same C++ the C++ API runs: one definition, one set of checks and
+// messages.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
@@ -12,12 +12,7 @@ namespace kiln::python {
 namespace {
 
 namespace F = kiln::nn::functional;
-using OptTensor = std::optional<Tensor>;
 using nb::arg;
-
-Tensor or_undefined(const OptTensor& t) {
-  return t ? *t : Tensor();
-}
 
 }  // namespace
 

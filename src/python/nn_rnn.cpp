@@ -13,16 +13,7 @@ namespace kiln::python {
 namespace {
 
 namespace F = kiln::nn::functional;
-using OptTensor = std::optional<Tensor>;
 using nb::arg;
-
-Tensor or_undefined(const OptTensor& t) {
-  return t ? *t : Tensor();
-}
-
-OptTensor or_none(const Tensor& t) {
-  return t.defined() ? OptTensor(t) : std::nullopt;
-}
 
 }  // namespace
 

@@ -20,13 +20,7 @@
 namespace kiln::python {
 namespace {
 
-using OptTensor = std::optional<Tensor>;
 using nb::arg;
-
-// An absent optional input (bias=None) is an undefined Tensor in C++.
-Tensor or_undefined(OptTensor t) {
-  return t ? std::move(*t) : Tensor();
-}
 
 void bind_activations(nb::module_& m) {
   using Unary = Tensor (*)(const Tensor&);

@@ -13,7 +13,7 @@ import numpy as np
 from kiln import _C
 from kiln._C import Tensor
 from kiln._C import dtype as DType
-from kiln._device import check_device
+from kiln._device import check_device, parse_to
 from kiln.jit import _guards
 from kiln.nn.parameter import Parameter
 
@@ -261,19 +261,7 @@ class Module:
         Parameter holding the converted values, its .grad converted too):
         build optimizers after it, as PyTorch's documentation says. kiln's
         one device is the CPU (kiln.device)."""
-        dtype: DType | None = kwargs.pop("dtype", None)
-        where: Any = kwargs.pop("device", None)
-        kwargs.pop("non_blocking", None)
-        if kwargs:
-            raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
-        for arg in args:
-            if isinstance(arg, _C.dtype):
-                dtype = arg
-            elif isinstance(arg, _C.Tensor):
-                dtype, where = arg.dtype, arg.device
-            else:
-                where = arg
-        check_device(where, f"{type(self).__name__}.to()")
+        dtype, _ = parse_to(args, kwargs, f"{type(self).__name__}.to()", accepts_copy=False)
         if dtype is not None:
             if not dtype.is_floating_point:
                 raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got "
