@@ -1,76 +1,63 @@
-// kiln._C optimizers and LR schedulers: the C++ classes of kiln/optim, each
-// method one call. kiln/optim/ (Python) gives them PyTorch's signatures.
+// kiln._C.optim: the optimizer updates of kiln/optim/functional.h, each
+// function one call. kiln/optim (Python) keeps torch.optim's param_groups
+// and state and calls them from each optimizer's step().
 #include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
+
+#include <optional>
 
 #include "convert.h"
 #include "kiln/autograd/autograd.h"
 #include "kiln/ops/copy.h"
-#include "kiln/optim/adam.h"
-#include "kiln/optim/scheduler.h"
-#include "kiln/optim/sgd.h"
+#include "kiln/ops/dispatch.h"
+#include "kiln/optim/functional.h"
 
 namespace kiln::python {
 
+namespace {
+
+// `with _C.optim.outside_recording():` runs its block as if no trace were
+// recording on this thread (PauseRecording as a context manager).
+struct OutsideRecording {
+  std::optional<PauseRecording> pause;
+};
+
+}  // namespace
+
 void bind_optim(nb::module_& m) {
-  nb::class_<Optimizer>(m, "Optimizer")
-      .def("step", &Optimizer::step, nb::call_guard<nb::gil_scoped_release>())
-      .def("zero_grad", &Optimizer::zero_grad)
-      .def("num_param_groups", &Optimizer::num_param_groups)
-      .def("params", &Optimizer::params, nb::arg("group") = 0)
-      .def("hyperparams", &Optimizer::hyperparams, nb::arg("group") = 0)
-      .def("set_option", &Optimizer::set_option, nb::arg("name"), nb::arg("value"),
-           nb::arg("group") = 0)
-      .def("add_param_group",
-           [](Optimizer& o, std::vector<Tensor> params, const Hyperparams& options) {
-             o.add_param_group({std::move(params), options});
-           })
-      .def("state_buffers", [](const Optimizer& o, int64_t i) { return o.state(i).buffers; })
-      .def("state_step", [](const Optimizer& o, int64_t i) { return o.state(i).step; });
+  nb::module_ optim = m.def_submodule("optim", "kiln/optim's optimizer updates");
+  optim.def("kind_names", &optimizer_kind_names);
+  optim.def("defaults", [](const std::string& kind) { return optimizer_kind(kind).defaults; });
+  optim.def("state_names", [](const std::string& kind) { return optimizer_kind(kind).state_names; });
+  optim.def(
+      "complete_options",
+      [](const std::string& kind, const Hyperparams& overrides, const std::string& where) {
+        return complete_options(optimizer_kind(kind), overrides, where);
+      },
+      nb::arg("kind"), nb::arg("overrides"), nb::arg("where") = "");
+  optim.def("init_state", [](const std::string& kind, const Tensor& param, TensorMap state,
+                             const Hyperparams& options) {
+    init_state(optimizer_kind(kind), param, state, options);
+    return state;
+  });
+  optim.def(
+      "update_parameters",
+      [](const std::string& kind, const std::vector<Tensor>& params,
+         const std::vector<Tensor>& grads, std::vector<TensorMap> states,
+         const Hyperparams& options, double lr, std::optional<Tensor> lr_tensor) {
+        update_parameters(optimizer_kind(kind), params, grads, states, options,
+                          {lr, lr_tensor.value_or(Tensor())});
+        return states;
+      },
+      nb::arg("kind"), nb::arg("params"), nb::arg("grads"), nb::arg("states"), nb::arg("options"),
+      nb::arg("lr"), nb::arg("lr_tensor").none(), nb::call_guard<nb::gil_scoped_release>());
 
-  nb::class_<SGD, Optimizer>(m, "SGD").def(
-      "__init__", [](SGD* self, std::vector<Tensor> params, double lr, double momentum,
-                     double dampening, double weight_decay, bool nesterov) {
-        new (self) SGD(std::move(params), {.lr = lr,
-                                           .momentum = momentum,
-                                           .dampening = dampening,
-                                           .weight_decay = weight_decay,
-                                           .nesterov = nesterov});
-      });
-  auto adam_options = [](double lr, double beta1, double beta2, double eps, double weight_decay,
-                         bool amsgrad) {
-    return AdamOptions{.lr = lr,
-                       .beta1 = beta1,
-                       .beta2 = beta2,
-                       .eps = eps,
-                       .weight_decay = weight_decay,
-                       .amsgrad = amsgrad};
-  };
-  nb::class_<Adam, Optimizer>(m, "Adam").def(
-      "__init__", [adam_options](Adam* self, std::vector<Tensor> params, double lr, double beta1,
-                                 double beta2, double eps, double weight_decay, bool amsgrad) {
-        new (self)
-            Adam(std::move(params), adam_options(lr, beta1, beta2, eps, weight_decay, amsgrad));
-      });
-  nb::class_<AdamW, Adam>(m, "AdamW")
-      .def("__init__", [adam_options](AdamW* self, std::vector<Tensor> params, double lr,
-                                      double beta1, double beta2, double eps, double weight_decay,
-                                      bool amsgrad) {
-        new (self)
-            AdamW(std::move(params), adam_options(lr, beta1, beta2, eps, weight_decay, amsgrad));
-      });
-
-  // The scheduler keeps a reference to the optimizer: keep_alive holds it.
-  nb::class_<LRScheduler>(m, "LRScheduler")
-      .def("step", &LRScheduler::step)
-      .def("get_last_lr", &LRScheduler::get_last_lr)
-      .def_prop_ro("last_epoch", &LRScheduler::last_epoch)
-      .def_prop_ro("base_lrs", &LRScheduler::base_lrs);
-  nb::class_<StepLR, LRScheduler>(m, "StepLR")
-      .def(nb::init<Optimizer&, int64_t, double>(), nb::keep_alive<1, 2>());
-  nb::class_<CosineAnnealingLR, LRScheduler>(m, "CosineAnnealingLR")
-      .def(nb::init<Optimizer&, int64_t, double>(), nb::keep_alive<1, 2>());
+  nb::class_<OutsideRecording>(optim, "outside_recording")
+      .def(nb::init<>())
+      .def("__enter__", [](OutsideRecording& self) { self.pause.emplace(); })
+      .def("__exit__", [](OutsideRecording& self, nb::args) { self.pause.reset(); });
 
   // nn.Module.load_state_dict copies into the parameters it already holds.
   m.def("_copy_no_grad", [](const Tensor& dst, const Tensor& src) {

@@ -76,6 +76,12 @@ std::unique_ptr<Optimizer> make_optimizer(const std::string& kind, std::vector<P
   if (kind == "SGD") return std::make_unique<SGD>(std::move(groups));
   if (kind == "Adam") return std::make_unique<Adam>(std::move(groups));
   if (kind == "AdamW") return std::make_unique<AdamW>(std::move(groups));
+  if (kind == "RMSprop") return std::make_unique<RMSprop>(std::move(groups));
+  if (kind == "Adagrad") return std::make_unique<Adagrad>(std::move(groups));
+  if (kind == "Adadelta") return std::make_unique<Adadelta>(std::move(groups));
+  if (kind == "Adamax") return std::make_unique<Adamax>(std::move(groups));
+  if (kind == "NAdam") return std::make_unique<NAdam>(std::move(groups));
+  if (kind == "RAdam") return std::make_unique<RAdam>(std::move(groups));
   throw Error("unknown optimizer kind " + kind);
 }
 
@@ -102,17 +108,17 @@ void replay(const json& spec) {
                    str("param ", i, " after step ", step + 1));
     }
   }
+  // torch's state by its names ("step" among them), and the update count.
   for (size_t i = 0; i < params.size(); ++i) {
     const json& want = spec["state"][std::to_string(i)];
     const ParamState& state = optimizer->state(int64_t(i));
-    if (want.contains("step")) {
-      EXPECT_EQ(state.step, want["step"].get<int64_t>()) << "param " << i;
-    }
+    EXPECT_EQ(state.step, want["updates"].get<int64_t>()) << "param " << i;
     EXPECT_EQ(state.buffers.size(), want["buffers"].size()) << "param " << i;
     for (const auto& [name, values] : want["buffers"].items()) {
       auto found = state.buffers.find(name);
       ASSERT_NE(found, state.buffers.end()) << "param " << i << " lacks buffer " << name;
-      expect_close(found->second, values, dtype, str("buffer ", name, " of param ", i));
+      expect_close(found->second, values, found->second.dtype(),
+                   str("buffer ", name, " of param ", i));
     }
   }
 }
@@ -135,6 +141,24 @@ TEST(Optim, AdamMatchesTorch) {
 }
 TEST(Optim, AdamWMatchesTorch) {
   replay_cases("adamw");
+}
+TEST(Optim, RMSpropMatchesTorch) {
+  replay_cases("rmsprop_");
+}
+TEST(Optim, AdagradMatchesTorch) {
+  replay_cases("adagrad_");
+}
+TEST(Optim, AdadeltaMatchesTorch) {
+  replay_cases("adadelta_");
+}
+TEST(Optim, AdamaxMatchesTorch) {
+  replay_cases("adamax_");
+}
+TEST(Optim, NAdamMatchesTorch) {
+  replay_cases("nadam_");
+}
+TEST(Optim, RAdamMatchesTorch) {
+  replay_cases("radam_");
 }
 
 TEST(Optim, SchedulersMatchTorch) {
@@ -221,6 +245,13 @@ TEST(Optim, StepsDoNotGrowMemory) {
   optimizers.push_back(std::make_unique<Adam>(std::vector<Tensor>{w, b},
                                               AdamOptions{.weight_decay = 0.1, .amsgrad = true}));
   optimizers.push_back(std::make_unique<AdamW>(std::vector<Tensor>{w, b}));
+  optimizers.push_back(std::make_unique<RMSprop>(
+      std::vector<Tensor>{w, b}, RMSpropOptions{.momentum = 0.9, .centered = true}));
+  optimizers.push_back(std::make_unique<Adagrad>(std::vector<Tensor>{w, b}));
+  optimizers.push_back(std::make_unique<Adadelta>(std::vector<Tensor>{w, b}));
+  optimizers.push_back(std::make_unique<Adamax>(std::vector<Tensor>{w, b}));
+  optimizers.push_back(std::make_unique<NAdam>(std::vector<Tensor>{w, b}));
+  optimizers.push_back(std::make_unique<RAdam>(std::vector<Tensor>{w, b}));
   for (auto& optimizer : optimizers) {
     SCOPED_TRACE(optimizer->name());
     optimizer->step();
@@ -244,6 +275,7 @@ TEST(Optim, StateDictRoundTripContinuesTheSameTrajectory) {
   original.set_lr(0.02);
   OptimizerStateDict saved = original.state_dict();
   EXPECT_EQ(saved.state.at(0).step, 3);
+  EXPECT_EQ(saved.state.at(0).buffers.at("step").item<double>(), 3);
   EXPECT_EQ(saved.param_groups[0].at("lr"), 0.02);
 
   Tensor w2 = requires_grad_(clone(w)), b2 = requires_grad_(clone(b));
@@ -275,7 +307,8 @@ TEST(Optim, LoadStateDictRejectsAMismatchAndChangesNothing) {
   wrong_shape.state[0].buffers["momentum_buffer"] = zeros({3});
   wrong_shape.param_groups[0]["lr"] = 5;
   Error shape = error_of([&] { optimizer.load_state_dict(wrong_shape); });
-  EXPECT_TRUE(mentions(shape, "buffer 'momentum_buffer' of parameter 0 has shape [3]"))
+  EXPECT_TRUE(mentions(shape, "buffer 'momentum_buffer' of parameter 0 has shape [3], expected "
+                              "[2, 2]"))
       << shape.what();
   EXPECT_EQ(optimizer.lr(), 0.1);  // untouched
 
@@ -329,6 +362,63 @@ TEST(Optim, BadOptionsAndParametersAreErrors) {
                        "parameter 0 of group 0 is float32 but its grad is float64"));
   EXPECT_TRUE(mentions(error_of([&] { optimizer.set_lr(-2); }), "invalid learning rate: -2"));
   EXPECT_TRUE(mentions(error_of([&] { StepLR(optimizer, 0); }), "step_size must be at least 1"));
+}
+
+// The functions the classes (and Python's kiln.optim) call: one update of
+// one parameter, its state made as torch makes it.
+TEST(Optim, FunctionalUpdatesAreTheClassesUpdates) {
+  Tensor g = randn({3, 2});
+  Tensor a = requires_grad_(randn({3, 2})), b = requires_grad_(clone(a));
+  NAdam optimizer({a}, {.lr = 0.01, .weight_decay = 0.1});
+  const OptimizerKind& nadam = optimizer_kind("NAdam");
+  Hyperparams options = complete_options(nadam, {{"weight_decay", 0.1}});
+  TensorMap state;
+  set_grad(a, g);
+  for (int i = 0; i < 3; ++i) {
+    optimizer.step();
+    update_parameter(nadam, b, g, state, options, {.value = 0.01});
+  }
+  EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>());
+  EXPECT_EQ(state.at("step").item<double>(), 3);
+  EXPECT_EQ(state.at("mu_product").dtype(), DType::Float32);  // torch's, whatever the param's
+  EXPECT_EQ(optimizer.state(0).buffers.at("exp_avg").to_vector<float>(),
+            state.at("exp_avg").to_vector<float>());
+}
+
+TEST(Optim, FunctionalErrorsNameTheKindAndTheOption) {
+  EXPECT_TRUE(mentions(error_of([] { optimizer_kind("Adamm"); }), "no optimizer named 'Adamm'"));
+  Error unknown = error_of([] { complete_options(optimizer_kind("RMSprop"), {{"betas", 1}}); });
+  EXPECT_TRUE(mentions(unknown, "RMSprop: unknown option 'betas'")) << unknown.what();
+  EXPECT_EQ(unknown.kind(), ErrorKind::Value);
+  EXPECT_TRUE(mentions(
+      error_of([] { complete_options(optimizer_kind("Adagrad"), {{"lr_decay", -1}}); }),
+      "Adagrad: invalid lr_decay value: -1"));
+  EXPECT_TRUE(
+      mentions(error_of([] { complete_options(optimizer_kind("Adadelta"), {{"rho", 1.5}}); }),
+               "invalid rho value: 1.5"));
+  Tensor p = ones({2});
+  Error shape = error_of([&] { check_grad(optimizer_kind("SGD"), p, ones({3}), "parameter 1"); });
+  EXPECT_TRUE(mentions(shape, "SGD: parameter 1 has shape [2] but its grad has shape [3]"))
+      << shape.what();
+  // Scalar state ("step") is 0-d in a state dict, not of the parameter's shape.
+  Adam adam({requires_grad_(ones({2}))});
+  OptimizerStateDict dict;
+  dict.state[0].buffers = {{"step", full({2}, 1.0)}, {"exp_avg", zeros({2})},
+                           {"exp_avg_sq", zeros({2})}};
+  dict.param_groups.push_back(adam.hyperparams());
+  EXPECT_TRUE(mentions(error_of([&] { adam.load_state_dict(dict); }),
+                       "buffer 'step' of parameter 0 has shape [2], expected []"));
+}
+
+// Adagrad makes its state when made, as torch's: a state dict holds it
+// before any step.
+TEST(Optim, AdagradStartsFromTheInitialAccumulator) {
+  Tensor p = requires_grad_(ones({2}));
+  Adagrad optimizer({p}, {.initial_accumulator_value = 0.25});
+  OptimizerStateDict dict = optimizer.state_dict();
+  ASSERT_EQ(dict.state.count(0), 1u);
+  EXPECT_EQ(dict.state.at(0).buffers.at("sum").to_vector<float>(), (std::vector<float>{.25, .25}));
+  EXPECT_EQ(dict.state.at(0).buffers.at("step").item<double>(), 0);
 }
 
 }  // namespace

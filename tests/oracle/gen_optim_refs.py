@@ -2,7 +2,7 @@
 gradient sequences and writes what they do, for the C++ optimizer tests:
 python gen_optim_refs.py OUT.json
 
-Options use kiln's names (beta1/beta2 rather than betas; booleans as 0/1).
+Options use kiln's names (beta1/beta2 rather than betas; flags as 0/1).
 A gradient of None skips that parameter for that step, as torch does."""
 from __future__ import annotations
 
@@ -20,33 +20,59 @@ OPTIMIZER_CASES = [
     ("sgd_dampening_weight_decay", "SGD",
      {"lr": 0.05, "momentum": 0.8, "dampening": 0.3, "weight_decay": 0.01}),
     ("sgd_nesterov", "SGD", {"lr": 0.1, "momentum": 0.9, "nesterov": 1, "weight_decay": 1e-3}),
+    ("sgd_maximize", "SGD", {"lr": 0.1, "momentum": 0.5, "maximize": 1}),
     ("adam_default", "Adam", {"lr": 1e-2}),
     ("adam_weight_decay", "Adam", {"lr": 1e-2, "weight_decay": 0.1}),
     ("adam_amsgrad", "Adam", {"lr": 1e-2, "amsgrad": 1, "beta2": 0.9}),
     ("adam_small_beta1", "Adam", {"lr": 1e-2, "beta1": 0.3, "eps": 1e-6}),
+    ("adam_maximize_decoupled", "Adam",
+     {"lr": 1e-2, "maximize": 1, "weight_decay": 0.1, "decoupled_weight_decay": 1}),
     ("adamw", "AdamW", {"lr": 1e-2, "weight_decay": 0.1}),
     ("adamw_amsgrad", "AdamW", {"lr": 1e-2, "weight_decay": 0.05, "amsgrad": 1}),
+    ("rmsprop_default", "RMSprop", {"lr": 1e-2}),
+    ("rmsprop_centered_momentum", "RMSprop",
+     {"lr": 1e-2, "alpha": 0.9, "momentum": 0.8, "centered": 1, "weight_decay": 0.1}),
+    ("rmsprop_maximize", "RMSprop", {"lr": 1e-2, "momentum": 0.5, "maximize": 1, "eps": 1e-4}),
+    ("adagrad_default", "Adagrad", {"lr": 0.1}),
+    ("adagrad_decay", "Adagrad",
+     {"lr": 0.1, "lr_decay": 0.05, "weight_decay": 0.1, "initial_accumulator_value": 0.5}),
+    ("adadelta_default", "Adadelta", {"lr": 1.0}),
+    ("adadelta_options", "Adadelta", {"lr": 0.5, "rho": 0.8, "eps": 1e-4, "weight_decay": 0.1,
+                                      "maximize": 1}),
+    ("adamax_default", "Adamax", {"lr": 2e-2}),
+    ("adamax_weight_decay", "Adamax", {"lr": 2e-2, "beta1": 0.8, "weight_decay": 0.1}),
+    ("nadam_default", "NAdam", {"lr": 2e-2}),
+    ("nadam_decoupled", "NAdam",
+     {"lr": 2e-2, "weight_decay": 0.1, "decoupled_weight_decay": 1, "momentum_decay": 0.01}),
+    ("nadam_weight_decay", "NAdam", {"lr": 2e-2, "weight_decay": 0.1, "maximize": 1}),
+    # beta2 0.9: rho_inf = 19, so the rectified branch (rho_t > 5) starts at step 4.
+    ("radam_default", "RAdam", {"lr": 1e-2, "beta2": 0.9}),
+    ("radam_decoupled", "RAdam",
+     {"lr": 1e-2, "beta2": 0.9, "weight_decay": 0.1, "decoupled_weight_decay": 1}),
 ]
 
 # Two groups: the second overrides some options.
 GROUP_CASES = [
     ("sgd_groups", "SGD", {"lr": 0.1, "momentum": 0.9}, {"lr": 0.01, "nesterov": 1}),
     ("adam_groups", "Adam", {"lr": 1e-2}, {"lr": 1e-3, "weight_decay": 0.5}),
+    ("rmsprop_groups", "RMSprop", {"lr": 1e-2}, {"lr": 1e-3, "centered": 1}),
 ]
+
+FLAGS = ("nesterov", "amsgrad", "maximize", "centered", "decoupled_weight_decay")
 
 
 def torch_options(kind: str, options: dict) -> dict:
     out = dict(options)
     if "beta1" in out or "beta2" in out:
         out["betas"] = (out.pop("beta1", 0.9), out.pop("beta2", 0.999))
-    for flag in ("nesterov", "amsgrad"):
+    for flag in FLAGS:
         if flag in out:
             out[flag] = bool(out[flag])
     return out
 
 
 def make_optimizer(kind: str, groups: list[dict]):
-    cls = {"SGD": torch.optim.SGD, "Adam": torch.optim.Adam, "AdamW": torch.optim.AdamW}[kind]
+    cls = getattr(torch.optim, kind)
     defaults = torch_options(kind, groups[0]["options"])
     torch_groups = [
         {"params": g["params"], **torch_options(kind, g["options"])} for g in groups
@@ -84,15 +110,13 @@ def run_case(name, kind, group_options, dtype, seed) -> dict:
         opt.step()
         grads.append(step_grads)
         after.append([flat(p) for p in params])
+    # State by torch's names ("step" among them, a 0-d tensor); "updates"
+    # is the number of steps that updated the parameter.
     state = {}
     for i, p in enumerate(params):
         s = opt.state.get(p, {})
-        entry = {"buffers": {}}
-        for key, value in s.items():
-            if key == "step":
-                entry["step"] = int(value)
-            elif value is not None:
-                entry["buffers"][key] = flat(value)
+        entry = {"buffers": {k: flat(v) for k, v in s.items() if v is not None},
+                 "updates": sum(g[i] is not None for g in grads)}
         state[str(i)] = entry
     return {
         "name": f"{name}_{str(dtype).removeprefix('torch.')}",

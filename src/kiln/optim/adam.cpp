@@ -1,12 +1,11 @@
 #include "kiln/optim/adam.h"
 
-#include <cmath>
-
-#include "kiln/core/factory.h"
-#include "kiln/ops/copy.h"
-#include "kiln/ops/elementwise.h"
+#include "kiln/optim/functional_math.h"
+#include "kiln/optim/kinds.h"
 
 namespace kiln {
+
+using namespace optim_math;
 
 Hyperparams AdamOptions::to_hyperparams() const {
   return {{"lr", lr},
@@ -14,131 +13,93 @@ Hyperparams AdamOptions::to_hyperparams() const {
           {"beta2", beta2},
           {"eps", eps},
           {"weight_decay", weight_decay},
-          {"amsgrad", amsgrad ? 1.0 : 0.0}};
+          {"amsgrad", amsgrad ? 1.0 : 0.0},
+          {"maximize", maximize ? 1.0 : 0.0}};
 }
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions options)
     : Adam(single_group(std::move(params)), options) {}
 
 Adam::Adam(std::vector<ParamGroup> groups, AdamOptions defaults)
-    : Adam("Adam", false, std::move(groups), defaults) {}
+    : Adam(adam_kind(), std::move(groups), defaults) {}
 
-Adam::Adam(std::string name, bool decoupled_weight_decay, std::vector<ParamGroup> groups,
-           AdamOptions defaults)
-    : Optimizer(std::move(name), defaults.to_hyperparams(),
-                {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"}),
-      decoupled_weight_decay_(decoupled_weight_decay) {
-  add_initial_groups(std::move(groups));
-}
+Adam::Adam(const OptimizerKind& kind, std::vector<ParamGroup> groups, AdamOptions defaults)
+    : Optimizer(kind, std::move(groups), defaults.to_hyperparams()) {}
 
 AdamW::AdamW(std::vector<Tensor> params, AdamOptions options)
     : AdamW(single_group(std::move(params)), options) {}
 
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamOptions defaults)
-    : Adam("AdamW", true, std::move(groups), defaults) {}
-
-void Adam::check_options(const Hyperparams& options) const {
-  double lr = get(options, "lr"), eps = get(options, "eps");
-  double beta1 = get(options, "beta1"), beta2 = get(options, "beta2");
-  double weight_decay = get(options, "weight_decay");
-  KILN_CHECK_VALUE(lr >= 0, name(), ": invalid learning rate: ", lr);
-  KILN_CHECK_VALUE(eps >= 0, name(), ": invalid epsilon value: ", eps);
-  KILN_CHECK_VALUE(beta1 >= 0 && beta1 < 1, name(), ": invalid beta parameter at index 0: ", beta1);
-  KILN_CHECK_VALUE(beta2 >= 0 && beta2 < 1, name(), ": invalid beta parameter at index 1: ", beta2);
-  KILN_CHECK_VALUE(weight_decay >= 0, name(), ": invalid weight_decay value: ", weight_decay);
-}
+    : Adam(adamw_kind(), std::move(groups), defaults) {}
 
 namespace {
 
-// from += weight * (to - from), rounded as torch's lerp kernel does: from the
-// nearer end, so weight 1 lands exactly on `to`.
-void lerp_(const Tensor& from, const Tensor& to, double weight) {
-  Tensor step = sub(to, from);
-  if (weight < 0.5) {
-    mul_(step, weight);
-    add_(from, step);
-    return;
-  }
-  mul_(step, 1 - weight);  // from = to - (to - from) * (1 - weight)
-  copy_(from, sub(to, step));
+void init_adam(const Tensor& param, TensorMap& state, const Hyperparams& options, bool) {
+  scalar_entry(state, "step", 0);
+  zeros_entry(state, "exp_avg", param);
+  zeros_entry(state, "exp_avg_sq", param);
+  if (flag(options, "amsgrad")) zeros_entry(state, "max_exp_avg_sq", param);
 }
 
-const Tensor& zeros_buffer(ParamState& state, const std::string& name, const Tensor& like) {
-  auto found = state.buffers.find(name);
-  if (found != state.buffers.end()) return found->second;
-  return state.buffers[name] = zeros_like(like);
-}
-
-}  // namespace
-
-void Adam::prepare_capture(const Tensor& param, ParamState& state, const Hyperparams& options) {
-  zeros_buffer(state, "exp_avg", param);
-  zeros_buffer(state, "exp_avg_sq", param);
-  if (get(options, "amsgrad") != 0) zeros_buffer(state, "max_exp_avg_sq", param);
-}
-
-namespace {
-
-// 1 - beta^step for a step count held in a float64 0-d tensor.
-Tensor bias_correction(double beta, const Tensor& step) {
-  return add(neg(exp(mul(step, std::log(beta)))), 1.0);
-}
-
-}  // namespace
-
-void Adam::update(const Tensor& param, const Tensor& grad, ParamState& state,
-                  const Hyperparams& options) {
-  double lr = get(options, "lr"), eps = get(options, "eps");
+void update_adam(const Tensor& param, const Tensor& grad, TensorMap& state,
+                 const Hyperparams& options, const LearningRate& lr) {
   double beta1 = get(options, "beta1"), beta2 = get(options, "beta2");
-  double weight_decay = get(options, "weight_decay");
-  bool amsgrad = get(options, "amsgrad") != 0;
-  int64_t step = ++state.step;
+  double eps = get(options, "eps"), weight_decay = get(options, "weight_decay");
+  bool decoupled = flag(options, "decoupled_weight_decay");
+  const Tensor& step = advance_step(state);
+  with_numbers("Adam", lr, step, [&](const auto& rate, const auto& t) {
+    if (decoupled && weight_decay != 0) mul_(param, 1 - rate * weight_decay);
+    Tensor g = direction(param, grad, flag(options, "maximize"), decoupled ? 0 : weight_decay);
+    const Tensor& exp_avg = state.at("exp_avg");
+    const Tensor& exp_avg_sq = state.at("exp_avg_sq");
+    lerp_(exp_avg, g, 1 - beta1);
+    mul_(exp_avg_sq, beta2);
+    addcmul_(exp_avg_sq, g, g, 1 - beta2);
 
-  const Tensor& lr_tensor = capture_lr();
-  Tensor g = grad;
-  if (weight_decay != 0) {
-    if (decoupled_weight_decay_ && lr_tensor.defined()) {
-      mul_(param, add(mul(lr_tensor, -weight_decay), 1.0));
-    } else if (decoupled_weight_decay_) {
-      mul_(param, 1 - lr * weight_decay);
-    } else {
-      g = add(grad, mul(param, weight_decay));
+    auto bias_correction1 = 1 - power(beta1, t);
+    auto bias_correction2 = 1 - power(beta2, t);
+    auto step_size = rate / bias_correction1;
+    auto bias_correction2_sqrt = half_power(bias_correction2);
+
+    const Tensor* second_moment = &exp_avg_sq;
+    if (flag(options, "amsgrad")) {
+      const Tensor& max_exp_avg_sq = state.at("max_exp_avg_sq");
+      copy_(max_exp_avg_sq, maximum(max_exp_avg_sq, exp_avg_sq));
+      second_moment = &max_exp_avg_sq;
     }
-  }
-  const Tensor& exp_avg = zeros_buffer(state, "exp_avg", param);
-  const Tensor& exp_avg_sq = zeros_buffer(state, "exp_avg_sq", param);
-  lerp_(exp_avg, g, 1 - beta1);
-  mul_(exp_avg_sq, beta2);
-  Tensor square = mul(g, 1 - beta2);  // (value * g) * g, addcmul's order
-  mul_(square, g);
-  add_(exp_avg_sq, square);
-  square = Tensor();
-
-  // The scalars in double, as Python computes them.
-  double bias_correction1 = 1 - std::pow(beta1, double(step));
-  double bias_correction2 = 1 - std::pow(beta2, double(step));
-  double step_size = lr / bias_correction1;
-  double bias_correction2_sqrt = std::pow(bias_correction2, 0.5);
-
-  const Tensor* second_moment = &exp_avg_sq;
-  if (amsgrad) {
-    const Tensor& max_exp_avg_sq = zeros_buffer(state, "max_exp_avg_sq", param);
-    copy_(max_exp_avg_sq, maximum(max_exp_avg_sq, exp_avg_sq));
-    second_moment = &max_exp_avg_sq;
-  }
-  Tensor denom = sqrt(*second_moment);
-  Tensor update;
-  if (lr_tensor.defined()) {  // compiling a step: the step count and lr are tensors
-    div_(denom, sqrt(bias_correction(beta2, state.step_tensor)));
-    add_(denom, eps);
-    update = mul(exp_avg, neg(div(lr_tensor, bias_correction(beta1, state.step_tensor))));
-  } else {
+    Tensor denom = sqrt(*second_moment);
     div_(denom, bias_correction2_sqrt);
     add_(denom, eps);
-    update = mul(exp_avg, -step_size);  // addcdiv: (value * m) / denom
-  }
-  div_(update, denom);
-  add_(param, update);
+    addcdiv_(param, exp_avg, denom, -step_size);
+  });
+}
+
+void check_adam(const std::string& name, const Hyperparams& options) {
+  check_common(name, options);
+}
+
+Hyperparams adam_defaults(bool decoupled) {
+  Hyperparams defaults = (decoupled ? AdamW::default_options() : AdamOptions{}).to_hyperparams();
+  defaults["decoupled_weight_decay"] = decoupled ? 1 : 0;
+  return defaults;
+}
+
+}  // namespace
+
+const OptimizerKind& adam_kind() {
+  static const OptimizerKind kind{"Adam",    adam_defaults(false),
+                                  {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"},
+                                  {"step"},  check_adam,
+                                  init_adam, update_adam};
+  return kind;
+}
+
+const OptimizerKind& adamw_kind() {
+  static const OptimizerKind kind{"AdamW",   adam_defaults(true),
+                                  {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"},
+                                  {"step"},  check_adam,
+                                  init_adam, update_adam};
+  return kind;
 }
 
 }  // namespace kiln

@@ -10,61 +10,47 @@
 
 namespace kiln {
 
-double get(const Hyperparams& options, const std::string& name) {
-  auto it = options.find(name);
-  KILN_ASSERT(it != options.end(), "optimizer hyperparameter '", name, "' is missing");
-  return it->second;
-}
-
 std::vector<ParamGroup> single_group(std::vector<Tensor> params) {
   if (params.empty()) return {};
   return {ParamGroup{std::move(params), {}}};
 }
 
-namespace {
-
-std::string known_names(const Hyperparams& defaults) {
-  std::string names;
-  for (const auto& [name, value] : defaults)
-    names += (names.empty() ? "" : ", ") + name;
-  return names;
-}
-
-}  // namespace
-
-Optimizer::Optimizer(std::string name, Hyperparams defaults, std::vector<std::string> buffer_names)
-    : name_(std::move(name)),
-      defaults_(std::move(defaults)),
-      buffer_names_(std::move(buffer_names)) {}
-
-void Optimizer::add_initial_groups(std::vector<ParamGroup> groups) {
-  KILN_CHECK_VALUE(!groups.empty(), name_, ": got an empty parameter list");
+Optimizer::Optimizer(const OptimizerKind& kind, std::vector<ParamGroup> groups,
+                     const Hyperparams& defaults)
+    : kind_(kind), defaults_(complete_options(kind, defaults)) {
+  KILN_CHECK_VALUE(!groups.empty(), kind_.name, ": got an empty parameter list");
   for (ParamGroup& group : groups)
     add_param_group(std::move(group));
 }
 
-void Optimizer::add_param_group(ParamGroup group) {
-  KILN_CHECK_VALUE(!group.params.empty(), name_, ": parameter group ", groups_.size(),
-                   " holds no parameters");
-  for (const auto& [key, value] : group.options) {
-    KILN_CHECK_VALUE(defaults_.count(key), name_, ": unknown option '", key,
-                     "' in parameter group ", groups_.size(), " (known: ", known_names(defaults_),
-                     ")");
+void Optimizer::init_all_state() {
+  size_t index = 0;
+  for (const ParamGroup& group : groups_) {
+    for (const Tensor& param : group.params)
+      init_state(kind_, param, states_[index++].buffers, group.options);
   }
-  Hyperparams options = defaults_;
+}
+
+void Optimizer::add_param_group(ParamGroup group) {
+  size_t g = groups_.size();
+  KILN_CHECK_VALUE(!group.params.empty(), kind_.name, ": parameter group ", g,
+                   " holds no parameters");
+  Hyperparams overrides = defaults_;
   for (const auto& [key, value] : group.options)
-    options[key] = value;
-  check_options(options);
+    overrides[key] = value;
+  Hyperparams options = complete_options(kind_, overrides, str("in parameter group ", g));
   for (size_t i = 0; i < group.params.size(); ++i) {
     const Tensor& p = group.params[i];
-    KILN_CHECK_VALUE(p.defined(), name_, ": parameter ", i, " of group ", groups_.size(),
+    KILN_CHECK_VALUE(p.defined(), kind_.name, ": parameter ", i, " of group ", g,
                      " is an undefined tensor");
-    KILN_CHECK_TYPE(is_floating(p.dtype()), name_, ": can only optimize floating tensors, got ",
-                    p.dtype(), " for parameter ", i, " of group ", groups_.size());
+    KILN_CHECK_TYPE(is_floating(p.dtype()), kind_.name,
+                    ": can only optimize floating tensors, got ", p.dtype(), " for parameter ", i,
+                    " of group ", g);
     for (const ParamGroup& other : groups_) {
       bool seen = std::any_of(other.params.begin(), other.params.end(),
                               [&](const Tensor& q) { return q.is_same(p); });
-      KILN_CHECK_VALUE(!seen, name_, ": some parameters appear in more than one parameter group");
+      KILN_CHECK_VALUE(!seen, kind_.name,
+                       ": some parameters appear in more than one parameter group");
     }
   }
   group.options = std::move(options);
@@ -73,22 +59,21 @@ void Optimizer::add_param_group(ParamGroup group) {
 }
 
 const std::vector<Tensor>& Optimizer::params(size_t group) const {
-  KILN_CHECK_INDEX(group < groups_.size(), name_, ": no parameter group ", group, " (there are ",
-                   groups_.size(), ")");
+  KILN_CHECK_INDEX(group < groups_.size(), kind_.name, ": no parameter group ", group,
+                   " (there are ", groups_.size(), ")");
   return groups_[group].params;
 }
 
 const Hyperparams& Optimizer::hyperparams(size_t group) const {
-  KILN_CHECK_INDEX(group < groups_.size(), name_, ": no parameter group ", group, " (there are ",
-                   groups_.size(), ")");
+  KILN_CHECK_INDEX(group < groups_.size(), kind_.name, ": no parameter group ", group,
+                   " (there are ", groups_.size(), ")");
   return groups_[group].options;
 }
 
 double Optimizer::option(const std::string& name, size_t group) const {
   const Hyperparams& options = hyperparams(group);
   auto it = options.find(name);
-  KILN_CHECK_VALUE(it != options.end(), name_, ": unknown option '", name,
-                   "' (known: ", known_names(defaults_), ")");
+  KILN_CHECK_VALUE(it != options.end(), kind_.name, ": unknown option '", name, "'");
   return it->second;
 }
 
@@ -96,6 +81,8 @@ namespace {
 
 // Writes a 0-d tensor in place (compiled steps hold it by reference).
 void set_scalar(const Tensor& t, double value) {
+  NoGradGuard no_grad;
+  PauseRecording outside;
   mul_(t, 0.0);
   add_(t, value);
 }
@@ -106,63 +93,61 @@ void Optimizer::set_option(const std::string& name, double value, size_t group) 
   option(name, group);  // checks the group and the name
   Hyperparams options = groups_[group].options;
   options[name] = value;
-  check_options(options);
+  kind_.check(kind_.name, options);
   groups_[group].options = std::move(options);
-  if (name == "lr" && group < lr_tensors_.size() && lr_tensors_[group].defined()) {
-    NoGradGuard no_grad;
-    PauseRecording outside;
+  if (name == "lr" && group < lr_tensors_.size() && lr_tensors_[group].defined())
     set_scalar(lr_tensors_[group], value);  // what a compiled step reads
-  }
 }
 
 const ParamState& Optimizer::state(int64_t index) const {
-  KILN_CHECK_INDEX(index >= 0 && index < int64_t(states_.size()), name_, ": no parameter ", index,
-                   " (there are ", states_.size(), ")");
+  KILN_CHECK_INDEX(index >= 0 && index < int64_t(states_.size()), kind_.name, ": no parameter ",
+                   index, " (there are ", states_.size(), ")");
   ParamState& state = states_[size_t(index)];
   // Compiled steps advance the tensor only.
   if (state.step_tensor.defined()) state.step = int64_t(state.step_tensor.item<double>());
   return state;
 }
 
+const Tensor& Optimizer::lr_tensor(size_t group) {
+  if (lr_tensors_.size() <= group) lr_tensors_.resize(groups_.size());
+  if (!lr_tensors_[group].defined()) {
+    PauseRecording outside;
+    lr_tensors_[group] = full({}, get(groups_[group].options, "lr"), DType::Float64);
+  }
+  return lr_tensors_[group];
+}
+
+void Optimizer::count_step(ParamState& state, bool compiling) {
+  if (compiling) {
+    if (!state.step_tensor.defined()) {
+      PauseRecording outside;
+      state.step_tensor = full({}, double(state.step), DType::Float64);
+    }
+    add_(state.step_tensor, 1.0);
+    return;
+  }
+  if (state.step_tensor.defined()) state.step = int64_t(state.step_tensor.item<double>());
+  ++state.step;
+  if (state.step_tensor.defined()) set_scalar(state.step_tensor, double(state.step));
+}
+
 void Optimizer::step() {
   NoGradGuard no_grad;
-  bool capturing = dispatch_observer() != nullptr;
+  bool compiling = dispatch_observer() != nullptr;
   size_t index = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const ParamGroup& group = groups_[g];
-    if (capturing) {
-      PauseRecording outside;
-      if (lr_tensors_.size() <= g) lr_tensors_.resize(groups_.size());
-      if (!lr_tensors_[g].defined())
-        lr_tensors_[g] = full({}, get(group.options, "lr"), DType::Float64);
-    }
-    capture_lr_ = capturing ? lr_tensors_[g] : Tensor();
+    LearningRate lr{get(group.options, "lr"), compiling ? lr_tensor(g) : Tensor()};
     for (size_t i = 0; i < group.params.size(); ++i, ++index) {
       const Tensor& param = group.params[i];
       Tensor gradient = grad(param);
       if (!gradient.defined()) continue;
-      KILN_CHECK_TYPE(gradient.dtype() == param.dtype(), name_, ": parameter ", i, " of group ", g,
-                      " is ", param.dtype(), " but its grad is ", gradient.dtype());
-      KILN_CHECK_VALUE(gradient.shape() == param.shape(), name_, ": parameter ", i, " of group ", g,
-                       " has shape ", param.shape(), " but its grad has shape ", gradient.shape());
+      check_grad(kind_, param, gradient, str("parameter ", i, " of group ", g));
       ParamState& state = states_[index];
-      if (capturing) {
-        {
-          PauseRecording outside;
-          if (!state.step_tensor.defined())
-            state.step_tensor = full({}, double(state.step), DType::Float64);
-          prepare_capture(param, state, group.options);
-        }
-        add_(state.step_tensor, 1.0);
-        update(param, gradient, state, group.options);
-        continue;
-      }
-      if (state.step_tensor.defined()) state.step = int64_t(state.step_tensor.item<double>());
-      update(param, gradient, state, group.options);
-      if (state.step_tensor.defined()) set_scalar(state.step_tensor, double(state.step));
+      update_parameter(kind_, param, gradient, state.buffers, group.options, lr);
+      count_step(state, compiling);
     }
   }
-  capture_lr_ = Tensor();
 }
 
 void Optimizer::zero_grad() {
@@ -177,7 +162,7 @@ OptimizerStateDict Optimizer::state_dict() const {
   for (size_t i = 0; i < states_.size(); ++i) {
     const ParamState& state = this->state(int64_t(i));
     if (state.step == 0 && state.buffers.empty()) continue;
-    ParamState copy{state.step, {}};
+    ParamState copy{state.step, {}, {}};
     for (const auto& [name, buffer] : state.buffers)
       copy.buffers[name] = clone(buffer);
     dict.state[int64_t(i)] = std::move(copy);
@@ -187,8 +172,16 @@ OptimizerStateDict Optimizer::state_dict() const {
   return dict;
 }
 
+namespace {
+
+bool contains(const std::vector<std::string>& names, const std::string& name) {
+  return std::count(names.begin(), names.end(), name) > 0;
+}
+
+}  // namespace
+
 void Optimizer::load_state_dict(const OptimizerStateDict& dict) {
-  KILN_CHECK_VALUE(dict.param_groups.size() == groups_.size(), name_, ": the state dict has ",
+  KILN_CHECK_VALUE(dict.param_groups.size() == groups_.size(), kind_.name, ": the state dict has ",
                    dict.param_groups.size(), " parameter groups, the optimizer ", groups_.size());
   std::vector<const Tensor*> flat_params;
   for (const ParamGroup& group : groups_) {
@@ -197,34 +190,33 @@ void Optimizer::load_state_dict(const OptimizerStateDict& dict) {
   }
   // Check everything before changing anything, so a bad dict leaves the
   // optimizer as it was.
+  std::vector<Hyperparams> merged_groups;
   for (size_t g = 0; g < groups_.size(); ++g) {
-    for (const auto& [key, value] : dict.param_groups[g]) {
-      KILN_CHECK_VALUE(defaults_.count(key), name_, ": the state dict's group ", g,
-                       " has unknown option '", key, "' (known: ", known_names(defaults_), ")");
-    }
     Hyperparams merged = groups_[g].options;
     for (const auto& [key, value] : dict.param_groups[g])
       merged[key] = value;
-    check_options(merged);
+    merged_groups.push_back(
+        complete_options(kind_, merged, str("in the state dict's parameter group ", g)));
   }
   for (const auto& [index, state] : dict.state) {
-    KILN_CHECK_VALUE(index >= 0 && index < int64_t(flat_params.size()), name_,
+    KILN_CHECK_VALUE(index >= 0 && index < int64_t(flat_params.size()), kind_.name,
                      ": the state dict holds state for parameter ", index, " but there are only ",
                      flat_params.size());
     const Tensor& param = *flat_params[size_t(index)];
     for (const auto& [name, buffer] : state.buffers) {
-      KILN_CHECK_VALUE(std::count(buffer_names_.begin(), buffer_names_.end(), name), name_,
+      KILN_CHECK_VALUE(contains(kind_.state_names, name), kind_.name,
                        ": the state dict holds an unknown buffer '", name, "' for parameter ",
                        index);
-      KILN_CHECK_VALUE(buffer.defined() && buffer.shape() == param.shape(), name_, ": buffer '",
-                       name, "' of parameter ", index, " has shape ",
-                       buffer.defined() ? buffer.shape() : IntList{}, ", the parameter ",
-                       param.shape());
+      IntList want = contains(kind_.scalar_state, name) ? IntList{} : param.shape();
+      KILN_CHECK_VALUE(buffer.defined() && buffer.shape() == want, kind_.name, ": buffer '", name,
+                       "' of parameter ", index, " has shape ",
+                       buffer.defined() ? buffer.shape() : IntList{}, ", expected ", want);
     }
   }
   for (size_t g = 0; g < groups_.size(); ++g) {
-    for (const auto& [key, value] : dict.param_groups[g])
-      groups_[g].options[key] = value;
+    groups_[g].options = merged_groups[g];
+    if (g < lr_tensors_.size() && lr_tensors_[g].defined())
+      set_scalar(lr_tensors_[g], get(merged_groups[g], "lr"));
   }
   for (ParamState& state : states_)
     state = ParamState();
@@ -233,8 +225,11 @@ void Optimizer::load_state_dict(const OptimizerStateDict& dict) {
     ParamState& mine = states_[size_t(index)];
     mine.step = state.step;
     for (const auto& [name, buffer] : state.buffers) {
-      Tensor own = empty(param.shape(), param.dtype());
-      copy_(own, buffer);  // converts the dtype when the dict came from another one
+      // Per-element state converts to the parameter's dtype (the dict may
+      // come from another one); 0-d state keeps its own, as torch's "step".
+      bool scalar = contains(kind_.scalar_state, name);
+      Tensor own = empty(buffer.shape(), scalar ? buffer.dtype() : param.dtype());
+      copy_(own, buffer);
       mine.buffers[name] = own;
     }
   }

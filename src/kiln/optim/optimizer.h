@@ -4,9 +4,11 @@
 //   kiln::SGD opt(model_params, {.lr = 0.1, .momentum = 0.9});
 //   opt.zero_grad();  kiln::backward(loss);  opt.step();
 //
-// Hyperparameters live per parameter group as named numbers (lr, momentum,
-// beta1, ...), as in torch.optim's param_groups: a group may override any of
-// the optimizer's defaults, and schedulers and state dicts treat every
+// An Optimizer is an algorithm of functional.h (its OptimizerKind: the
+// update math, which Python's kiln.optim calls too) over parameter groups.
+// Hyperparameters live per group as named numbers (lr, momentum, beta1,
+// ...), as in torch.optim's param_groups: a group may override any of the
+// optimizer's defaults, and schedulers and state dicts treat every
 // optimizer alike. Each optimizer's typed options struct fills the defaults.
 #pragma once
 
@@ -16,10 +18,9 @@
 #include <vector>
 
 #include "kiln/core/tensor.h"
+#include "kiln/optim/functional.h"
 
 namespace kiln {
-
-using Hyperparams = std::map<std::string, double>;
 
 struct ParamGroup {
   std::vector<Tensor> params;
@@ -28,11 +29,12 @@ struct ParamGroup {
 
 // What an optimizer remembers about one parameter.
 struct ParamState {
-  int64_t step = 0;                       // updates made to this parameter
-  std::map<std::string, Tensor> buffers;  // "momentum_buffer", "exp_avg", ...
-  // The step count as a float64 0-d tensor, made when a training step is
-  // compiled: the compiled step advances it (Adam's bias corrections read
-  // it), and `step` follows it.
+  int64_t step = 0;  // updates made to this parameter
+  // The algorithm's state by torch's names: "momentum_buffer", "exp_avg",
+  // and for those that count steps, "step" (a float32 0-d tensor).
+  TensorMap buffers;
+  // The update count as a float64 0-d tensor, made when a training step is
+  // compiled: the compiled step advances it, and `step` follows it.
   Tensor step_tensor;
 };
 
@@ -52,7 +54,10 @@ class Optimizer {
   Optimizer& operator=(const Optimizer&) = delete;
 
   // Updates every parameter that has a gradient; parameters without one are
-  // skipped (they took no part in the loss).
+  // skipped (they took no part in the loss). While a training step is being
+  // compiled (a trace records on this thread), the learning rate is handed
+  // to the update as a tensor that set_option keeps current, so a compiled
+  // step follows a scheduler (see functional.h).
   void step();
   // Clears every parameter's gradient (leaves it undefined, like
   // torch's set_to_none=True), so the next backward() starts afresh.
@@ -75,48 +80,31 @@ class Optimizer {
   // the same shapes; tensors are copied in.
   void load_state_dict(const OptimizerStateDict& dict);
 
-  const std::string& name() const { return name_; }
+  const std::string& name() const { return kind_.name; }
+  const OptimizerKind& kind() const { return kind_; }
 
  protected:
-  Optimizer(std::string name, Hyperparams defaults, std::vector<std::string> buffer_names);
-  // Called by each optimizer's constructor, not the base's: adding a group
-  // calls the virtual check_options, which only the derived class has.
-  void add_initial_groups(std::vector<ParamGroup> groups);
-
-  // While a training step is being compiled (a trace records on this
-  // thread), step() first makes every state tensor the update will use
-  // outside the recording, so that the compiled step reads and writes the
-  // same tensors on every call (the trace binds them by reference), and
-  // hands the update the learning rate as a tensor (capture_lr()), which
-  // set_option keeps current. Updates must then take one path whatever the
-  // step count (zero-initialized buffers, bias corrections from step_tensor).
-  virtual void prepare_capture(const Tensor& param, ParamState& state,
-                               const Hyperparams& options) = 0;
-  // The group's learning rate as a float64 0-d tensor while compiling a
-  // step; undefined otherwise (eager steps use the number).
-  const Tensor& capture_lr() const { return capture_lr_; }
-
-  // One parameter's update; `grad` has the parameter's shape and dtype.
-  virtual void update(const Tensor& param, const Tensor& grad, ParamState& state,
-                      const Hyperparams& options) = 0;
-  // Checks one group's hyperparameters (names are checked already).
-  virtual void check_options(const Hyperparams& options) const = 0;
+  // `defaults` complete the kind's defaults (an options struct's values).
+  Optimizer(const OptimizerKind& kind, std::vector<ParamGroup> groups, const Hyperparams& defaults);
+  // Makes every parameter's state now, as torch's Adagrad does in its
+  // constructor (the other algorithms make it on the first step).
+  void init_all_state();
 
  private:
-  std::string name_;
+  // The group's learning rate as a float64 0-d tensor, made (outside the
+  // recording) by the first compiled step.
+  const Tensor& lr_tensor(size_t group);
+  void count_step(ParamState& state, bool compiling);
+
+  const OptimizerKind& kind_;
   Hyperparams defaults_;
-  std::vector<std::string> buffer_names_;
   std::vector<ParamGroup> groups_;          // options filled in from the defaults
   mutable std::vector<ParamState> states_;  // one per parameter, over all groups in order
   std::vector<Tensor> lr_tensors_;          // per group, made by the first compiled step
-  Tensor capture_lr_;
 };
 
 // One group over `params` (none when the list is empty, which the
 // optimizer then reports as an empty parameter list).
 std::vector<ParamGroup> single_group(std::vector<Tensor> params);
-
-// Reads a hyperparameter a group is known to hold (the base filled it in).
-double get(const Hyperparams& options, const std::string& name);
 
 }  // namespace kiln

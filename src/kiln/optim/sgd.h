@@ -1,6 +1,6 @@
 // Stochastic gradient descent with momentum, as torch.optim.SGD:
 //
-//   d = grad + weight_decay * p
+//   d = (maximize ? -grad : grad) + weight_decay * p
 //   buf = d on the first step, then momentum * buf + (1 - dampening) * d
 //   d = nesterov ? d + momentum * buf : buf        (when momentum != 0)
 //   p -= lr * d
@@ -16,6 +16,7 @@ struct SGDOptions {
   double dampening = 0;
   double weight_decay = 0;
   bool nesterov = false;
+  bool maximize = false;
 
   Hyperparams to_hyperparams() const;
 };
@@ -25,12 +26,6 @@ class SGD : public Optimizer {
   SGD(std::vector<Tensor> params, SGDOptions options = {});
   // Groups override options by name: {{params, {{"lr", 0.01}}}, ...}.
   SGD(std::vector<ParamGroup> groups, SGDOptions defaults = {});
-
- protected:
-  void prepare_capture(const Tensor& param, ParamState& state, const Hyperparams& options) override;
-  void update(const Tensor& param, const Tensor& grad, ParamState& state,
-              const Hyperparams& options) override;
-  void check_options(const Hyperparams& options) const override;
 };
 
 }  // namespace kiln
