@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
     const int64_t n = digits.images.size(0), n_test = n / 5;
     // A seeded shuffle, then the last fifth is held out.
     kiln::Generator split_gen(42);
-    kiln::Tensor order = kiln::randperm(n, &split_gen);
+    kiln::Tensor order = kiln::randperm(n, kiln::DType::Int64, &split_gen);
     kiln::Tensor train_idx = kiln::narrow(order, 0, 0, n - n_test);
     kiln::Tensor test_idx = kiln::narrow(order, 0, n - n_test, n_test);
     kiln::Tensor x_train = kiln::index_select(digits.images, 0, train_idx);

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -143,37 +143,37 @@ def _drawn(result: Tensor, requires_grad: bool) -> Tensor:
 # on every call, from kiln.manual_seed's generator as eager code does. Sizes
 # a trace with dynamic shapes keeps symbolic (SymInt) stay so in the graph.
 def rand(*size: Size, dtype: DType | None = None, requires_grad: bool = False,
-         device: DeviceLike = None) -> Tensor:
+         device: DeviceLike = None, generator: Any = None) -> Tensor:
     check_device(device, "rand")
     shape = _size(size)
-    if _symbolic(shape):
+    if _symbolic(shape) and generator is None:
         attrs = {"shape": shape, "dtype": dtype or _C.dtype.float32}
         return _drawn(_C.dispatch("uniform", [], attrs), requires_grad)
-    return _C.rand(shape, dtype, requires_grad)
+    return _C.rand(shape, dtype, requires_grad, generator)
 
 
 def randn(*size: Size, dtype: DType | None = None, requires_grad: bool = False,
-          device: DeviceLike = None) -> Tensor:
+          device: DeviceLike = None, generator: Any = None) -> Tensor:
     check_device(device, "randn")
     shape = _size(size)
-    if _symbolic(shape):
+    if _symbolic(shape) and generator is None:
         attrs = {"shape": shape, "dtype": dtype or _C.dtype.float32}
         return _drawn(_C.dispatch("normal", [], attrs), requires_grad)
-    return _C.randn(shape, dtype, requires_grad)
+    return _C.randn(shape, dtype, requires_grad, generator)
 
 
 def randint(low: int, high: int | Sequence[int] | None = None,
             size: Sequence[int] | None = None, dtype: DType | None = None,
-            device: DeviceLike = None) -> Tensor:
+            device: DeviceLike = None, generator: Any = None) -> Tensor:
     """randint(high, size) or randint(low, high, size), as in PyTorch."""
     check_device(device, "randint")
     if size is None:  # randint(high, size)
         low, high, size = 0, low, cast(Sequence[int], high)
     shape = list(size)
-    if _symbolic(shape):
+    if _symbolic(shape) and generator is None:
         attrs = {"low": low, "high": high, "shape": shape, "dtype": dtype or _C.dtype.int64}
         return _C.dispatch("randint", [], attrs)
-    return _C.randint(low, high, shape, dtype)
+    return _C.randint(low, high, shape, dtype, generator)
 
 
 def zeros_like(t: Tensor, dtype: DType | None = None, requires_grad: bool = False,

@@ -169,9 +169,13 @@ TEST(JitDivergence, WriteIntoATensorFromOutside) {
 // ---------------------------------------------------------------- random numbers
 
 // rand, randn and their _like forms are ops a trace records (random_ops_test);
-// what draws outside the op table is frozen, and said so.
+// a draw from a generator of the caller's own is made at once, frozen into
+// the graph, and said so.
 TEST(JitDivergence, RandomFactoryInTracedCode) {
-  auto fn = [](const Tensors& in) { return Tensors{in[0] + randperm(3)}; };
+  static Generator own(5);
+  auto fn = [](const Tensors& in) {
+    return Tensors{in[0] + randperm(3, DType::Float32, &own)};
+  };
   TraceWarning w =
       expect_reported(fn, {randn({3})}, WarningKind::RandomFactory,
                       "randperm() while tracing: the random numbers it drew were frozen");

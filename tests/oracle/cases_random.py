@@ -1,11 +1,12 @@
-"""Rows for the random ops (uniform, normal, randint and the _like forms).
+"""Rows for the random ops (uniform, normal, randint and the _like forms,
+bernoulli, multinomial, randperm).
 PyTorch cannot draw kiln's numbers, so, as for dropout, the rows compare
 where the result is fixed (low == high, std == 0, a range of one integer) and
 check shapes, dtypes and errors; random_ops_test.cpp checks the statistics
 of real draws and that eager and compiled code draw the same numbers."""
 import torch
 
-from oracle import Case, ints, randn
+from oracle import Case, ints, randn, values
 
 CASES = [
     Case("uniform", [], lambda: torch.full((2, 3), 2.5),
@@ -56,4 +57,42 @@ CASES = [
          attrs={"high": 10, "shape": [0], "dtype": "int32"}, name="empty_i32"),
     Case("randint", [], attrs={"low": 5, "high": 5, "shape": [2]}, name="bad_range",
          error="randint: expected low < high, got low=5 high=5"),
+
+    # Where the draw is fixed: probabilities of 0 and 1, one category with
+    # weight, a permutation of one element.
+    # p.clone() stands in for the draw, so its gradient means nothing here.
+    Case("bernoulli", [values([[0.0, 1.0, 1.0], [0.0, 0.0, 1.0]])], lambda p: p.clone(),
+         name="fixed", grad=False),
+    Case("bernoulli", [values([1.0, 0.0, 1.0, 1.0], "float64", layout="strided")],
+         lambda p: p.clone(), name="fixed_f64_strided", grad=False),
+    Case("bernoulli", [values([0.5, 1.5])], name="out_of_range",
+         error="bernoulli: expected all probabilities in [0, 1], got 1.5 at flat index 1"),
+    Case("bernoulli", [ints(0, 2, 3)], name="int_input",
+         error="bernoulli: expected floating probabilities, got int64"),
+
+    Case("multinomial", [values([0.0, 0.0, 3.0, 0.0])],
+         lambda w: torch.multinomial(w, 4, replacement=True),
+         attrs={"num_samples": 4, "replacement": True}, name="one_category"),
+    Case("multinomial", [values([[0.0, 2.0], [5.0, 0.0]], "float64")],
+         lambda w: torch.multinomial(w, 1), attrs={"num_samples": 1}, name="rows_f64"),
+    Case("multinomial", [values([0.0, 1.0, 0.0])], attrs={"num_samples": 2}, name="too_few",
+         error="multinomial: cannot sample num_samples=2 > the number of categories with a "
+               "non-zero probability (1) without replacement (row 0)"),
+    Case("multinomial", [values([1.0, 2.0])], attrs={"num_samples": 3}, name="more_than_size",
+         error="multinomial: cannot sample n_sample=3 > prob_dist.size(-1)=2 samples without "
+               "replacement"),
+    Case("multinomial", [values([1.0, -1.0])], attrs={"num_samples": 1}, name="negative",
+         error="multinomial: probability tensor contains either inf, nan or an element < 0"),
+    Case("multinomial", [values([0.0, 0.0])], attrs={"num_samples": 1, "replacement": True},
+         name="zero_sum", error="multinomial: invalid probability distribution (sum of "
+                                "probabilities <= 0) in row 0"),
+    Case("multinomial", [randn(2, 2, 2)], attrs={"num_samples": 1}, name="rank3",
+         error="multinomial: prob_dist must be 1 or 2 dim, got shape [2, 2, 2]"),
+
+    Case("randperm", [], lambda: torch.zeros(1, dtype=torch.int64), attrs={"n": 1},
+         name="one"),
+    Case("randperm", [], lambda: torch.zeros(0, dtype=torch.int32),
+         attrs={"n": 0, "dtype": "int32"}, name="empty_i32"),
+    Case("randperm", [], attrs={"n": -1}, name="negative",
+         error="randperm: n must be non-negative, got -1"),
 ]

@@ -23,10 +23,6 @@ void fill_each(const Tensor& t, Fn value_at) {
   });
 }
 
-Generator& pick(Generator* gen) {
-  return gen ? *gen : default_generator();
-}
-
 }  // namespace
 
 Tensor empty(const IntList& shape, TensorOptions options) {
@@ -98,20 +94,6 @@ Tensor eye(int64_t n, int64_t m, TensorOptions options) {
   KILN_CHECK_VALUE(n >= 0, "eye: n must be non-negative, got ", n);
   Tensor t = zeros({n, m}, options);
   fill_each(t, [&](int64_t i) { return i / m == i % m ? 1 : 0; });
-  return t;
-}
-
-Tensor randperm(int64_t n, Generator* gen, std::source_location where) {
-  report_random_draw("randperm", where);
-  KILN_CHECK_VALUE(n >= 0, "randperm: n must be non-negative, got ", n);
-  Tensor t = arange(n);
-  int64_t* p = t.data<int64_t>();
-  // Fisher-Yates, drawing from the generator so a seed fixes the order.
-  for (int64_t i = n - 1; i > 0; --i) {
-    int64_t j;
-    fill_randint(pick(gen), &j, 1, 0, i + 1);
-    std::swap(p[i], p[j]);
-  }
   return t;
 }
 

@@ -38,13 +38,8 @@ Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions options);
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options = {});
 Tensor eye(int64_t n, int64_t m = -1, TensorOptions options = {});
 
-// rand, randn, randint and their _like forms are random ops (ops/random.h),
-// so a trace records them. randperm, a random permutation of 0..n-1 (used by
-// DataLoader's shuffle), stays a factory: a trace recording on this thread
-// freezes the permutation it drew, and it reports that (core/trace_hook.h),
-// naming the caller.
-Tensor randperm(int64_t n, Generator* gen = nullptr,
-                std::source_location where = std::source_location::current());
+// The random factories (rand, randn, randint, randperm, ...) are random ops:
+// ops/random.h.
 
 Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "kiln/core/factory.h"
+#include "kiln/ops/random.h"
 
 namespace kiln {
 
@@ -27,7 +28,8 @@ void DataLoader::start_epoch() {
     std::iota(order_.begin(), order_.end(), int64_t(0));
     return;
   }
-  Tensor permutation = randperm(n, generator_ ? generator_.get() : &default_generator());
+  Tensor permutation =
+      randperm(n, DType::Int64, generator_ ? generator_.get() : &default_generator());
   order_ = permutation.to_vector<int64_t>();
 }
 

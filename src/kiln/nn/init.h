@@ -43,4 +43,17 @@ const Tensor& kaiming_normal_(const Tensor& t, double a = 0.0, const std::string
 const Tensor& xavier_uniform_(const Tensor& t, double gain = 1.0, Generator* gen = nullptr);
 const Tensor& xavier_normal_(const Tensor& t, double gain = 1.0, Generator* gen = nullptr);
 
+// Normal(mean, std) truncated to [a, b] (absolute bounds, as PyTorch): each
+// value is drawn by inverting the normal CDF over [cdf(a), cdf(b)].
+const Tensor& trunc_normal_(const Tensor& t, double mean = 0.0, double std = 1.0,
+                            double a = -2.0, double b = 2.0, Generator* gen = nullptr);
+// A (semi-)orthogonal matrix from the QR decomposition of a normal draw,
+// scaled by gain; t of at least 2 dims is seen as size(0) x rest.
+const Tensor& orthogonal_(const Tensor& t, double gain = 1.0, Generator* gen = nullptr);
+// The identity in a 2-D tensor (ones on the diagonal of a non-square one).
+const Tensor& eye_(const Tensor& t);
+// A 3-, 4- or 5-D convolution weight that passes its input channels through
+// (per group): the Dirac delta at the kernel's centre.
+const Tensor& dirac_(const Tensor& t, int64_t groups = 1);
+
 }  // namespace kiln::nn::init

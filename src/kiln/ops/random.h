@@ -1,8 +1,9 @@
-// Random tensors: rand, randn, randint and their _like forms. Each dispatches
-// a random op of the table (ops/random_ops.cpp), which draws from the default
-// generator when it runs, so a traced or compiled function draws new numbers
-// on every call, eager and compiled code draw the same numbers from one seed
-// (kiln::manual_seed), and `randn_like(x)` keeps x's symbolic shape.
+// Random tensors: rand, randn, randint and their _like forms, bernoulli,
+// multinomial and randperm. Each dispatches a random op of the table
+// (ops/random_ops.cpp, ops/random_sample_ops.cpp), which draws from the
+// default generator when it runs, so a traced or compiled function draws new
+// numbers on every call, eager and compiled code draw the same numbers from
+// one seed (kiln::manual_seed), and `randn_like(x)` keeps x's symbolic shape.
 //
 // Given a generator of its own, a factory draws at once instead (no op can
 // name a generator): inside a trace those numbers are frozen into the graph,
@@ -38,5 +39,17 @@ Tensor rand_like(const Tensor& t);
 Tensor rand_like(const Tensor& t, TensorOptions options);
 Tensor randn_like(const Tensor& t);
 Tensor randn_like(const Tensor& t, TensorOptions options);
+
+// 1 with probability p[i], else 0, shaped and typed like p (floating).
+Tensor bernoulli(const Tensor& p, Generator* gen = nullptr,
+                 std::source_location where = std::source_location::current());
+// num_samples category indices (int64) per row of non-negative weights
+// (1-D or 2-D; they need not sum to 1), as torch.multinomial.
+Tensor multinomial(const Tensor& weights, int64_t num_samples, bool replacement = false,
+                   Generator* gen = nullptr,
+                   std::source_location where = std::source_location::current());
+// A random permutation of 0..n-1.
+Tensor randperm(int64_t n, TensorOptions options = DType::Int64, Generator* gen = nullptr,
+                std::source_location where = std::source_location::current());
 
 }  // namespace kiln

@@ -8,22 +8,23 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from kiln import _C, _ops
-from kiln._factories import randint, tensor
+from kiln._factories import tensor
 from kiln.utils.data.dataset import Sampler, SizedDataset
 
 
-def _permutation(n: int, generator: int | random.Random | None = None) -> list[int]:
-    """A permutation of range(n). generator: None (drawn from kiln's RNG, so
-    kiln.manual_seed makes it reproducible), an int seed, or a random.Random."""
-    if generator is None:
-        rng = random.Random(int(randint(0, 2**62, (1,)).item()))
-    elif isinstance(generator, numbers.Integral):
+def _permutation(n: int, generator: Any = None) -> list[int]:
+    """A permutation of range(n). generator: None (drawn from kiln's default
+    generator, so kiln.manual_seed makes it reproducible), a kiln.Generator
+    (as in PyTorch), an int seed, or a random.Random."""
+    if generator is None or isinstance(generator, _C.Generator):
+        return [int(i) for i in _C.randperm(n, _C.dtype.int64, False, generator).tolist()]
+    if isinstance(generator, numbers.Integral):
         rng = random.Random(int(generator))
     elif isinstance(generator, random.Random):
         rng = generator
     else:
-        raise TypeError("generator: expected None, an int seed or a random.Random, got "
-                        f"{type(generator).__name__}")
+        raise TypeError("generator: expected None, a kiln.Generator, an int seed or a "
+                        f"random.Random, got {type(generator).__name__}")
     order = list(range(n))
     rng.shuffle(order)
     return order
@@ -53,15 +54,16 @@ def default_collate(batch: list[Any]) -> Any:
 class DataLoader:
     """for batch in DataLoader(dataset, batch_size=10, shuffle=True): ...
 
-    shuffle draws a new order each epoch, from `generator` (an int seed or a
-    random.Random) or else from kiln's RNG (kiln.manual_seed)."""
+    shuffle draws a new order each epoch, from `generator` (a kiln.Generator,
+    an int seed or a random.Random) or else from kiln's default generator
+    (kiln.manual_seed)."""
 
     def __init__(self, dataset: SizedDataset, batch_size: int | None = 1, shuffle: bool = False,
                  sampler: Sampler | None = None, batch_sampler: object = None,
                  num_workers: int = 0, collate_fn: Callable[[list[Any]], Any] | None = None,
                  pin_memory: bool = False, drop_last: bool = False, timeout: float = 0,
                  worker_init_fn: object = None, multiprocessing_context: object = None,
-                 generator: int | random.Random | None = None) -> None:
+                 generator: Any = None) -> None:
         # torch's signature; the multi-process and batch_sampler options are not supported.
         if batch_sampler is not None:
             raise NotImplementedError("kiln's DataLoader: batch_sampler is not supported yet")

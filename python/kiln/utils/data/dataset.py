@@ -1,7 +1,6 @@
 """Map-style datasets."""
 from __future__ import annotations
 
-import random
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NoReturn, Protocol, cast
 
@@ -78,7 +77,7 @@ class Subset(Dataset):
 
 
 def random_split(dataset: SizedDataset, lengths: Sequence[int] | Sequence[float],
-                 generator: int | random.Random | None = None) -> list[Subset]:
+                 generator: Any = None) -> list[Subset]:
     """Splits into non-overlapping Subsets of the given lengths (or fractions)."""
     from kiln.utils.data.dataloader import _permutation
     n = len(dataset)
