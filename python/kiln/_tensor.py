@@ -1,5 +1,6 @@
 """The parts of kiln.Tensor that are naturally Python: repr, tolist,
-__array__, conversions to Python numbers, and the ops as methods."""
+__array__, conversions to Python numbers, the ops as methods, their
+in-place forms (x.sqrt_()), the new_* factories and the *_as methods."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -66,6 +67,128 @@ def _cuda(self: Tensor, device: Any = None, non_blocking: bool = False) -> Tenso
     return self  # not reached: check_device raises for any CUDA device
 
 
+def _numpy_operand(obj: Any) -> Tensor | bool | int | float | None:
+    """The kiln operand for a NumPy value met by an operator (tensor.cpp
+    asks): an array as kiln.tensor makes it (its own dtype), a NumPy scalar
+    as the Python number it holds (so it promotes like one); None for
+    anything else (the operator then returns NotImplemented)."""
+    if isinstance(obj, np.ndarray):
+        from kiln._factories import tensor
+        return tensor(obj)
+    if isinstance(obj, np.generic):
+        value = obj.item()
+        return value if isinstance(value, (bool, int, float)) else None
+    return None
+
+
+def _sizes(size: tuple[Any, ...]) -> list[Any]:
+    """PyTorch's size arguments: varargs (x.repeat(2, 3)) or one sequence."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        return list(size[0])
+    return list(size)
+
+
+def _repeat(self: Tensor, *sizes: Any) -> Tensor:
+    """x.repeat(*sizes): x tiled sizes[i] times along dim i (new leading dims
+    where sizes is longer), a new tensor."""
+    if not sizes:
+        raise TypeError("repeat() missing 1 required positional argument: 'repeats'")
+    return _C.repeat(self, _sizes(sizes))
+
+
+def _new_factory(name: str) -> Callable[..., Tensor]:
+    def method(self: Tensor, *size: Any, dtype: _C.dtype | None = None, device: Any = None,
+               requires_grad: bool = False, layout: Any = None,
+               pin_memory: bool = False) -> Tensor:
+        from kiln import _factories
+        factory = getattr(_factories, name)
+        return factory(*size, dtype=self.dtype if dtype is None else dtype, device=device,
+                       requires_grad=requires_grad)
+    method.__name__ = method.__qualname__ = f"new_{name}"
+    method.__doc__ = (f"A new tensor of the given size from kiln.{name}, with this tensor's "
+                      "dtype unless dtype= is given.")
+    return method
+
+
+def _new_full(self: Tensor, size: Any, fill_value: float, *, dtype: _C.dtype | None = None,
+              device: Any = None, requires_grad: bool = False, layout: Any = None,
+              pin_memory: bool = False) -> Tensor:
+    from kiln._factories import full
+    return full(_sizes((size,)), fill_value, dtype=self.dtype if dtype is None else dtype,
+                device=device, requires_grad=requires_grad)
+
+
+def _new_tensor(self: Tensor, data: Any, *, dtype: _C.dtype | None = None, device: Any = None,
+                requires_grad: bool = False, layout: Any = None,
+                pin_memory: bool = False) -> Tensor:
+    from kiln._factories import tensor
+    return tensor(data, dtype=self.dtype if dtype is None else dtype, device=device,
+                  requires_grad=requires_grad)
+
+
+# Ops of the table whose in-place form is a Tensor method under PyTorch's
+# name (x.sqrt_(), x.clamp_(min, max), x.addcmul_(t1, t2, value=2)): the
+# op's inputs after the first, then its attributes, as the op function
+# takes them. mul_, div_, add_, sub_ and the operators' forms
+# (remainder_, bitwise_and_, ...) are bound in tensor.cpp.
+_INPLACE_OPS = (
+    "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu",
+    "floor", "ceil", "round", "trunc", "sign", "bitwise_not", "logical_not", "nan_to_num",
+    "clamp", "pow", "fmod", "eq", "ne", "lt", "le", "gt", "ge", "addcmul", "addcdiv",
+)
+
+
+def _inplace_method(name: str, schemas: dict[str, tuple[int, list[str]]]) -> Callable[..., Tensor]:
+    op_def = _C.op(name)
+    max_inputs, attr_names = schemas[name]
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        others, rest = args[:max_inputs - 1], args[max_inputs - 1:]
+        if len(rest) > len(attr_names):
+            raise TypeError(f"{name}_() takes at most {max_inputs - 1 + len(attr_names)} "
+                            f"arguments, got {len(args)}")
+        attrs = dict(zip(attr_names, rest))
+        attrs.update(kwargs)
+        return self._apply_inplace(op_def, list(others), attrs or None)
+
+    method.__name__ = method.__qualname__ = f"{name}_"
+    method.__doc__ = f"In place: x.{name}_(...) writes kiln.{name}(x, ...) into x and returns x."
+    return method
+
+
+def _clamp_bound_inplace(bound: str) -> Callable[[Tensor, float], Tensor]:
+    op_def = _C.op("clamp")
+
+    def method(self: Tensor, value: float) -> Tensor:
+        return self._apply_inplace(op_def, [], {bound: value})
+    method.__name__ = method.__qualname__ = f"clamp_{bound}_"
+    return method
+
+
+def _install_misc_methods(cls: Any) -> None:
+    # NumPy defers its operators to an object of higher priority that does
+    # not subclass ndarray, so `array + tensor` calls Tensor.__radd__ and
+    # gives a Tensor (as `tensor + array` does), while np.exp(tensor) still
+    # converts through __array__.
+    cls.__array_priority__ = 1000
+    cls.repeat = _repeat
+    cls.expand_as = _C.expand_as
+    cls.view_as = lambda self, other: self.view(other.shape)
+    cls.reshape_as = lambda self, other: self.reshape(other.shape)
+    cls.type_as = lambda self, other: self.to(other.dtype)
+    for name in ("zeros", "ones", "empty"):
+        setattr(cls, f"new_{name}", _new_factory(name))
+    cls.new_full = _new_full
+    cls.new_tensor = _new_tensor
+    schemas = {name: (max_inputs, [a[0] for a in attrs])
+               for name, _, max_inputs, _, attrs in _C.op_schemas()}
+    for name in _INPLACE_OPS:
+        if not hasattr(cls, f"{name}_"):
+            setattr(cls, f"{name}_", _inplace_method(name, schemas))
+    cls.clamp_min_ = _clamp_bound_inplace("min")
+    cls.clamp_max_ = _clamp_bound_inplace("max")
+
+
 def install_tensor_methods() -> None:
     from kiln import _indexing, _ops, _torch_forms
     cls = _C.Tensor
@@ -87,6 +210,7 @@ def install_tensor_methods() -> None:
     cls.is_cuda = property(lambda self: False)
     cls.cpu = _cpu
     cls.cuda = _cuda
+    _install_misc_methods(cls)
     for name, dtype in (("float", _C.dtype.float32), ("double", _C.dtype.float64),
                         ("long", _C.dtype.int64), ("int", _C.dtype.int32),
                         ("bool", _C.dtype.bool)):

@@ -138,3 +138,77 @@ def equal(input: Tensor, other: Tensor) -> bool:
     if tuple(input.shape) != tuple(other.shape):
         return False
     return _ops.sum(_ops.ne(input, other)).item() == 0
+
+
+# add / sub with alpha, the functions whose output shape depends on the data
+# (kiln._C's, over ops/data_dependent.h: they refuse to be traced), the
+# repeats, and clamp with one bound.
+__all__ += ["add", "sub", "nonzero", "argwhere", "unique", "bincount", "repeat_interleave",
+            "tile", "clamp_min", "clamp_max"]
+
+_add, _sub = _ops.add, _ops.sub
+
+
+def add(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
+    """input + alpha * other; alpha must be an integer for integral tensors."""
+    if type(alpha) is int and alpha == 1:
+        return _add(input, other)
+    return _C.add_alpha(input, other, alpha)
+
+
+def sub(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
+    """input - alpha * other; alpha must be an integer for integral tensors."""
+    if type(alpha) is int and alpha == 1:
+        return _sub(input, other)
+    return _C.sub_alpha(input, other, alpha)
+
+
+def nonzero(input: Tensor, *, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:
+    """The indices of the nonzero elements: an [n, ndim] int64 tensor, or
+    with as_tuple=True one 1-D index tensor per dim."""
+    if as_tuple:
+        return tuple(_C.nonzero_tuple(input))
+    return _C.nonzero(input)
+
+
+argwhere = _C.argwhere
+
+
+def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False,
+           return_counts: bool = False, dim: int | None = None) -> Any:
+    """The distinct values (or slices along dim), ascending; with
+    return_inverse / return_counts also where each element went and how
+    often each value occurs, as torch.unique returns them."""
+    values, inverse, counts = _C.unique(input, sorted, return_inverse, return_counts, dim)
+    if not return_inverse and not return_counts:
+        return values
+    extra = ([inverse] if return_inverse else []) + ([counts] if return_counts else [])
+    return (values, *extra)
+
+
+def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
+    """Occurrences (or summed weights) of each value of a 1-D non-negative
+    integer tensor."""
+    return _C.bincount(input, weights, minlength)
+
+
+def repeat_interleave(input: Tensor, repeats: int | Tensor | None = None, dim: int | None = None,
+                      *, output_size: int | None = None) -> Tensor:
+    """Each element (or slice along dim) repeated; repeat_interleave(repeats)
+    alone gives the indices 0, 1, ... each repeated repeats[i] times."""
+    if repeats is None:
+        return _C.repeat_interleave_indices(input, output_size)
+    return _C.repeat_interleave(input, repeats, dim, output_size)
+
+
+def tile(input: Tensor, dims: int | Sequence[int]) -> Tensor:
+    """input repeated dims[i] times along dim i (dims padded with leading 1s)."""
+    return _C.tile(input, [dims] if isinstance(dims, int) else list(dims))
+
+
+def clamp_min(input: Tensor, min: float) -> Tensor:  # noqa: A002
+    return _ops.clamp(input, min=min)
+
+
+def clamp_max(input: Tensor, max: float) -> Tensor:  # noqa: A002
+    return _ops.clamp(input, max=max)

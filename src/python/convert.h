@@ -88,5 +88,6 @@ void bind_optim(nb::module_& m);
 void bind_control_flow(nb::module_& m);
 void bind_nn_rnn(nb::module_& m);
 void bind_nn_functional(nb::module_& m);
+void bind_random(nb::module_& m, nb::module_& nn);  // kiln.Generator, draws, nn.init
 
 }  // namespace kiln::python

@@ -11,8 +11,10 @@
 
 #include "convert.h"
 #include "kiln/ops/conv_pool.h"
+#include "kiln/ops/einsum.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/linalg.h"
+#include "kiln/ops/mask.h"
 #include "kiln/ops/nn.h"
 #include "kiln/ops/reduction.h"
 #include "kiln/ops/view.h"
@@ -69,12 +71,33 @@ void bind_shapes(nb::module_& m) {
   m.def("t", &t, arg("input"));
 }
 
+// Not ops of the table: einsum composes ops (its operands a list), and
+// masked_fill_ writes into its tensor and returns that same Python object.
+void bind_einsum_masked_fill(nb::module_& m) {
+  m.def("einsum", &einsum, arg("equation"), arg("operands"));
+  m.def(
+      "masked_fill_",
+      [](nb::handle self, const Tensor& mask, const Tensor& value) {
+        masked_fill_(nb::cast<const Tensor&>(self), mask, value);
+        return nb::borrow(self);
+      },
+      arg("input"), arg("mask"), arg("value"));
+  m.def(
+      "masked_fill_",
+      [](nb::handle self, const Tensor& mask, Scalar value) {
+        masked_fill_(nb::cast<const Tensor&>(self), mask, value);
+        return nb::borrow(self);
+      },
+      arg("input"), arg("mask"), arg("value"));
+}
+
 }  // namespace
 
 void bind_ops(nb::module_& m) {
   bind_activations(m);
   bind_linear_conv_pool(m);
   bind_shapes(m);
+  bind_einsum_masked_fill(m);
 }
 
 }  // namespace kiln::python

@@ -10,8 +10,11 @@
 #include "kiln/core/sym_shape.h"
 #include "kiln/core/trace_hook.h"
 #include "kiln/ops/copy.h"
+#include "kiln/ops/data_dependent.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/linalg.h"
+#include "kiln/ops/registry.h"
+#include "kiln/ops/repeat.h"
 #include "kiln/ops/view.h"
 
 namespace kiln::python {
@@ -120,19 +123,52 @@ void run_backward(const Tensor& t, std::optional<Tensor> gradient, bool retain_g
   backward(t, gradient.value_or(Tensor()), retain_graph, create_graph);
 }
 
-// Binary operators: a Tensor or a Python number on the other side; anything
-// else returns NotImplemented (nb::is_operator), as Python expects.
+// A NumPy array or scalar on the other side of an operator, as a kiln
+// operand (kiln/_tensor.py's _numpy_operand converts it: an array with
+// kiln.tensor's rules, a NumPy scalar as the Python number it holds); null
+// for anything else, which gets NotImplemented.
+std::optional<Tensor> numpy_operand(nb::handle obj) {
+  // Never destroyed: the module outlives every call, and a static nb::object
+  // would be released after the interpreter is gone.
+  static nb::object* convert =
+      new nb::object(nb::module_::import_("kiln._tensor").attr("_numpy_operand"));
+  nb::object converted = (*convert)(obj);
+  if (converted.is_none()) return std::nullopt;
+  if (nb::isinstance<Tensor>(converted)) return nb::cast<Tensor>(converted);
+  return wrap_scalar(nb::cast<Scalar>(converted));
+}
+
+nb::object not_implemented() {
+  return nb::borrow(nb::handle(Py_NotImplemented));
+}
+
+// Binary operators: a Tensor or a Python number on the other side, or a
+// NumPy array or scalar (NumPy defers to kiln: Tensor.__array_priority__, so
+// `array + tensor` reaches __radd__ here and gives a Tensor); anything else
+// returns NotImplemented (nb::is_operator), as Python expects.
 template <typename Fn>
 void def_binary(nb::class_<Tensor>& cls, const char* name, const char* rname, Fn fn) {
   cls.def(
       name, [fn](const Tensor& a, const Tensor& b) { return fn(a, b); }, nb::is_operator());
   cls.def(
       name, [fn](const Tensor& a, Scalar b) { return fn(a, wrap_scalar(b)); }, nb::is_operator());
-  if (rname) {
-    cls.def(
-        rname, [fn](const Tensor& a, Scalar b) { return fn(wrap_scalar(b), a); },
-        nb::is_operator());
-  }
+  cls.def(
+      name,
+      [fn](const Tensor& a, nb::handle b) {
+        std::optional<Tensor> other = numpy_operand(b);
+        return other ? nb::cast(fn(a, *other)) : not_implemented();
+      },
+      nb::is_operator());
+  if (!rname) return;
+  cls.def(
+      rname, [fn](const Tensor& a, Scalar b) { return fn(wrap_scalar(b), a); }, nb::is_operator());
+  cls.def(
+      rname,
+      [fn](const Tensor& a, nb::handle b) {
+        std::optional<Tensor> other = numpy_operand(b);
+        return other ? nb::cast(fn(*other, a)) : not_implemented();
+      },
+      nb::is_operator());
 }
 
 // In-place methods and operators (x.add_(y), x += y): the C++ in-place call
@@ -145,11 +181,100 @@ void def_inplace(nb::class_<Tensor>& cls, const char* name, const char* iname, F
     return nb::borrow(self);
   };
   auto with_scalar = [fn](nb::handle self, Scalar b) {
-    fn(nb::cast<const Tensor&>(self), b);
+    fn(nb::cast<const Tensor&>(self), wrap_scalar(b));
+    return nb::borrow(self);
+  };
+  auto with_array = [fn](nb::handle self, nb::handle b) {
+    std::optional<Tensor> other = numpy_operand(b);
+    if (!other) return not_implemented();
+    fn(nb::cast<const Tensor&>(self), *other);
     return nb::borrow(self);
   };
   cls.def(name, with_tensor).def(name, with_scalar);
-  cls.def(iname, with_tensor, nb::is_operator()).def(iname, with_scalar, nb::is_operator());
+  cls.def(iname, with_tensor, nb::is_operator())
+      .def(iname, with_scalar, nb::is_operator())
+      .def(iname, with_array, nb::is_operator());
+}
+
+// The in-place form of an op of the table by its OpDef (kiln/_tensor.py
+// makes x.sqrt_(), x.remainder_(y), x.clamp_(min, max) from it).
+nb::object apply_inplace_of(nb::handle self, const OpDef& def, nb::handle others,
+                            nb::handle attrs) {
+  std::vector<Tensor> operands = to_operands(others);
+  Attrs typed = attrs.is_none() ? Attrs() : to_attrs(def, attrs);
+  apply_inplace(def, nb::cast<const Tensor&>(self), std::move(operands), typed);
+  return nb::borrow(self);
+}
+
+// a + alpha * b / a - alpha * b in place, alpha a keyword as in PyTorch.
+template <const Tensor& (*Write)(const Tensor&, const Tensor&, Scalar)>
+void def_inplace_alpha(nb::class_<Tensor>& cls, const char* name) {
+  cls.def(
+      name,
+      [](nb::handle self, nb::handle other, Scalar alpha) {
+        Write(nb::cast<const Tensor&>(self), to_operand(other), alpha);
+        return nb::borrow(self);
+      },
+      nb::arg("other"), nb::kw_only(), nb::arg("alpha"));
+}
+
+// PyTorch's functions whose output shape depends on the data
+// (ops/data_dependent.h), the repeats (ops/repeat.h), and add / sub with
+// alpha; kiln/_torch_forms.py gives them PyTorch's argument forms.
+void bind_tensor_functions(nb::module_& m) {
+  m.def("nonzero", [](const Tensor& x) { return nonzero(x); }, nb::arg("input"));
+  m.def("nonzero_tuple", &nonzero_tuple, nb::arg("input"));
+  m.def("argwhere", &argwhere, nb::arg("input"));
+  m.def(
+      "unique",
+      [](const Tensor& x, bool sorted, bool return_inverse, bool return_counts,
+         std::optional<int64_t> dim) {
+        UniqueResult r = unique(x, sorted, return_inverse, return_counts, dim);
+        return nb::make_tuple(r.values, or_none(r.inverse), or_none(r.counts));
+      },
+      nb::arg("input"), nb::arg("sorted"), nb::arg("return_inverse"), nb::arg("return_counts"),
+      nb::arg("dim").none());
+  m.def(
+      "bincount",
+      [](const Tensor& x, OptTensor weights, int64_t minlength) {
+        return bincount(x, or_undefined(weights), minlength);
+      },
+      nb::arg("input"), nb::arg("weights").none(), nb::arg("minlength"));
+  m.def(
+      "repeat_interleave",
+      [](const Tensor& x, int64_t repeats, std::optional<int64_t> dim,
+         std::optional<int64_t> output_size) {
+        return repeat_interleave(x, repeats, dim, output_size);
+      },
+      nb::arg("input"), nb::arg("repeats"), nb::arg("dim").none(), nb::arg("output_size").none());
+  m.def(
+      "repeat_interleave",
+      [](const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim,
+         std::optional<int64_t> output_size) {
+        return repeat_interleave(x, repeats, dim, output_size);
+      },
+      nb::arg("input"), nb::arg("repeats"), nb::arg("dim").none(), nb::arg("output_size").none());
+  m.def(
+      "repeat_interleave_indices",
+      [](const Tensor& repeats, std::optional<int64_t> output_size) {
+        return repeat_interleave(repeats, output_size);
+      },
+      nb::arg("repeats"), nb::arg("output_size").none());
+  m.def("repeat", &repeat, nb::arg("input"), nb::arg("repeats"));
+  m.def("tile", &tile, nb::arg("input"), nb::arg("dims"));
+  m.def("expand_as", &expand_as, nb::arg("input"), nb::arg("other"));
+  m.def(
+      "add_alpha",
+      [](nb::handle a, nb::handle b, Scalar alpha) {
+        return add(to_operand(a), to_operand(b), alpha);
+      },
+      nb::arg("input"), nb::arg("other"), nb::arg("alpha"));
+  m.def(
+      "sub_alpha",
+      [](nb::handle a, nb::handle b, Scalar alpha) {
+        return sub(to_operand(a), to_operand(b), alpha);
+      },
+      nb::arg("input"), nb::arg("other"), nb::arg("alpha"));
 }
 
 }  // namespace
@@ -236,15 +361,57 @@ void bind_tensor(nb::module_& m) {
   def_binary(cls, "__le__", nullptr, [](const Tensor& a, const Tensor& b) { return le(a, b); });
   def_binary(cls, "__gt__", nullptr, [](const Tensor& a, const Tensor& b) { return gt(a, b); });
   def_binary(cls, "__ge__", nullptr, [](const Tensor& a, const Tensor& b) { return ge(a, b); });
+  def_binary(cls, "__mod__", "__rmod__",
+             [](const Tensor& a, const Tensor& b) { return remainder(a, b); });
+  def_binary(cls, "__floordiv__", "__rfloordiv__",
+             [](const Tensor& a, const Tensor& b) { return floor_divide(a, b); });
+  def_binary(cls, "__and__", "__rand__",
+             [](const Tensor& a, const Tensor& b) { return bitwise_and(a, b); });
+  def_binary(cls, "__or__", "__ror__",
+             [](const Tensor& a, const Tensor& b) { return bitwise_or(a, b); });
+  def_binary(cls, "__xor__", "__rxor__",
+             [](const Tensor& a, const Tensor& b) { return bitwise_xor(a, b); });
+  // matmul takes no Python number; __rmatmul__ serves `ndarray @ tensor`.
+  def_binary(cls, "__matmul__", nullptr,
+             [](const Tensor& a, const Tensor& b) { return matmul(a, b); });
   cls.def(
-      "__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); },
+      "__rmatmul__",
+      [](const Tensor& a, nb::handle b) {
+        std::optional<Tensor> other = numpy_operand(b);
+        return other ? nb::cast(matmul(*other, a)) : not_implemented();
+      },
       nb::is_operator());
   cls.def("__neg__", [](const Tensor& a) { return neg(a); });
+  cls.def("__invert__", [](const Tensor& a) { return bitwise_not(a); });
 
-  def_inplace(cls, "add_", "__iadd__", [](const Tensor& a, const auto& b) { add_(a, b); });
-  def_inplace(cls, "sub_", "__isub__", [](const Tensor& a, const auto& b) { sub_(a, b); });
-  def_inplace(cls, "mul_", "__imul__", [](const Tensor& a, const auto& b) { mul_(a, b); });
-  def_inplace(cls, "div_", "__itruediv__", [](const Tensor& a, const auto& b) { div_(a, b); });
+  def_inplace(cls, "add_", "__iadd__", [](const Tensor& a, const Tensor& b) { add_(a, b); });
+  def_inplace(cls, "sub_", "__isub__", [](const Tensor& a, const Tensor& b) { sub_(a, b); });
+  def_inplace(cls, "mul_", "__imul__", [](const Tensor& a, const Tensor& b) { mul_(a, b); });
+  def_inplace(cls, "div_", "__itruediv__", [](const Tensor& a, const Tensor& b) { div_(a, b); });
+  def_inplace(cls, "remainder_", "__imod__", [](const Tensor& a, const Tensor& b) {
+    static const OpDef& def = op("remainder");
+    apply_inplace(def, a, {b});
+  });
+  def_inplace(cls, "floor_divide_", "__ifloordiv__", [](const Tensor& a, const Tensor& b) {
+    static const OpDef& def = op("floor_divide");
+    apply_inplace(def, a, {b});
+  });
+  def_inplace(cls, "bitwise_and_", "__iand__", [](const Tensor& a, const Tensor& b) {
+    static const OpDef& def = op("bitwise_and");
+    apply_inplace(def, a, {b});
+  });
+  def_inplace(cls, "bitwise_or_", "__ior__", [](const Tensor& a, const Tensor& b) {
+    static const OpDef& def = op("bitwise_or");
+    apply_inplace(def, a, {b});
+  });
+  def_inplace(cls, "bitwise_xor_", "__ixor__", [](const Tensor& a, const Tensor& b) {
+    static const OpDef& def = op("bitwise_xor");
+    apply_inplace(def, a, {b});
+  });
+  def_inplace_alpha<&add_>(cls, "add_");
+  def_inplace_alpha<&sub_>(cls, "sub_");
+  cls.def("_apply_inplace", &apply_inplace_of, nb::arg("op"), nb::arg("others"),
+          nb::arg("attrs").none());
   cls.def("zero_",
           [](nb::handle self) {
             zero_(nb::cast<const Tensor&>(self));
@@ -259,6 +426,7 @@ void bind_tensor(nb::module_& m) {
         copy_(nb::cast<const Tensor&>(self), src);
         return nb::borrow(self);
       });
+  bind_tensor_functions(m);
 }
 
 }  // namespace kiln::python

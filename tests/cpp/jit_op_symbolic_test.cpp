@@ -63,6 +63,7 @@ const std::map<std::string, Decision> kDecidesOnN = {
     {"matmul/f64_1d_broadcast", {OnN::Pins, kFixedElsewhere}},
     {"linear/x_1d", {OnN::Pins, kFixedElsewhere}},
     {"addmm/broadcast_input", {OnN::Pins, kFixedElsewhere}},
+    {"masked_fill/broadcast_input", {OnN::Pins, kFixedElsewhere}},
     {"conv2d/unbatched_single_stride", {OnN::Pins, kFixedElsewhere}},
     {"conv2d/f64_unbatched_stride_skips_edge", {OnN::Pins, kFixedElsewhere}},
     {"conv2d_backward_input/stride_groups", {OnN::Pins, kFixedElsewhere}},

@@ -1,6 +1,7 @@
 #include "op_refs.h"
 
 #include <fstream>
+#include <type_traits>
 
 #include "kiln/core/factory.h"
 #include "kiln/ops/copy.h"
@@ -38,8 +39,17 @@ Tensor contiguous_from_json(const json& spec) {
   visit_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data<T>();
-    for (int64_t i = 0; i < t.numel(); ++i)
-      p[i] = T(json_number(data[size_t(i)]));
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const json& v = data[size_t(i)];
+      // Through a double, int64's extremes (2^63 - 1) would round.
+      if constexpr (std::is_integral_v<T>) {
+        if (v.is_number_integer()) {
+          p[i] = T(v.get<int64_t>());
+          continue;
+        }
+      }
+      p[i] = T(json_number(v));
+    }
   });
   return t;
 }

@@ -167,3 +167,73 @@ CASES += [
     Case("clamp", [randn(3)], name="no_bounds",
          error="clamp: at least one of 'min' or 'max' must not be None"),
 ]
+
+# The float tests: any dtype in, bool out (integers and bools are finite).
+FLOAT_TESTS = {"isnan": torch.isnan, "isinf": torch.isinf, "isfinite": torch.isfinite}
+CLASSIFY_VALUES = [NAN, INF, -INF, 0.0, -0.0, 1e-45, 3.4e38, -2.5]
+for name, fn in FLOAT_TESTS.items():
+    CASES += [
+        Case(name, [values(CLASSIFY_VALUES)], fn, name="special_f32", grad=False),
+        Case(name, [values(CLASSIFY_VALUES + [1e300, -1e308], dtype="float64", shape=(2, 5),
+                           layout="transposed")], fn, name="special_f64_transposed", grad=False),
+        Case(name, [randn(3, 4, layout="strided")], fn, name="f32_strided", grad=False),
+        Case(name, [ints(-5, 5, 3, 4, dtype="int32", layout="expanded")], fn, name="int32",
+             grad=False),
+        Case(name, [ints(-5, 5, 6)], fn, name="int64", grad=False),
+        Case(name, [bools(2, 3)], fn, name="bool", grad=False),
+        Case(name, [randn(0, 2)], fn, name="empty", grad=False),
+    ]
+
+# nan_to_num: unset bounds are the dtype's largest and lowest finite values;
+# a bound beyond float32's range becomes an infinity there.
+NAN_TO_NUM_VALUES = [NAN, INF, -INF, 0.5, -2.0, 0.0]
+CASES += [
+    Case("nan_to_num", [values(NAN_TO_NUM_VALUES)], torch.nan_to_num, name="defaults_f32",
+         fd=False),
+    Case("nan_to_num", [values(NAN_TO_NUM_VALUES, dtype="float64", shape=(2, 3),
+                               layout="transposed")],
+         torch.nan_to_num, name="defaults_f64", fd=False),
+    Case("nan_to_num", [values(NAN_TO_NUM_VALUES, dtype="float64")],
+         lambda x: torch.nan_to_num(x, nan=1.5, posinf=100.0, neginf=-7.0),
+         attrs={"nan": 1.5, "posinf": 100.0, "neginf": -7.0}, name="f64_given", fd=False),
+    Case("nan_to_num", [values(NAN_TO_NUM_VALUES)],
+         lambda x: torch.nan_to_num(x, posinf=1e300, neginf=-1e300),
+         attrs={"posinf": 1e300, "neginf": -1e300}, name="f32_bound_overflows", fd=False),
+    Case("nan_to_num", [randn(3, 4, dtype="float64", layout="strided")], torch.nan_to_num,
+         name="f64_finite"),
+    Case("nan_to_num", [ints(-5, 5, 3, 4, dtype="int32")], torch.nan_to_num, name="int32"),
+    Case("nan_to_num", [ints(-5, 5, 2, 3, layout="expanded")],
+         lambda x: torch.nan_to_num(x, nan=3.0), attrs={"nan": 3.0}, name="int64"),
+    Case("nan_to_num", [bools(4)], torch.nan_to_num, name="bool"),
+    Case("nan_to_num", [randn(0, 3)], torch.nan_to_num, name="empty"),
+]
+
+# Roundings: integers pass through, bool is refused; round is half to even.
+# The gradient is zero (PyTorch's), which finite differences away from the
+# steps confirm.
+ROUNDINGS = {"floor": torch.floor, "ceil": torch.ceil, "round": torch.round,
+             "trunc": torch.trunc}
+ROUNDING_VALUES = [0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 2.7, -2.7, -0.0, 1e20, INF, -INF, NAN]
+for name, fn in ROUNDINGS.items():
+    CASES += [
+        Case(name, [uniform(-5, 5, 3, 4)], fn, name="f32"),
+        Case(name, [uniform(-5, 5, 4, 3, dtype="float64", layout="transposed")], fn,
+             name="f64_transposed"),
+        Case(name, [uniform(-5, 5, 2, 3, 4, layout="expanded")], fn, name="f32_expanded"),
+        Case(name, [values(ROUNDING_VALUES)], fn, name="special_f32", fd=False),
+        Case(name, [values(ROUNDING_VALUES, dtype="float64")], fn, name="special_f64", fd=False),
+        Case(name, [ints(-9, 9, 3, 4, layout="strided")], fn, name="int64"),
+        Case(name, [ints(-9, 9, 5, dtype="int32")], fn, name="int32"),
+        Case(name, [randn(0, 2)], fn, name="empty"),
+        Case(name, [bools(3)], name="bool", error=f"{name}: not supported for bool input"),
+    ]
+
+CASES += [
+    Case("sign", [values([NAN, -0.0, 0.0, -3.5, 2.0, INF, -INF])], torch.sign,
+         name="special_f32", fd=False),
+    Case("sign", [randn(4, 3, dtype="float64", layout="transposed")], torch.sign, name="f64"),
+    Case("sign", [ints(-3, 3, 3, 4, layout="strided")], torch.sign, name="int64"),
+    Case("sign", [ints(-3, 3, 6, dtype="int32")], torch.sign, name="int32"),
+    Case("sign", [bools(2, 3)], torch.sign, name="bool"),
+    Case("sign", [randn(0)], torch.sign, name="empty"),
+]

@@ -26,6 +26,8 @@ CASE_MODULES = [
     "cases_random",
     "cases_fused",
     "cases_rnn",
+    "cases_sort_scan",
+    "cases_tensor_misc",
 ]
 
 

@@ -6,10 +6,14 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kiln/core/tensor.h"
+#include "kiln/ops/attrs.h"
 
 namespace kiln {
+
+struct OpDef;
 
 // --- unary ------------------------------------------------------------------
 Tensor neg(const Tensor& x);
@@ -30,6 +34,22 @@ Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
 Tensor logical_not(const Tensor& x);  // any dtype -> bool
 // At least one bound must be given; min > max gives max everywhere.
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+// Roundings (integers pass through; round is half to even) and sign (0 at
+// NaN and at -0); their gradients are zero.
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+Tensor round(const Tensor& x);
+Tensor trunc(const Tensor& x);
+Tensor sign(const Tensor& x);
+// Any dtype -> bool; integers and bools are finite.
+Tensor isnan(const Tensor& x);
+Tensor isinf(const Tensor& x);
+Tensor isfinite(const Tensor& x);
+// NaN, +inf and -inf replaced; unset bounds are the dtype's largest and
+// lowest finite values. Integer and bool tensors come back unchanged.
+Tensor nan_to_num(const Tensor& x, double nan = 0.0, std::optional<double> posinf = std::nullopt,
+                  std::optional<double> neginf = std::nullopt);
+Tensor bitwise_not(const Tensor& x);  // integer and bool tensors (~x)
 
 // --- binary -----------------------------------------------------------------
 Tensor add(const Tensor& a, const Tensor& b);
@@ -46,6 +66,33 @@ Tensor pow(const Tensor& a, Scalar exponent);
 Tensor pow(Scalar base, const Tensor& exponent);
 Tensor maximum(const Tensor& a, const Tensor& b);  // NaN-propagating
 Tensor minimum(const Tensor& a, const Tensor& b);  // NaN-propagating
+// a + alpha * b and a - alpha * b (PyTorch's alpha=; an integral a and b
+// take no fractional alpha).
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha);
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha);
+
+// Divisions with a rounding, as Python's // and % (integers and floats;
+// bool is an error, and so is an integer division by zero):
+// floor_divide rounds the quotient down, remainder takes the divisor's sign,
+// fmod the dividend's (C's %).
+Tensor floor_divide(const Tensor& a, const Tensor& b);
+Tensor floor_divide(const Tensor& a, Scalar b);
+Tensor remainder(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, Scalar b);
+Tensor remainder(Scalar a, const Tensor& b);
+Tensor fmod(const Tensor& a, const Tensor& b);
+Tensor fmod(const Tensor& a, Scalar b);
+// Integer and bool operands; a floating result type is an error.
+Tensor bitwise_and(const Tensor& a, const Tensor& b);
+Tensor bitwise_and(const Tensor& a, Scalar b);
+Tensor bitwise_or(const Tensor& a, const Tensor& b);
+Tensor bitwise_or(const Tensor& a, Scalar b);
+Tensor bitwise_xor(const Tensor& a, const Tensor& b);
+Tensor bitwise_xor(const Tensor& a, Scalar b);
+
+// input + value * t1 * t2 and input + value * t1 / t2, broadcasting all three.
+Tensor addcmul(const Tensor& input, const Tensor& t1, const Tensor& t2, Scalar value = 1.0);
+Tensor addcdiv(const Tensor& input, const Tensor& t1, const Tensor& t2, Scalar value = 1.0);
 
 // Comparisons give bool tensors.
 Tensor eq(const Tensor& a, const Tensor& b);
@@ -78,6 +125,18 @@ const Tensor& div_(const Tensor& x, const Tensor& other);
 const Tensor& div_(const Tensor& x, Scalar other);
 const Tensor& clamp_(const Tensor& x, std::optional<double> min, std::optional<double> max);
 const Tensor& relu_(const Tensor& x);
+const Tensor& add_(const Tensor& x, const Tensor& other, Scalar alpha);
+const Tensor& sub_(const Tensor& x, const Tensor& other, Scalar alpha);
+const Tensor& addcmul_(const Tensor& x, const Tensor& t1, const Tensor& t2, Scalar value = 1.0);
+const Tensor& addcdiv_(const Tensor& x, const Tensor& t1, const Tensor& t2, Scalar value = 1.0);
+// The in-place form of any one-output elementwise op: op(x, others...,
+// attrs) written into x, which is returned (x.sqrt_(), x.remainder_(y)).
+// While an input requires grad, the op reads x from a copy, so a
+// backward rule that needs its old value still has it (PyTorch saves
+// `original_self` for the same reason); ops whose backward reads only their
+// output skip the copy.
+const Tensor& apply_inplace(const OpDef& op, const Tensor& x, std::vector<Tensor> others = {},
+                            const Attrs& attrs = {});
 
 // --- operators --------------------------------------------------------------
 Tensor operator-(const Tensor& x);
@@ -106,5 +165,20 @@ Tensor operator>(const Tensor& a, const Tensor& b);
 Tensor operator>(const Tensor& a, Scalar b);
 Tensor operator>=(const Tensor& a, const Tensor& b);
 Tensor operator>=(const Tensor& a, Scalar b);
+
+// Python's %, &, |, ^ and ~ (remainder and the bitwise ops).
+Tensor operator%(const Tensor& a, const Tensor& b);
+Tensor operator%(const Tensor& a, Scalar b);
+Tensor operator%(Scalar a, const Tensor& b);
+Tensor operator&(const Tensor& a, const Tensor& b);
+Tensor operator&(const Tensor& a, Scalar b);
+Tensor operator&(Scalar a, const Tensor& b);
+Tensor operator|(const Tensor& a, const Tensor& b);
+Tensor operator|(const Tensor& a, Scalar b);
+Tensor operator|(Scalar a, const Tensor& b);
+Tensor operator^(const Tensor& a, const Tensor& b);
+Tensor operator^(const Tensor& a, Scalar b);
+Tensor operator^(Scalar a, const Tensor& b);
+Tensor operator~(const Tensor& x);
 
 }  // namespace kiln

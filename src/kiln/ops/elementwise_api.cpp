@@ -1,5 +1,7 @@
 // The C++ API of elementwise math: thin calls into dispatch. Ops are looked
 // up once per function (static locals), so a call costs one dispatch.
+#include <algorithm>
+
 #include "kiln/ops/copy.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
@@ -37,6 +39,15 @@ KILN_UNARY(tanh)
 KILN_UNARY(sigmoid)
 KILN_UNARY(relu)
 KILN_UNARY(logical_not)
+KILN_UNARY(floor)
+KILN_UNARY(ceil)
+KILN_UNARY(round)
+KILN_UNARY(trunc)
+KILN_UNARY(sign)
+KILN_UNARY(isnan)
+KILN_UNARY(isinf)
+KILN_UNARY(isfinite)
+KILN_UNARY(bitwise_not)
 #undef KILN_UNARY
 
 Tensor leaky_relu(const Tensor& x, double negative_slope) {
@@ -53,6 +64,14 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
 }
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
   return call("clamp", {x}, clamp_attrs(min, max));
+}
+Tensor nan_to_num(const Tensor& x, double nan, std::optional<double> posinf,
+                  std::optional<double> neginf) {
+  auto optional = [](std::optional<double> v) {
+    return v ? AttrValue(*v) : AttrValue(std::monostate{});
+  };
+  return call("nan_to_num", {x},
+              {{"nan", nan}, {"posinf", optional(posinf)}, {"neginf", optional(neginf)}});
 }
 
 // Binary: a Tensor overload and a Scalar overload (the scalar becomes a
@@ -75,7 +94,50 @@ KILN_BINARY(lt)
 KILN_BINARY(le)
 KILN_BINARY(gt)
 KILN_BINARY(ge)
+KILN_BINARY(remainder)
+KILN_BINARY(fmod)
+KILN_BINARY(floor_divide)
+KILN_BINARY(bitwise_and)
+KILN_BINARY(bitwise_or)
+KILN_BINARY(bitwise_xor)
 #undef KILN_BINARY
+
+Tensor remainder(Scalar a, const Tensor& b) {
+  return remainder(wrap_scalar(a), b);
+}
+
+namespace {
+
+// alpha * b for a + alpha * b, with PyTorch's checks: no fractional alpha
+// for integral operands, and a bool alpha for bool ones (so bool stays bool).
+Tensor alpha_times(const Tensor& a, const Tensor& b, Scalar alpha, const char* name) {
+  const bool integral = !is_floating(a.dtype()) && !is_floating(b.dtype());
+  KILN_CHECK_TYPE(!integral || !alpha.is_floating(), name,
+                  ": for integral input tensors, argument alpha must not be a floating point "
+                  "number (got ",
+                  alpha, ", dtypes ", a.dtype(), " and ", b.dtype(), ")");
+  if (a.dtype() == DType::Bool && b.dtype() == DType::Bool) return mul(b, alpha.to_bool());
+  if (alpha.to_double() == 1.0) return b;
+  return mul(b, alpha);
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) {
+  return add(a, alpha_times(a, b, alpha, "add"));
+}
+Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) {
+  return sub(a, alpha_times(a, b, alpha, "sub"));
+}
+
+Tensor addcmul(const Tensor& input, const Tensor& t1, const Tensor& t2, Scalar value) {
+  static const OpDef& def = op("addcmul");
+  return dispatch1(def, {input, t1, t2}, {{"value", value.to_double()}});
+}
+Tensor addcdiv(const Tensor& input, const Tensor& t1, const Tensor& t2, Scalar value) {
+  static const OpDef& def = op("addcdiv");
+  return dispatch1(def, {input, t1, t2}, {{"value", value.to_double()}});
+}
 
 Tensor pow(const Tensor& a, const Tensor& b) {
   return call("pow", {a, b});
@@ -110,28 +172,57 @@ Tensor where(const Tensor& cond, Scalar a, const Tensor& b) {
 }
 
 // In place: dispatch_into checks that the result fits x's shape and dtype.
-#define KILN_INPLACE(fn)                                      \
+const Tensor& apply_inplace(const OpDef& def, const Tensor& x, std::vector<Tensor> others,
+                            const Attrs& attrs) {
+  std::vector<Tensor> inputs{x};
+  inputs.insert(inputs.end(), others.begin(), others.end());
+  const bool any_requires_grad =
+      std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) {
+        return t.defined() && t.requires_grad();
+      });
+  if (any_requires_grad && def.grad && !def.grad_reads_output_only) {
+    Tensor before = clone(x);
+    for (Tensor& t : inputs) {
+      if (t.defined() && t.is_same(x)) t = before;
+    }
+  }
+  dispatch_into(def, std::move(inputs), attrs, x);
+  return x;
+}
+
+// add and sub write directly: their backward reads no input.
+#define KILN_INPLACE(fn, write)                               \
   const Tensor& fn##_(const Tensor& x, const Tensor& other) { \
     static const OpDef& def = op(#fn);                        \
-    dispatch_into(def, {x, other}, {}, x);                    \
+    write;                                                    \
     return x;                                                 \
   }                                                           \
   const Tensor& fn##_(const Tensor& x, Scalar other) {        \
     return fn##_(x, wrap_scalar(other));                      \
   }
-KILN_INPLACE(add)
-KILN_INPLACE(sub)
-KILN_INPLACE(mul)
-KILN_INPLACE(div)
+KILN_INPLACE(add, dispatch_into(def, {x, other}, {}, x))
+KILN_INPLACE(sub, dispatch_into(def, {x, other}, {}, x))
+KILN_INPLACE(mul, apply_inplace(def, x, {other}))
+KILN_INPLACE(div, apply_inplace(def, x, {other}))
 #undef KILN_INPLACE
 
+const Tensor& add_(const Tensor& x, const Tensor& other, Scalar alpha) {
+  return add_(x, alpha_times(x, other, alpha, "add_"));
+}
+const Tensor& sub_(const Tensor& x, const Tensor& other, Scalar alpha) {
+  return sub_(x, alpha_times(x, other, alpha, "sub_"));
+}
+const Tensor& addcmul_(const Tensor& x, const Tensor& t1, const Tensor& t2, Scalar value) {
+  return apply_inplace(op("addcmul"), x, {t1, t2}, {{"value", value.to_double()}});
+}
+const Tensor& addcdiv_(const Tensor& x, const Tensor& t1, const Tensor& t2, Scalar value) {
+  return apply_inplace(op("addcdiv"), x, {t1, t2}, {{"value", value.to_double()}});
+}
 const Tensor& clamp_(const Tensor& x, std::optional<double> min, std::optional<double> max) {
-  dispatch_into(op("clamp"), {x}, clamp_attrs(min, max), x);
-  return x;
+  return apply_inplace(op("clamp"), x, {}, clamp_attrs(min, max));
 }
 const Tensor& relu_(const Tensor& x) {
-  dispatch_into(op("relu"), {x}, {}, x);
-  return x;
+  return apply_inplace(op("relu"), x);
 }
 
 // Operators.
@@ -163,6 +254,17 @@ KILN_OPERATOR(<, lt)
 KILN_OPERATOR(<=, le)
 KILN_OPERATOR(>, gt)
 KILN_OPERATOR(>=, ge)
+KILN_OPERATOR(%, remainder)
+KILN_OPERATOR(&, bitwise_and)
+KILN_OPERATOR(|, bitwise_or)
+KILN_OPERATOR(^, bitwise_xor)
+KILN_OPERATOR_SCALAR_LEFT(%, remainder)
+KILN_OPERATOR_SCALAR_LEFT(&, bitwise_and)
+KILN_OPERATOR_SCALAR_LEFT(|, bitwise_or)
+KILN_OPERATOR_SCALAR_LEFT(^, bitwise_xor)
+Tensor operator~(const Tensor& x) {
+  return bitwise_not(x);
+}
 #undef KILN_OPERATOR
 #undef KILN_OPERATOR_SCALAR_LEFT
 

@@ -1,8 +1,9 @@
 // Elementwise math on two tensors (or a tensor and a wrapped Python number)
 // with broadcasting and PyTorch's type promotion: add, sub, mul, div, pow,
-// maximum, minimum, the comparisons, and where. Kernels in
-// kernels/cpu/binary.cpp.
+// maximum, minimum, the comparisons, where, and the three-operand addcmul
+// and addcdiv. Kernels in kernels/cpu/binary.cpp and ternary.cpp.
 #include "kiln/kernels/cpu/binary.h"
+#include "kiln/kernels/cpu/ternary.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/grad_util.h"
 #include "kiln/ops/infer_util.h"
@@ -61,6 +62,38 @@ InferResult infer_where(const InferArgs& args) {
 
 void where_kernel(const KernelArgs& args) {
   cpu::where(args.outputs[0], args.inputs[0], args.inputs[1], args.inputs[2]);
+}
+
+// addcmul / addcdiv (input, tensor1, tensor2; value): the three promote
+// together; `value` is converted to their dtype, as PyTorch converts it.
+InferResult infer_addcmul(const InferArgs& args) {
+  InferResult r = infer_broadcast(args);
+  KILN_CHECK_TYPE(r.outputs[0].dtype != DType::Bool, args.op.name,
+                  ": not supported for bool tensors (shapes ", args.inputs[0].shape, ", ",
+                  args.inputs[1].shape, " and ", args.inputs[2].shape, ")");
+  return r;
+}
+
+// PyTorch refuses an integer tensor1 / tensor2, whose old meaning was a
+// truncating division.
+InferResult infer_addcdiv(const InferArgs& args) {
+  const TensorMeta &t1 = args.inputs[1], &t2 = args.inputs[2];
+  KILN_CHECK(is_floating(t1.dtype) || is_floating(t2.dtype),
+             "addcdiv: integer division with addcdiv is not supported (tensor1 ", t1.dtype,
+             ", tensor2 ", t2.dtype,
+             "); write input + value * tensor1 / tensor2 for a true division, or use "
+             "floor_divide / trunc for an integer one");
+  return infer_addcmul(args);
+}
+
+void addcmul_kernel(const KernelArgs& args) {
+  cpu::addcmul(args.outputs[0], args.inputs[0], args.inputs[1], args.inputs[2],
+               args.attrs.get_float("value"));
+}
+
+void addcdiv_kernel(const KernelArgs& args) {
+  cpu::addcdiv(args.outputs[0], args.inputs[0], args.inputs[1], args.inputs[2],
+               args.attrs.get_float("value"));
 }
 
 // ---- backward rules: gradients are summed back over broadcast dims ----
@@ -146,6 +179,26 @@ std::vector<Tensor> where_grad(const GradContext& ctx) {
   return {Tensor(), reduce_to_input(ctx, 1, ga), reduce_to_input(ctx, 2, gb)};
 }
 
+// d(in + v t1 t2) = d in + v t2 d t1 + v t1 d t2
+std::vector<Tensor> addcmul_grad(const GradContext& ctx) {
+  const Tensor& g = ctx.grad_output(0);
+  const double value = ctx.attrs().get_float("value");
+  Tensor g1 = ctx.needs_input_grad(1) ? g * (ctx.input(2) * value) : Tensor();
+  Tensor g2 = ctx.needs_input_grad(2) ? g * (ctx.input(1) * value) : Tensor();
+  return {reduce_to_input(ctx, 0, g), reduce_to_input(ctx, 1, g1), reduce_to_input(ctx, 2, g2)};
+}
+
+// d(in + v t1 / t2) = d in + v / t2 d t1 - v t1 / t2² d t2 (PyTorch's forms)
+std::vector<Tensor> addcdiv_grad(const GradContext& ctx) {
+  const Tensor& g = ctx.grad_output(0);
+  const double value = ctx.attrs().get_float("value");
+  Tensor t2 = ctx.input(2);
+  Tensor g1 = ctx.needs_input_grad(1) ? g * (value / t2) : Tensor();
+  Tensor g2 =
+      ctx.needs_input_grad(2) ? neg(g) * ((ctx.input(1) * value) / (t2 * t2)) : Tensor();
+  return {reduce_to_input(ctx, 0, g), reduce_to_input(ctx, 1, g1), reduce_to_input(ctx, 2, g2)};
+}
+
 OpDef with_grad(OpDef def, GradFn grad) {
   def.grad = grad;
   return def;
@@ -204,6 +257,20 @@ void register_elementwise_binary_ops(OpRegistry& registry) {
                      .grad = where_grad,
                      .kind = OpKind::Elementwise,
                      .onnx = {"Where"}});
+  auto addc = [](std::string name, InferFn infer, KernelFn cpu, GradFn grad) {
+    return OpDef{.name = std::move(name),
+                 .min_inputs = 3,
+                 .max_inputs = 3,
+                 .attrs = {{"value", AttrKind::Float, 1.0}},
+                 .infer = infer,
+                 .cpu = cpu,
+                 .grad = grad,
+                 .kind = OpKind::Elementwise,
+                 .may_run_inplace = true,
+                 .onnx = {""}};
+  };
+  registry.add(addc("addcmul", infer_addcmul, addcmul_kernel, addcmul_grad));
+  registry.add(addc("addcdiv", infer_addcdiv, addcdiv_kernel, addcdiv_grad));
 }
 
 }  // namespace kiln

@@ -1,11 +1,14 @@
 // Elementwise math on one tensor: neg, abs, exp, log, sqrt, rsqrt, sin, cos,
 // tanh, sigmoid, the activations (relu, leaky_relu, gelu, elu, softplus),
-// logical_not and clamp. Each op's math is a functor here, beside its OpDef,
+// logical_not, clamp, the roundings (floor, ceil, round, trunc) and sign,
+// and the float tests and repairs (isnan, isinf, isfinite, nan_to_num). Each op's math is a functor here, beside its OpDef,
 // holding the op's parameters as typed members read from its attributes;
 // kernels/cpu/unary.h has the loops that run them.
 #include <cmath>
+#include <limits>
 
 #include "kiln/kernels/cpu/unary.h"
+#include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/infer_util.h"
 #include "kiln/ops/registry.h"
@@ -39,7 +42,8 @@ InferResult infer_gelu(const InferArgs& args) {
   return infer_floating(args);
 }
 
-InferResult infer_logical_not(const InferArgs& args) {
+// logical_not and the float tests: any dtype in, bool out.
+InferResult infer_bool_result(const InferArgs& args) {
   return InferResult{{TensorMeta{DType::Bool, args.inputs[0].shape}}, {}};
 }
 
@@ -93,6 +97,22 @@ using GeluErf = NoParams<[](auto x) { return cpu::gelu_erf_of(x); }>;
 using GeluTanh = NoParams<[](auto x) { return cpu::gelu_tanh_of(x); }>;
 // x < 0 rather than x > 0 so NaN passes through, as in PyTorch.
 using Relu = NoParams<[](auto x) { return x < 0 ? decltype(x)(0) : x; }>;
+
+// Roundings: integers are already whole, so they pass through unchanged.
+// round is to nearest, ties to even (nearbyint), as torch.round.
+template <auto kRound>
+struct Rounding {
+  explicit Rounding(const Attrs&) {}
+  template <typename T>
+  T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) return kRound(x);
+    return x;
+  }
+};
+using Floor = Rounding<[](auto x) { return std::floor(x); }>;
+using Ceil = Rounding<[](auto x) { return std::ceil(x); }>;
+using Round = Rounding<[](auto x) { return std::nearbyint(x); }>;
+using Trunc = Rounding<[](auto x) { return std::trunc(x); }>;
 
 struct LeakyRelu {
   double negative_slope;
@@ -154,6 +174,50 @@ void gelu_kernel(const KernelArgs& args) {
 
 void logical_not_kernel(const KernelArgs& args) {
   cpu::logical_not(args.outputs[0], args.inputs[0]);
+}
+
+template <cpu::FloatClass kWhich>
+void classify_kernel(const KernelArgs& args) {
+  cpu::classify(kWhich, args.outputs[0], args.inputs[0]);
+}
+
+// sign = (0 < x) - (x < 0): 0 for NaN and for -0, as PyTorch; bools are
+// their own sign.
+void sign_kernel(const KernelArgs& args) {
+  const cpu::StridedView &out = args.outputs[0], &in = args.inputs[0];
+  if (out.dtype == DType::Bool) return cpu::copy_same(out, in);
+  visit_numeric(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    cpu::unary_loop<T, T>(out, in, [](T x) { return T(T(T(0) < x) - T(x < T(0))); });
+  });
+}
+
+// A replacement given as a double, in T: one beyond T's range is the
+// infinity of its sign, as the conversion gives in PyTorch.
+template <typename T>
+T narrowed(double value) {
+  if (std::fabs(value) <= double(std::numeric_limits<T>::max())) return T(value);
+  return std::isnan(value) ? T(value) : std::copysign(std::numeric_limits<T>::infinity(), T(value));
+}
+
+// NaN -> nan, +inf -> posinf (default: the dtype's largest value), -inf ->
+// neginf (its lowest); integers and bools pass through.
+void nan_to_num_kernel(const KernelArgs& args) {
+  const Attrs& a = args.attrs;
+  const cpu::StridedView &out = args.outputs[0], &in = args.inputs[0];
+  if (!is_floating(out.dtype)) return cpu::copy_same(out, in);
+  visit_floating(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using Limits = std::numeric_limits<T>;
+    const T nan = narrowed<T>(a.get_float("nan"));
+    const T posinf = a.has("posinf") ? narrowed<T>(a.get_float("posinf")) : Limits::max();
+    const T neginf = a.has("neginf") ? narrowed<T>(a.get_float("neginf")) : Limits::lowest();
+    cpu::unary_loop<T, T>(out, in, [=](T x) {
+      if (x != x) return nan;
+      if (x == Limits::infinity()) return posinf;
+      return x == -Limits::infinity() ? neginf : x;
+    });
+  });
 }
 
 // The bounds are converted to the element type once per call, not per
@@ -290,6 +354,19 @@ Tensor softplus_grad(const GradContext& ctx, const Tensor& g) {
   return where(bx > ctx.attrs().get_float("threshold"), g, g * sigmoid(bx));
 }
 
+// Piecewise constant (the roundings, sign): a zero gradient, as PyTorch
+// gives. A fill of g's shape rather than a fresh zeros tensor, so a traced
+// backward keeps g's (maybe symbolic) shape.
+Tensor zero_grad(const GradContext&, const Tensor& g) {
+  static const OpDef& fill_op = op("fill");
+  return dispatch1(fill_op, {g}, {{"value", 0.0}});
+}
+
+// d nan_to_num = [x is finite]: the replaced elements get none.
+Tensor nan_to_num_grad(const GradContext& ctx, const Tensor& g) {
+  return where(isfinite(ctx.input(0)), g, 0.0);
+}
+
 // The gradient passes where min <= x <= max (so NaN gets none), as PyTorch.
 Tensor clamp_grad(const GradContext& ctx, const Tensor& g) {
   const Attrs& a = ctx.attrs();
@@ -365,10 +442,30 @@ void register_elementwise_unary_ops(OpRegistry& registry) {
                              {{"beta", AttrKind::Float, 1.0}, {"threshold", AttrKind::Float, 20.0}},
                              unary_grad<softplus_grad>),
                  GradReads::Input));
-  // A bool output: no gradient, so no rule.
-  OpDef logical_not = elementwise("logical_not", infer_logical_not, logical_not_kernel, "Not");
-  logical_not.may_run_inplace = false;  // the output is bool whatever the input is
-  registry.add(std::move(logical_not));
+  // Bool outputs: no gradient, so no rule; never in place over a float input.
+  auto to_bool = [](std::string name, KernelFn cpu, std::string onnx_op) {
+    OpDef def = elementwise(std::move(name), infer_bool_result, cpu, std::move(onnx_op));
+    def.may_run_inplace = false;
+    return def;
+  };
+  registry.add(to_bool("logical_not", logical_not_kernel, "Not"));
+  registry.add(to_bool("isnan", classify_kernel<cpu::FloatClass::NaN>, "IsNaN"));
+  registry.add(to_bool("isinf", classify_kernel<cpu::FloatClass::Inf>, "IsInf"));
+  registry.add(to_bool("isfinite", classify_kernel<cpu::FloatClass::Finite>, ""));
+  registry.add(elementwise("nan_to_num", infer_same, nan_to_num_kernel, "",
+                           {{"nan", AttrKind::Float, 0.0},
+                            {"posinf", AttrKind::Float, {}, true},
+                            {"neginf", AttrKind::Float, {}, true}},
+                           unary_grad<nan_to_num_grad>));
+  registry.add(elementwise("floor", infer_numeric, numeric_kernel<Floor>, "Floor", {},
+                           unary_grad<zero_grad>));
+  registry.add(
+      elementwise("ceil", infer_numeric, numeric_kernel<Ceil>, "Ceil", {}, unary_grad<zero_grad>));
+  registry.add(elementwise("round", infer_numeric, numeric_kernel<Round>, "Round", {},
+                           unary_grad<zero_grad>));
+  registry.add(elementwise("trunc", infer_numeric, numeric_kernel<Trunc>, "", {},
+                           unary_grad<zero_grad>));
+  registry.add(elementwise("sign", infer_same, sign_kernel, "Sign", {}, unary_grad<zero_grad>));
   registry.add(elementwise("clamp", infer_clamp, clamp_kernel, "Clip",
                            {{"min", AttrKind::Float, {}, true}, {"max", AttrKind::Float, {}, true}},
                            unary_grad<clamp_grad>));

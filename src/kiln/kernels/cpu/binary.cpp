@@ -2,9 +2,11 @@
 
 #include <immintrin.h>
 
+#include <atomic>
 #include <cmath>
 #include <type_traits>
 
+#include "kiln/kernels/cpu/division.h"
 #include "kiln/kernels/cpu/loops.h"
 
 namespace kiln::cpu {
@@ -47,6 +49,59 @@ T maximum_of(T a, T b) {
 template <typename T>
 T minimum_of(T a, T b) {
   return (a != a || a < b) ? a : b;
+}
+
+// Whether any element of v is 0. Integer division ops look before they
+// write, so a zero divisor leaves the output (maybe the input, in place)
+// untouched and the error comes from this thread, not from inside a
+// parallel loop.
+template <typename T>
+bool has_zero(const StridedView& v) {
+  std::atomic<bool> found{false};
+  auto inner = [&found](const std::array<char*, 1>& p, const int64_t* s, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (*reinterpret_cast<const T*>(p[0] + i * s[0]) == T(0)) {
+        found.store(true, std::memory_order_relaxed);
+        return;
+      }
+    }
+  };
+  for_each_run<1>({v}, inner);
+  return found.load();
+}
+
+const char* division_name(BinaryOp op) {
+  if (op == BinaryOp::Remainder) return "remainder";
+  if (op == BinaryOp::Fmod) return "fmod";
+  return "floor_divide";
+}
+
+// remainder, fmod, floor_divide (never bool: inference rejects it).
+template <typename T>
+void division(BinaryOp op, const StridedView& out, const StridedView& a, const StridedView& b) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    KILN_CHECK(!has_zero<T>(b), division_name(op),
+               ": ZeroDivisionError (an integer divisor is 0)");
+  }
+  auto run = [&](auto f) { binary_loop<T, T, T>(out, a, b, f); };
+  if constexpr (!std::is_same_v<T, bool>) {
+    if (op == BinaryOp::Remainder) return run([](T x, T y) { return remainder_of(x, y); });
+    if (op == BinaryOp::Fmod) return run([](T x, T y) { return fmod_of(x, y); });
+    run([](T x, T y) { return floor_divide_of(x, y); });
+  }
+}
+
+// &, |, ^ on integers and bools (inference rejects floating operands).
+template <typename T>
+void bitwise(BinaryOp op, const StridedView& out, const StridedView& a, const StridedView& b) {
+  if constexpr (std::is_integral_v<T>) {
+    auto run = [&](auto f) {
+      binary_loop<T, T, T>(out, a, b, [f](T x, T y) { return T(f(x, y)); });
+    };
+    if (op == BinaryOp::BitwiseAnd) return run([](T x, T y) { return x & y; });
+    if (op == BinaryOp::BitwiseOr) return run([](T x, T y) { return x | y; });
+    run([](T x, T y) { return x ^ y; });
+  }
 }
 
 // Bool arithmetic follows PyTorch: add is `or`, mul is `and` (bitwise on
@@ -102,6 +157,12 @@ void comparison(BinaryOp op, const StridedView& out, const StridedView& a, const
 bool is_comparison(BinaryOp op) {
   return op >= BinaryOp::Eq;
 }
+bool is_division(BinaryOp op) {
+  return op == BinaryOp::Remainder || op == BinaryOp::Fmod || op == BinaryOp::FloorDivide;
+}
+bool is_bitwise(BinaryOp op) {
+  return op == BinaryOp::BitwiseAnd || op == BinaryOp::BitwiseOr || op == BinaryOp::BitwiseXor;
+}
 
 // out[i] = c[i] ? x[i] : y[i], where x or y may be one repeated value.
 void where_f32(float* out, const bool* c, const float* x, bool x_dense, const float* y,
@@ -126,6 +187,8 @@ void binary(BinaryOp op, const StridedView& out, const StridedView& a, const Str
   visit_dtype(a.dtype, [&](auto tag) {
     using T = decltype(tag);
     if (is_comparison(op)) return comparison<T>(op, out, a, b);
+    if (is_division(op)) return division<T>(op, out, a, b);
+    if (is_bitwise(op)) return bitwise<T>(op, out, a, b);
     arithmetic<T>(op, out, a, b);
   });
 }

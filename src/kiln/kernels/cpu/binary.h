@@ -14,6 +14,16 @@ enum class BinaryOp {
   Pow,
   Maximum,  // NaN-propagating
   Minimum,  // NaN-propagating
+  // Division with a rounding (kernels/cpu/division.h); integer operands
+  // throw on a zero divisor before writing anything.
+  Remainder,
+  Fmod,
+  FloorDivide,
+  // Integer and bool operands only.
+  BitwiseAnd,
+  BitwiseOr,
+  BitwiseXor,
+  // Comparisons last: they write bool.
   Eq,
   Ne,
   Lt,

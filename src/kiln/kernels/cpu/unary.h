@@ -38,6 +38,15 @@ void map_numeric(const StridedView& out, const StridedView& in, F f) {
 // out (bool) = !in, for any input dtype.
 void logical_not(const StridedView& out, const StridedView& in);
 
+// out (bool) = whether in is NaN / infinite / finite, for any input dtype
+// (integers and bools are always finite).
+enum class FloatClass { NaN, Inf, Finite };
+void classify(FloatClass which, const StridedView& out, const StridedView& in);
+
+// out = in with every element kept, for the dtypes an op passes through
+// unchanged (nan_to_num and the roundings of integers).
+void copy_same(const StridedView& out, const StridedView& in);
+
 // ---- scalar math the ops' functors share. float32 goes through the
 // vectorizable versions (on every layout, so a result never depends on the
 // input's strides); float64 through libm.
