@@ -4,7 +4,7 @@
     x = kiln.randn(2, 3, requires_grad=True)
     (x * x).sum().backward()
 """
-from kiln import _C, autograd
+from kiln import _C, _random, autograd
 from kiln._C import (
     Tensor,
     dispatch,
@@ -12,7 +12,6 @@ from kiln._C import (
     from_dlpack,
     from_numpy,
     is_grad_enabled,
-    manual_seed,
     memory_stats,
     release_cached_memory,
 )
@@ -39,6 +38,7 @@ from kiln._factories import (
 )
 from kiln._grad_mode import enable_grad, no_grad, set_grad_enabled
 from kiln._ops import *  # noqa: F401,F403  one function per op of the table
+from kiln._random import *  # noqa: F401,F403  Generator, generator= draws, rng state
 from kiln._tensor import install_tensor_methods
 from kiln._torch_forms import *  # noqa: F401,F403  PyTorch's forms where they differ
 
@@ -55,7 +55,10 @@ long = int64
 int = int32  # noqa: A001
 
 install_tensor_methods()
+_random.install_tensor_methods()
 
 from kiln import cuda, jit, nn, onnx, optim, utils  # noqa: E402  (they use the ops above)
 from kiln.jit import compile  # noqa: E402,A001  (kiln.compile, as torch.compile)
-from kiln.serialization import load, save  # noqa: E402
+from kiln.serialization import install_copying, load, save  # noqa: E402
+
+install_copying()

@@ -47,7 +47,7 @@ WARN_AFTER = 8
 MISSING = object()
 # Module.__dict__ keys that are kiln's own, never user attributes.
 _INTERNAL = frozenset({"training", "_parameters", "_buffers", "_modules", "_hybrid",
-                       "_non_persistent", "_jit_hidden"})
+                       "_hybrid_options", "_non_persistent", "_jit_hidden"})
 
 
 def bump() -> None:
@@ -334,13 +334,25 @@ def module_names(root: Any, name: str) -> dict[Any, str]:
 
 
 def optimizer_guards(opt: Any, name: str) -> list[Guard]:
-    """Every option of every group but lr: a compiled step holds them as
-    constants (lr is a tensor it reads, which set_option keeps current)."""
-    impl = opt._impl
-    guards = []
-    for group in range(impl.num_param_groups()):
-        for key in impl.hyperparams(group):
-            if key != "lr":
-                read = (lambda g, k: lambda: impl.hyperparams(g).get(k, MISSING))(group, key)
-                guards.append(Guard(f"{name}.param_groups[{group}][{key!r}]", read))
+    """Every value of every group (a compiled step holds the options as
+    constants), and the groups and the state themselves, which
+    load_state_dict replaces. Not a group's lr once a built-in optimizer's
+    compiled step reads it as a tensor (the group's _lr_tensor, which
+    assigning lr keeps current)."""
+    guards = [Guard(f"len({name}.param_groups)", lambda: len(opt.param_groups)),
+              Guard(f"{name}.state", lambda: opt.state)]
+    for g, group in enumerate(opt.param_groups):
+        guards += [Guard(f"{name}.param_groups[{g}][{key!r}]", _group_reader(opt, g, key))
+                   for key in group]
     return guards
+
+
+def _group_reader(opt: Any, g: int, key: str) -> Callable[[], Any]:
+    def read() -> Any:
+        groups = opt.param_groups
+        if g >= len(groups):
+            return MISSING
+        if key == "lr" and getattr(groups[g], "_lr_tensor", None) is not None:
+            return None  # a tensor the compiled step reads: no constant
+        return groups[g].get(key, MISSING)
+    return read

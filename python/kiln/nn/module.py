@@ -351,7 +351,12 @@ class Module:
         on tensors stay in the graph instead of following the recorded path."""
         if not active:
             object.__setattr__(self, "_hybrid", None)
+            object.__setattr__(self, "_hybrid_options", None)
             return self
+        # Kept so that a copy (deepcopy, pickle) hybridizes itself the same way.
+        object.__setattr__(self, "_hybrid_options", dict(
+            strict=strict, optimize=optimize, frozen=frozen, fast_math=fast_math,
+            passes=passes, dynamic=dynamic, script=script))
         from kiln.jit import HybridCache
         if script:
             from kiln.jit import script as script_module
@@ -368,6 +373,20 @@ class Module:
             optimize=optimize, frozen=frozen, fast_math=fast_math, passes=list(passes or []),
             dynamic=dynamic, values=values))
         return self
+
+    # -- copy.deepcopy and pickle ---------------------------------------------
+    # The compiled entries hold this module's own tensors and bound forward,
+    # so a copy does not share them: it hybridizes itself again.
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_hybrid"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        options = state.get("_hybrid_options")
+        if options is not None:
+            self.hybridize(**options)
 
     def cache_info(self) -> Any:
         """The hybridized module's compiled entries, hits, and why each miss

@@ -1,8 +1,6 @@
 """nn.Parameter: a Tensor that a Module registers as one of its parameters."""
 from __future__ import annotations
 
-from typing import NoReturn
-
 from kiln import _C
 from kiln._C import Tensor
 
@@ -21,6 +19,3 @@ class Parameter(_C.Tensor):
         return "Parameter containing:\n" + _C.Tensor.__repr__(self)
 
     __str__ = __repr__
-
-    def __reduce_ex__(self, protocol: object) -> NoReturn:
-        raise TypeError("kiln Parameters can't be pickled yet; save module.state_dict()")
