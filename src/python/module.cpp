@@ -16,6 +16,9 @@
 #include "kiln/ops/random.h"
 
 namespace kiln::python {
+
+void bind_nn_attention(nb::module_& m);  // nn_attention.cpp
+
 namespace {
 
 PyObject* python_exception_of(ErrorKind kind) {
@@ -158,15 +161,29 @@ void bind_factories(nb::module_& m) {
   m.def("eye", [](int64_t n, int64_t cols, OptDType dtype, bool requires_grad) {
     return eye(n, cols, options_of(dtype, requires_grad, kDefaultFloat));
   });
-  m.def("rand", [](const IntList& shape, OptDType dtype, bool requires_grad) {
-    return rand(shape, options_of(dtype, requires_grad, kDefaultFloat));
-  });
-  m.def("randn", [](const IntList& shape, OptDType dtype, bool requires_grad) {
-    return randn(shape, options_of(dtype, requires_grad, kDefaultFloat));
-  });
-  m.def("randint", [](int64_t low, int64_t high, const IntList& shape, OptDType dtype) {
-    return randint(low, high, shape, options_of(dtype, false, DType::Int64));
-  });
+  // generator: None draws from the default generator through the random
+  // ops (ops/random.h); a kiln.Generator draws from it at once.
+  m.def(
+      "rand",
+      [](const IntList& shape, OptDType dtype, bool requires_grad, Generator* gen) {
+        return rand(shape, options_of(dtype, requires_grad, kDefaultFloat), gen);
+      },
+      nb::arg("shape"), nb::arg("dtype").none(), nb::arg("requires_grad"),
+      nb::arg("generator").none() = nb::none());
+  m.def(
+      "randn",
+      [](const IntList& shape, OptDType dtype, bool requires_grad, Generator* gen) {
+        return randn(shape, options_of(dtype, requires_grad, kDefaultFloat), gen);
+      },
+      nb::arg("shape"), nb::arg("dtype").none(), nb::arg("requires_grad"),
+      nb::arg("generator").none() = nb::none());
+  m.def(
+      "randint",
+      [](int64_t low, int64_t high, const IntList& shape, OptDType dtype, Generator* gen) {
+        return randint(low, high, shape, options_of(dtype, false, DType::Int64), gen);
+      },
+      nb::arg("low"), nb::arg("high"), nb::arg("shape"), nb::arg("dtype").none(),
+      nb::arg("generator").none() = nb::none());
   m.def("manual_seed", [](uint64_t seed) { manual_seed(seed); });
   m.def("from_numpy", &from_array<nb::ndarray<nb::numpy, nb::device::cpu>>, nb::arg("array"));
   m.def("from_dlpack", &from_array<nb::ndarray<nb::device::cpu>>, nb::arg("ext_tensor"));
@@ -275,6 +292,8 @@ NB_MODULE(_C, m) {
   bind_nn_rnn(m);
   nb::module_ nn = m.def_submodule("nn", "kiln/nn's functional math: losses");
   bind_nn_functional(nn);
+  bind_nn_attention(nn);
+  bind_random(m, nn);
   nb::module_ jit = m.def_submodule("jit", "the tracer, compiled functions and the graph IR");
   bind_jit(jit);
   nb::module_ io = m.def_submodule("io", "model files, safetensors state dicts, .npy files");

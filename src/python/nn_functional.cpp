@@ -58,6 +58,31 @@ void bind_nn_functional(nb::module_& m) {
       },
       arg("input"), arg("target"), arg("weight").none() = nb::none(), arg("reduction") = "mean",
       arg("pos_weight").none() = nb::none());
+  m.def(
+      "binary_cross_entropy",
+      [](const Tensor& input, const Tensor& target, const OptTensor& weight,
+         const std::string& reduction) {
+        return F::binary_cross_entropy(input, target, or_undefined(weight), reduction);
+      },
+      arg("input"), arg("target"), arg("weight").none() = nb::none(), arg("reduction") = "mean");
+  m.def("smooth_l1_loss", &F::smooth_l1_loss, arg("input"), arg("target"),
+        arg("reduction") = "mean", arg("beta") = 1.0);
+  m.def(
+      "huber_loss",
+      [](const Tensor& input, const Tensor& target, const std::string& reduction, double delta,
+         const OptTensor& weight) {
+        return F::huber_loss(input, target, reduction, delta, or_undefined(weight));
+      },
+      arg("input"), arg("target"), arg("reduction") = "mean", arg("delta") = 1.0,
+      arg("weight").none() = nb::none());
+  m.def("kl_div", &F::kl_div, arg("input"), arg("target"), arg("reduction") = "mean",
+        arg("log_target") = false);
+  m.def("cosine_embedding_loss", &F::cosine_embedding_loss, arg("input1"), arg("input2"),
+        arg("target"), arg("margin") = 0.0, arg("reduction") = "mean");
+  m.def("cosine_similarity", &F::cosine_similarity, arg("x1"), arg("x2"), arg("dim") = 1,
+        arg("eps") = 1e-8);
+  m.def("normalize", &F::normalize, arg("input"), arg("p") = 2.0, arg("dim") = 1,
+        arg("eps") = 1e-12);
 }
 
 }  // namespace kiln::python

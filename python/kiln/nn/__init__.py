@@ -1,6 +1,6 @@
 """kiln.nn: Module (subclassable, as torch.nn.Module), Parameter, the layers
 (recurrent ones included) and losses, and kiln.nn.functional."""
-from kiln.nn import functional
+from kiln.nn import functional, init
 from kiln.nn.activation import ELU, Hardsigmoid, Hardswish, Hardtanh, Mish, ReLU6, SiLU, Softplus
 from kiln.nn.containers import ModuleDict, ParameterDict, ParameterList
 from kiln.nn.layers import (
@@ -9,37 +9,54 @@ from kiln.nn.layers import (
     AvgPool2d,
     BatchNorm1d,
     BatchNorm2d,
-    BCEWithLogitsLoss,
     Conv2d,
-    CrossEntropyLoss,
     Dropout,
     Embedding,
     Flatten,
     Identity,
-    L1Loss,
     LayerNorm,
     LeakyReLU,
     Linear,
     LogSoftmax,
     MaxPool2d,
     ModuleList,
-    MSELoss,
-    NLLLoss,
     ReLU,
     Sequential,
     Sigmoid,
     Softmax,
     Tanh,
 )
+from kiln.nn.loss import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    CosineEmbeddingLoss,
+    CrossEntropyLoss,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
+)
 from kiln.nn.module import Module
 from kiln.nn.parameter import Parameter
 from kiln.nn.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+from kiln.nn.transformer import (
+    MultiheadAttention,
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 
-__all__ = ["functional", "Module", "Parameter", "AdaptiveAvgPool2d", "AvgPool2d", "BatchNorm1d",
-           "BatchNorm2d", "BCEWithLogitsLoss", "Conv2d", "CrossEntropyLoss", "Dropout",
-           "Embedding", "Flatten", "GELU", "Identity", "L1Loss", "LayerNorm", "LeakyReLU",
+__all__ = ["functional", "init", "Module", "Parameter", "AdaptiveAvgPool2d", "AvgPool2d",
+           "BatchNorm1d", "BatchNorm2d", "BCEWithLogitsLoss", "Conv2d", "CrossEntropyLoss",
+           "Dropout", "Embedding", "Flatten", "GELU", "Identity", "L1Loss", "LayerNorm", "LeakyReLU",
            "Linear", "LogSoftmax", "MaxPool2d", "ModuleList", "MSELoss", "NLLLoss", "ReLU",
            "Sequential", "Sigmoid", "Softmax", "Tanh", "RNNBase", "RNN", "LSTM", "GRU",
            "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell", "ELU", "Hardsigmoid", "Hardswish",
            "Hardtanh", "Mish", "ReLU6", "SiLU", "Softplus", "ModuleDict", "ParameterDict",
-           "ParameterList"]
+           "ParameterList", "MultiheadAttention", "Transformer", "TransformerEncoder",
+           "TransformerDecoder", "TransformerEncoderLayer", "TransformerDecoderLayer",
+           "BCELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "CosineEmbeddingLoss"]

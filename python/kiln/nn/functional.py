@@ -10,6 +10,7 @@ from kiln import _C
 from kiln import _ops as K
 from kiln._C import Tensor
 from kiln._C import dtype as DType
+from kiln.nn._functional_attention import *  # noqa: F403  (attention, re-exported)
 
 # An int for both spatial dims, or one per dim: kernel_size=3 or (3, 5).
 Pair = int | Sequence[int]
@@ -18,7 +19,9 @@ __all__ = ["flatten", "relu", "sigmoid", "tanh", "gelu", "leaky_relu", "elu", "s
            "mish", "hardtanh", "relu6", "hardsigmoid", "hardswish", "softmax", "log_softmax",
            "linear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "dropout",
            "batch_norm", "layer_norm", "embedding", "one_hot", "nll_loss", "cross_entropy",
-           "mse_loss", "l1_loss", "binary_cross_entropy_with_logits"]
+           "mse_loss", "l1_loss", "binary_cross_entropy_with_logits", "binary_cross_entropy",
+           "smooth_l1_loss", "huber_loss", "kl_div", "cosine_embedding_loss",
+           "cosine_similarity", "normalize"]
 
 
 def _first(out: Tensor | tuple[Tensor, ...]) -> Tensor:
@@ -208,3 +211,61 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
                                      pos_weight: Tensor | None = None) -> Tensor:
     """Sigmoid and binary cross-entropy in one numerically stable form."""
     return _C.nn.binary_cross_entropy_with_logits(input, target, weight, reduction, pos_weight)
+
+
+def _legacy_reduction(size_average: bool | None, reduce: bool | None, reduction: str) -> str:
+    """PyTorch's deprecated size_average/reduce arguments, as it maps them."""
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if not reduce:
+        return "none"
+    return "mean" if size_average else "sum"
+
+
+def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                         size_average: bool | None = None, reduce: bool | None = None,
+                         reduction: str = "mean") -> Tensor:
+    """Binary cross-entropy of probabilities (each log clamped to >= -100)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _C.nn.binary_cross_entropy(input, target, weight, reduction)
+
+
+def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
+                   reduce: bool | None = None, reduction: str = "mean",
+                   beta: float = 1.0) -> Tensor:
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _C.nn.smooth_l1_loss(input, target, reduction, float(beta))
+
+
+def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: float = 1.0,
+               weight: Tensor | None = None) -> Tensor:
+    return _C.nn.huber_loss(input, target, reduction, float(delta), weight)
+
+
+def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,
+           reduce: bool | None = None, reduction: str = "mean",
+           log_target: bool = False) -> Tensor:
+    """KL(target || exp(input)) pointwise; reduction "batchmean" is the
+    mathematically right mean (sum / batch size)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _C.nn.kl_div(input, target, reduction, log_target)
+
+
+def cosine_embedding_loss(input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0,
+                          size_average: bool | None = None, reduce: bool | None = None,
+                          reduction: str = "mean") -> Tensor:
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _C.nn.cosine_embedding_loss(input1, input2, target, float(margin), reduction)
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    return _C.nn.cosine_similarity(x1, x2, dim, float(eps))
+
+
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
+              out: Tensor | None = None) -> Tensor:
+    if out is not None:
+        raise TypeError("normalize(): out= is not supported by kiln")
+    return _C.nn.normalize(input, float(p), dim, float(eps))

@@ -82,4 +82,29 @@ struct BCEWithLogitsLossOptions {
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         const BCEWithLogitsLossOptions& options = {});
 
+// PyTorch's binary_cross_entropy: input holds probabilities; each log is
+// clamped to >= -100, so a probability of exactly 0 or 1 gives a finite loss.
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight = {},
+                            const std::string& reduction = "mean");
+// 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta = 0: l1_loss).
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target,
+                      const std::string& reduction = "mean", double beta = 1.0);
+// 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta); times weight
+// (broadcast) when given.
+Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
+                  double delta = 1.0, const Tensor& weight = {});
+// input holds log-probabilities; target probabilities (log-probabilities with
+// log_target). reduction also takes "batchmean": the sum over dim 0's size.
+Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& reduction = "mean",
+              bool log_target = false);
+// 1 - cos(x1, x2) where y = 1, max(0, cos - margin) where y = -1; x1, x2 of
+// [N, D] (or [D]) and y of [N] (or []).
+Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
+                             double margin = 0.0, const std::string& reduction = "mean");
+
+// x1 . x2 / (max(|x1|, eps) max(|x2|, eps)) along dim (inputs broadcast).
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, double eps = 1e-8);
+// x / max(|x|_p, eps) along dim.
+Tensor normalize(const Tensor& input, double p = 2.0, int64_t dim = 1, double eps = 1e-12);
+
 }  // namespace kiln::nn::functional

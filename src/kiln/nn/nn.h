@@ -1,7 +1,8 @@
 // kiln::nn in one include: Module, the layers, containers, losses, init,
-// recurrent layers and functional (see module.h for how modules hold parameters).
+// recurrent layers, attention and functional (see module.h for how modules hold parameters).
 #pragma once
 
+#include "kiln/nn/attention.h"
 #include "kiln/nn/container.h"
 #include "kiln/nn/functional.h"
 #include "kiln/nn/init.h"

@@ -15,6 +15,17 @@ Tensor avg_pool2d(const Tensor& x, IntList kernel_size, IntList stride = {},
                   IntList padding = {0, 0}, bool ceil_mode = false, bool count_include_pad = true);
 Tensor adaptive_avg_pool2d(const Tensor& x, IntList output_size);
 
+// The transposed convolution (the gradient of conv2d with respect to its
+// input, as an op of its own). w is [C, OC / groups, kH, kW]; the output's
+// size is (H - 1) * stride - 2 * padding + dilation * (kH - 1) +
+// output_padding + 1, and output_padding must be smaller than the stride or
+// the dilation. PyTorch's argument order (output_padding and groups before
+// dilation).
+Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor& b = {},
+                        IntList stride = {1, 1}, IntList padding = {0, 0},
+                        IntList output_padding = {0, 0}, int64_t groups = 1,
+                        IntList dilation = {1, 1});
+
 // Backward ops (what conv2d's and the pools' gradient rules call): the
 // gradient with respect to the input of the given size, or to the weight,
 // from grad_out, with the forward's attributes.

@@ -11,14 +11,14 @@
 
 namespace kiln {
 namespace conv_pool {
-namespace {
-
 // A one-element list means the same value for height and width.
 std::array<int64_t, 2> pair_of(const IntList& values, const char* op, const char* name) {
   KILN_CHECK(values.size() == 1 || values.size() == 2, op, ": ", name,
              " must be a single int or a pair of ints, got ", values);
   return {values[0], values.back()};
 }
+
+namespace {
 
 void check_spatial_input(const TensorMeta& x, const char* op) {
   KILN_CHECK(x.dim() == 3 || x.dim() == 4, op,
@@ -51,24 +51,24 @@ DimList output_shape(const TensorMeta& x, const Dim& channels, const Dim& oh, co
 
 }  // namespace
 
-cpu::Conv2dParams conv_params(const Attrs& attrs) {
+cpu::Conv2dParams conv_params(const Attrs& attrs, const char* op) {
   cpu::Conv2dParams p;
-  auto stride = pair_of(attrs.get_ints("stride"), "conv2d", "stride");
-  auto padding = pair_of(attrs.get_ints("padding"), "conv2d", "padding");
-  auto dilation = pair_of(attrs.get_ints("dilation"), "conv2d", "dilation");
+  auto stride = pair_of(attrs.get_ints("stride"), op, "stride");
+  auto padding = pair_of(attrs.get_ints("padding"), op, "padding");
+  auto dilation = pair_of(attrs.get_ints("dilation"), op, "dilation");
   for (int i = 0; i < 2; ++i) {
     p.stride[i] = stride[size_t(i)];
     p.padding[i] = padding[size_t(i)];
     p.dilation[i] = dilation[size_t(i)];
   }
   p.groups = attrs.get_int("groups");
-  KILN_CHECK(p.stride[0] > 0 && p.stride[1] > 0,
-             "conv2d: non-positive stride is not supported, got ", attrs.get_ints("stride"));
-  KILN_CHECK(p.padding[0] >= 0 && p.padding[1] >= 0,
-             "conv2d: negative padding is not supported, got ", attrs.get_ints("padding"));
-  KILN_CHECK(p.dilation[0] > 0 && p.dilation[1] > 0, "conv2d: dilation must be positive, got ",
+  KILN_CHECK(p.stride[0] > 0 && p.stride[1] > 0, op,
+             ": non-positive stride is not supported, got ", attrs.get_ints("stride"));
+  KILN_CHECK(p.padding[0] >= 0 && p.padding[1] >= 0, op,
+             ": negative padding is not supported, got ", attrs.get_ints("padding"));
+  KILN_CHECK(p.dilation[0] > 0 && p.dilation[1] > 0, op, ": dilation must be positive, got ",
              attrs.get_ints("dilation"));
-  KILN_CHECK(p.groups > 0, "conv2d: non-positive groups is not supported, got ", p.groups);
+  KILN_CHECK(p.groups > 0, op, ": non-positive groups is not supported, got ", p.groups);
   return p;
 }
 
@@ -313,6 +313,7 @@ void register_conv_pool_ops(OpRegistry& registry) {
                      .kind = OpKind::Opaque,
                      .onnx = {"GlobalAveragePool"}});
   register_backward_ops(registry);
+  register_conv_transpose_ops(registry);
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, IntList stride, IntList padding,

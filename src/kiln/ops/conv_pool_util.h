@@ -3,6 +3,8 @@
 // forward and backward agree about every size.
 #pragma once
 
+#include <array>
+
 #include "kiln/kernels/cpu/conv.h"
 #include "kiln/kernels/cpu/pool.h"
 #include "kiln/ops/op.h"
@@ -12,7 +14,11 @@ namespace kiln::conv_pool {
 
 // x as [N, C, H, W] (a 3-D input is one sample).
 cpu::StridedView batched(const cpu::StridedView& v);
-cpu::Conv2dParams conv_params(const Attrs& attrs);
+// A one-element list means the same value for height and width; `op` and
+// `name` go into the error for a list of another length.
+std::array<int64_t, 2> pair_of(const IntList& values, const char* op, const char* name);
+// stride, padding, dilation and groups, checked, with `op` in the errors.
+cpu::Conv2dParams conv_params(const Attrs& attrs, const char* op = "conv2d");
 // The pooling parameters of `def` (max_pool2d or avg_pool2d) for input x.
 cpu::Pool2dParams params_for(const OpDef& def, const cpu::StridedView& x, const Attrs& attrs,
                              bool has_dilation);
@@ -25,5 +31,7 @@ std::vector<Tensor> adaptive_avg_pool2d_grad(const GradContext& ctx);
 
 // conv2d_backward_input, conv2d_backward_weight and the pooling backward ops.
 void register_backward_ops(OpRegistry& registry);
+// conv_transpose2d (conv_transpose_ops.cpp).
+void register_conv_transpose_ops(OpRegistry& registry);
 
 }  // namespace kiln::conv_pool

@@ -41,14 +41,21 @@ void register_builtin_ops(OpRegistry& registry) {
   register_copy_ops(registry);
   register_elementwise_unary_ops(registry);
   register_elementwise_binary_ops(registry);
+  register_elementwise_integer_ops(registry);
   register_reduction_ops(registry);
   register_view_ops(registry);
   register_shape_ops(registry);
   register_linalg_ops(registry);
   register_conv_pool_ops(registry);
+  register_resample_ops(registry);
+  register_pad_ops(registry);
   register_nn_ops(registry);
   register_random_ops(registry);
+  register_random_sample_ops(registry);
   register_rnn_ops(registry);
+  register_sort_ops(registry);
+  register_scan_ops(registry);
+  register_mask_ops(registry);
   register_fused_ops(registry);  // after the ops they fuse
   register_control_flow_ops(registry);
 }
