@@ -11,9 +11,12 @@ from kiln import _C
 from kiln._C import Tensor
 
 # How to rebuild a structure from its flat list of tensors: LEAF for a
-# tensor, (tuple or list, items) or (dict, keys, items) for containers.
+# tensor, NONE for None (a model returning (logits, None), as PyTorch
+# models do for an optional output), (tuple or list, items) or (dict,
+# keys, items) for containers.
 Spec = Any
 LEAF = "tensor"
+NONE = "none"
 
 
 def flatten(obj: Any, out: list[Tensor], what: str = "a traced function's result") -> Spec:
@@ -21,11 +24,13 @@ def flatten(obj: Any, out: list[Tensor], what: str = "a traced function's result
     if isinstance(obj, _C.Tensor):
         out.append(obj)
         return LEAF
+    if obj is None:
+        return NONE
     if isinstance(obj, (tuple, list)):
         return (type(obj), tuple(flatten(item, out, what) for item in obj))
     if isinstance(obj, dict):
         return (dict, tuple(obj), tuple(flatten(v, out, what) for v in obj.values()))
-    raise TypeError(f"{what} must be tensors, or tuples, lists or dicts of them; "
+    raise TypeError(f"{what} must be tensors (or None), or tuples, lists or dicts of them; "
                     f"it holds a {type(obj).__name__}")
 
 
@@ -39,6 +44,8 @@ def unflatten(spec: Spec, flat: Sequence[Tensor]) -> Any:
 def _build(spec: Spec, values: Iterator[Tensor]) -> Any:
     if spec is LEAF:
         return next(values)
+    if spec is NONE:
+        return None
     if spec[0] is dict:
         return {key: _build(s, values) for key, s in zip(spec[1], spec[2])}
     return spec[0](_build(s, values) for s in spec[1])
@@ -48,6 +55,8 @@ def describe(spec: Spec) -> str:
     """The structure as text, for errors: (tensor, [tensor, tensor])."""
     if spec is LEAF:
         return "tensor"
+    if spec is NONE:
+        return "None"
     if spec[0] is dict:
         return "{" + ", ".join(f"{k!r}: {describe(s)}" for k, s in zip(spec[1], spec[2])) + "}"
     inner = ", ".join(describe(s) for s in spec[1])

@@ -17,7 +17,9 @@ slices take computed in the ONNX graph: no dynamic_axes needed.
 """
 from __future__ import annotations
 
+import enum
 import os
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
 # dynamic_axes: {name: {0: "batch"}} or {name: [0]}
 DynamicAxes = Mapping[str, Mapping[int, str] | Sequence[int]]
 
-__all__ = ["export", "load", "can_export", "importable_ops"]
+__all__ = ["export", "load", "can_export", "importable_ops", "TrainingMode"]
 
 can_export = _C.onnx.can_export
 importable_ops = _C.onnx.importable_ops
@@ -99,28 +101,144 @@ def _dynamic_batch(traced: TracedModule, dynamic_axes: DynamicAxes | None) -> bo
     return True
 
 
-def export(model: Module | TracedModule | Callable[..., Any],
-           example_inputs: Tensor | tuple[Tensor, ...], path: str | os.PathLike[str],
-           opset_version: int = 17, dynamic_axes: DynamicAxes | None = None,
-           output_names: Sequence[str] | None = None) -> None:
-    """Writes `model` (a Module, a function, or a TracedModule) to `path` as
-    an ONNX model of opset `opset_version` (13 to 17). example_inputs: the
-    tensor (or tuple of tensors) to trace with (None for a TracedModule).
-    dynamic_axes: optional; {name: {0: "batch", 1: "seq"}} keeps those dims
-    of the inputs symbolic (the model is traced with them as dynamic shapes;
-    the outputs' sizes follow). A TracedModule with symbolic sizes exports
-    them without it; for one with static shapes only the first dimension
-    can be made dynamic (the graph is re-batched).
-    output_names: names for the outputs."""
+class TrainingMode(enum.Enum):
+    """torch.onnx.TrainingMode: the mode a Module is exported in. EVAL (the
+    default) exports it as module.eval() computes (dropout off, batch-norm
+    with running statistics); PRESERVE, in the mode it is in; TRAINING, as
+    module.train() computes."""
+    EVAL = 0
+    PRESERVE = 1
+    TRAINING = 2
+
+
+# torch.onnx.export's keywords that choose among its own exporters, or
+# among what it reports and writes beside the model. kiln has one exporter
+# (the trace), so they change nothing; they are accepted so that a
+# PyTorch call runs as written.
+_ACCEPTED_AND_IGNORED = frozenset({
+    "verbose", "dynamo", "external_data", "report", "optimize", "profile",
+    "dump_exported_program", "artifacts_dir", "fallback", "operator_export_type",
+    "custom_opsets", "export_modules_as_functions", "autograd_inlining",
+    "custom_translation_table"})
+
+
+def _split_args(args: Any, kwargs: Mapping[str, Any] | None) -> tuple[Tensor, ...]:
+    """torch's `args`: a tensor, or a tuple of them that may end with a dict
+    of keyword inputs. kiln traces positional tensor inputs only."""
+    if isinstance(args, _C.Tensor):
+        args = (args,)
+    args = tuple(args)
+    if args and isinstance(args[-1], Mapping):
+        kwargs = {**args[-1], **(kwargs or {})}
+        args = args[:-1]
+    if kwargs:
+        raise TypeError(f"kiln.onnx.export: keyword inputs ({', '.join(map(str, kwargs))}) "
+                        "are not supported; pass every input positionally in `args`")
+    return args
+
+
+def _renamed_axes(model: Any, dynamic_axes: DynamicAxes | None,
+                  input_names: Sequence[str] | None) -> DynamicAxes | None:
+    """dynamic_axes keyed by input_names (as PyTorch users write it), keyed
+    by the model's own argument names instead, which the trace uses."""
+    if not dynamic_axes or not input_names:
+        return dynamic_axes
+    from kiln.jit import _record
+    from kiln.nn import Module
+    own = _record.input_names(model.forward if isinstance(model, Module) else model)
+    given = dict(zip(input_names, own))
+    return {given.get(name, name): axes for name, axes in dynamic_axes.items()}
+
+
+def _write(traced: TracedModule, f: Any, options: dict[str, Any]) -> None:
+    if hasattr(f, "write"):  # a file object (io.BytesIO), as torch accepts
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "model.onnx")
+            _C.onnx.export(traced._compiled, path, **options)
+            with open(path, "rb") as written:
+                f.write(written.read())
+        return
+    _C.onnx.export(traced._compiled, os.fspath(f), **options)
+
+
+def _verify(f: Any, traced: TracedModule, inputs: tuple[Tensor, ...]) -> None:
+    """verify=True: the written model, imported back, gives the traced
+    model's outputs on the example."""
+    if hasattr(f, "write"):
+        return  # nothing to read back from a stream
+    import numpy as np
+    reloaded = load(f)
+    want, got = traced(*inputs), reloaded(*inputs)
+    want = want if isinstance(want, tuple) else (want,)
+    got = got if isinstance(got, tuple) else (got,)
+    for i, (w, g) in enumerate(zip(want, got)):
+        if w is None:
+            continue
+        np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(), rtol=1e-4, atol=1e-5,
+                                   err_msg=f"kiln.onnx.export(verify=True): output {i}")
+
+
+def export(model: Module | TracedModule | Callable[..., Any], args: Any = (),
+           f: str | os.PathLike[str] | Any = None, *, kwargs: Mapping[str, Any] | None = None,
+           export_params: bool = True, input_names: Sequence[str] | None = None,
+           output_names: Sequence[str] | None = None, opset_version: int | None = None,
+           dynamic_axes: DynamicAxes | None = None, keep_initializers_as_inputs: bool = False,
+           dynamic_shapes: Any = None, do_constant_folding: bool = True,
+           training: TrainingMode | None = None, verify: bool = False,
+           **ignored: Any) -> None:
+    """Writes `model` (a Module, a function, or a TracedModule) to `f` (a
+    path or a binary file object) as an ONNX model, with torch.onnx.export's
+    signature. args: the example input tensor, or a tuple of them (None for
+    a TracedModule); the model is traced on them.
+
+    input_names / output_names: names of the graph's inputs and outputs.
+    opset_version: 13 to 17 (default 17). dynamic_axes: {name: {0: "batch",
+    1: "seq"}} (names from input_names or the model's arguments) keeps those
+    dims symbolic: the model is traced with them as dynamic shapes and the
+    outputs' sizes follow; dynamic_shapes: the same, in torch.export's
+    form. A TracedModule with symbolic sizes exports them without either.
+    export_params=False makes the weights graph inputs;
+    keep_initializers_as_inputs lists them as inputs too. training: a
+    Module is exported in eval mode unless TrainingMode.PRESERVE or
+    TRAINING. do_constant_folding=False skips kiln's graph passes.
+    verify=True reads the file back and checks it gives the model's
+    outputs. The keywords that choose among torch's exporters (dynamo,
+    external_data, report, ...) are accepted and change nothing."""
+    unknown = set(ignored) - _ACCEPTED_AND_IGNORED
+    if unknown:
+        raise TypeError(f"kiln.onnx.export() got unexpected keyword arguments "
+                        f"{', '.join(sorted(unknown))}")
+    if f is None:
+        raise TypeError("kiln.onnx.export: `f`, the path or file to write, is required")
     from kiln.jit import TracedModule, trace
+    from kiln.nn import Module
+    inputs: tuple[Tensor, ...] = ()
     if isinstance(model, TracedModule):
         traced = model
+        inputs = tuple(model._example_inputs or ()) if verify else ()
     else:
-        dynamic_shapes = _dynamic_shapes(model, dynamic_axes)
-        traced = trace(model, example_inputs, dynamic_shapes=dynamic_shapes)
-        _check_still_dynamic(traced, dynamic_shapes)
-    _C.onnx.export(traced._compiled, os.fspath(path), opset_version,
-                   _dynamic_batch(traced, dynamic_axes), list(output_names or []))
+        inputs = _split_args(args, kwargs)
+        dynamic_axes = _renamed_axes(model, dynamic_axes, input_names)
+        shapes = dynamic_shapes if dynamic_shapes is not None else _dynamic_shapes(
+            model, dynamic_axes)
+        mode = TrainingMode.EVAL if training is None else training
+        was_training = model.training if isinstance(model, Module) else None
+        if was_training is not None and mode is not TrainingMode.PRESERVE:
+            model.train(mode is TrainingMode.TRAINING)
+        try:
+            traced = trace(model, inputs, dynamic_shapes=shapes, optimize=do_constant_folding)
+        finally:
+            if was_training is not None:
+                model.train(was_training)
+        _check_still_dynamic(traced, shapes)
+    options = dict(opset_version=17 if opset_version is None else int(opset_version),
+                   dynamic_batch=_dynamic_batch(traced, dynamic_axes),
+                   output_names=list(output_names or []), input_names=list(input_names or []),
+                   export_params=bool(export_params),
+                   keep_initializers_as_inputs=bool(keep_initializers_as_inputs))
+    _write(traced, f, options)
+    if verify and inputs:
+        _verify(f, traced, inputs)
 
 
 def load(path: str | os.PathLike[str], input_shapes: Mapping[str, Sequence[int]] | None = None,

@@ -17,15 +17,22 @@ void bind_onnx(nb::module_& m) {
   m.def(
       "export",
       [](const jit::CompiledFunction& compiled, const std::string& path, int64_t opset_version,
-         bool dynamic_batch, const std::vector<std::string>& output_names) {
+         bool dynamic_batch, const std::vector<std::string>& output_names,
+         const std::vector<std::string>& input_names, bool export_params,
+         bool keep_initializers_as_inputs) {
         onnx::ExportOptions options{.opset_version = opset_version,
                                     .dynamic_batch = dynamic_batch,
-                                    .output_names = output_names};
+                                    .input_names = input_names,
+                                    .output_names = output_names,
+                                    .export_params = export_params,
+                                    .keep_initializers_as_inputs = keep_initializers_as_inputs};
         nb::gil_scoped_release released;
         onnx::export_model(compiled.graph(), compiled.num_outputs(), path, options);
       },
       nb::arg("compiled"), nb::arg("path"), nb::arg("opset_version") = 17,
-      nb::arg("dynamic_batch") = false, nb::arg("output_names") = std::vector<std::string>());
+      nb::arg("dynamic_batch") = false, nb::arg("output_names") = std::vector<std::string>(),
+      nb::arg("input_names") = std::vector<std::string>(), nb::arg("export_params") = true,
+      nb::arg("keep_initializers_as_inputs") = false);
   m.def("can_export", &onnx::can_export, nb::arg("op"));
   // The model compiled with the default passes, and its input and output names.
   m.def(

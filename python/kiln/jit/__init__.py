@@ -21,20 +21,21 @@ from __future__ import annotations
 import functools
 import json
 import os
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from kiln import _C
 from kiln._C import Tensor
-from kiln.jit import _guards
+from kiln.jit import _guards, _record
 from kiln.jit._hybrid import HybridCache
 from kiln.jit._record import (
     LEAF,
+    NONE,
     Dim,
     Spec,
     TraceError,
     TracerWarning,
-    check_inputs,
     record,
     unflatten,
 )
@@ -156,6 +157,8 @@ class TracedModule:
 def _spec_to_json(spec: Spec) -> Any:
     if spec is LEAF:
         return LEAF
+    if spec is NONE:
+        return None
     if spec[0] is dict:
         if not all(isinstance(key, str) for key in spec[1]):
             raise TypeError("save: a traced module returning a dict needs string keys")
@@ -166,6 +169,8 @@ def _spec_to_json(spec: Spec) -> Any:
 def _spec_from_json(data: Any) -> Spec:
     if data == LEAF:
         return LEAF
+    if data is None:
+        return NONE
     if not isinstance(data, dict) or len(data) != 1:
         raise ValueError(f"load: unknown output structure {data!r}")
     (kind, items), = data.items()
@@ -208,9 +213,12 @@ def from_graph(graph: Any) -> TracedModule:
     return TracedModule(compiled, _outputs_spec(compiled.num_outputs), "graph")
 
 
-def trace(fn: Callable[..., Any], example_inputs: Tensor | Sequence[Tensor], strict: bool = False,
-          optimize: bool = True, frozen: bool = False, fast_math: bool = False,
-          passes: Sequence[str] | None = None, dynamic_shapes: Any = None) -> TracedModule:
+def trace(fn: Callable[..., Any], example_inputs: Tensor | Sequence[Tensor] | None = None,
+          strict: bool = False, optimize: bool = True, frozen: bool = False,
+          fast_math: bool = False, passes: Sequence[str] | None = None,
+          dynamic_shapes: Any = None, *, check_trace: bool = False,
+          check_inputs: Sequence[Any] | None = None, check_tolerance: float = 1e-5,
+          example_kwarg_inputs: dict[str, Any] | None = None) -> TracedModule:
     """Runs `fn` (a Module or a function) once on `example_inputs` (a tensor,
     or a tuple of tensors; () for none) while recording every op, and returns
     a TracedModule running the recorded graph.
@@ -219,29 +227,69 @@ def trace(fn: Callable[..., Any], example_inputs: Tensor | Sequence[Tensor], str
     state_dict names, bound to the module's tensors (training them changes
     the traced module's results); any other tensor the code reads becomes a
     constant. Python control flow takes the path it took while tracing.
-    optimize: run the default passes (results stay bit for bit eager's);
-    frozen: parameters are constants too (inference: subgraphs of weights
-    fold); fast_math: also passes that may change rounding; passes: the
-    pass names to run instead of the default list.
+    The result may hold None where the function returns None (an optional
+    output). optimize: run the default passes (results stay bit for bit
+    eager's); frozen: parameters are constants too (inference: subgraphs of
+    weights fold); fast_math: also passes that may change rounding; passes:
+    the pass names to run instead of the default list. strict: what the
+    trace cannot see (a tensor read as a Python number) raises TraceError
+    instead of warning.
 
     dynamic_shapes: input dims to keep symbolic, so the traced module runs
     at any size there: {"x": {0: "batch", 1: "seq"}} by input name, or one
     dict per positional input; a name may be kiln.jit.Dim("seq", max=512).
     Sizes the code reads (x.shape[0], x.size(1)) are then symbolic, and
     Python decisions on them (`if x.shape[1] > 128:`) become guards checked
-    on every call."""
+    on every call.
+
+    check_trace / check_inputs (torch.jit.trace's): run the traced module
+    on the example (and on each tuple of check_inputs) beside `fn` itself
+    and warn (TracerWarning) where an output differs by more than
+    check_tolerance. Off by default: kiln's compiled results equal eager's
+    by construction, and the check runs `fn` again (its side effects too).
+    example_kwarg_inputs: keyword inputs, refused (kiln traces positional
+    inputs)."""
     from kiln.nn import Module
+    if example_kwarg_inputs:
+        raise TypeError("kiln.jit.trace: example_kwarg_inputs is not supported; pass every "
+                        "input positionally in example_inputs")
+    if example_inputs is None:
+        raise TypeError("kiln.jit.trace: example_inputs is required")
     inputs = (example_inputs,) if isinstance(example_inputs, _C.Tensor) else tuple(example_inputs)
     name = type(fn).__name__ if isinstance(fn, Module) else getattr(fn, "__name__", "function")
-    check_inputs(inputs, f"trace({name})")
+    _record.check_inputs(inputs, f"trace({name})")
     options = _compile_options(optimize, frozen, fast_math, passes)
     if isinstance(fn, Module):
         params = list(fn.state_dict(keep_vars=True).items())
         compiled, _, spec = record(fn.forward, inputs, params, strict, options,
                                    dynamic_shapes=dynamic_shapes)
-        return TracedModule(compiled, spec, name, fn, inputs)
-    compiled, _, spec = record(fn, inputs, [], strict, options, dynamic_shapes=dynamic_shapes)
-    return TracedModule(compiled, spec, name, example_inputs=inputs)
+        traced = TracedModule(compiled, spec, name, fn, inputs)
+    else:
+        compiled, _, spec = record(fn, inputs, [], strict, options,
+                                   dynamic_shapes=dynamic_shapes)
+        traced = TracedModule(compiled, spec, name, example_inputs=inputs)
+    if check_trace or check_inputs:
+        _check_trace(fn, traced, [inputs, *(check_inputs or [])], check_tolerance)
+    return traced
+
+
+def _check_trace(fn: Callable[..., Any], traced: TracedModule, cases: Sequence[Any],
+                 tolerance: float) -> None:
+    import numpy as np
+
+    from kiln._pytree import flatten
+    for case in cases:
+        case = (case,) if isinstance(case, _C.Tensor) else tuple(case)
+        want: list[Tensor] = []
+        flatten(fn(*case), want)
+        got: list[Tensor] = []
+        flatten(traced(*case), got)
+        for i, (w, g) in enumerate(zip(want, got)):
+            if not np.allclose(g.detach().numpy(), w.detach().numpy(), rtol=tolerance,
+                               atol=tolerance, equal_nan=True):
+                warnings.warn(f"Output nr {i + 1}. of the traced function does not match the "
+                              f"corresponding output of the Python function", TracerWarning,
+                              stacklevel=3)
 
 
 class CompiledFunction:

@@ -17,7 +17,7 @@ from typing import Any
 
 from kiln import _C
 from kiln._C import Tensor
-from kiln._pytree import LEAF, Spec, flatten, unflatten  # noqa: F401  (kiln.jit imports them here)
+from kiln._pytree import LEAF, NONE, Spec, flatten, unflatten  # noqa: F401  (kiln.jit imports them here)
 
 
 class TracerWarning(UserWarning):

@@ -205,9 +205,13 @@ std::string export_model_bytes(const Graph& source, size_t num_outputs,
   onnx_graph.set_name("kiln");
   ExportContext context(onnx_graph, options.opset_version, dynamic_batch, batch);
 
+  KILN_CHECK_VALUE(options.input_names.size() <= graph->inputs().size(),
+                   "onnx export: ", options.input_names.size(),
+                   " input names given for a graph of ", graph->inputs().size(), " inputs");
   for (size_t i = 0; i < graph->inputs().size(); ++i) {
     const Value* input = graph->inputs()[i];
     std::string base = input->name().empty() ? "input" : input->name();
+    if (i < options.input_names.size()) base = options.input_names[i];
     std::string name = context.fresh(base);
     context.bind(input, name);
     pb::ValueInfoProto* info = onnx_graph.add_input();
@@ -218,7 +222,13 @@ std::string export_model_bytes(const Graph& source, size_t num_outputs,
   for (const Value* param : graph->params()) {
     KILN_CHECK_VALUE(param->data().defined(), "onnx export: parameter '", param->name(),
                      "' has no weights");
-    context.bind(param, context.initializer(param->data(), context.fresh(param->name())));
+    const std::string name = context.fresh(param->name());
+    if (options.export_params) context.initializer(param->data(), name);
+    context.bind(param, name);
+    if (options.export_params && !options.keep_initializers_as_inputs) continue;
+    pb::ValueInfoProto* info = onnx_graph.add_input();
+    info->set_name(name);
+    set_type(*info, param, false, pinned);
   }
   export_nodes(*graph, context);
   for (size_t i = 0; i < num_outputs; ++i) {

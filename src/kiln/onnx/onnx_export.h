@@ -35,8 +35,17 @@ namespace kiln::onnx {
 struct ExportOptions {
   int64_t opset_version = 17;  // 13 to 17
   bool dynamic_batch = false;
-  // Names for the graph outputs ("output", "output_1", ... when empty).
+  // Names for the graph inputs (their traced names when empty or short)
+  // and outputs ("output", "output_1", ... when empty), as PyTorch's
+  // input_names / output_names.
+  std::vector<std::string> input_names = {};
   std::vector<std::string> output_names = {};
+  // false: the weights are graph inputs the caller feeds, not initializers
+  // (PyTorch's export_params=False).
+  bool export_params = true;
+  // The initializers are listed as graph inputs too, so a runtime may
+  // override them (PyTorch's keep_initializers_as_inputs).
+  bool keep_initializers_as_inputs = false;
 };
 
 // The model's serialized bytes; throws kiln::Error naming an op without a
