@@ -18,6 +18,7 @@
 namespace kiln::python {
 
 void bind_nn_attention(nb::module_& m);  // nn_attention.cpp
+void bind_nn_utils(nb::module_& m);      // nn_utils.cpp
 
 namespace {
 
@@ -293,6 +294,7 @@ NB_MODULE(_C, m) {
   nb::module_ nn = m.def_submodule("nn", "kiln/nn's functional math: losses");
   bind_nn_functional(nn);
   bind_nn_attention(nn);
+  bind_nn_utils(nn);
   bind_random(m, nn);
   nb::module_ jit = m.def_submodule("jit", "the tracer, compiled functions and the graph IR");
   bind_jit(jit);

@@ -8,6 +8,7 @@
 
 #include "convert.h"
 #include "kiln/nn/rnn.h"
+#include "kiln/nn/rnn_packed.h"
 
 namespace kiln::python {
 namespace {
@@ -37,6 +38,29 @@ void bind_nn_rnn(nb::module_& m) {
       arg("num_layers"), arg("dropout"), arg("training"), arg("bidirectional"), arg("batch_first"),
       "functional::recurrent: (output, h_n, c_n or None); mode is RNN_TANH, RNN_RELU, LSTM or "
       "GRU, weights in PyTorch's _flat_weights order.");
+  m.def(
+      "rnn_layers_packed",
+      [](const std::string& mode, const Tensor& data, const Tensor& batch_sizes,
+         const OptTensor& sorted_indices, const OptTensor& unsorted_indices, const OptTensor& h0,
+         const OptTensor& c0, const std::vector<Tensor>& weights, bool bias, int64_t num_layers,
+         double dropout, bool training, bool bidirectional) {
+        namespace R = kiln::nn::utils::rnn;
+        R::PackedSequence input{data, batch_sizes, or_undefined(sorted_indices),
+                                or_undefined(unsorted_indices)};
+        R::PackedRNNResult r = R::recurrent_packed(F::rnn_mode(mode), input, or_undefined(h0),
+                                                   or_undefined(c0), weights,
+                                                   {.num_layers = num_layers,
+                                                    .bias = bias,
+                                                    .dropout = dropout,
+                                                    .training = training,
+                                                    .bidirectional = bidirectional});
+        return std::make_tuple(r.output.data, r.h_n, or_none(r.c_n));
+      },
+      arg("mode"), arg("data"), arg("batch_sizes"), arg("sorted_indices").none(),
+      arg("unsorted_indices").none(), arg("h0").none(), arg("c0").none(), arg("weights"),
+      arg("bias"), arg("num_layers"), arg("dropout"), arg("training"), arg("bidirectional"),
+      "utils::rnn::recurrent_packed: (output data, h_n, c_n or None) for a PackedSequence's "
+      "four tensors; h0, c0, h_n and c_n in the caller's batch order.");
   m.def(
       "rnn_cell",
       [](const Tensor& x, const OptTensor& h, const Tensor& w_ih, const Tensor& w_hh,

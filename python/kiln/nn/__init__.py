@@ -1,6 +1,6 @@
 """kiln.nn: Module (subclassable, as torch.nn.Module), Parameter, the layers
 (recurrent ones included) and losses, and kiln.nn.functional."""
-from kiln.nn import functional, init
+from kiln.nn import functional, init, utils
 from kiln.nn.activation import ELU, Hardsigmoid, Hardswish, Hardtanh, Mish, ReLU6, SiLU, Softplus
 from kiln.nn.containers import ModuleDict, ParameterDict, ParameterList
 from kiln.nn.layers import (

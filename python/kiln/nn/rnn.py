@@ -4,7 +4,12 @@ bias_hh_l1_reverse, ...) and initialization (every parameter drawn from
 U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))). The math is kiln's C++
 (kiln/nn/rnn.h), one call per forward: one scan per layer and direction,
 each step a product and one fused cell op, so a traced LSTM is one loop per
-layer instead of a copy of the cell per time step."""
+layer instead of a copy of the cell per time step.
+
+RNN, LSTM and GRU also take a PackedSequence (kiln.nn.utils.rnn) and then
+return one, with h_n (c_n) each sequence's state at its own last step, as
+PyTorch's do; they run the padded batch with a per-step mask that holds each
+sequence's state past its end."""
 from __future__ import annotations
 
 import math
@@ -17,6 +22,7 @@ from kiln._factories import rand
 from kiln._grad_mode import no_grad
 from kiln.nn.module import Module
 from kiln.nn.parameter import Parameter
+from kiln.nn.utils.rnn import PackedSequence
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -95,11 +101,20 @@ class RNNBase(Module):
             for weight in self.parameters():
                 weight.copy_(rand(*weight.shape, dtype=weight.dtype) * (2.0 * bound) - bound)
 
-    def _run(self, input: Tensor, h0: Tensor | None,
-             c0: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
-        return _C.rnn_layers(self.mode, input, h0, c0, self._flat_weights, self.bias,
-                             self.num_layers, self.dropout, self.training, self.bidirectional,
-                             self.batch_first)
+    def _run(self, input: Tensor | PackedSequence, h0: Tensor | None,
+             c0: Tensor | None) -> tuple[Any, Tensor, Tensor | None]:
+        """(output, h_n, c_n or None); output a PackedSequence when input is one."""
+        if not isinstance(input, PackedSequence):
+            return _C.rnn_layers(self.mode, input, h0, c0, self._flat_weights, self.bias,
+                                 self.num_layers, self.dropout, self.training,
+                                 self.bidirectional, self.batch_first)
+        data, h_n, c_n = _C.rnn_layers_packed(
+            self.mode, input.data, input.batch_sizes, input.sorted_indices,
+            input.unsorted_indices, h0, c0, self._flat_weights, self.bias, self.num_layers,
+            self.dropout, self.training, self.bidirectional)
+        output = PackedSequence(data, input.batch_sizes, input.sorted_indices,
+                                input.unsorted_indices)
+        return output, h_n, c_n
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}"
@@ -131,7 +146,8 @@ class RNN(RNNBase):
                          device=device, dtype=dtype)
         self.nonlinearity = nonlinearity
 
-    def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(self, input: Tensor | PackedSequence,
+                hx: Tensor | None = None) -> tuple[Any, Tensor]:
         output, h_n, _ = self._run(input, hx, None)
         return output, h_n
 
@@ -145,8 +161,8 @@ class LSTM(RNNBase):
         super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout,
                          bidirectional, proj_size, device, dtype)
 
-    def forward(self, input: Tensor, hx: tuple[Tensor, Tensor] | None = None
-                ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+    def forward(self, input: Tensor | PackedSequence, hx: tuple[Tensor, Tensor] | None = None
+                ) -> tuple[Any, tuple[Tensor, Tensor]]:
         h0, c0 = (None, None) if hx is None else hx
         output, h_n, c_n = self._run(input, h0, c0)
         assert c_n is not None
@@ -162,7 +178,8 @@ class GRU(RNNBase):
         super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first, dropout,
                          bidirectional, device=device, dtype=dtype)
 
-    def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def forward(self, input: Tensor | PackedSequence,
+                hx: Tensor | None = None) -> tuple[Any, Tensor]:
         output, h_n, _ = self._run(input, hx, None)
         return output, h_n
 

@@ -177,18 +177,34 @@ Tensor input_projection(const Tensor& x, const Tensor& batch_major, const Direct
 // scan, whose step is h W_hhᵀ + b_hh and the cell's pointwise op. The
 // reverse direction scans from the last step to the first and stacks its
 // outputs in time order.
+//
+// With `live` ([T, B, 1] bool: sequence b has not ended at step t) the
+// scan also reads the step's mask: where it is false the carried state
+// passes through unchanged and the output is zero. A sequence's final
+// state is then its state at its own last step, and the reverse direction
+// starts each sequence at its own last step from h0. Without a mask the
+// step is the plain one (no select per step).
 DirectionResult run_direction(RNNMode mode, const Tensor& gi, const Tensor& h0, const Tensor& c0,
-                              const DirectionWeights& w, bool reverse) {
+                              const DirectionWeights& w, bool reverse, const Tensor& live) {
   Tensors init{h0};
   if (mode == RNNMode::LSTM) init.push_back(c0);
+  Tensors scanned{gi};
+  if (live.defined()) scanned.push_back(live);
   ScanResult r = scan(
       [&](const Tensors& carry, const Tensors& xs) {
         Tensors next =
             step(mode, xs[0], carry[0], carry.size() > 1 ? carry[1] : Tensor(), w.w_hh, w.b_hh);
-        Tensors ys{next[0]};
+        if (xs.size() == 1) {
+          Tensors ys{next[0]};
+          return std::pair<Tensors, Tensors>(std::move(next), std::move(ys));
+        }
+        const Tensor& step_live = xs[1];
+        Tensors ys{where(step_live, next[0], 0.0)};
+        for (size_t i = 0; i < next.size(); ++i)
+          next[i] = where(step_live, next[i], carry[i]);
         return std::pair<Tensors, Tensors>(std::move(next), std::move(ys));
       },
-      init, {gi}, reverse);
+      init, scanned, reverse);
   return {r.ys[0], r.carry[0], mode == RNNMode::LSTM ? r.carry[1] : Tensor()};
 }
 
@@ -203,10 +219,28 @@ Tensor initial_state(const Tensor& given, bool unbatched, const char* what,
   return state;
 }
 
+// [T, B, 1] bool, true where step t is within sequence b's length, from
+// lengths (int64 [B]): one comparison, so a trace keeps it a graph value.
+Tensor live_mask(const Tensor& lengths, int64_t steps, int64_t batch, bool unbatched) {
+  KILN_CHECK(!unbatched, "RNN: sequence lengths need a batched (3-D) input");
+  KILN_CHECK(lengths.dim() == 1 && lengths.shape()[0] == batch, "RNN: expected lengths of shape [",
+             batch, "], got ", lengths.shape());
+  KILN_CHECK_TYPE(!is_floating(lengths.dtype()) && lengths.dtype() != DType::Bool,
+                  "RNN: lengths must be integers, got ", to_string(lengths.dtype()));
+  const Tensor step_index = reshape(arange(int64_t(0), steps), IntList{steps, 1});
+  return unsqueeze(lt(step_index, unsqueeze(to(lengths, DType::Int64), 0)), 2);
+}
+
 }  // namespace
 
 RNNResult recurrent(RNNMode mode, const Tensor& input, const Tensor& h0, const Tensor& c0,
                     const std::vector<Tensor>& weights, const RNNOptions& options) {
+  return recurrent_masked(mode, input, Tensor(), h0, c0, weights, options);
+}
+
+RNNResult recurrent_masked(RNNMode mode, const Tensor& input, const Tensor& lengths,
+                           const Tensor& h0, const Tensor& c0, const std::vector<Tensor>& weights,
+                           const RNNOptions& options) {
   const char* name = layer_name(mode);
   const bool lstm = mode == RNNMode::LSTM;
   KILN_CHECK_VALUE(input.defined() && (input.dim() == 2 || input.dim() == 3), name,
@@ -246,6 +280,8 @@ RNNResult recurrent(RNNMode mode, const Tensor& input, const Tensor& h0, const T
                    weights[1].shape());
   const int64_t hidden = weights[1].shape()[1];
 
+  const Tensor live = lengths.defined() ? live_mask(lengths, steps, batch, unbatched) : Tensor();
+
   const IntList state_shape{options.num_layers * directions, batch, hidden};
   Tensor h_init = initial_state(h0, unbatched, lstm ? "hidden[0]" : "hidden", state_shape);
   Tensor c_init = lstm ? initial_state(c0, unbatched, "hidden[1]", state_shape) : Tensor();
@@ -273,7 +309,7 @@ RNNResult recurrent(RNNMode mode, const Tensor& input, const Tensor& h0, const T
       Tensor gi = input_projection(x, first_batch_first ? input : Tensor(), dw);
       DirectionResult r =
           run_direction(mode, gi, state_at(h_init, index, zero_h),
-                        lstm ? state_at(c_init, index, zero_c) : Tensor(), dw, d == 1);
+                        lstm ? state_at(c_init, index, zero_c) : Tensor(), dw, d == 1, live);
       outputs.push_back(r.ys);
       h_n.push_back(r.h);
       if (lstm) c_n.push_back(r.c);

@@ -71,6 +71,17 @@ struct RNNResult {
 RNNResult recurrent(RNNMode mode, const Tensor& input, const Tensor& h0, const Tensor& c0,
                     const std::vector<Tensor>& weights, const RNNOptions& options = {});
 
+// recurrent over a padded batch of sequences of different lengths: lengths
+// (integers [B]; undefined: all T) gives each sequence's steps. Past its
+// end a sequence's state stays as it was and its output is zero, so h_n
+// (c_n) hold each sequence's state at its own last step and the reverse
+// direction starts each at its own last step: PyTorch's semantics for a
+// PackedSequence (kiln/nn/rnn_packed.h runs packed input through this).
+// Batched input only.
+RNNResult recurrent_masked(RNNMode mode, const Tensor& input, const Tensor& lengths,
+                           const Tensor& h0, const Tensor& c0, const std::vector<Tensor>& weights,
+                           const RNNOptions& options = {});
+
 // nonlinearity "tanh" or "relu".
 RNNResult rnn(const Tensor& input, const Tensor& h0, const std::vector<Tensor>& weights,
               const RNNOptions& options = {}, const std::string& nonlinearity = "tanh");
