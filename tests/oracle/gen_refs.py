@@ -28,6 +28,7 @@ CASE_MODULES = [
     "cases_rnn",
     "cases_sort_scan",
     "cases_tensor_misc",
+    "cases_resample_pad",
 ]
 
 

@@ -23,8 +23,12 @@ DimList upsample_shape(const TensorMeta& x, const Attrs& attrs, const char* op) 
   const Dim &H = x.shape[2], &W = x.shape[3];
   const bool positive = !definitely_less(H, 1) && !definitely_less(W, 1) &&
                         !definitely_less(size[0], 1) && !definitely_less(size[1], 1);
-  KILN_CHECK(positive, op, ": input and output sizes should be greater than 0, but got input (H: ",
-             H, ", W: ", W, ") output (H: ", size[0], ", W: ", size[1], ")");
+  KILN_CHECK(positive, op,
+             ": input and output sizes should be greater than 0, but got input (H: ", H, ", W: ", W,
+             ") output (H: ", size[0], ", W: ", size[1], ")");
+  // A batch may be empty, the channels may not (PyTorch's check).
+  KILN_CHECK(!definitely_less(x.shape[1], 1), op,
+             ": non-empty 4D data tensor expected but got a tensor with sizes ", x.shape);
   return {x.shape[0], x.shape[1], size[0], size[1]};
 }
 
@@ -68,8 +72,8 @@ InferResult infer_upsample_backward(const InferArgs& args) {
   const TensorMeta& dy = args.inputs[0];
   const TensorMeta x{dy.dtype, args.attrs.get_dims("input_size")};
   const DimList expected = upsample_shape(x, args.attrs, forward);
-  KILN_CHECK(dy.shape == expected, args.op.name, ": expected grad_output of shape ", expected,
-             " (", forward, "'s output), got ", dy.shape);
+  KILN_CHECK(dy.shape == expected, args.op.name, ": expected grad_output of shape ", expected, " (",
+             forward, "'s output), got ", dy.shape);
   return InferResult{{x}, {}};
 }
 
@@ -78,8 +82,7 @@ void nearest_backward_kernel(const KernelArgs& args) {
 }
 
 void bilinear_backward_kernel(const KernelArgs& args) {
-  cpu::upsample_bilinear2d_backward(args.outputs[0], args.inputs[0],
-                                    upsample_params(args.attrs));
+  cpu::upsample_bilinear2d_backward(args.outputs[0], args.inputs[0], upsample_params(args.attrs));
 }
 
 // ---- gradient rules ----------------------------------------------------
@@ -118,14 +121,14 @@ void register_resample_ops(OpRegistry& registry) {
                      .grad = upsample_grad<kNearest>,
                      .kind = OpKind::Opaque,
                      .onnx = {"Resize"}});
-  registry.add(OpDef{.name = kBilinear,
-                     .attrs = {output_size, {"align_corners", AttrKind::Bool, false}, scales_h,
-                               scales_w},
-                     .infer = infer_upsample<kBilinear>,
-                     .cpu = bilinear_kernel,
-                     .grad = upsample_grad<kBilinear>,
-                     .kind = OpKind::Opaque,
-                     .onnx = {"Resize"}});
+  registry.add(
+      OpDef{.name = kBilinear,
+            .attrs = {output_size, {"align_corners", AttrKind::Bool, false}, scales_h, scales_w},
+            .infer = infer_upsample<kBilinear>,
+            .cpu = bilinear_kernel,
+            .grad = upsample_grad<kBilinear>,
+            .kind = OpKind::Opaque,
+            .onnx = {"Resize"}});
   registry.add(OpDef{.name = std::string(kNearest) + "_backward",
                      .attrs = with_input_size(registry.get(kNearest).attrs),
                      .infer = infer_upsample_backward<kNearest>,
@@ -142,8 +145,9 @@ void register_resample_ops(OpRegistry& registry) {
                      .onnx = {""}});
 }
 
-Tensor upsample_nearest2d(const Tensor& x, const DimList& output_size, std::optional<double> scales_h,
-                          std::optional<double> scales_w, bool exact) {
+Tensor upsample_nearest2d(const Tensor& x, const DimList& output_size,
+                          std::optional<double> scales_h, std::optional<double> scales_w,
+                          bool exact) {
   static const OpDef& nearest_op = op(kNearest);
   Attrs attrs{{"output_size", canonical_attr(output_size)}, {"exact", exact}};
   if (scales_h) attrs.set("scales_h", *scales_h);

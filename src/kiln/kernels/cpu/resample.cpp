@@ -22,8 +22,8 @@ int64_t nearest_source(int64_t dst, int64_t in, int64_t out, double scale, bool 
   if (!exact && out == in) return dst;
   if (!exact && out == 2 * in) return dst >> 1;
   const float s = scale > 0.0 ? float(1.0 / scale) : float(in) / float(out);
-  const float src = exact ? std::floor(float((double(dst) + 0.5) * double(s)))
-                          : std::floor(float(dst) * s);
+  const float src =
+      exact ? std::floor(float((double(dst) + 0.5) * double(s))) : std::floor(float(dst) * s);
   return std::min(int64_t(src), in - 1);
 }
 
@@ -43,15 +43,26 @@ struct LinearTaps {
 
 // PyTorch's area_pixel_compute_scale, area_pixel_compute_source_index and
 // guard_index_and_lambda, in T (float for float32, as PyTorch's opmath).
+// Equal sizes copy, whatever scale the caller gave (PyTorch's shortcut: a
+// scale factor of 1.2 on a size of 2 keeps the size and the values).
 template <typename T>
 LinearTaps<T> linear_taps(int64_t in, int64_t out, bool align_corners, double scale) {
+  LinearTaps<T> taps;
+  if (in == out) {
+    for (int64_t i = 0; i < out; ++i) {
+      taps.first.push_back(i);
+      taps.second.push_back(i);
+      taps.first_weight.push_back(T(1));
+      taps.second_weight.push_back(T(0));
+    }
+    return taps;
+  }
   T s;
   if (align_corners) {
     s = out > 1 ? T(in - 1) / T(out - 1) : T(0);
   } else {
     s = scale > 0.0 ? T(1.0 / scale) : T(in) / T(out);
   }
-  LinearTaps<T> taps;
   for (int64_t i = 0; i < out; ++i) {
     T real = align_corners ? s * T(i) : s * (T(i) + T(0.5)) - T(0.5);
     if (!align_corners && real < T(0)) real = T(0);
