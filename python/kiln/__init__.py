@@ -62,3 +62,8 @@ from kiln.jit import compile  # noqa: E402,A001  (kiln.compile, as torch.compile
 from kiln.serialization import install_copying, load, save  # noqa: E402
 
 install_copying()
+
+from kiln._missing import install_tensor_getattr, module_getattr  # noqa: E402
+
+install_tensor_getattr()
+__getattr__ = module_getattr("kiln", "torch")

@@ -133,3 +133,4 @@ def test_trace_accepts_torch_keywords_and_checks_when_asked():
         kiln.jit.trace(noisy, kiln.ones(50), check_trace=True)
     with pytest.raises(TypeError, match="example_kwarg_inputs"):
         kiln.jit.trace(net, example_kwarg_inputs={"input": x})
+

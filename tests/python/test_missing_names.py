@@ -1,0 +1,17 @@
+"""A name kiln lacks says which PyTorch feature is missing, never a bare
+AttributeError with a "did you mean" guess."""
+import pytest
+
+import kiln
+
+
+def test_missing_names_say_what_kiln_lacks():
+    with pytest.raises(AttributeError, match=r"kiln does not implement torch\.fft") as info:
+        kiln.fft  # noqa: B018
+    assert "did you mean" not in str(info.value).lower()
+    with pytest.raises(AttributeError, match=r"kiln does not implement torch\.Tensor\.stft"):
+        kiln.ones(2).stft  # noqa: B018
+    assert not hasattr(kiln.ones(2), "no_such_method")
+    assert hasattr(kiln.ones(2), "sum")
+    with pytest.raises(AttributeError, match="has no attribute '__wrapped__'$"):
+        kiln.__wrapped__  # noqa: B018
