@@ -222,14 +222,15 @@ def export(model: Module | TracedModule | Callable[..., Any], args: Any = (),
         shapes = dynamic_shapes if dynamic_shapes is not None else _dynamic_shapes(
             model, dynamic_axes)
         mode = TrainingMode.EVAL if training is None else training
-        was_training = model.training if isinstance(model, Module) else None
-        if was_training is not None and mode is not TrainingMode.PRESERVE:
-            model.train(mode is TrainingMode.TRAINING)
+        module = model if isinstance(model, Module) else None
+        was_training = module.training if module is not None else False
+        if module is not None and mode is not TrainingMode.PRESERVE:
+            module.train(mode is TrainingMode.TRAINING)
         try:
             traced = trace(model, inputs, dynamic_shapes=shapes, optimize=do_constant_folding)
         finally:
-            if was_training is not None:
-                model.train(was_training)
+            if module is not None:
+                module.train(was_training)
         _check_still_dynamic(traced, shapes)
     options = dict(opset_version=17 if opset_version is None else int(opset_version),
                    dynamic_batch=_dynamic_batch(traced, dynamic_axes),

@@ -218,7 +218,7 @@ def _reduce_ex(self: Tensor, protocol: object) -> tuple[Any, tuple[Any, ...]]:
 
 def _deepcopy(self: Tensor, memo: dict[int, Any]) -> Tensor:
     if id(self) in memo:
-        return memo[id(self)]  # type: ignore[no-any-return]
+        return memo[id(self)]
     _check_leaf(self, "copy.deepcopy")
     from kiln.nn.parameter import Parameter
     data = self.detach().clone()

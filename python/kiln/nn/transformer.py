@@ -99,18 +99,18 @@ class MultiheadAttention(Module):
         if bias:
             with no_grad():
                 self.out_proj.bias.zero_()
+        self.bias_k: Parameter | None = None
+        self.bias_v: Parameter | None = None
         if add_bias_kv:
             self.bias_k = _xavier_normal((1, 1, embed_dim), dtype)
             self.bias_v = _xavier_normal((1, 1, embed_dim), dtype)
-        else:
-            self.bias_k = self.bias_v = None
         self.add_zero_attn = add_zero_attn
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor,
                 key_padding_mask: Tensor | None = None, need_weights: bool = True,
                 attn_mask: Tensor | None = None, average_attn_weights: bool = True,
                 is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
-        return _C.nn.multi_head_attention_forward(  # type: ignore[no-any-return]
+        return _C.nn.multi_head_attention_forward(
             query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight,
             self.in_proj_bias, self.bias_k, self.bias_v, self.add_zero_attn, float(self.dropout),
             self.out_proj.weight, self.out_proj.bias, self.training, key_padding_mask,
@@ -183,11 +183,11 @@ class TransformerEncoderLayer(Module):
                   is_causal: bool = False) -> Tensor:
         x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
                            need_weights=False, is_causal=is_causal)[0]
-        return self.dropout1(x)  # type: ignore[no-any-return]
+        return self.dropout1(x)
 
     def _ff_block(self, x: Tensor) -> Tensor:
         x = self.linear2(self.dropout(self.activation(self.linear1(x))))
-        return self.dropout2(x)  # type: ignore[no-any-return]
+        return self.dropout2(x)
 
 
 class TransformerDecoderLayer(Module):
@@ -237,18 +237,18 @@ class TransformerDecoderLayer(Module):
                   is_causal: bool = False) -> Tensor:
         x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
                            is_causal=is_causal, need_weights=False)[0]
-        return self.dropout1(x)  # type: ignore[no-any-return]
+        return self.dropout1(x)
 
     def _mha_block(self, x: Tensor, mem: Tensor, attn_mask: Tensor | None,
                    key_padding_mask: Tensor | None, is_causal: bool = False) -> Tensor:
         x = self.multihead_attn(x, mem, mem, attn_mask=attn_mask,
                                 key_padding_mask=key_padding_mask, is_causal=is_causal,
                                 need_weights=False)[0]
-        return self.dropout2(x)  # type: ignore[no-any-return]
+        return self.dropout2(x)
 
     def _ff_block(self, x: Tensor) -> Tensor:
         x = self.linear2(self.dropout(self.activation(self.linear1(x))))
-        return self.dropout3(x)  # type: ignore[no-any-return]
+        return self.dropout3(x)
 
 
 class TransformerEncoder(Module):
@@ -346,7 +346,7 @@ class Transformer(Module):
             raise RuntimeError("the feature number of src and tgt must be equal to d_model")
         memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask,
                               is_causal=src_is_causal)
-        return self.decoder(  # type: ignore[no-any-return]
+        return self.decoder(
             tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
             tgt_key_padding_mask=tgt_key_padding_mask,
             memory_key_padding_mask=memory_key_padding_mask, tgt_is_causal=tgt_is_causal,
@@ -358,7 +358,7 @@ class Transformer(Module):
         """[sz, sz]: -inf above the diagonal, 0 on and below it."""
         if device is not None:
             check_device(device, "generate_square_subsequent_mask")
-        return _C.nn.generate_square_subsequent_mask(  # type: ignore[no-any-return]
+        return _C.nn.generate_square_subsequent_mask(
             sz, _C.dtype.float32 if dtype is None else dtype)
 
     def _reset_parameters(self) -> None:

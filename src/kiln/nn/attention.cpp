@@ -127,8 +127,8 @@ bool mha_is_batched(const Tensor& query, const Tensor& key, const Tensor& value,
   const bool batched = query.dim() == 3;
   const char* form = batched ? "batched (3-D)" : "unbatched (2-D)";
   KILN_CHECK(key.dim() == query.dim() && value.dim() == query.dim(), "For ", form,
-             " `query`, expected `key` and `value` to be ", query.dim(), "-D but found ",
-             key.dim(), "-D and ", value.dim(), "-D tensors respectively");
+             " `query`, expected `key` and `value` to be ", query.dim(), "-D but found ", key.dim(),
+             "-D and ", value.dim(), "-D tensors respectively");
   KILN_CHECK(!kpm.defined() || kpm.dim() == query.dim() - 1, "For ", form,
              " `query`, expected `key_padding_mask` to be `None` or ", query.dim() - 1,
              "-D but found ", kpm.defined() ? kpm.dim() : 0, "-D tensor instead");
@@ -137,8 +137,8 @@ bool mha_is_batched(const Tensor& query, const Tensor& key, const Tensor& value,
              mask.defined() ? mask.dim() : 0, "-D tensor instead");
   if (!batched && mask.defined() && mask.dim() == 3) {
     IntList expected = {o.num_heads, query.shape()[0], key.shape()[0]};
-    KILN_CHECK(mask.shape() == expected, "Expected `attn_mask` shape to be ", expected,
-               " but got ", mask.shape());
+    KILN_CHECK(mask.shape() == expected, "Expected `attn_mask` shape to be ", expected, " but got ",
+               mask.shape());
   }
   return batched;
 }
@@ -180,9 +180,9 @@ Projected in_projection(const Tensor& query, const Tensor& key, const Tensor& va
     b = chunk(p.in_proj_bias, 3, 0);
   }
   if (p.separate_proj_weight()) {
-    KILN_CHECK(p.q_proj_weight.defined() && p.k_proj_weight.defined() &&
-                   p.v_proj_weight.defined(),
-               kMha, ": without in_proj_weight, q_proj_weight, k_proj_weight and v_proj_weight "
+    KILN_CHECK(p.q_proj_weight.defined() && p.k_proj_weight.defined() && p.v_proj_weight.defined(),
+               kMha,
+               ": without in_proj_weight, q_proj_weight, k_proj_weight and v_proj_weight "
                "must all be given");
     return {linear(query, p.q_proj_weight, b[0]), linear(key, p.k_proj_weight, b[1]),
             linear(value, p.v_proj_weight, b[2])};
@@ -199,8 +199,8 @@ Projected in_projection(const Tensor& query, const Tensor& key, const Tensor& va
   Tensor q = linear(query, ws[0], b[0]);
   if (same_kv) {
     Tensor w_kv = narrow(w, 0, embed_dim, 2 * embed_dim);
-    Tensor b_kv = p.in_proj_bias.defined() ? narrow(p.in_proj_bias, 0, embed_dim, 2 * embed_dim)
-                                           : Tensor();
+    Tensor b_kv =
+        p.in_proj_bias.defined() ? narrow(p.in_proj_bias, 0, embed_dim, 2 * embed_dim) : Tensor();
     std::vector<Tensor> kv = chunk(linear(key, w_kv, b_kv), 2, -1);
     return {q, kv[0], kv[1]};
   }
@@ -247,24 +247,22 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
     const int64_t q_heads = query.shape()[size_t(query.dim() - 3)];
     const int64_t k_heads = k.dim() >= 3 ? k.shape()[size_t(k.dim() - 3)] : 1;
     const int64_t v_heads = v.dim() >= 3 ? v.shape()[size_t(v.dim() - 3)] : 1;
-    KILN_CHECK(k.dim() >= 3 && v.dim() >= 3 && q_heads % k_heads == 0 && q_heads % v_heads == 0,
-               kSdpa, ": with enable_gqa, the heads of key and value (dim -3) must divide "
-               "query's, got query of shape ",
-               query.shape(), ", key of shape ", key.shape(), " and value of shape ",
-               value.shape());
+    KILN_CHECK(
+        k.dim() >= 3 && v.dim() >= 3 && q_heads % k_heads == 0 && q_heads % v_heads == 0, kSdpa,
+        ": with enable_gqa, the heads of key and value (dim -3) must divide "
+        "query's, got query of shape ",
+        query.shape(), ", key of shape ", key.shape(), " and value of shape ", value.shape());
     k = repeat_heads(k, q_heads / k_heads);
     v = repeat_heads(v, q_heads / v_heads);
   }
-  const double scale =
-      options.scale.value_or(1.0 / std::sqrt(double(query.shape().back())));
+  const double scale = options.scale.value_or(1.0 / std::sqrt(double(query.shape().back())));
   Tensor scores = matmul(query, transpose(k, -2, -1)) * scale;
   Tensor weights = masked_softmax(scores, options.attn_mask, options.is_causal, /*safe=*/true);
   if (options.dropout_p > 0.0) weights = dropout(weights, options.dropout_p, /*train=*/true);
   return matmul(weights, v);
 }
 
-std::pair<Tensor, Tensor> multi_head_attention_forward(const Tensor& query_in,
-                                                       const Tensor& key_in,
+std::pair<Tensor, Tensor> multi_head_attention_forward(const Tensor& query_in, const Tensor& key_in,
                                                        const Tensor& value_in,
                                                        const MultiheadAttentionParams& params,
                                                        const MultiheadAttentionOptions& o) {
@@ -295,8 +293,8 @@ std::pair<Tensor, Tensor> multi_head_attention_forward(const Tensor& query_in,
   Tensor attn_mask = is_causal ? Tensor() : canonical_mask(o.attn_mask, "attn_mask", dtype);
 
   KILN_CHECK(o.embed_dim_to_check <= 0 || embed_dim == o.embed_dim_to_check,
-             "was expecting embedding dimension of ", o.embed_dim_to_check, ", but got ",
-             embed_dim, " (query of shape ", query_in.shape(), ")");
+             "was expecting embedding dimension of ", o.embed_dim_to_check, ", but got ", embed_dim,
+             " (query of shape ", query_in.shape(), ")");
   KILN_CHECK(head_dim * num_heads == embed_dim, "embed_dim ", embed_dim,
              " not divisible by num_heads ", num_heads);
   if (params.separate_proj_weight()) {
@@ -340,8 +338,8 @@ std::pair<Tensor, Tensor> multi_head_attention_forward(const Tensor& query_in,
   const Dim sym_src_len = sym_size(k, 1);
 
   if (kpm.defined()) {
-    KILN_CHECK(kpm.shape()[0] == bsz, "Expected key_padded_mask.shape[0] to be ", bsz,
-               ", but got ", kpm.shape()[0]);
+    KILN_CHECK(kpm.shape()[0] == bsz, "Expected key_padded_mask.shape[0] to be ", bsz, ", but got ",
+               kpm.shape()[0]);
     KILN_CHECK(kpm.shape()[1] == src_len, "Expected key_padded_mask.shape[1] to be ", src_len,
                ", but got ", kpm.shape()[1]);
     const Dim spread[] = {sym_bsz, Dim(num_heads), Dim(1), sym_src_len};
@@ -394,8 +392,10 @@ std::pair<Tensor, Tensor> multi_head_attention_forward(const Tensor& query_in,
 
 Tensor generate_square_subsequent_mask(int64_t sz, DType dtype) {
   KILN_CHECK_VALUE(sz >= 0, "generate_square_subsequent_mask: sz must be non-negative, got ", sz);
-  KILN_CHECK_TYPE(is_floating(dtype), "generate_square_subsequent_mask: dtype must be floating, "
-                  "got ", dtype);
+  KILN_CHECK_TYPE(is_floating(dtype),
+                  "generate_square_subsequent_mask: dtype must be floating, "
+                  "got ",
+                  dtype);
   Tensor above_diagonal = lt(unsqueeze(arange(sz), 1), unsqueeze(arange(sz), 0));
   return where(above_diagonal, scalar_tensor(kNegInf, dtype), 0.0);
 }

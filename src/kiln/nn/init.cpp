@@ -54,14 +54,14 @@ double erfinv(double y) {
   if (w < 5.0) {
     w -= 2.5;
     p = 2.81022636e-08;
-    for (double c : {3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
-                     -0.00125372503, -0.00417768164, 0.246640727, 1.50140941})
+    for (double c : {3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503,
+                     -0.00417768164, 0.246640727, 1.50140941})
       p = c + p * w;
   } else {
     w = std::sqrt(w) - 3.0;
     p = -0.000200214257;
-    for (double c : {0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
-                     -0.0076224613, 0.00943887047, 1.00167406, 2.83297682})
+    for (double c : {0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613,
+                     0.00943887047, 1.00167406, 2.83297682})
       p = c + p * w;
   }
   double x = p * y;
@@ -190,8 +190,9 @@ const Tensor& xavier_normal_(const Tensor& t, double gain, Generator* gen) {
 const Tensor& trunc_normal_(const Tensor& t, double mean, double std, double a, double b,
                             Generator* gen) {
   check_floating(t, "trunc_normal_");
-  KILN_CHECK_VALUE(std > 0.0 && a < b, "init.trunc_normal_: expects std > 0 and a < b, got std=",
-                   std, " a=", a, " b=", b);
+  KILN_CHECK_VALUE(std > 0.0 && a < b,
+                   "init.trunc_normal_: expects std > 0 and a < b, got std=", std, " a=", a,
+                   " b=", b);
   auto cdf = [](double x) { return 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))); };
   double low = cdf((a - mean) / std), high = cdf((b - mean) / std);
   return fill_random("init.trunc_normal_", t, gen, [&](Generator& g, auto* p, int64_t n) {
@@ -205,8 +206,10 @@ const Tensor& trunc_normal_(const Tensor& t, double mean, double std, double a, 
 
 const Tensor& orthogonal_(const Tensor& t, double gain, Generator* gen) {
   check_floating(t, "orthogonal_");
-  KILN_CHECK_VALUE(t.dim() >= 2, "init.orthogonal_: only tensors with 2 or more dimensions are "
-                   "supported (got shape ", t.shape(), ")");
+  KILN_CHECK_VALUE(t.dim() >= 2,
+                   "init.orthogonal_: only tensors with 2 or more dimensions are "
+                   "supported (got shape ",
+                   t.shape(), ")");
   if (t.numel() == 0) return t;
   int64_t rows = t.size(0), cols = t.numel() / rows;
   int64_t m = std::max(rows, cols), n = std::min(rows, cols);
@@ -214,7 +217,7 @@ const Tensor& orthogonal_(const Tensor& t, double gain, Generator* gen) {
   std::vector<double> drawn(static_cast<size_t>(m * n));
   fill_normal(gen ? *gen : default_generator(), drawn.data(), m * n, 0.0, 1.0);
   std::vector<std::vector<double>> columns(static_cast<size_t>(n),
-                                          std::vector<double>(static_cast<size_t>(m)));
+                                           std::vector<double>(static_cast<size_t>(m)));
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j)
       columns[size_t(j)][size_t(i)] = drawn[size_t(i * n + j)];
@@ -234,8 +237,10 @@ const Tensor& orthogonal_(const Tensor& t, double gain, Generator* gen) {
 }
 
 const Tensor& eye_(const Tensor& t) {
-  KILN_CHECK_VALUE(t.defined() && t.dim() == 2, "init.eye_: only 2-D tensors are supported (got "
-                   "shape ", t.defined() ? t.shape() : IntList{}, ")");
+  KILN_CHECK_VALUE(t.defined() && t.dim() == 2,
+                   "init.eye_: only 2-D tensors are supported (got "
+                   "shape ",
+                   t.defined() ? t.shape() : IntList{}, ")");
   NoGradGuard no_grad;
   return copy_(t, eye(t.size(0), t.size(1), t.dtype()));
 }

@@ -45,8 +45,8 @@ const Tensor& xavier_normal_(const Tensor& t, double gain = 1.0, Generator* gen 
 
 // Normal(mean, std) truncated to [a, b] (absolute bounds, as PyTorch): each
 // value is drawn by inverting the normal CDF over [cdf(a), cdf(b)].
-const Tensor& trunc_normal_(const Tensor& t, double mean = 0.0, double std = 1.0,
-                            double a = -2.0, double b = 2.0, Generator* gen = nullptr);
+const Tensor& trunc_normal_(const Tensor& t, double mean = 0.0, double std = 1.0, double a = -2.0,
+                            double b = 2.0, Generator* gen = nullptr);
 // A (semi-)orthogonal matrix from the QR decomposition of a normal draw,
 // scaled by gain; t of at least 2 dims is seen as size(0) x rest.
 const Tensor& orthogonal_(const Tensor& t, double gain = 1.0, Generator* gen = nullptr);

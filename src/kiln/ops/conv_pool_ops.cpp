@@ -62,8 +62,8 @@ cpu::Conv2dParams conv_params(const Attrs& attrs, const char* op) {
     p.dilation[i] = dilation[size_t(i)];
   }
   p.groups = attrs.get_int("groups");
-  KILN_CHECK(p.stride[0] > 0 && p.stride[1] > 0, op,
-             ": non-positive stride is not supported, got ", attrs.get_ints("stride"));
+  KILN_CHECK(p.stride[0] > 0 && p.stride[1] > 0, op, ": non-positive stride is not supported, got ",
+             attrs.get_ints("stride"));
   KILN_CHECK(p.padding[0] >= 0 && p.padding[1] >= 0, op,
              ": negative padding is not supported, got ", attrs.get_ints("padding"));
   KILN_CHECK(p.dilation[0] > 0 && p.dilation[1] > 0, op, ": dilation must be positive, got ",

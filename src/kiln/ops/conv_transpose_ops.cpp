@@ -137,8 +137,7 @@ void register_conv_transpose_ops(OpRegistry& registry) {
 }  // namespace conv_pool
 
 Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor& b, IntList stride,
-                        IntList padding, IntList output_padding, int64_t groups,
-                        IntList dilation) {
+                        IntList padding, IntList output_padding, int64_t groups, IntList dilation) {
   static const OpDef& transpose_op = op("conv_transpose2d");
   return dispatch1(transpose_op, {x, w, b},
                    {{"stride", std::move(stride)},

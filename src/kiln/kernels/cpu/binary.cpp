@@ -80,8 +80,7 @@ const char* division_name(BinaryOp op) {
 template <typename T>
 void division(BinaryOp op, const StridedView& out, const StridedView& a, const StridedView& b) {
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    KILN_CHECK(!has_zero<T>(b), division_name(op),
-               ": ZeroDivisionError (an integer divisor is 0)");
+    KILN_CHECK(!has_zero<T>(b), division_name(op), ": ZeroDivisionError (an integer divisor is 0)");
   }
   auto run = [&](auto f) { binary_loop<T, T, T>(out, a, b, f); };
   if constexpr (!std::is_same_v<T, bool>) {

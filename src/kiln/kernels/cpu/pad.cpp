@@ -49,9 +49,8 @@ RowOffsets row_offsets(int64_t r, const StridedView& out, const int64_t* strided
     r /= out.shape[d];
     offsets.strided += index * strided_strides[d];
     const int64_t source = tables[size_t(d)][size_t(index)];
-    offsets.source = (offsets.source == kNoSource || source == kNoSource)
-                         ? kNoSource
-                         : offsets.source + source;
+    offsets.source =
+        (offsets.source == kNoSource || source == kNoSource) ? kNoSource : offsets.source + source;
   }
   return offsets;
 }

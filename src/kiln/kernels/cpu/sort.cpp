@@ -64,9 +64,8 @@ void for_line_ranges(const SortLines& lines, const Body& body) {
   const int64_t count = lines.count();
   const bool split = count > 1 && count * lines.length(kInput) >= kParallelGrain;
   const int64_t ranges = split ? std::min<int64_t>(count, max_threads()) : 1;
-  parallel_for(ranges, split, [&](int64_t r) {
-    body(count * r / ranges, count * (r + 1) / ranges);
-  });
+  parallel_for(ranges, split,
+               [&](int64_t r) { body(count * r / ranges, count * (r + 1) / ranges); });
 }
 
 SortLines lines_of(const StridedView& values, const StridedView& indices, const StridedView& in,
@@ -90,11 +89,13 @@ void sort(const StridedView& values, const StridedView& indices, const StridedVi
       for (int64_t line = first; line < last; ++line) {
         read_line(lines, line, items);
         if (descending) {
-          std::stable_sort(items.begin(), items.end(),
-                           [](const auto& a, const auto& b) { return ascending_before(b.first, a.first); });
+          std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) {
+            return ascending_before(b.first, a.first);
+          });
         } else {
-          std::stable_sort(items.begin(), items.end(),
-                           [](const auto& a, const auto& b) { return ascending_before(a.first, b.first); });
+          std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) {
+            return ascending_before(a.first, b.first);
+          });
         }
         write_line(lines, line, items, int64_t(items.size()), with_values);
       }
@@ -113,10 +114,10 @@ void topk(const StridedView& values, const StridedView& indices, const StridedVi
     // Best first; equal values by index, so the order is total and the
     // result does not depend on the algorithm.
     auto best_first = [largest](const std::pair<T, int64_t>& a, const std::pair<T, int64_t>& b) {
-      const bool a_first = largest ? ascending_before(b.first, a.first)
-                                   : ascending_before(a.first, b.first);
-      const bool b_first = largest ? ascending_before(a.first, b.first)
-                                   : ascending_before(b.first, a.first);
+      const bool a_first =
+          largest ? ascending_before(b.first, a.first) : ascending_before(a.first, b.first);
+      const bool b_first =
+          largest ? ascending_before(a.first, b.first) : ascending_before(b.first, a.first);
       return a_first || (!b_first && a.second < b.second);
     };
     for_line_ranges(lines, [&](int64_t first, int64_t last) {

@@ -28,8 +28,8 @@ void ternary_loop(const StridedView& out, const StridedView& in, const StridedVi
                                                  *reinterpret_cast<const T*>(p[3] + i * s[3]));
     }
   };
-  for_each_run<4>({out, broadcast_to(in, out.shape, out.ndim), broadcast_to(t1, out.shape, out.ndim),
-                   broadcast_to(t2, out.shape, out.ndim)},
+  for_each_run<4>({out, broadcast_to(in, out.shape, out.ndim),
+                   broadcast_to(t1, out.shape, out.ndim), broadcast_to(t2, out.shape, out.ndim)},
                   inner);
 }
 
