@@ -52,8 +52,10 @@ fi
 # scikit-build-core; the build folder (build/py) persists, so a reinstall only
 # recompiles what changed.
 KILN_STAMP=.venv/.kiln-install.sha
+# (A tracked file deleted in the working tree is listed by git but skipped.)
 kiln_sources=$(git ls-files -co --exclude-standard -- src python pyproject.toml CMakeLists.txt \
-  | sort | xargs sha256sum | sha256sum | cut -d' ' -f1)
+  | sort -u | while IFS= read -r f; do [ -f "$f" ] && printf '%s\n' "$f"; done \
+  | xargs sha256sum | sha256sum | cut -d' ' -f1)
 if [ ! -f "$KILN_STAMP" ] || [ "$(cat "$KILN_STAMP")" != "$kiln_sources" ] \
    || ! .venv/bin/python -c "import kiln" 2>/dev/null; then
   echo "setup: building and installing the kiln Python package"

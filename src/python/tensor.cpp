@@ -128,11 +128,10 @@ void run_backward(const Tensor& t, std::optional<Tensor> gradient, bool retain_g
 // kiln.tensor's rules, a NumPy scalar as the Python number it holds); null
 // for anything else, which gets NotImplemented.
 std::optional<Tensor> numpy_operand(nb::handle obj) {
-  // Never destroyed: the module outlives every call, and a static nb::object
-  // would be released after the interpreter is gone.
-  static nb::object* convert =
-      new nb::object(nb::module_::import_("kiln._tensor").attr("_numpy_operand"));
-  nb::object converted = (*convert)(obj);
+  // Looked up on each call (operands other than tensors and numbers are
+  // rare): a cached reference would outlive the interpreter, and nanobind
+  // reports everything it keeps alive as leaked at exit.
+  nb::object converted = nb::module_::import_("kiln._tensor").attr("_numpy_operand")(obj);
   if (converted.is_none()) return std::nullopt;
   if (nb::isinstance<Tensor>(converted)) return nb::cast<Tensor>(converted);
   return wrap_scalar(nb::cast<Scalar>(converted));
