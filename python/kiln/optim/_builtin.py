@@ -111,8 +111,40 @@ class _Functional(Optimizer):
         updated = _C.optim.update_parameters(self._kind, params, grads, states,
                                              self._hyperparams(group), lr_value, lr_tensor)
         for p, entries in zip(params, updated):
-            if entries:
-                self.state[p].update(entries)
+            self._keep_state(p, entries)
+
+    def _keep_state(self, param: Tensor, entries: dict[str, Tensor]) -> None:
+        """Stores what the C++ update made or updated for `param`; new entries
+        go in torch's order ("step" first), as a state dict lists them."""
+        if not entries:
+            return
+        order = _C.optim.state_names(self._kind)
+        state = self.state[param]
+        for name in sorted(entries, key=lambda n: order.index(n) if n in order else len(order)):
+            state[name] = entries[name]
+
+
+def _check_lr(lr: Any, foreach: bool | None = None, capturable: bool = True) -> None:
+    """torch's checks of a tensor learning rate (its foreach kernels take
+    only a number, unless capturable)."""
+    if not isinstance(lr, Tensor):
+        return
+    if foreach and not capturable:
+        raise ValueError("lr as a Tensor is not supported for capturable=False and foreach=True")
+    if lr.numel() != 1:
+        raise ValueError("Tensor lr must be 1-element")
+
+
+def _check_fused(fused: bool | None, foreach: bool | None, differentiable: bool) -> None:
+    """torch's refusals of fused=True with the flags its fused kernels lack
+    (kiln runs one algorithm for all, but a program torch refuses is not
+    one that works here)."""
+    if not fused:
+        return
+    if differentiable:
+        raise RuntimeError("`fused` does not support `differentiable`")
+    if foreach:
+        raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
 
 
 class SGD(_Functional):
@@ -123,10 +155,12 @@ class SGD(_Functional):
                  dampening: float = 0, weight_decay: float = 0, nesterov: bool = False, *,
                  maximize: bool = False, foreach: bool | None = None,
                  differentiable: bool = False, fused: bool | None = None) -> None:
+        _check_lr(lr)
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening,
                         weight_decay=weight_decay, nesterov=nesterov, maximize=maximize,
                         foreach=foreach, differentiable=differentiable, fused=fused)
         super().__init__(params, defaults)
+        _check_fused(fused, foreach, differentiable)
 
 
 class Adam(_Functional):
@@ -139,12 +173,17 @@ class Adam(_Functional):
                  foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
                  differentiable: bool = False, fused: bool | None = None,
                  decoupled_weight_decay: bool = False) -> None:
+        _check_lr(lr, foreach, capturable)
+        if not (all(isinstance(b, float) for b in betas)
+                or all(isinstance(b, Tensor) for b in betas)):
+            raise ValueError("betas must be either both floats or both Tensors")
         betas = (_number(betas[0]), _number(betas[1]))
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                         maximize=maximize, foreach=foreach, capturable=capturable,
                         differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
+        _check_fused(fused, foreach, differentiable)
 
 
 class AdamW(Adam):
@@ -170,6 +209,7 @@ class RMSprop(_Functional):
                  centered: bool = False, capturable: bool = False,
                  foreach: bool | None = None, maximize: bool = False,
                  differentiable: bool = False) -> None:
+        _check_lr(lr)
         defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered,
                         weight_decay=weight_decay, capturable=capturable, foreach=foreach,
                         maximize=maximize, differentiable=differentiable)
@@ -184,14 +224,29 @@ class Adagrad(_Functional):
                  weight_decay: float = 0, initial_accumulator_value: float = 0,
                  eps: float = 1e-10, foreach: bool | None = None, *, maximize: bool = False,
                  differentiable: bool = False, fused: bool | None = None) -> None:
+        _check_lr(lr)
         defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                         initial_accumulator_value=initial_accumulator_value, foreach=foreach,
                         maximize=maximize, differentiable=differentiable, fused=fused)
         super().__init__(params, defaults)
+        _check_fused(fused, foreach, differentiable)
         for group in self.param_groups:  # torch makes Adagrad's state here
-            options = self._hyperparams(group)
             for p in group["params"]:
-                self.state[p].update(_C.optim.init_state(self._kind, p, {}, options))
+                self._init_sum(p, group)
+
+    def _init_sum(self, param: Tensor, group: dict[str, Any]) -> None:
+        """torch starts every "sum" at the constructor's (the defaults')
+        initial_accumulator_value, whatever a group says: so does kiln, so
+        that the same program trains the same way."""
+        options = self._hyperparams(group)
+        options["initial_accumulator_value"] = _number(self.defaults["initial_accumulator_value"])
+        self._keep_state(param, _C.optim.init_state(self._kind, param, {}, options))
+
+    def _update_group(self, group: dict[str, Any]) -> None:
+        for p in group["params"]:  # those of a group added since __init__
+            if p.grad is not None and not self.state.get(p):
+                self._init_sum(p, group)
+        super()._update_group(group)
 
 
 class Adadelta(_Functional):
@@ -202,6 +257,7 @@ class Adadelta(_Functional):
                  eps: float = 1e-6, weight_decay: float = 0, foreach: bool | None = None, *,
                  capturable: bool = False, maximize: bool = False,
                  differentiable: bool = False) -> None:
+        _check_lr(lr)
         defaults = dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay, maximize=maximize,
                         capturable=capturable, foreach=foreach, differentiable=differentiable)
         super().__init__(params, defaults)
@@ -216,6 +272,7 @@ class Adamax(_Functional):
                  weight_decay: float = 0, foreach: bool | None = None, *,
                  maximize: bool = False, differentiable: bool = False,
                  capturable: bool = False) -> None:
+        _check_lr(lr)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         foreach=foreach, maximize=maximize, differentiable=differentiable,
                         capturable=capturable)
@@ -233,6 +290,7 @@ class NAdam(_Functional):
                  decoupled_weight_decay: bool = False, *, foreach: bool | None = None,
                  maximize: bool = False, capturable: bool = False,
                  differentiable: bool = False) -> None:
+        _check_lr(lr)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         momentum_decay=momentum_decay,
                         decoupled_weight_decay=decoupled_weight_decay, maximize=maximize,
@@ -249,6 +307,7 @@ class RAdam(_Functional):
                  weight_decay: float = 0, decoupled_weight_decay: bool = False, *,
                  foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
                  differentiable: bool = False) -> None:
+        _check_lr(lr)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                         maximize=maximize, foreach=foreach, capturable=capturable,
                         decoupled_weight_decay=decoupled_weight_decay,

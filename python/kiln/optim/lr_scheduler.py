@@ -23,108 +23,14 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, SupportsFloat
 
-from kiln._C import Tensor
+from kiln.optim._lr_base import LRScheduler, _lrs, _LRScheduler, _set
+from kiln.optim._lr_cycles import CosineAnnealingWarmRestarts, CyclicLR, OneCycleLR
 from kiln.optim.optimizer import Optimizer
 
 __all__ = ["LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR",
            "LinearLR", "ExponentialLR", "SequentialLR", "PolynomialLR", "CosineAnnealingLR",
-           "ChainedScheduler", "ReduceLROnPlateau", "OneCycleLR"]
-
-
-def _lrs(optimizer: Optimizer, key: str = "lr") -> list[Any]:
-    """group[key] of every group (tensors copied, so none aliases a group's)."""
-    return [g[key].clone() if isinstance(g[key], Tensor) else g[key]
-            for g in optimizer.param_groups]
-
-
-def _set(group: dict[str, Any], key: str, value: Any) -> None:
-    """group[key] = value; a tensor there is written in place."""
-    if isinstance(group[key], Tensor):
-        group[key].fill_(float(value))
-    else:
-        group[key] = value
-
-
-def _per_group(name: str, optimizer: Optimizer, value: Any) -> list[Any]:
-    if isinstance(value, (list, tuple)):
-        if len(value) != len(optimizer.param_groups):
-            raise ValueError(f"{name} must have the same length as optimizer.param_groups. "
-                             f"{name} has {len(value)} values, param_groups has "
-                             f"{len(optimizer.param_groups)}.")
-        return list(value)
-    return [value] * len(optimizer.param_groups)
-
-
-class LRScheduler:
-    """Base class: construction records each group's lr as "initial_lr"
-    (base_lrs) and takes step 0; each step() advances last_epoch and writes
-    get_lr() into the groups. Subclasses implement get_lr()."""
-
-    _is_initial = False
-
-    def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
-        self.optimizer = optimizer
-        if last_epoch == -1:
-            for group in optimizer.param_groups:
-                initial_lr = group["lr"]
-                group.setdefault("initial_lr",
-                                 initial_lr.clone() if isinstance(initial_lr, Tensor)
-                                 else initial_lr)
-        else:
-            for i, group in enumerate(optimizer.param_groups):
-                if "initial_lr" not in group:
-                    raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] "
-                                   "when resuming an optimizer")
-        self.base_lrs: list[Any] = _lrs(optimizer, "initial_lr")
-        self.last_epoch = last_epoch
-        self._initial_step()
-
-    def _initial_step(self) -> None:
-        self._step_count = 0
-        self._is_initial = True
-        try:
-            self.step()
-        finally:
-            self._is_initial = False
-
-    def state_dict(self) -> dict[str, Any]:
-        """Every attribute but the optimizer."""
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.__dict__.update(state_dict)
-
-    def get_last_lr(self) -> list[Any]:
-        """The lr of each group after the latest step (or construction)."""
-        return self._last_lr
-
-    def get_lr(self) -> list[Any]:
-        raise NotImplementedError
-
-    def step(self, epoch: int | None = None) -> None:
-        if self._step_count == 1 and not getattr(self.optimizer, "_opt_called", False):
-            warnings.warn("Detected call of `lr_scheduler.step()` before `optimizer.step()`: "
-                          "call them in the opposite order, or the first value of the "
-                          "schedule is skipped", UserWarning, stacklevel=2)
-        self._step_count += 1
-        if epoch is not None:
-            warnings.warn("The epoch parameter in `scheduler.step()` is deprecated; the "
-                          "closed form is used where there is one", UserWarning, stacklevel=2)
-        self._update_lr(epoch)
-
-    def _update_lr(self, epoch: int | None = None) -> None:
-        if epoch is None:
-            self.last_epoch += 1
-            values = self.get_lr()
-        else:
-            self.last_epoch = epoch
-            closed_form = getattr(self, "_get_closed_form_lr", None)
-            values = closed_form() if closed_form is not None else self.get_lr()
-        for group, lr in zip(self.optimizer.param_groups, values):
-            _set(group, "lr", lr)
-        self._last_lr: list[Any] = _lrs(self.optimizer)
+           "ChainedScheduler", "ReduceLROnPlateau", "CyclicLR", "CosineAnnealingWarmRestarts",
+           "OneCycleLR", "_LRScheduler"]
 
 
 class _LambdaScheduler(LRScheduler):
@@ -164,6 +70,7 @@ class LambdaLR(_LambdaScheduler):
     """lr = base_lr * lr_lambda(epoch)."""
 
     def get_lr(self) -> list[Any]:
+        self._warn_outside_step()
         return [base_lr * fn(self.last_epoch) for fn, base_lr in zip(self.lr_lambdas,
                                                                    self.base_lrs)]
 
@@ -172,6 +79,7 @@ class MultiplicativeLR(_LambdaScheduler):
     """lr *= lr_lambda(epoch) at each step."""
 
     def get_lr(self) -> list[Any]:
+        self._warn_outside_step()
         if self._is_initial:
             return _lrs(self.optimizer)
         return [g["lr"] * fn(self.last_epoch) for fn, g in zip(self.lr_lambdas,
@@ -190,6 +98,7 @@ class StepLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[Any]:
+        self._warn_outside_step()
         if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
             return _lrs(self.optimizer)
         return [g["lr"] * self.gamma for g in self.optimizer.param_groups]
@@ -209,6 +118,7 @@ class MultiStepLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[Any]:
+        self._warn_outside_step()
         if self.last_epoch not in self.milestones:
             return _lrs(self.optimizer)
         return [g["lr"] * self.gamma ** self.milestones[self.last_epoch]
@@ -232,6 +142,7 @@ class ConstantLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[Any]:
+        self._warn_outside_step()
         if self.last_epoch == 0:
             return [g["lr"] * self.factor for g in self.optimizer.param_groups]
         if self.last_epoch != self.total_iters:
@@ -260,6 +171,7 @@ class LinearLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[Any]:
+        self._warn_outside_step()
         if self.last_epoch == 0:
             return [g["lr"] * self.start_factor for g in self.optimizer.param_groups]
         if self._is_initial or self.last_epoch > self.total_iters:
@@ -283,6 +195,7 @@ class ExponentialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[Any]:
+        self._warn_outside_step()
         if self._is_initial:
             return _lrs(self.optimizer)
         return [g["lr"] * self.gamma for g in self.optimizer.param_groups]
@@ -301,6 +214,7 @@ class PolynomialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[Any]:
+        self._warn_outside_step()
         if self._is_initial or self.last_epoch > self.total_iters:
             return _lrs(self.optimizer)
         decay = ((1.0 - self.last_epoch / self.total_iters)
@@ -325,6 +239,7 @@ class CosineAnnealingLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self) -> list[Any]:
+        self._warn_outside_step()
         groups = self.optimizer.param_groups
         if self._is_initial:
             return _lrs(self.optimizer)
@@ -539,119 +454,3 @@ class ReduceLROnPlateau(LRScheduler):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.__dict__.update(state_dict)
         self._init_is_better(self.mode, self.threshold, self.threshold_mode)
-
-
-class OneCycleLR(LRScheduler):
-    """The 1cycle policy: lr rises from max_lr / div_factor to max_lr over
-    pct_start of total_steps, then falls to initial_lr / final_div_factor
-    (cos or linear); with cycle_momentum, the momentum (SGD) or beta1 (Adam)
-    moves the other way between base_momentum and max_momentum."""
-
-    def __init__(self, optimizer: Optimizer, max_lr: float | list[float],
-                 total_steps: int | None = None, epochs: int | None = None,
-                 steps_per_epoch: int | None = None, pct_start: float = 0.3,
-                 anneal_strategy: str = "cos", cycle_momentum: bool = True,
-                 base_momentum: float | list[float] = 0.85,
-                 max_momentum: float | list[float] = 0.95, div_factor: float = 25.0,
-                 final_div_factor: float = 1e4, three_phase: bool = False,
-                 last_epoch: int = -1) -> None:
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
-        self.optimizer = optimizer
-        self.total_steps = self._total_steps(total_steps, epochs, steps_per_epoch)
-        self._schedule_phases = self._phases(pct_start, three_phase)
-        if pct_start < 0 or pct_start > 1 or not isinstance(pct_start, float):
-            raise ValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")
-        if anneal_strategy not in ("cos", "linear"):
-            raise ValueError("anneal_strategy must be one of 'cos' or 'linear', instead got "
-                             f"{anneal_strategy}")
-        self._anneal_func_type = anneal_strategy
-        max_lrs = _per_group("max_lr", optimizer, max_lr)
-        if last_epoch == -1:
-            for group, lr in zip(optimizer.param_groups, max_lrs):
-                group["initial_lr"] = lr / div_factor
-                group["max_lr"] = lr
-                group["min_lr"] = group["initial_lr"] / final_div_factor
-        self.cycle_momentum = cycle_momentum
-        if cycle_momentum:
-            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise ValueError("optimizer must support momentum or beta1 with "
-                                 "`cycle_momentum` option enabled")
-            self.use_beta1 = "betas" in optimizer.defaults
-            max_momentums = _per_group("max_momentum", optimizer, max_momentum)
-            base_momentums = _per_group("base_momentum", optimizer, base_momentum)
-            if last_epoch == -1:
-                for high, low, group in zip(max_momentums, base_momentums,
-                                            optimizer.param_groups):
-                    self._set_momentum(group, high)
-                    group["max_momentum"] = high
-                    group["base_momentum"] = low
-        super().__init__(optimizer, last_epoch)
-
-    @staticmethod
-    def _total_steps(total_steps: int | None, epochs: int | None,
-                     steps_per_epoch: int | None) -> int:
-        if total_steps is not None:
-            if not isinstance(total_steps, int) or total_steps <= 0:
-                raise ValueError(f"Expected positive integer total_steps, but got {total_steps}")
-            return total_steps
-        if epochs is None or steps_per_epoch is None:
-            raise ValueError("You must define either total_steps OR (epochs AND "
-                             "steps_per_epoch)")
-        if not isinstance(epochs, int) or epochs <= 0:
-            raise ValueError(f"Expected positive integer epochs, but got {epochs}")
-        if not isinstance(steps_per_epoch, int) or steps_per_epoch <= 0:
-            raise ValueError(f"Expected positive integer steps_per_epoch, but got "
-                             f"{steps_per_epoch}")
-        return epochs * steps_per_epoch
-
-    def _phases(self, pct_start: float, three_phase: bool) -> list[dict[str, Any]]:
-        def phase(end_step: float, lrs: tuple[str, str], momenta: tuple[str, str]) -> dict[str, Any]:
-            return {"end_step": end_step, "start_lr": lrs[0], "end_lr": lrs[1],
-                    "start_momentum": momenta[0], "end_momentum": momenta[1]}
-
-        up = float(pct_start * self.total_steps) - 1
-        rise = ("max_momentum", "base_momentum")
-        if three_phase:
-            return [phase(up, ("initial_lr", "max_lr"), rise),
-                    phase(float(2 * pct_start * self.total_steps) - 2, ("max_lr", "initial_lr"),
-                          ("base_momentum", "max_momentum")),
-                    phase(self.total_steps - 1, ("initial_lr", "min_lr"),
-                          ("max_momentum", "max_momentum"))]
-        return [phase(up, ("initial_lr", "max_lr"), rise),
-                phase(self.total_steps - 1, ("max_lr", "min_lr"),
-                      ("base_momentum", "max_momentum"))]
-
-    def _set_momentum(self, group: dict[str, Any], value: float) -> None:
-        if self.use_beta1:
-            group["betas"] = (value, *group["betas"][1:])
-        else:
-            group["momentum"] = value
-
-    def _anneal(self, start: float, end: float, pct: float) -> float:
-        if self._anneal_func_type == "cos":
-            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
-        return (end - start) * pct + start
-
-    def get_lr(self) -> list[Any]:
-        step_num = self.last_epoch
-        if step_num > self.total_steps:
-            raise ValueError(f"Tried to step {step_num} times. The specified number of total "
-                             f"steps is {self.total_steps}")
-        lrs = []
-        for group in self.optimizer.param_groups:
-            start_step = 0.0
-            last = len(self._schedule_phases) - 1
-            for i, phase in enumerate(self._schedule_phases):
-                end_step = phase["end_step"]
-                if step_num <= end_step or i == last:
-                    pct = (step_num - start_step) / (end_step - start_step)
-                    lrs.append(self._anneal(group[phase["start_lr"]], group[phase["end_lr"]],
-                                            pct))
-                    if self.cycle_momentum:
-                        self._set_momentum(group, self._anneal(group[phase["start_momentum"]],
-                                                               group[phase["end_momentum"]],
-                                                               pct))
-                    break
-                start_step = phase["end_step"]
-        return lrs

@@ -33,7 +33,7 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable
 from copy import deepcopy
 from itertools import chain
-from typing import Any, TypeVar, cast
+from typing import Any, Self, TypeVar, cast
 
 from kiln import _C
 from kiln._C import Tensor
@@ -99,7 +99,7 @@ def _bump_guards() -> None:
     _guards.bump()
 
 
-class _ParamGroup(dict):  # type: ignore[type-arg]
+class _ParamGroup(dict[Any, Any]):
     """One of Optimizer.param_groups: a dict that tells compiled steps when
     it changes. Each assignment bumps the guards' version (a compiled step
     holds the options as constants, and records again when one changed), and
@@ -115,7 +115,7 @@ class _ParamGroup(dict):  # type: ignore[type-arg]
     def _changed(self) -> None:
         _bump_guards()
         lr = self.get("lr")
-        if self._lr_tensor is not None and not isinstance(lr, Tensor):
+        if self._lr_tensor is not None and lr is not None and not isinstance(lr, Tensor):
             _fill(self._lr_tensor, float(lr))
 
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -149,7 +149,7 @@ class _ParamGroup(dict):  # type: ignore[type-arg]
         super().clear()
         self._changed()
 
-    def __ior__(self, other: Any) -> _ParamGroup:
+    def __ior__(self, other: Any) -> Self:  # type: ignore[misc]
         self.update(other)
         return self
 
@@ -170,7 +170,10 @@ def _hooked(step: F) -> F:
     a check of the state a compiled step records."""
 
     @functools.wraps(step)
-    def wrapper(self: Optimizer, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        # As torch's, the hooks see the optimizer in `args` too (and a pre
+        # hook's new args must hold it).
+        self: Optimizer = args[0]
         for pre_hook in chain(_global_pre_hooks.values(),
                               self._optimizer_step_pre_hooks.values()):
             result = pre_hook(self, args, kwargs)
@@ -184,7 +187,7 @@ def _hooked(step: F) -> F:
         watch = None
         if _C.jit.is_recording() and not type(self)._state_outside_recording:
             watch = _StateWatch(self)
-        out = step(self, *args, **kwargs)
+        out = step(*args, **kwargs)
         if watch is not None:
             watch.report()
         for post_hook in chain(self._optimizer_step_post_hooks.values(),
@@ -237,6 +240,7 @@ class Optimizer:
     # Whether step() makes its state outside a compiled step's recording (the
     # built-in optimizers do); a user's step() is watched for state it makes.
     _state_outside_recording = False
+    _opt_called = False  # set by the first step(); LRScheduler warns when it steps first
 
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
         self.defaults = defaults
