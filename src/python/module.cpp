@@ -18,6 +18,7 @@
 namespace kiln::python {
 
 void bind_nn_attention(nb::module_& m);  // nn_attention.cpp
+void bind_autograd(nb::module_ m);       // autograd.cpp
 void bind_nn_utils(nb::module_& m);      // nn_utils.cpp
 
 namespace {
@@ -288,6 +289,7 @@ NB_MODULE(_C, m) {
   bind_tensor(m);
   bind_ops(m);
   bind_factories(m);
+  bind_autograd(m.def_submodule("autograd", "custom Functions and tensor hooks"));
   bind_optim(m);
   bind_control_flow(m);
   bind_nn_rnn(m);

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
@@ -15,6 +16,7 @@ from kiln._C import Tensor
 from kiln._C import dtype as DType
 from kiln._device import check_device, parse_to
 from kiln.jit import _guards
+from kiln.nn import _hooks
 from kiln.nn.parameter import Parameter
 
 if TYPE_CHECKING:
@@ -318,6 +320,8 @@ class Module:
             f'Module [{type(self).__name__}] is missing the required "forward" function')
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._hooked:  # a hook was registered (nn/_hooks.py)
+            return _hooks.call(self, args, kwargs)
         hybrid = self._hybrid
         if hybrid is None:
             return self.forward(*args, **kwargs)
@@ -330,6 +334,57 @@ class Module:
             if out is not None:
                 return out[0] if hybrid.single else hybrid.unflatten(out)
         return hybrid.miss(args, kwargs, self.training)
+
+    def _call_unhooked(self, *args: Any, **kwargs: Any) -> Any:
+        """What __call__ runs between the hooks: forward, or the compiled entry."""
+        hybrid = self._hybrid
+        if hybrid is None:
+            return self.forward(*args, **kwargs)
+        return hybrid(args, kwargs, self.training)
+
+    # -- hooks (nn/_hooks.py) ----------------------------------------------
+    # Each table is made on first registration; until then the class's
+    # empty, read-only ones answer.
+    _hooked = False
+    _forward_pre_hooks: Mapping[int, Callable[..., Any]] = MappingProxyType({})
+    _forward_hooks: Mapping[int, Callable[..., Any]] = MappingProxyType({})
+    _backward_hooks: Mapping[int, Callable[..., Any]] = MappingProxyType({})
+    _backward_pre_hooks: Mapping[int, Callable[..., Any]] = MappingProxyType({})
+    _forward_pre_hooks_with_kwargs: frozenset[int] = frozenset()
+    _forward_hooks_with_kwargs: frozenset[int] = frozenset()
+    _forward_hooks_always_called: frozenset[int] = frozenset()
+
+    def register_forward_pre_hook(self, hook: Callable[..., Any], *, prepend: bool = False,
+                                  with_kwargs: bool = False) -> _hooks.RemovableHandle:
+        """hook(module, args) before forward; a value it returns replaces
+        args (a non-tuple becomes a 1-tuple). with_kwargs: hook(module, args,
+        kwargs) returning None or (args, kwargs)."""
+        flags = ("_forward_pre_hooks_with_kwargs",) if with_kwargs else ()
+        return _hooks.add(self, "_forward_pre_hooks", hook, prepend, flags)
+
+    def register_forward_hook(self, hook: Callable[..., Any], *, prepend: bool = False,
+                              with_kwargs: bool = False,
+                              always_call: bool = False) -> _hooks.RemovableHandle:
+        """hook(module, args, output) after forward (with_kwargs: hook(module,
+        args, kwargs, output)); a value it returns replaces the output.
+        always_call: also when forward raises."""
+        flags = (("_forward_hooks_with_kwargs",) if with_kwargs else ()) + \
+            (("_forward_hooks_always_called",) if always_call else ())
+        return _hooks.add(self, "_forward_hooks", hook, prepend, flags)
+
+    def register_full_backward_hook(self, hook: Callable[..., Any],
+                                    prepend: bool = False) -> _hooks.RemovableHandle:
+        """hook(module, grad_input, grad_output) once the gradients w.r.t.
+        the module's inputs are computed (one entry per positional argument,
+        None where it is not a tensor); a tuple it returns replaces
+        grad_input."""
+        return _hooks.add(self, "_backward_hooks", hook, prepend)
+
+    def register_full_backward_pre_hook(self, hook: Callable[..., Any],
+                                        prepend: bool = False) -> _hooks.RemovableHandle:
+        """hook(module, grad_output) once the gradients w.r.t. the module's
+        outputs are computed; a tuple it returns replaces grad_output."""
+        return _hooks.add(self, "_backward_pre_hooks", hook, prepend)
 
     def hybridize(self, active: bool = True, strict: bool = False, optimize: bool = True,
                   frozen: bool = False, fast_math: bool = False,

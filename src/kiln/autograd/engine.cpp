@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "kiln/autograd/engine.h"
+#include "kiln/autograd/hooks.h"
 #include "kiln/ops/elementwise.h"
 
 namespace kiln {
@@ -120,6 +121,8 @@ std::vector<Tensor> run_backward(const std::vector<Edge>& roots,
       std::vector<Tensor> grads = std::move(buffers[node]);
       buffers.erase(node);
       grads.resize(node->num_outputs());
+      // Before the capture: grad(inputs=...) returns the hooked gradient.
+      run_tensor_hooks(*node, grads);
       for (size_t k = 0; k < grads.size(); ++k) {
         auto it = capture_slots.find({node, int(k)});
         if (it == capture_slots.end()) continue;

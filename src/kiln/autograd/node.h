@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kiln/autograd/autograd.h"
+#include "kiln/autograd/hooks.h"
 #include "kiln/ops/op.h"
 
 namespace kiln {
@@ -25,6 +26,9 @@ struct AutogradMetaImpl : AutogradMeta {
   // A leaf's accumulator, shared by every node that uses the leaf. Weak: the
   // accumulator holds the leaf, so a strong pointer here would be a cycle.
   std::weak_ptr<Node> grad_accumulator;
+  // A leaf's hooks (hooks.h; a non-leaf's are on its grad_fn).
+  std::vector<std::shared_ptr<HookSlot>> hooks;
+  bool retains_grad = false;  // a non-leaf after retain_grad()
 };
 
 AutogradMetaImpl* autograd_meta(const Tensor& t);  // null when none
@@ -43,6 +47,10 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual void release() {}
 
   std::vector<Edge> next_edges;
+  // Hooks on the gradients of this node's outputs (hooks.h), run by the
+  // engine before apply: the registered ones in order, then retain_grad's.
+  std::vector<TensorPreHook> tensor_pre_hooks;
+  std::vector<RetainedGrad> retained_grads;
   uint64_t sequence_nr;  // creation order: later nodes run first when several are ready
 };
 
