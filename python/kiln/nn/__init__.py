@@ -3,6 +3,29 @@
 from kiln.nn import functional, init, utils
 from kiln.nn.activation import ELU, Hardsigmoid, Hardswish, Hardtanh, Mish, ReLU6, SiLU, Softplus
 from kiln.nn.containers import ModuleDict, ParameterDict, ParameterList
+from kiln.nn.conv_resample import (
+    CircularPad1d,
+    CircularPad2d,
+    ConstantPad1d,
+    ConstantPad2d,
+    Conv1d,
+    ConvTranspose1d,
+    ConvTranspose2d,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    PixelShuffle,
+    PixelUnshuffle,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    Upsample,
+    UpsamplingBilinear2d,
+    UpsamplingNearest2d,
+    ZeroPad1d,
+    ZeroPad2d,
+)
 from kiln.nn.layers import (
     GELU,
     AdaptiveAvgPool2d,
@@ -59,4 +82,9 @@ __all__ = ["functional", "init", "Module", "Parameter", "AdaptiveAvgPool2d", "Av
            "Hardtanh", "Mish", "ReLU6", "SiLU", "Softplus", "ModuleDict", "ParameterDict",
            "ParameterList", "MultiheadAttention", "Transformer", "TransformerEncoder",
            "TransformerDecoder", "TransformerEncoderLayer", "TransformerDecoderLayer",
-           "BCELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "CosineEmbeddingLoss"]
+           "BCELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "CosineEmbeddingLoss",
+           "Conv1d", "ConvTranspose1d", "ConvTranspose2d", "GroupNorm", "InstanceNorm1d",
+           "InstanceNorm2d", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d",
+           "PixelShuffle", "PixelUnshuffle", "ZeroPad1d", "ZeroPad2d", "ConstantPad1d",
+           "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d",
+           "ReplicationPad2d", "CircularPad1d", "CircularPad2d"]

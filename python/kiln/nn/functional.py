@@ -4,13 +4,16 @@ composites (losses, activations like silu) are kiln/nn's C++ functions, bound
 (kiln._C.nn)."""
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 
 from kiln import _C
 from kiln import _ops as K
 from kiln._C import Tensor
 from kiln._C import dtype as DType
+from kiln.nn import _functional_layers
 from kiln.nn._functional_attention import *  # noqa: F403  (attention, re-exported)
+from kiln.nn._functional_layers import *  # noqa: F403  (conv1d, pad, interpolate, ...)
 
 # An int for both spatial dims, or one per dim: kernel_size=3 or (3, 5).
 Pair = int | Sequence[int]
@@ -21,7 +24,7 @@ __all__ = ["flatten", "relu", "sigmoid", "tanh", "gelu", "leaky_relu", "elu", "s
            "batch_norm", "layer_norm", "embedding", "one_hot", "nll_loss", "cross_entropy",
            "mse_loss", "l1_loss", "binary_cross_entropy_with_logits", "binary_cross_entropy",
            "smooth_l1_loss", "huber_loss", "kl_div", "cosine_embedding_loss",
-           "cosine_similarity", "normalize"]
+           "cosine_similarity", "normalize", *_functional_layers.__all__]
 
 
 def _first(out: Tensor | tuple[Tensor, ...]) -> Tensor:
@@ -121,7 +124,9 @@ def log_softmax(input: Tensor, dim: int | None = None, dtype: DType | None = Non
 
 
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Pair = 1,
-           padding: Pair = 0, dilation: Pair = 1, groups: int = 1) -> Tensor:
+           padding: Pair | str = 0, dilation: Pair = 1, groups: int = 1) -> Tensor:
+    if isinstance(padding, str):  # "same" or "valid"
+        return _C.nn.conv2d(input, weight, bias, _pair(stride), padding, _pair(dilation), groups)
     return _C.conv2d(input, weight, bias, _pair(stride), _pair(padding), _pair(dilation), groups)
 
 
@@ -219,9 +224,10 @@ def _legacy_reduction(size_average: bool | None, reduce: bool | None, reduction:
         return reduction
     size_average = True if size_average is None else size_average
     reduce = True if reduce is None else reduce
-    if not reduce:
-        return "none"
-    return "mean" if size_average else "sum"
+    reduction = "mean" if size_average and reduce else "sum" if reduce else "none"
+    warnings.warn("size_average and reduce args will be deprecated, please use "
+                  f"reduction='{reduction}' instead.", stacklevel=3)
+    return reduction
 
 
 def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
@@ -250,6 +256,11 @@ def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,
     """KL(target || exp(input)) pointwise; reduction "batchmean" is the
     mathematically right mean (sum / batch size)."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    if reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the "
+                      "support size.'batchmean' divides only by the batch size, and aligns with "
+                      "the KL div math definition.'mean' will be changed to behave the same as "
+                      "'batchmean' in the next major release.", stacklevel=2)
     return _C.nn.kl_div(input, target, reduction, log_target)
 
 

@@ -13,10 +13,43 @@ namespace {
 
 // PyTorch's _single: a 1-D convolution's attributes are one number.
 int64_t single(const IntList& v, const char* op, const char* name) {
-  KILN_CHECK_VALUE(v.size() == 1, op, ": expected ", name,
-                   " to be a single integer value or a list of 1 values, but got ", name, "=",
-                   v);
+  KILN_CHECK(v.size() == 1, op, ": expected ", name,
+             " to be a single integer value or a list of 1 values to match the convolution "
+             "dimensions, but got ",
+             name, "=", v);
   return v[0];
+}
+
+void check_padding_string(const std::string& padding, const IntList& stride, const char* op) {
+  KILN_CHECK(padding == "same" || padding == "valid", op, ": invalid padding string: '", padding,
+             "'");
+  for (int64_t s : stride) {
+    KILN_CHECK(padding != "same" || s == 1, op,
+               ": padding='same' is not supported for strided convolutions");
+  }
+}
+
+// padding="same": each spatial dim of x padded by dilation * (kernel - 1)
+// in all, half on the left; an odd total puts the extra element on the
+// right, which the convolution's symmetric padding cannot, so x is padded
+// by that element first. Returns x (maybe padded) and the symmetric padding.
+std::pair<Tensor, IntList> same_padding(const Tensor& x, const Tensor& w, const IntList& dilation) {
+  const size_t dims = size_t(w.dim() - 2);
+  IntList symmetric(dims), extra;  // extra: F.pad's pairs, last dim first
+  bool any_extra = false;
+  for (size_t i = 0; i < dims; ++i) {
+    const int64_t d = dilation.size() == 1 ? dilation[0] : dilation[i];
+    const int64_t total = d * (w.shape()[2 + i] - 1);
+    symmetric[i] = total / 2;
+    any_extra = any_extra || total % 2 != 0;
+  }
+  if (!any_extra) return {x, symmetric};
+  for (size_t i = dims; i-- > 0;) {
+    const int64_t d = dilation.size() == 1 ? dilation[0] : dilation[i];
+    extra.push_back(0);
+    extra.push_back(d * (w.shape()[2 + i] - 1) % 2);
+  }
+  return {pad(x, extra), symmetric};
 }
 
 void check_1d_input(const Tensor& x, const Tensor& w, const char* op) {
@@ -35,39 +68,46 @@ Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& b, IntList stride,
   KILN_CHECK(channels == w.shape()[1] * groups, "conv1d: given groups=", groups,
              ", weight of size ", w.shape(), ", expected input", x.shape(), " to have ",
              w.shape()[1] * groups, " channels, but got ", channels, " channels instead");
-  Tensor y = conv2d(unsqueeze(x, -2), unsqueeze(w, -2), b, {1, single(stride, "conv1d", "stride")},
-                    {0, single(padding, "conv1d", "padding")},
-                    {1, single(dilation, "conv1d", "dilation")}, groups);
+  Tensor y =
+      kiln::conv2d(unsqueeze(x, -2), unsqueeze(w, -2), b, {1, single(stride, "conv1d", "stride")},
+                   {0, single(padding, "conv1d", "padding")},
+                   {1, single(dilation, "conv1d", "dilation")}, groups);
   return squeeze(y, -2);
 }
 
 Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& b, IntList stride,
               const std::string& padding, IntList dilation, int64_t groups) {
-  KILN_CHECK_VALUE(padding == "same" || padding == "valid", "conv1d: invalid padding string '",
-                   padding, "', should be one of {'valid', 'same'}");
+  check_padding_string(padding, stride, "conv1d");
   if (padding == "valid") return conv1d(x, w, b, stride, IntList{0}, dilation, groups);
-  KILN_CHECK_VALUE(single(stride, "conv1d", "stride") == 1,
-                   "conv1d: padding='same' is not supported for strided convolutions");
   check_1d_input(x, w, "conv1d");
-  const int64_t total = single(dilation, "conv1d", "dilation") * (w.shape()[2] - 1);
-  const int64_t left = total / 2, right = total - left;
-  if (left == right) return conv1d(x, w, b, stride, IntList{left}, dilation, groups);
-  return conv1d(pad(x, {0, right - left}), w, b, stride, IntList{left}, dilation, groups);
+  single(dilation, "conv1d", "dilation");
+  auto [input, symmetric] = same_padding(x, w, dilation);
+  return conv1d(input, w, b, stride, symmetric, dilation, groups);
+}
+
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, IntList stride,
+              const std::string& padding, IntList dilation, int64_t groups) {
+  check_padding_string(padding, stride, "conv2d");
+  if (padding == "valid") return conv2d(x, w, b, stride, IntList{0, 0}, dilation, groups);
+  KILN_CHECK(w.dim() == 4, "conv2d: expected a 4-D weight, got shape ", w.shape());
+  KILN_CHECK(dilation.size() == 1 || dilation.size() == 2,
+             "conv2d: expected dilation to have 1 or 2 values, got ", dilation);
+  auto [input, symmetric] = same_padding(x, w, dilation);
+  return conv2d(input, w, b, stride, symmetric, dilation, groups);
 }
 
 Tensor conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor& b, IntList stride,
-                        IntList padding, IntList output_padding, int64_t groups,
-                        IntList dilation) {
+                        IntList padding, IntList output_padding, int64_t groups, IntList dilation) {
   const char* op = "conv_transpose1d";
   check_1d_input(x, w, op);
   const int64_t channels = x.shape()[size_t(x.dim() - 2)];
   KILN_CHECK(channels == w.shape()[0], op, ": given transposed=1, weight of size ", w.shape(),
              ", expected input", x.shape(), " to have ", w.shape()[0], " channels, but got ",
              channels, " channels instead");
-  Tensor y = conv_transpose2d(unsqueeze(x, -2), unsqueeze(w, -2), b,
-                              {1, single(stride, op, "stride")}, {0, single(padding, op, "padding")},
-                              {0, single(output_padding, op, "output_padding")}, groups,
-                              {1, single(dilation, op, "dilation")});
+  Tensor y = conv_transpose2d(
+      unsqueeze(x, -2), unsqueeze(w, -2), b, {1, single(stride, op, "stride")},
+      {0, single(padding, op, "padding")}, {0, single(output_padding, op, "output_padding")},
+      groups, {1, single(dilation, op, "dilation")});
   return squeeze(y, -2);
 }
 
@@ -77,9 +117,10 @@ IntList conv_transpose_output_padding(const Tensor& x, const IntList& output_siz
                                       int64_t spatial_dims) {
   const int64_t leading = x.dim() == spatial_dims + 2 ? 2 : 1;
   IntList size = output_size;
-  if (int64_t(size.size()) == leading + spatial_dims) size.erase(size.begin(), size.begin() + leading);
-  KILN_CHECK_VALUE(int64_t(size.size()) == spatial_dims, "ConvTranspose", spatial_dims,
-                   "D: for ", x.dim(), "D input, output_size must have ", spatial_dims, " or ",
+  if (int64_t(size.size()) == leading + spatial_dims)
+    size.erase(size.begin(), size.begin() + leading);
+  KILN_CHECK_VALUE(int64_t(size.size()) == spatial_dims, "ConvTranspose", spatial_dims, "D: for ",
+                   x.dim(), "D input, output_size must have ", spatial_dims, " or ",
                    leading + spatial_dims, " elements (got ", output_size.size(), ")");
   IntList min_sizes, max_sizes, result;
   for (int64_t d = 0; d < spatial_dims; ++d) {
@@ -200,8 +241,8 @@ Tensor Conv1d::forward(const Tensor& x) {
   } else if (padding_string == "valid") {
     left = right = 0;
   }
-  return F::conv1d(pad(x, {left, right}, padding_mode), weight, bias, {stride}, IntList{0}, {dilation},
-                   groups);
+  return F::conv1d(pad(x, {left, right}, padding_mode), weight, bias, {stride}, IntList{0},
+                   {dilation}, groups);
 }
 
 std::string Conv1d::extra_repr() const {

@@ -15,6 +15,7 @@
 namespace kiln::nn {
 namespace functional {
 
+using kiln::conv2d;
 using kiln::conv_transpose2d;
 
 // x [N, C, L] or [C, L]; w [OC, C / groups, K]. One-element lists.
@@ -25,6 +26,10 @@ Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& b = {}, IntList st
 // PyTorch.
 Tensor conv1d(const Tensor& x, const Tensor& w, const Tensor& b, IntList stride,
               const std::string& padding, IntList dilation = {1}, int64_t groups = 1);
+
+// conv2d with padding "valid" or "same", as conv1d's.
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, IntList stride,
+              const std::string& padding, IntList dilation = {1, 1}, int64_t groups = 1);
 
 // x [N, C, L] or [C, L]; w [C, OC / groups, K]. PyTorch's argument order.
 Tensor conv_transpose1d(const Tensor& x, const Tensor& w, const Tensor& b = {},

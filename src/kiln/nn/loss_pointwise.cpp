@@ -28,6 +28,18 @@ void check_same_shape(const Tensor& input, const Tensor& target, const char* fn)
                    ") must be the same as input size (", input.shape(), ")");
 }
 
+// PyTorch's binary_cross_entropy expands weight to the input's shape: it may
+// broadcast to it, never widen it.
+void check_weight_broadcasts(const Tensor& weight, const Tensor& input, const char* fn) {
+  const auto& w = weight.shape();
+  const auto& x = input.shape();
+  bool fits = w.size() <= x.size();
+  for (size_t i = 1; fits && i <= w.size(); ++i) {
+    fits = w[w.size() - i] == 1 || w[w.size() - i] == x[x.size() - i];
+  }
+  KILN_CHECK(fits, fn, ": weight of shape ", w, " cannot be broadcast to the input's shape ", x);
+}
+
 // |x|_2 along dim, kept for broadcasting.
 Tensor l2_norm(const Tensor& x, int64_t dim) {
   return sqrt(sum(x * x, {dim}, true));
@@ -39,6 +51,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
                             const std::string& reduction) {
   check_reduction(reduction, "binary_cross_entropy");
   check_same_shape(input, target, "binary_cross_entropy");
+  if (weight.defined()) check_weight_broadcasts(weight, input, "binary_cross_entropy");
   Tensor log_p = clamp(log(input), -100.0, std::nullopt);
   Tensor log_not_p = clamp(log(1.0 - input), -100.0, std::nullopt);
   Tensor loss = -(target * log_p + (1.0 - target) * log_not_p);
@@ -49,7 +62,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
                       double beta) {
   check_reduction(reduction, "smooth_l1_loss");
-  KILN_CHECK_VALUE(beta >= 0.0, "smooth_l1_loss: beta must be non-negative, got ", beta);
+  KILN_CHECK(beta >= 0.0, "smooth_l1_loss: does not support negative values for beta, got ", beta);
   Tensor diff = abs(input - target);
   if (beta == 0.0) return reduce(diff, reduction);
   Tensor loss = where(lt(diff, beta), diff * diff * (0.5 / beta), diff - 0.5 * beta);
@@ -59,7 +72,12 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const std::stri
 Tensor huber_loss(const Tensor& input, const Tensor& target, const std::string& reduction,
                   double delta, const Tensor& weight) {
   check_reduction(reduction, "huber_loss");
-  KILN_CHECK_VALUE(delta > 0.0, "huber_loss: delta must be positive, got ", delta);
+  KILN_CHECK(delta > 0.0, "huber_loss: does not support non-positive values for delta, got ",
+             delta);
+  KILN_CHECK_VALUE(!weight.defined() || weight.shape() == input.shape(),
+                   "huber_loss: weights and input must have the same size, got weight of shape ",
+                   weight.defined() ? weight.shape() : IntList{}, " and input of shape ",
+                   input.shape());
   Tensor diff = abs(input - target);
   Tensor loss = where(lt(diff, delta), diff * diff * 0.5, (diff - 0.5 * delta) * delta);
   if (weight.defined()) loss = loss * weight;
@@ -86,16 +104,15 @@ Tensor kl_div(const Tensor& input, const Tensor& target, const std::string& redu
 Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
                              double margin, const std::string& reduction) {
   check_reduction(reduction, "cosine_embedding_loss");
-  KILN_CHECK_VALUE(input1.shape() == input2.shape(),
-                   "cosine_embedding_loss: input1 and input2 must have the same shape, got ",
-                   input1.shape(), " and ", input2.shape());
-  KILN_CHECK_VALUE(input1.dim() == 1 || input1.dim() == 2,
-                   "cosine_embedding_loss: expected 1-D or 2-D inputs, got shape ",
-                   input1.shape());
-  KILN_CHECK_VALUE(target.dim() == input1.dim() - 1,
-                   "cosine_embedding_loss: expected a ", input1.dim() - 1,
-                   "-D target for inputs of shape ", input1.shape(), ", got shape ",
-                   target.shape());
+  // RuntimeErrors, as PyTorch's checks of these shapes raise.
+  KILN_CHECK(input1.shape() == input2.shape(),
+             "cosine_embedding_loss: input1 and input2 must have the same shape, got ",
+             input1.shape(), " and ", input2.shape());
+  KILN_CHECK(input1.dim() == 1 || input1.dim() == 2,
+             "cosine_embedding_loss: expected 1-D or 2-D inputs, got shape ", input1.shape());
+  KILN_CHECK(target.dim() == input1.dim() - 1, "cosine_embedding_loss: expected a ",
+             input1.dim() - 1, "-D target for inputs of shape ", input1.shape(), ", got shape ",
+             target.shape());
   // PyTorch adds 1e-12 under the square roots rather than clamping the norms.
   int64_t dim = input1.dim() - 1;
   constexpr double kEpsilon = 1e-12;
@@ -116,8 +133,7 @@ Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double
 
 Tensor normalize(const Tensor& input, double p, int64_t dim, double eps) {
   KILN_CHECK_VALUE(p > 0.0, "normalize: p must be positive, got ", p);
-  Tensor norm = p == 2.0 ? l2_norm(input, dim)
-                         : pow(sum(pow(abs(input), p), {dim}, true), 1.0 / p);
+  Tensor norm = p == 2.0 ? l2_norm(input, dim) : pow(sum(pow(abs(input), p), {dim}, true), 1.0 / p);
   return input / clamp(norm, eps, std::nullopt);
 }
 
