@@ -381,3 +381,25 @@ def test_load_state_dict_refuses_another_layout():
     short["param_groups"][0]["params"] = [0, 1]
     with pytest.raises(ValueError, match="doesn't match the size"):
         kopt.load_state_dict(short)
+
+
+@pytest.mark.parametrize("name", KINDS)
+def test_repr_is_torchs(name):
+    k, t = make_pair()
+    kopt = getattr(optim, name)(groups_of(k, GROUP_OPTIONS[name]), lr=LR[name])
+    topt = getattr(torch.optim, name)(groups_of(t, GROUP_OPTIONS[name]), lr=LR[name])
+    assert repr(kopt) == repr(topt)
+
+
+def test_named_parameters_keep_their_names():
+    k, t = make_pair()
+    kopt = optim.Adam(k.named_parameters(), lr=0.01)
+    topt = torch.optim.Adam(t.named_parameters(), lr=0.01)
+    assert kopt.param_groups[0]["param_names"] == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    train_both(kopt, topt, k, t, steps=2)
+    assert_same_state_dict(kopt.state_dict(), topt.state_dict())
+    resumed = optim.Adam(k.named_parameters(), lr=0.5)
+    resumed.load_state_dict(kopt.state_dict())
+    assert resumed.param_groups[0]["param_names"] == kopt.param_groups[0]["param_names"]
+    with pytest.raises(ValueError, match="with/without names"):
+        kopt.add_param_group({"params": [kiln.nn.Parameter(kiln.zeros(2))]})

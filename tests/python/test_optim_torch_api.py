@@ -90,7 +90,7 @@ def closure_losses(lib, model, opt, steps):
             loss = lib.nn.functional.cross_entropy(model(x), target)
             loss.backward()
             return loss
-        losses.append(float(opt.step(closure)))
+        losses.append(opt.step(closure).item())
     return losses
 
 

@@ -364,3 +364,44 @@ def test_one_cycle_past_its_total_steps():
     tsched = T.OneCycleLR(topt, 1.0, total_steps=3)
     step_both(kopt, topt, ksched, tsched, steps=3)
     assert_same_error(tsched.step, ksched.step)
+
+
+def warmup_class(S):
+    """A scheduler written by a user, as torch's docs show: get_lr() from
+    base_lrs and last_epoch."""
+
+    class LinearWarmup(S.LRScheduler):
+        def __init__(self, optimizer, warmup, last_epoch=-1):
+            self.warmup = warmup
+            super().__init__(optimizer, last_epoch)
+
+        def get_lr(self):
+            scale = min(1.0, (self.last_epoch + 1) / self.warmup)
+            return [base_lr * scale for base_lr in self.base_lrs]
+
+    return LinearWarmup
+
+
+def test_a_user_scheduler_subclass():
+    kopt, topt = optimizers("Adam")
+    ksched, tsched = warmup_class(K)(kopt, 6), warmup_class(T)(topt, 6)
+    assert values(kopt, ksched) == values(topt, tsched)
+    step_both(kopt, topt, ksched, tsched, steps=10)
+    assert state_entries(ksched) == state_entries(tsched)
+
+
+def test_a_tensor_learning_rate_is_scheduled_in_place():
+    def make(lib):
+        return lib.optim.Adam([lib.nn.Parameter(lib.zeros(2))], lr=lib.tensor(0.01))
+    kopt, topt = make(kiln), make(torch)
+    klr, tlr = kopt.param_groups[0]["lr"], topt.param_groups[0]["lr"]
+    ksched = K.CosineAnnealingLR(kopt, T_max=5)
+    tsched = T.CosineAnnealingLR(topt, T_max=5)
+    for _ in range(7):
+        kopt.step()
+        topt.step()
+        ksched.step()
+        tsched.step()
+        assert isinstance(ksched.get_last_lr()[0], kiln.Tensor)
+        assert float(ksched.get_last_lr()[0]) == float(tsched.get_last_lr()[0])
+        assert float(klr) == float(tlr)  # the group's tensor, written in place
