@@ -15,3 +15,11 @@ def test_missing_names_say_what_kiln_lacks():
     assert hasattr(kiln.ones(2), "sum")
     with pytest.raises(AttributeError, match="has no attribute '__wrapped__'$"):
         kiln.__wrapped__  # noqa: B018
+
+
+def test_submodules_say_what_kiln_lacks():
+    with pytest.raises(AttributeError, match=r"kiln does not implement torch\.nn\.LazyLinear"):
+        kiln.nn.LazyLinear  # noqa: B018
+    with pytest.raises(AttributeError,
+                       match=r"kiln does not implement torch\.nn\.functional\.grid_sample"):
+        kiln.nn.functional.grid_sample  # noqa: B018

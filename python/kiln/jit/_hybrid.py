@@ -11,6 +11,7 @@ globals and closure variables, optimizer options) are guarded here
 value changed."""
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -38,6 +39,13 @@ class HybridCache:
         self._fn = fn
         self._owner = owner
         self._strict = strict
+        # What a cache for another form of the call (keywords, non-tensor
+        # arguments) is made with: these same settings (see _by_form).
+        self._settings: dict[str, Any] = dict(
+            params=params, strict=strict, bind_outside_state=bind_outside_state,
+            optimize=optimize, frozen=frozen, fast_math=fast_math, passes=passes,
+            dynamic=dynamic, values=values)
+        self._forms: dict[Any, HybridCache] = {}
         self._values = values
         self._guards: list[_guards.Guard] = []
         self._changes: dict[str, int] = {}  # how many times each guarded value changed
@@ -75,9 +83,8 @@ class HybridCache:
         trace, runs the code eagerly)."""
         if _C.jit.is_recording():  # the outer recording takes the ops as they run
             return self._fn(*args, **(kwargs or {}))
-        if kwargs:
-            raise TypeError(f"{self._owner}: keyword arguments ({', '.join(kwargs)}) are not "
-                            "supported by a compiled call; pass tensors positionally")
+        if kwargs or not all(isinstance(a, _C.Tensor) for a in args):
+            return self._by_form(args, kwargs or {}, training)
         _record.check_inputs(args, self._owner)
         modules, guards = self._values() if self._values else ({}, [])
         with _guards.Recording(modules, self._strict) as recording:
@@ -93,6 +100,31 @@ class HybridCache:
         self.version = _guards.version
         self.single = self._flat.spec is _record.LEAF
         return self.unflatten(flat)
+
+    def _by_form(self, args: tuple[Any, ...], kwargs: dict[str, Any], training: bool) -> Any:
+        """A call with keyword arguments or non-tensor ones (None for an
+        optional mask, a flag, an output size), as PyTorch models are
+        called: its tensors go to a cache of their own for this form of the
+        call, keyed by which arguments are given and the non-tensor values,
+        which its graphs hold as constants (a new value records anew)."""
+        try:
+            bound = inspect.signature(self._fn).bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{self._owner}: {e}") from None
+        form, tensors = [], []
+        for name, value in bound.arguments.items():
+            if isinstance(value, _C.Tensor):
+                form.append((name, _TENSOR))
+                tensors.append(value)
+            else:
+                form.append((name, _frozen(value, f"{self._owner}: argument {name!r}")))
+        key = tuple(form)
+        cache = self._forms.get(key)
+        if cache is None:
+            cache = HybridCache(_with_form(self._fn, bound.signature, key), self._owner,
+                                **self._settings)
+            self._forms[key] = cache
+        return cache(tuple(tensors), None, training)
 
     def check_values(self) -> None:
         """Compares the guarded values with those the entries were recorded
@@ -116,3 +148,55 @@ class HybridCache:
         """Entries (one signature each, symbolic dims and guards included),
         hits, and each miss with the guard that failed."""
         return self._cache.info()
+
+
+class _TensorSlot:
+    def __repr__(self) -> str:
+        return "<tensor>"
+
+
+_TENSOR = _TensorSlot()  # in a call's form: a tensor argument, an input of the graph
+
+
+def _frozen(value: Any, what: str) -> Any:
+    """A non-tensor argument as a hashable key (lists become tuples)."""
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_frozen(v, what) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((k, _frozen(v, what)) for k, v in value.items())))
+    if isinstance(value, _C.Tensor):
+        raise TypeError(f"{what} holds a tensor inside a container; a compiled call takes "
+                        "tensors as arguments of their own")
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(f"{what} is a {type(value).__name__}, which a compiled call cannot "
+                        "key its graphs by; pass tensors, numbers, strings or None") from None
+    return value
+
+
+def _thawed(key: Any) -> Any:
+    if isinstance(key, tuple) and len(key) == 2 and key[0] in ("list", "tuple", "dict"):
+        kind, items = key
+        if kind == "dict":
+            return {k: _thawed(v) for k, v in items}
+        values = [_thawed(v) for v in items]
+        return values if kind == "list" else tuple(values)
+    return key
+
+
+def _with_form(fn: Callable[..., Any], signature: inspect.Signature,
+               form: tuple[tuple[str, Any], ...]) -> Callable[..., Any]:
+    """fn called with the tensors positionally: the other arguments of
+    `form` are put back as given (keywords stay keywords)."""
+    def call(*tensors: Tensor) -> Any:
+        given = iter(tensors)
+        arguments = {name: next(given) if value is _TENSOR else _thawed(value)
+                     for name, value in form}
+        bound = inspect.BoundArguments(signature, arguments)
+        return fn(*bound.args, **bound.kwargs)
+
+    names = [name for name, value in form if value is _TENSOR]
+    call.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names])
+    return call

@@ -1,5 +1,6 @@
 """kiln.nn: Module (subclassable, as torch.nn.Module), Parameter, the layers
 (recurrent ones included) and losses, and kiln.nn.functional."""
+from kiln._missing import module_getattr
 from kiln.nn import functional, init, utils
 from kiln.nn.activation import ELU, Hardsigmoid, Hardswish, Hardtanh, Mish, ReLU6, SiLU, Softplus
 from kiln.nn.containers import ModuleDict, ParameterDict, ParameterList
@@ -9,6 +10,7 @@ from kiln.nn.conv_resample import (
     ConstantPad1d,
     ConstantPad2d,
     Conv1d,
+    Conv2d,
     ConvTranspose1d,
     ConvTranspose2d,
     GroupNorm,
@@ -32,7 +34,6 @@ from kiln.nn.layers import (
     AvgPool2d,
     BatchNorm1d,
     BatchNorm2d,
-    Conv2d,
     Dropout,
     Embedding,
     Flatten,
@@ -73,18 +74,20 @@ from kiln.nn.transformer import (
     TransformerEncoderLayer,
 )
 
-__all__ = ["functional", "init", "Module", "Parameter", "AdaptiveAvgPool2d", "AvgPool2d",
-           "BatchNorm1d", "BatchNorm2d", "BCEWithLogitsLoss", "Conv2d", "CrossEntropyLoss",
-           "Dropout", "Embedding", "Flatten", "GELU", "Identity", "L1Loss", "LayerNorm", "LeakyReLU",
-           "Linear", "LogSoftmax", "MaxPool2d", "ModuleList", "MSELoss", "NLLLoss", "ReLU",
-           "Sequential", "Sigmoid", "Softmax", "Tanh", "RNNBase", "RNN", "LSTM", "GRU",
-           "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell", "ELU", "Hardsigmoid", "Hardswish",
-           "Hardtanh", "Mish", "ReLU6", "SiLU", "Softplus", "ModuleDict", "ParameterDict",
-           "ParameterList", "MultiheadAttention", "Transformer", "TransformerEncoder",
-           "TransformerDecoder", "TransformerEncoderLayer", "TransformerDecoderLayer",
-           "BCELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss", "CosineEmbeddingLoss",
-           "Conv1d", "ConvTranspose1d", "ConvTranspose2d", "GroupNorm", "InstanceNorm1d",
-           "InstanceNorm2d", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d",
-           "PixelShuffle", "PixelUnshuffle", "ZeroPad1d", "ZeroPad2d", "ConstantPad1d",
-           "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d",
-           "ReplicationPad2d", "CircularPad1d", "CircularPad2d"]
+__all__ = ["functional", "init", "utils", "Module", "Parameter", "AdaptiveAvgPool2d",
+           "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "BCEWithLogitsLoss", "Conv2d",
+           "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "GELU", "Identity", "L1Loss",
+           "LayerNorm", "LeakyReLU", "Linear", "LogSoftmax", "MaxPool2d", "ModuleList",
+           "MSELoss", "NLLLoss", "ReLU", "Sequential", "Sigmoid", "Softmax", "Tanh", "RNNBase",
+           "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell", "ELU",
+           "Hardsigmoid", "Hardswish", "Hardtanh", "Mish", "ReLU6", "SiLU", "Softplus",
+           "ModuleDict", "ParameterDict", "ParameterList", "MultiheadAttention", "Transformer",
+           "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer",
+           "TransformerDecoderLayer", "BCELoss", "SmoothL1Loss", "HuberLoss", "KLDivLoss",
+           "CosineEmbeddingLoss", "Conv1d", "ConvTranspose1d", "ConvTranspose2d", "GroupNorm",
+           "InstanceNorm1d", "InstanceNorm2d", "Upsample", "UpsamplingNearest2d",
+           "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle", "ZeroPad1d", "ZeroPad2d",
+           "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d",
+           "ReplicationPad1d", "ReplicationPad2d", "CircularPad1d", "CircularPad2d"]
+
+__getattr__ = module_getattr("kiln.nn", "torch.nn")

@@ -22,7 +22,7 @@ from kiln.nn import init
 from kiln.nn.module import Module
 from kiln.nn.parameter import Parameter
 
-__all__ = ["Conv1d", "ConvTranspose1d", "ConvTranspose2d", "GroupNorm", "InstanceNorm1d",
+__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "GroupNorm", "InstanceNorm1d",
            "InstanceNorm2d", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d",
            "PixelShuffle", "PixelUnshuffle", "ZeroPad1d", "ZeroPad2d", "ConstantPad1d",
            "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d",
@@ -124,7 +124,13 @@ class _ConvNd(Module):
         return s
 
 
-class Conv1d(_ConvNd):
+class _Conv(_ConvNd):
+    """Conv1d / Conv2d: a convolution over `_spatial` dims with torch's
+    padding modes (zeros, or reflect/replicate/circular through F.pad) and
+    padding strings ("same", "valid")."""
+
+    _functional: Any = None
+
     def __init__(self, in_channels: int, out_channels: int, kernel_size: IntOrSeq,
                  stride: IntOrSeq = 1, padding: IntOrSeq | str = 0, dilation: IntOrSeq = 1,
                  groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
@@ -133,12 +139,21 @@ class Conv1d(_ConvNd):
                          False, 0, groups, bias, padding_mode, device, dtype)
 
     def forward(self, input: Tensor) -> Tensor:
+        conv = type(self)._functional
         if self.padding_mode == "zeros":
-            return F.conv1d(input, self.weight, self.bias, self.stride, self.padding,
-                            self.dilation, self.groups)
+            return conv(input, self.weight, self.bias, self.stride, self.padding,
+                        self.dilation, self.groups)
         padded = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
-        return F.conv1d(padded, self.weight, self.bias, self.stride, 0, self.dilation,
-                        self.groups)
+        return conv(padded, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+
+
+class Conv1d(_Conv):
+    _functional = staticmethod(F.conv1d)
+
+
+class Conv2d(_Conv):
+    _spatial = 2
+    _functional = staticmethod(F.conv2d)
 
 
 class _ConvTransposeNd(_ConvNd):

@@ -11,6 +11,7 @@ from kiln import _C
 from kiln import _ops as K
 from kiln._C import Tensor
 from kiln._C import dtype as DType
+from kiln._missing import module_getattr
 from kiln.nn import _functional_layers
 from kiln.nn._functional_attention import *  # noqa: F403  (attention, re-exported)
 from kiln.nn._functional_layers import *  # noqa: F403  (conv1d, pad, interpolate, ...)
@@ -280,3 +281,6 @@ def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12,
     if out is not None:
         raise TypeError("normalize(): out= is not supported by kiln")
     return _C.nn.normalize(input, float(p), dim, float(eps))
+
+
+__getattr__ = module_getattr("kiln.nn.functional", "torch.nn.functional")

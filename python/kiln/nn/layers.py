@@ -56,42 +56,6 @@ class Linear(Module):
                 f"bias={self.bias is not None}")
 
 
-class Conv2d(Module):
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Pair, stride: Pair = 1,
-                 padding: Pair = 0, dilation: Pair = 1, groups: int = 1,
-                 bias: bool = True) -> None:
-        super().__init__()
-        if in_channels % groups or out_channels % groups:
-            raise ValueError("in_channels and out_channels must be divisible by groups")
-        self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size, self.stride = _pair(kernel_size), _pair(stride)
-        self.padding, self.dilation = _pair(padding), _pair(dilation)
-        fan_in = in_channels // groups * self.kernel_size[0] * self.kernel_size[1]
-        bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
-        self.weight = _uniform((out_channels, in_channels // groups, *self.kernel_size), bound)
-        if bias:
-            self.bias = _uniform((out_channels,), bound)
-        else:
-            self.register_parameter("bias", None)
-
-    def forward(self, input: Tensor) -> Tensor:
-        return _C.conv2d(input, self.weight, self.bias, self.stride, self.padding,
-                         self.dilation, self.groups)
-
-    def extra_repr(self) -> str:
-        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-             f"stride={self.stride}")
-        if self.padding != (0, 0):
-            s += f", padding={self.padding}"
-        if self.dilation != (1, 1):
-            s += f", dilation={self.dilation}"
-        if self.groups != 1:
-            s += f", groups={self.groups}"
-        if self.bias is None:
-            s += ", bias=False"
-        return s
-
-
 class ReLU(Module):
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()

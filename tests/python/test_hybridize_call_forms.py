@@ -1,0 +1,86 @@
+"""Hybridized modules called as PyTorch code calls them: tensors by
+keyword, None for an optional mask, flags and sizes as Python values."""
+import numpy as np
+import pytest
+
+import kiln
+from kiln import nn
+
+RECORDED = []
+
+
+class Masked(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, mask=None, scale=1.0, *, shift=None):
+        RECORDED.append((mask is None, scale, shift is None))  # runs only while recording
+        y = self.fc(x) * scale
+        if mask is not None:
+            y = y.masked_fill(mask, 0.0)
+        return y if shift is None else y + shift
+
+
+def test_keywords_none_and_numbers_each_get_their_graph():
+    kiln.manual_seed(0)
+    eager, hybrid = Masked(), Masked()
+    hybrid.load_state_dict(eager.state_dict())
+    hybrid.hybridize()
+    x = kiln.randn(3, 4)
+    mask = kiln.randn(3, 4) > 0
+    shift = kiln.randn(4)
+    calls = [((x,), {}), ((x,), {"mask": mask}), ((x, None, 2.0), {}), ((x,), {"scale": 3.0}),
+             ((x, mask), {"shift": shift}), ((x,), {"mask": mask, "scale": 0.5})]
+    for args, kwargs in calls:
+        want = eager(*args, **kwargs)
+        RECORDED.clear()
+        for _ in range(3):
+            got = hybrid(*args, **kwargs)
+            np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+        assert len(RECORDED) == 1, (args, kwargs)  # recorded once, then replayed
+
+
+def test_a_keyword_call_trains_like_eager():
+    kiln.manual_seed(1)
+    eager, hybrid = Masked(), Masked()
+    hybrid.load_state_dict(eager.state_dict())
+    hybrid.hybridize()
+    x, mask = kiln.randn(5, 4), kiln.randn(5, 4) > 0
+    for model in (eager, hybrid):
+        model(x, mask=mask, scale=2.0).pow(2).sum().backward()
+    for (name, p), (_, q) in zip(eager.named_parameters(), hybrid.named_parameters()):
+        np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), rtol=1e-6, err_msg=name)
+
+
+def test_layers_called_with_keywords_hybridize():
+    kiln.manual_seed(2)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True).eval()
+    encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval()
+    src = kiln.randn(2, 5, 8)
+    causal = nn.Transformer.generate_square_subsequent_mask(5)
+    padding = kiln.tensor([[False] * 5, [False, False, False, True, True]])
+    want = encoder(src, mask=causal, src_key_padding_mask=padding)
+    encoder.hybridize()
+    for _ in range(2):
+        got = encoder(src, mask=causal, src_key_padding_mask=padding)
+        np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6,
+                                   atol=1e-6)
+
+    up = nn.ConvTranspose2d(3, 2, 3, stride=2)
+    x = kiln.randn(1, 3, 4, 4)
+    want = up(x, output_size=[10, 10])
+    up.hybridize()
+    got = up(x, output_size=[10, 10])
+    assert tuple(got.shape) == (1, 2, 10, 10)
+    np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+
+
+def test_what_cannot_key_a_graph_is_refused_by_name():
+    model = Masked().hybridize()
+    with pytest.raises(TypeError, match="argument 'scale' is a set"):
+        model(kiln.randn(3, 4), scale={1.0})
+    with pytest.raises(TypeError, match="argument 'mask' holds a tensor inside a container"):
+        model(kiln.randn(3, 4), mask=[kiln.ones(1)])
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+        model(kiln.randn(3, 4), colour=1)
