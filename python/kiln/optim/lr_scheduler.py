@@ -7,12 +7,15 @@ Optimizer's param_groups (the built-in ones and those users write).
         train(...)   # opt.step() inside
         sched.step()
 
-Each scheduler writes group["lr"] (OneCycleLR also the momentum or beta1),
+Each scheduler writes group["lr"] (CyclicLR and OneCycleLR also the
+momentum or beta1),
 with torch's recursive ("chainable") formulas evaluated in the same order,
 so the values match torch's to the last bit and an lr changed by hand
 between steps carries on as it would there. A compiled training step reads
 the built-in optimizers' lr as a tensor that the assignment keeps current,
-so stepping a scheduler does not record the step again."""
+so stepping a scheduler does not record the step again.
+
+The base class is in _lr_base.py, the cyclic schedulers in _lr_cycles.py."""
 from __future__ import annotations
 
 import math
