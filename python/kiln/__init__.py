@@ -39,7 +39,7 @@ from kiln._factories import (
 from kiln._grad_mode import enable_grad, no_grad, set_grad_enabled
 from kiln._ops import *  # noqa: F401,F403  one function per op of the table
 from kiln._random import *  # noqa: F401,F403  Generator, generator= draws, rng state
-from kiln._tensor import install_tensor_methods
+from kiln._tensor import install_tensor_methods as _install_tensor_methods
 from kiln._torch_forms import *  # noqa: F401,F403  PyTorch's forms where they differ
 
 __version__ = "0.1.0"
@@ -54,16 +54,17 @@ double = float64
 long = int64
 int = int32  # noqa: A001
 
-install_tensor_methods()
+_install_tensor_methods()
 _random.install_tensor_methods()
 
 from kiln import cuda, jit, nn, onnx, optim, utils  # noqa: E402  (they use the ops above)
+from kiln import serialization as _serialization  # noqa: E402
 from kiln.jit import compile  # noqa: E402,A001  (kiln.compile, as torch.compile)
-from kiln.serialization import install_copying, load, save  # noqa: E402
+from kiln.serialization import load, save  # noqa: E402
 
-install_copying()
+_serialization.install_copying()
 
-from kiln._missing import install_tensor_getattr, module_getattr  # noqa: E402
+from kiln import _missing  # noqa: E402
 
-install_tensor_getattr()
-__getattr__ = module_getattr("kiln", "torch")
+_missing.install_tensor_getattr()
+__getattr__ = _missing.module_getattr("kiln", "torch")
