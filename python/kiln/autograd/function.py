@@ -137,6 +137,17 @@ def _warn_if_recorded_without_grad(name: str) -> None:
                   stacklevel=4)
 
 
+def _warn_outputs_on_ctx(name: str, ctx: FunctionCtx, outputs: list[Tensor]) -> None:
+    """An output kept as a ctx attribute holds its own backward node (output
+    -> node -> backward -> ctx -> output), a cycle through C++ that Python's
+    collector cannot see: it would never be freed."""
+    for attr, value in vars(ctx).items():
+        if isinstance(value, _C.Tensor) and any(value._is_same(o) for o in outputs):
+            warnings.warn(f"{name}.forward keeps an output as ctx.{attr}: it will never be "
+                          "freed (it holds the node that holds ctx); use "
+                          "ctx.save_for_backward(output) and ctx.saved_tensors", stacklevel=4)
+
+
 def _overrides_setup_context(cls: type[Function]) -> bool:
     return getattr(cls.setup_context, "__func__", cls.setup_context) is not \
         getattr(Function.setup_context, "__func__", Function.setup_context)
@@ -158,6 +169,7 @@ def _apply(cls: type[Function], args: tuple[Any, ...], kwargs: dict[str, Any]) -
     is_tuple = isinstance(output, tuple)
     items = list(output) if is_tuple else [output]
     positions = [i for i, item in enumerate(items) if isinstance(item, _C.Tensor)]
+    _warn_outputs_on_ctx(name, ctx, [items[i] for i in positions])
     # The backward closure must hold neither the arguments nor forward's
     # lists: a dirty input or a saved output would then hold itself alive.
     backward = functools.partial(_run_backward, cls, ctx, tuple(positions), len(items),

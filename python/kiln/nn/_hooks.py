@@ -245,6 +245,10 @@ class _BackwardHook:
             self.grad_outputs = tuple(replaced)
         local = self.grad_outputs
         if self.input_positions is None:  # no input requires grad: the hooks run now
+            if self.hooks:
+                warnings.warn("Full backward hook is firing when gradients are computed with "
+                              "respect to module outputs since no inputs require gradients.",
+                              stacklevel=2)
             no_inputs = (None,) * self.n_inputs
             for hook in self.hooks:
                 res = hook(self.module, no_inputs, self.grad_outputs)
