@@ -58,6 +58,25 @@ def _to(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     return out.clone() if copy and out is self else out
 
 
+def _get_data(self: Tensor) -> Tensor:
+    """x.data: the same memory without autograd history (what nn.init-style
+    code writes into with uniform_(), zero_(), copy_())."""
+    return self.detach()
+
+
+def _set_data(self: Tensor, value: Tensor) -> None:
+    """x.data = y: y's values written into x's memory, unseen by autograd.
+    PyTorch swaps the storage, which lets the shape change; here the shape
+    and dtype must match, and anything else says so."""
+    if not isinstance(value, _C.Tensor):
+        raise TypeError(f"x.data = value: value must be a Tensor, not {type(value).__name__}")
+    if tuple(value.shape) != tuple(self.shape) or value.dtype != self.dtype:
+        raise RuntimeError(f"x.data = value: kiln writes the value into x's memory, so it needs "
+                           f"x's shape {list(self.shape)} and dtype {self.dtype}, got "
+                           f"{list(value.shape)} and {value.dtype}")
+    _C._copy_no_grad(self, value)
+
+
 def _cpu(self: Tensor) -> Tensor:
     return self
 
@@ -206,6 +225,7 @@ def install_tensor_methods() -> None:
     cls._to_dtype = cls.to  # the binding: to(dtype) only
     cls.to = _to
     cls.device = property(_device_of)
+    cls.data = property(_get_data, _set_data)
     cls.is_cpu = property(lambda self: True)
     cls.is_cuda = property(lambda self: False)
     cls.cpu = _cpu
@@ -220,5 +240,7 @@ def install_tensor_methods() -> None:
     # PyTorch's forms first, where they differ from the op's (x.max(1)).
     for module in (_torch_forms, _ops):
         for name in module.__all__:
-            if name not in _ops.FACTORY_OPS and not hasattr(cls, name):
+            if name in _ops.FACTORY_OPS or name in _torch_forms.NOT_METHODS:
+                continue
+            if not hasattr(cls, name):
                 setattr(cls, name, getattr(module, name))

@@ -212,3 +212,92 @@ def clamp_min(input: Tensor, min: float) -> Tensor:  # noqa: A002
 
 def clamp_max(input: Tensor, max: float) -> Tensor:  # noqa: A002
     return _ops.clamp(input, max=max)
+
+
+# Truth reductions, einsum with PyTorch's operand forms, and small functions
+# PyTorch programs call by these names.
+__all__ += ["all", "any", "einsum", "bmm", "outer", "numel", "is_tensor", "is_floating_point",
+            "logsumexp", "square", "unbind", "broadcast_to"]
+
+
+def _truth_reduction(name: str, count: Callable[..., Tensor],
+                     verdict: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    def fn(input: Tensor, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        dims = [] if dim is None else [dim] if isinstance(dim, int) else list(dim)
+        return verdict(_ops.sum(count(input, 0), dims, keepdim), 0)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"{name}(input, dim=None, keepdim=False): a bool tensor, whether "
+                  f"{name} element is nonzero (over every element, or along dim).")
+    return fn
+
+
+# all: no element is zero; any: some element is nonzero. Counting keeps them
+# ops of the table, so they trace and export.
+all = _truth_reduction("all", _ops.eq, _ops.eq)  # noqa: A001
+any = _truth_reduction("any", _ops.ne, _ops.gt)  # noqa: A001
+
+# Functions of torch that are not Tensor methods there either.
+NOT_METHODS = {"einsum", "is_tensor"}
+
+
+def einsum(equation: str, *operands: Any) -> Tensor:
+    """einsum("ij,jk->ik", a, b), or with the operands as one list."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    return _C.einsum(equation, list(operands))
+
+
+def bmm(input: Tensor, mat2: Tensor) -> Tensor:
+    """Batched matrix product of two 3-D tensors [b, n, m] @ [b, m, p]."""
+    if input.ndim != 3 or mat2.ndim != 3:
+        raise RuntimeError(f"bmm: both arguments must be 3-D, got {input.ndim}-D and "
+                           f"{mat2.ndim}-D")
+    return _ops.matmul(input, mat2)
+
+
+def outer(input: Tensor, vec2: Tensor) -> Tensor:
+    """The outer product of two 1-D tensors: [n] x [m] -> [n, m]."""
+    if input.ndim != 1 or vec2.ndim != 1:
+        raise RuntimeError(f"outer: both arguments must be 1-D, got {input.ndim}-D and "
+                           f"{vec2.ndim}-D")
+    return _ops.unsqueeze(input, 1) * _ops.unsqueeze(vec2, 0)
+
+
+def numel(input: Tensor) -> int:
+    return int(input.numel())
+
+
+def is_tensor(obj: Any) -> bool:
+    return isinstance(obj, _C.Tensor)
+
+
+def is_floating_point(input: Tensor) -> bool:
+    return input.dtype in (_C.dtype.float32, _C.dtype.float64)
+
+
+def logsumexp(input: Tensor, dim: int | Sequence[int], keepdim: bool = False) -> Tensor:
+    """log(sum(exp(input))) along dim, computed stably: the max is taken out
+    first (0 where it is infinite, so an all -inf row gives -inf, not NaN)."""
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    peak = _ops.amax(input.detach(), dims, True)
+    peak = _ops.where(_ops.isinf(peak), 0.0, peak)
+    out = _ops.log(_ops.sum(_ops.exp(input - peak), dims, True)) + peak
+    if keepdim:
+        return out
+    for d in sorted((d % input.ndim for d in dims), reverse=True):
+        out = _ops.squeeze(out, d)
+    return out
+
+
+def square(input: Tensor) -> Tensor:
+    return input * input
+
+
+def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+    """The slices along dim, that dim removed."""
+    return tuple(_ops.select(input, dim, i) for i in range(input.shape[dim]))
+
+
+def broadcast_to(input: Tensor, size: Sequence[int]) -> Tensor:
+    return _ops.expand(input, list(size))

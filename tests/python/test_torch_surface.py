@@ -1,0 +1,124 @@
+"""Pieces of PyTorch's surface that the programs of examples/pytorch reach
+for, each compared with torch: Tensor.data, all/any, einsum's two operand
+forms, bmm, outer, logsumexp (forward and gradient), square, unbind,
+broadcast_to and the small predicates."""
+import numpy as np
+import pytest
+import torch
+
+import kiln
+
+
+def pair(array, requires_grad=False):
+    array = np.asarray(array)
+    return (kiln.tensor(array, requires_grad=requires_grad),
+            torch.tensor(array, requires_grad=requires_grad))
+
+
+def test_data_writes_into_the_parameter_without_autograd():
+    weight = kiln.nn.Parameter(kiln.zeros(2, 3))
+    data = weight.data
+    assert not data.requires_grad and weight.requires_grad
+    data.fill_(2.0)
+    np.testing.assert_array_equal(weight.detach().numpy(), np.full((2, 3), 2.0))
+    weight.data.uniform_(-0.1, 0.1)  # the nn.init idiom of older code
+    assert np.all(np.abs(weight.detach().numpy()) <= 0.1)
+    assert weight.is_leaf and weight.grad is None
+
+
+def test_assigning_data_copies_the_values_and_keeps_the_parameter():
+    layer = kiln.nn.Linear(3, 2)
+    new = np.arange(6, dtype=np.float32).reshape(2, 3)
+    layer.weight.data = kiln.from_numpy(new)
+    np.testing.assert_array_equal(layer.weight.detach().numpy(), new)
+    assert layer.weight.requires_grad
+    layer(kiln.ones(1, 3)).sum().backward()
+    np.testing.assert_array_equal(layer.weight.grad.numpy(), np.ones((2, 3)))
+
+
+def test_assigning_data_of_another_shape_says_why_it_cannot():
+    weight = kiln.nn.Parameter(kiln.zeros(2, 3))
+    with pytest.raises(RuntimeError, match=r"needs x's shape \[2, 3\].*got \[3, 2\]"):
+        weight.data = kiln.zeros(3, 2)
+    with pytest.raises(TypeError, match="must be a Tensor"):
+        weight.data = np.zeros((2, 3))
+
+
+@pytest.mark.parametrize("name", ["all", "any"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_])
+def test_all_and_any_as_torch(name, dtype):
+    array = np.array([[1, 0, 2], [3, 4, 5], [0, 0, 0]]).astype(dtype)
+    ours, theirs = pair(array)
+    for args, kwargs in [((), {}), ((1,), {}), ((0,), {"keepdim": True}), ((), {"dim": -1})]:
+        got = getattr(kiln, name)(ours, *args, **kwargs)
+        want = getattr(torch, name)(theirs, *args, **kwargs)
+        assert got.dtype == kiln.bool
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+        np.testing.assert_array_equal(getattr(ours, name)(*args, **kwargs).numpy(), want.numpy())
+
+
+def test_einsum_takes_operands_as_arguments_or_as_a_list():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 4, 5))
+    (ka, ta), (kb, tb) = pair(a, True), pair(b, True)
+    got, want = kiln.einsum("bij,bjk->bik", ka, kb), torch.einsum("bij,bjk->bik", ta, tb)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(kiln.einsum("bij,bjk->bik", [ka, kb]).detach().numpy(),
+                               want.detach().numpy(), rtol=1e-6)
+    got.sum().backward()
+    want.sum().backward()
+    np.testing.assert_allclose(ka.grad.numpy(), ta.grad.numpy(), rtol=1e-6)
+    assert not hasattr(kiln.Tensor, "einsum")  # a function only, as in torch
+
+
+def test_bmm_and_outer():
+    rng = np.random.default_rng(1)
+    (ka, ta), (kb, tb) = pair(rng.normal(size=(3, 2, 4))), pair(rng.normal(size=(3, 4, 5)))
+    np.testing.assert_allclose(kiln.bmm(ka, kb).numpy(), torch.bmm(ta, tb).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(ka.bmm(kb).numpy(), ta.bmm(tb).numpy(), rtol=1e-6)
+    with pytest.raises(RuntimeError, match="bmm: both arguments must be 3-D, got 2-D and 3-D"):
+        kiln.bmm(ka[0], kb)
+    (ku, tu), (kv, tv) = pair([1.0, 2.0, 3.0]), pair([4.0, 5.0])
+    np.testing.assert_array_equal(kiln.outer(ku, kv).numpy(), torch.outer(tu, tv).numpy())
+    with pytest.raises(RuntimeError, match="outer: both arguments must be 1-D"):
+        kiln.outer(ka, kv)
+
+
+@pytest.mark.parametrize("dim,keepdim", [(1, False), (-1, True), ((0, 2), False), (0, True)])
+def test_logsumexp_forward_and_gradient(dim, keepdim):
+    array = np.random.default_rng(2).normal(size=(3, 4, 5)) * 30  # exp would overflow
+    ours, theirs = pair(array, True)
+    got, want = kiln.logsumexp(ours, dim, keepdim), torch.logsumexp(theirs, dim, keepdim)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6)
+    weights = np.random.default_rng(3).normal(size=tuple(want.shape))
+    (got * kiln.tensor(weights)).sum().backward()
+    (want * torch.tensor(weights)).sum().backward()
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-6, atol=1e-12)
+
+
+def test_logsumexp_of_an_all_minus_infinity_row_is_minus_infinity():
+    array = np.array([[-np.inf, -np.inf], [0.0, -np.inf]], dtype=np.float32)
+    ours, theirs = pair(array)
+    np.testing.assert_array_equal(ours.logsumexp(1).numpy(), torch.logsumexp(theirs, 1).numpy())
+
+
+def test_square_unbind_broadcast_to():
+    array = np.arange(6, dtype=np.float32).reshape(2, 3)
+    ours, theirs = pair(array)
+    np.testing.assert_array_equal(kiln.square(ours).numpy(), torch.square(theirs).numpy())
+    np.testing.assert_array_equal(ours.square().numpy(), theirs.square().numpy())
+    for dim in (0, 1, -1):
+        got, want = kiln.unbind(ours, dim), torch.unbind(theirs, dim)
+        assert isinstance(got, tuple) and len(got) == len(want)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g.numpy(), w.numpy())
+    np.testing.assert_array_equal(kiln.broadcast_to(ours[:1], (4, 3)).numpy(),
+                                  torch.broadcast_to(theirs[:1], (4, 3)).numpy())
+
+
+def test_predicates():
+    x = kiln.zeros(2, 3)
+    assert kiln.is_tensor(x) and not kiln.is_tensor(np.zeros(2))
+    assert kiln.numel(x) == 6 and isinstance(kiln.numel(x), int)
+    assert kiln.is_floating_point(x) and x.double().is_floating_point()
+    assert not kiln.is_floating_point(x.long()) and not x.bool().is_floating_point()
