@@ -116,6 +116,23 @@ void bind_autograd(nb::module_ m) {
         nb::arg("materialize_grads"),
         "Hangs a custom forward's outputs on a node calling `backward`; returns (outputs, ctx).");
 
+  // A tensor's grad_fn, as Python sees it (torch's Node): its name and the
+  // nodes its gradients flow to next. Holding one keeps that graph alive.
+  nb::class_<Node>(m, "Node")
+      .def("name", &Node::name)
+      .def_prop_ro("next_functions",
+                   [](const Node& node) {
+                     nb::list out;
+                     for (const Edge& e : node.next_edges) {
+                       nb::object next = e.node ? nb::cast(e.node) : nb::none();
+                       out.append(nb::make_tuple(next, e.input_nr));
+                     }
+                     return nb::tuple(out);
+                   })
+      .def("__repr__", [](const Node& node) { return "<" + node.name() + " object>"; });
+  m.def(
+      "grad_fn", [](const Tensor& t) { return grad_fn(t); }, nb::arg("tensor"));
+
   nb::class_<HookHandle>(m, "HookHandle")
       .def("remove", &HookHandle::remove)
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })

@@ -414,3 +414,18 @@ def test_an_output_kept_on_ctx_is_warned_about():
     with pytest.warns(UserWarning, match="keeps an output as ctx.out: it will never be freed"):
         KeepsOutput.apply(kiln.ones(2, requires_grad=True))
     contexts[0].out = None  # breaks the cycle the warning is about
+
+
+def test_grad_fn_names_the_graph_like_torch():
+    def graph(lib, F):
+        x = lib.ones(2, dtype=lib.float64, requires_grad=True)
+        y = F["Exp"].apply(x * 2)
+        fn = y.grad_fn
+        below = fn.next_functions[0][0]
+        return [fn.name(), below.name(), below.next_functions[0][0].name(),
+                lib.ones(2).grad_fn is None]
+    k, t = graph(kiln, K), graph(torch, T)
+    assert k[0] == t[0] == "ExpBackward"
+    assert k[2] == "AccumulateGrad" and t[2] == "torch::autograd::AccumulateGrad"
+    assert k[3] and t[3]
+    assert k[1] == "MulBackward0" and t[1] == "MulBackward0"

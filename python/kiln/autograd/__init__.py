@@ -62,6 +62,8 @@ def _install_tensor_methods() -> None:
     cls.register_hook = _register_hook
     cls.retain_grad = _retain_grad
     cls.retains_grad = property(_C.autograd.retains_grad)
+    # The node that made this tensor (name(), next_functions), None for a leaf.
+    cls.grad_fn = property(_C.autograd.grad_fn)
 
 
 _install_tensor_methods()
