@@ -23,3 +23,5 @@ def test_submodules_say_what_kiln_lacks():
     with pytest.raises(AttributeError,
                        match=r"kiln does not implement torch\.nn\.functional\.grid_sample"):
         kiln.nn.functional.grid_sample  # noqa: B018
+    with pytest.raises(AttributeError, match=r"kiln does not implement torch\.optim\.LBFGS"):
+        kiln.optim.LBFGS  # noqa: B018
