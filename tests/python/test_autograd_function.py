@@ -363,6 +363,7 @@ def test_hybridized_training_refuses_a_function():
 def test_inference_records_the_forward_exactly():
     net = FunctionNet()
     x = kiln.randn(4, 3)
+    kiln.autograd.function._warned_inference_records.discard("ClampGrad")  # once per process
     with kiln.no_grad():
         expected = net(x)
         net.hybridize()
