@@ -204,6 +204,10 @@ def _install_misc_methods(cls: Any) -> None:
     for name in _INPLACE_OPS:
         if not hasattr(cls, f"{name}_"):
             setattr(cls, f"{name}_", _inplace_method(name, schemas))
+    cls.clip_ = cls.clamp_
+    cls.masked_fill_ = _C.masked_fill_  # bound, not installed until now
+    cls.nelement = cls.numel
+    cls.ndimension = cls.dim
     cls.clamp_min_ = _clamp_bound_inplace("min")
     cls.clamp_max_ = _clamp_bound_inplace("max")
 

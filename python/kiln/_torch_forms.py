@@ -18,11 +18,12 @@ PyTorch's form and calls the op:
 """
 from __future__ import annotations
 
+import functools
 from collections import namedtuple
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kiln import _C, _ops
+from kiln import _C, _grad_mode, _ops
 from kiln._C import Tensor
 from kiln._factories import randint
 
@@ -301,3 +302,125 @@ def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
 
 def broadcast_to(input: Tensor, size: Sequence[int]) -> Tensor:
     return _ops.expand(input, list(size))
+
+
+# Aliases and compositions PyTorch training code uses, each exactly the
+# torch function (no approximation of one op by others).
+__all__ += ["clip", "mm", "mv", "dot", "logical_and", "logical_or", "logical_xor", "swapaxes",
+            "swapdims", "movedim", "moveaxis", "ravel", "unflatten", "count_nonzero",
+            "inference_mode", "get_default_dtype"]
+
+clip = _ops.clamp
+
+
+def _check_dims(name: str, *pairs: tuple[Tensor, int]) -> None:
+    if any(t.ndim != n for t, n in pairs):
+        wanted = " and ".join(f"{n}-D" for _, n in pairs)
+        got = " and ".join(f"{t.ndim}-D" for t, _ in pairs)
+        raise RuntimeError(f"{name}: expected {wanted} arguments, got {got}")
+
+
+def mm(input: Tensor, mat2: Tensor) -> Tensor:
+    _check_dims("mm", (input, 2), (mat2, 2))
+    return _ops.matmul(input, mat2)
+
+
+def mv(input: Tensor, vec: Tensor) -> Tensor:
+    _check_dims("mv", (input, 2), (vec, 1))
+    return _ops.matmul(input, vec)
+
+
+def dot(input: Tensor, tensor: Tensor) -> Tensor:
+    _check_dims("dot", (input, 1), (tensor, 1))
+    return _ops.matmul(input, tensor)
+
+
+def _logical(name: str, combine: Callable[[Tensor, Tensor], Tensor]) -> Callable[..., Tensor]:
+    def fn(input: Tensor, other: Tensor) -> Tensor:
+        return combine(_ops.ne(input, 0), _ops.ne(other, 0))
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"{name}(input, other): elementwise, nonzero as True; a bool tensor."
+    return fn
+
+
+logical_and = _logical("logical_and", _ops.bitwise_and)
+logical_or = _logical("logical_or", _ops.bitwise_or)
+logical_xor = _logical("logical_xor", _ops.bitwise_xor)
+
+
+def swapaxes(input: Tensor, axis0: int, axis1: int) -> Tensor:
+    return _ops.transpose(input, axis0, axis1)
+
+
+swapdims = swapaxes
+
+
+def movedim(input: Tensor, source: int | Sequence[int],
+            destination: int | Sequence[int]) -> Tensor:
+    """The dims `source` moved to the positions `destination`; the others
+    keep their order."""
+    sources = [source] if isinstance(source, int) else list(source)
+    targets = [destination] if isinstance(destination, int) else list(destination)
+    if len(sources) != len(targets):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({sources} "
+                           f"dims) should contain the same number of dims as destination "
+                           f"({targets} dims)")
+    ndim = input.ndim
+    sources = [d % ndim for d in sources]
+    targets = [d % ndim for d in targets]
+    order = [-1] * ndim
+    for s, t in zip(sources, targets):
+        order[t] = s
+    rest = iter(d for d in range(ndim) if d not in sources)
+    return _ops.permute(input, [d if d >= 0 else next(rest) for d in order])
+
+
+moveaxis = movedim
+
+
+def ravel(input: Tensor) -> Tensor:
+    return _ops.reshape(input, [-1])
+
+
+def unflatten(input: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
+    """Dim `dim` split into `sizes` (one of them may be -1)."""
+    shape = list(input.shape)
+    dim %= len(shape)
+    return _ops.reshape(input, shape[:dim] + list(sizes) + shape[dim + 1:])
+
+
+def count_nonzero(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
+    dims = [] if dim is None else [dim] if isinstance(dim, int) else list(dim)
+    return _ops.sum(_ops.ne(input, 0), dims, False, _C.dtype.int64)
+
+
+class inference_mode(_grad_mode.no_grad):
+    """torch.inference_mode(mode=True): here the same as no_grad (kiln keeps
+    no separate inference tensors); mode=False leaves grad mode as it is.
+    A context manager and a decorator, with or without parentheses."""
+
+    def __new__(cls, mode: Any = True) -> Any:
+        if isinstance(mode, bool):
+            return super().__new__(cls)
+        return cls()(mode)  # @inference_mode, no parentheses: mode is the function
+
+    def __init__(self, mode: Any = True) -> None:
+        self.enabled = mode
+
+    def __enter__(self) -> None:
+        self.mode = not self.enabled and _C.is_grad_enabled()
+        super().__enter__()
+
+    def __call__(self, fn: Any) -> Any:
+        enabled = self.enabled
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with inference_mode(enabled):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+def get_default_dtype() -> _C.dtype:
+    """float32: kiln's factories make float32 tensors unless told otherwise."""
+    return _C.dtype.float32

@@ -30,7 +30,8 @@ void bind_optim(nb::module_& m) {
   nb::module_ optim = m.def_submodule("optim", "kiln/optim's optimizer updates");
   optim.def("kind_names", &optimizer_kind_names);
   optim.def("defaults", [](const std::string& kind) { return optimizer_kind(kind).defaults; });
-  optim.def("state_names", [](const std::string& kind) { return optimizer_kind(kind).state_names; });
+  optim.def("state_names",
+            [](const std::string& kind) { return optimizer_kind(kind).state_names; });
   optim.def(
       "complete_options",
       [](const std::string& kind, const Hyperparams& overrides, const std::string& where) {

@@ -11,8 +11,8 @@
 
 #include "convert.h"
 #include "kiln/core/factory.h"
-#include "kiln/ops/copy.h"
 #include "kiln/nn/init.h"
+#include "kiln/ops/copy.h"
 #include "kiln/ops/random.h"
 
 namespace kiln::python {
@@ -35,9 +35,9 @@ Tensor state_of(Generator& gen) {
 
 void set_state(Generator& gen, const Tensor& state) {
   KILN_CHECK_TYPE(state.dtype() == DType::Int64 && state.shape() == IntList{2},
-                   "set_state: expected the int64 tensor of 2 values that get_state() returns, "
-                   "got ",
-                   state.dtype(), " of shape ", state.shape());
+                  "set_state: expected the int64 tensor of 2 values that get_state() returns, "
+                  "got ",
+                  state.dtype(), " of shape ", state.shape());
   Tensor values = kiln::clone(state);
   gen.manual_seed(uint64_t(values.data<int64_t>()[0]));
   gen.set_offset(uint64_t(values.data<int64_t>()[1]));
@@ -105,8 +105,8 @@ void bind_init(nb::module_& m) {
         arg("generator").none() = nb::none(), nb::rv_policy::reference);
   m.def("normal_", &init::normal_, arg("tensor"), arg("mean") = 0.0, arg("std") = 1.0,
         arg("generator").none() = nb::none(), nb::rv_policy::reference);
-  m.def("trunc_normal_", &init::trunc_normal_, arg("tensor"), arg("mean") = 0.0,
-        arg("std") = 1.0, arg("a") = -2.0, arg("b") = 2.0, arg("generator").none() = nb::none(),
+  m.def("trunc_normal_", &init::trunc_normal_, arg("tensor"), arg("mean") = 0.0, arg("std") = 1.0,
+        arg("a") = -2.0, arg("b") = 2.0, arg("generator").none() = nb::none(),
         nb::rv_policy::reference);
   m.def("constant_", &init::constant_, arg("tensor"), arg("val"), nb::rv_policy::reference);
   m.def("zeros_", &init::zeros_, arg("tensor"), nb::rv_policy::reference);

@@ -221,7 +221,8 @@ void def_inplace_alpha(nb::class_<Tensor>& cls, const char* name) {
 // (ops/data_dependent.h), the repeats (ops/repeat.h), and add / sub with
 // alpha; kiln/_torch_forms.py gives them PyTorch's argument forms.
 void bind_tensor_functions(nb::module_& m) {
-  m.def("nonzero", [](const Tensor& x) { return nonzero(x); }, nb::arg("input"));
+  m.def(
+      "nonzero", [](const Tensor& x) { return nonzero(x); }, nb::arg("input"));
   m.def("nonzero_tuple", &nonzero_tuple, nb::arg("input"));
   m.def("argwhere", &argwhere, nb::arg("input"));
   m.def(

@@ -11,8 +11,8 @@
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/factory.h"
 #include "kiln/core/random.h"
-#include "kiln/ops/copy.h"
 #include "kiln/jit/compile/trace.h"
+#include "kiln/ops/copy.h"
 #include "kiln/ops/einsum.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/random.h"
@@ -186,8 +186,8 @@ TEST(Einsum, GradientsMatchFiniteDifferences) {
         data[e] = saved - eps;
         const double down = sum(reference(c.letter_equation, probe) * w).item<double>();
         data[e] = saved;
-        const double got = grads[i].defined() ? contiguous(grads[i]).to_vector<double>()[size_t(e)]
-                                              : 0.0;
+        const double got =
+            grads[i].defined() ? contiguous(grads[i]).to_vector<double>()[size_t(e)] : 0.0;
         EXPECT_NEAR(got, (up - down) / (2 * eps), 1e-6) << c.equation << " operand " << i;
       }
     }

@@ -173,9 +173,7 @@ TEST(JitDivergence, WriteIntoATensorFromOutside) {
 // the graph, and said so.
 TEST(JitDivergence, RandomFactoryInTracedCode) {
   static Generator own(5);
-  auto fn = [](const Tensors& in) {
-    return Tensors{in[0] + randperm(3, DType::Float32, &own)};
-  };
+  auto fn = [](const Tensors& in) { return Tensors{in[0] + randperm(3, DType::Float32, &own)}; };
   TraceWarning w =
       expect_reported(fn, {randn({3})}, WarningKind::RandomFactory,
                       "randperm() while tracing: the random numbers it drew were frozen");

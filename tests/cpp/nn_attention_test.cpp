@@ -35,8 +35,7 @@ TEST(Attention, OneQueryTwoKeysByHand) {
   Tensor want = tensor({{float(w0 * 1 + (1 - w0) * 3), float(w0 * 2 + (1 - w0) * 4)}});
   expect_near_all(F::scaled_dot_product_attention(q, k, v), want);
   // scale = 0: equal weights, the mean of the values.
-  expect_near_all(F::scaled_dot_product_attention(q, k, v, {.scale = 0.0}),
-                  tensor({{2.f, 3.f}}));
+  expect_near_all(F::scaled_dot_product_attention(q, k, v, {.scale = 0.0}), tensor({{2.f, 3.f}}));
 }
 
 TEST(Attention, CausalMaskIsAlignedTopLeftWhenLengthsDiffer) {
@@ -44,8 +43,8 @@ TEST(Attention, CausalMaskIsAlignedTopLeftWhenLengthsDiffer) {
   Tensor out = F::scaled_dot_product_attention(q, k, v, {.is_causal = true});
   // Query 0 sees key 0 only; query 1 sees keys 0 and 1.
   expect_near_all(select(out, 0, 0), select(v, 0, 0));
-  Tensor two = F::scaled_dot_product_attention(narrow(q, 0, 1, 1), narrow(k, 0, 0, 2),
-                                               narrow(v, 0, 0, 2));
+  Tensor two =
+      F::scaled_dot_product_attention(narrow(q, 0, 1, 1), narrow(k, 0, 0, 2), narrow(v, 0, 0, 2));
   expect_near_all(select(out, 0, 1), select(two, 0, 0));
 }
 
@@ -141,11 +140,10 @@ TEST(Attention, KeyPaddingMaskRemovesKeys) {
   F::MultiheadAttentionParams p = random_params(e);
   Tensor x = randn({3, 1, e}), mem = randn({5, 1, e});
   Tensor padding = tensor({{false, false, true, true, true}});
-  auto [masked, w] = F::multi_head_attention_forward(
-      x, mem, mem, p, {.num_heads = 2, .key_padding_mask = padding});
-  auto [shorter, w2] =
-      F::multi_head_attention_forward(x, narrow(mem, 0, 0, 2), narrow(mem, 0, 0, 2), p,
-                                      {.num_heads = 2});
+  auto [masked, w] = F::multi_head_attention_forward(x, mem, mem, p,
+                                                     {.num_heads = 2, .key_padding_mask = padding});
+  auto [shorter, w2] = F::multi_head_attention_forward(x, narrow(mem, 0, 0, 2),
+                                                       narrow(mem, 0, 0, 2), p, {.num_heads = 2});
   expect_near_all(masked, shorter);
   expect_near_all(narrow(w, 2, 2, 3), zeros({1, 3, 3}), 0.0);
 }
@@ -178,23 +176,25 @@ TEST(Attention, ErrorsNameTheShapes) {
   EXPECT_THROW_WITH(
       F::multi_head_attention_forward(x, x, x, p, {.num_heads = 2, .attn_mask = zeros({4, 5})}),
       "The shape of the 2D attn_mask is [4, 5], but should be [4, 4].");
-  EXPECT_THROW_WITH(F::multi_head_attention_forward(
-                        x, x, x, p, {.num_heads = 2, .attn_mask = zeros({2, 4, 4})}),
-                    "The shape of the 3D attn_mask is [2, 4, 4], but should be [4, 4, 4].");
+  EXPECT_THROW_WITH(
+      F::multi_head_attention_forward(x, x, x, p, {.num_heads = 2, .attn_mask = zeros({2, 4, 4})}),
+      "The shape of the 3D attn_mask is [2, 4, 4], but should be [4, 4, 4].");
   EXPECT_THROW_WITH(F::multi_head_attention_forward(
                         x, x, x, p, {.num_heads = 2, .key_padding_mask = zeros({2, 3})}),
                     "Expected key_padded_mask.shape[1] to be 4, but got 3");
-  EXPECT_THROW_WITH(F::multi_head_attention_forward(x, randn({4, 8}), randn({4, 8}), p,
-                                                    {.num_heads = 2}),
-                    "expected `key` and `value` to be 3-D but found 2-D and 2-D");
+  EXPECT_THROW_WITH(
+      F::multi_head_attention_forward(x, randn({4, 8}), randn({4, 8}), p, {.num_heads = 2}),
+      "expected `key` and `value` to be 3-D but found 2-D and 2-D");
   EXPECT_THROW_WITH(F::multi_head_attention_forward(x, x, randn({5, 2, 6}), p, {.num_heads = 2}),
                     "key shape [4, 2, 6] does not match value shape [5, 2, 6]");
-  EXPECT_THROW_WITH(F::multi_head_attention_forward(x, x, x, {.in_proj_weight = randn({12, 6}),
-                                                              .out_proj_weight = randn({6, 6})},
-                                                    {.num_heads = 2}),
-                    "in_proj_weight must have shape [18, 6]");
-  EXPECT_THROW_WITH(F::multi_head_attention_forward(x, x, x, p, {.num_heads = 2, .is_causal = true}),
-                    "Need attn_mask if specifying the is_causal hint");
+  EXPECT_THROW_WITH(
+      F::multi_head_attention_forward(
+          x, x, x, {.in_proj_weight = randn({12, 6}), .out_proj_weight = randn({6, 6})},
+          {.num_heads = 2}),
+      "in_proj_weight must have shape [18, 6]");
+  EXPECT_THROW_WITH(
+      F::multi_head_attention_forward(x, x, x, p, {.num_heads = 2, .is_causal = true}),
+      "Need attn_mask if specifying the is_causal hint");
 }
 
 }  // namespace

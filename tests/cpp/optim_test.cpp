@@ -307,8 +307,9 @@ TEST(Optim, LoadStateDictRejectsAMismatchAndChangesNothing) {
   wrong_shape.state[0].buffers["momentum_buffer"] = zeros({3});
   wrong_shape.param_groups[0]["lr"] = 5;
   Error shape = error_of([&] { optimizer.load_state_dict(wrong_shape); });
-  EXPECT_TRUE(mentions(shape, "buffer 'momentum_buffer' of parameter 0 has shape [3], expected "
-                              "[2, 2]"))
+  EXPECT_TRUE(mentions(shape,
+                       "buffer 'momentum_buffer' of parameter 0 has shape [3], expected "
+                       "[2, 2]"))
       << shape.what();
   EXPECT_EQ(optimizer.lr(), 0.1);  // untouched
 
@@ -390,12 +391,14 @@ TEST(Optim, FunctionalErrorsNameTheKindAndTheOption) {
   Error unknown = error_of([] { complete_options(optimizer_kind("RMSprop"), {{"betas", 1}}); });
   EXPECT_TRUE(mentions(unknown, "RMSprop: unknown option 'betas'")) << unknown.what();
   EXPECT_EQ(unknown.kind(), ErrorKind::Value);
-  EXPECT_TRUE(mentions(
-      error_of([] { complete_options(optimizer_kind("Adagrad"), {{"lr_decay", -1}}); }),
-      "Adagrad: invalid lr_decay value: -1"));
-  EXPECT_TRUE(
-      mentions(error_of([] { complete_options(optimizer_kind("Adadelta"), {{"rho", 1.5}}); }),
-               "invalid rho value: 1.5"));
+  EXPECT_TRUE(mentions(error_of([] {
+                         complete_options(optimizer_kind("Adagrad"), {{"lr_decay", -1}});
+                       }),
+                       "Adagrad: invalid lr_decay value: -1"));
+  EXPECT_TRUE(mentions(error_of([] {
+                         complete_options(optimizer_kind("Adadelta"), {{"rho", 1.5}});
+                       }),
+                       "invalid rho value: 1.5"));
   Tensor p = ones({2});
   Error shape = error_of([&] { check_grad(optimizer_kind("SGD"), p, ones({3}), "parameter 1"); });
   EXPECT_TRUE(mentions(shape, "SGD: parameter 1 has shape [2] but its grad has shape [3]"))
@@ -403,8 +406,8 @@ TEST(Optim, FunctionalErrorsNameTheKindAndTheOption) {
   // Scalar state ("step") is 0-d in a state dict, not of the parameter's shape.
   Adam adam({requires_grad_(ones({2}))});
   OptimizerStateDict dict;
-  dict.state[0].buffers = {{"step", full({2}, 1.0)}, {"exp_avg", zeros({2})},
-                           {"exp_avg_sq", zeros({2})}};
+  dict.state[0].buffers = {
+      {"step", full({2}, 1.0)}, {"exp_avg", zeros({2})}, {"exp_avg_sq", zeros({2})}};
   dict.param_groups.push_back(adam.hyperparams());
   EXPECT_TRUE(mentions(error_of([&] { adam.load_state_dict(dict); }),
                        "buffer 'step' of parameter 0 has shape [2], expected []"));

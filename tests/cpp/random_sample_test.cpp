@@ -140,7 +140,8 @@ TEST(Init, OrthogonalGivesOrthonormalRowsOrColumns) {
     std::vector<double> g = gram.to_vector<double>();
     for (int64_t i = 0; i < n; ++i) {
       for (int64_t j = 0; j < n; ++j)
-        EXPECT_NEAR(g[size_t(i * n + j)], i == j ? 4.0 : 0.0, 1e-9) << ::testing::PrintToString(shape);
+        EXPECT_NEAR(g[size_t(i * n + j)], i == j ? 4.0 : 0.0, 1e-9)
+            << ::testing::PrintToString(shape);
     }
   }
 }

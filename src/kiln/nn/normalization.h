@@ -133,8 +133,8 @@ class InstanceNorm1d : public InstanceNorm {
   explicit InstanceNorm1d(int64_t num_features, double eps = 1e-5,
                           std::optional<double> momentum = 0.1, bool affine = false,
                           bool track_running_stats = false, bool bias = true)
-      : InstanceNorm("InstanceNorm1d", 1, num_features, eps, momentum, affine,
-                     track_running_stats, bias) {}
+      : InstanceNorm("InstanceNorm1d", 1, num_features, eps, momentum, affine, track_running_stats,
+                     bias) {}
 };
 
 class InstanceNorm2d : public InstanceNorm {
@@ -142,8 +142,8 @@ class InstanceNorm2d : public InstanceNorm {
   explicit InstanceNorm2d(int64_t num_features, double eps = 1e-5,
                           std::optional<double> momentum = 0.1, bool affine = false,
                           bool track_running_stats = false, bool bias = true)
-      : InstanceNorm("InstanceNorm2d", 2, num_features, eps, momentum, affine,
-                     track_running_stats, bias) {}
+      : InstanceNorm("InstanceNorm2d", 2, num_features, eps, momentum, affine, track_running_stats,
+                     bias) {}
 };
 
 }  // namespace kiln::nn

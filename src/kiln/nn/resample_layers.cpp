@@ -32,22 +32,21 @@ Dim scaled_size(const Dim& size, double scale) {
 }
 
 void check_mode_and_rank(const Tensor& x, const std::string& mode) {
-  KILN_CHECK_KIND(ErrorKind::NotImplemented,
-                  x.dim() >= 3 && x.dim() <= 5 && is_known_mode(mode),
+  KILN_CHECK_KIND(ErrorKind::NotImplemented, x.dim() >= 3 && x.dim() <= 5 && is_known_mode(mode),
                   "interpolate: input Error: only 3D, 4D and 5D input tensors supported (got ",
                   x.dim(),
                   "D) for the modes: nearest | linear | bilinear | bicubic | trilinear | area | "
                   "nearest-exact (got ",
                   mode, ")");
-  KILN_CHECK_KIND(ErrorKind::NotImplemented,
-                  mode == "nearest" || mode == "nearest-exact" || mode == "linear" ||
-                      mode == "bilinear",
-                  "interpolate: mode '", mode,
-                  "' is not supported (kiln has nearest, nearest-exact, linear and bilinear)");
+  KILN_CHECK_KIND(
+      ErrorKind::NotImplemented,
+      mode == "nearest" || mode == "nearest-exact" || mode == "linear" || mode == "bilinear",
+      "interpolate: mode '", mode,
+      "' is not supported (kiln has nearest, nearest-exact, linear and bilinear)");
   KILN_CHECK_KIND(ErrorKind::NotImplemented, mode != "bilinear" || x.dim() == 4,
                   "interpolate: got ", x.dim(), "D input, but bilinear mode needs 4D input");
-  KILN_CHECK_KIND(ErrorKind::NotImplemented, mode != "linear" || x.dim() == 3,
-                  "interpolate: got ", x.dim(), "D input, but linear mode needs 3D input");
+  KILN_CHECK_KIND(ErrorKind::NotImplemented, mode != "linear" || x.dim() == 3, "interpolate: got ",
+                  x.dim(), "D input, but linear mode needs 3D input");
   KILN_CHECK_KIND(ErrorKind::NotImplemented, x.dim() != 5,
                   "interpolate: 5D input (3 spatial dims) is not supported for mode ", mode);
 }
@@ -101,17 +100,19 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
   const Tensor input = one_d ? unsqueeze(x, 2) : x;
   const DimList size2 = one_d ? DimList{1, size[0]} : size;
   const std::optional<double> scales_h = one_d ? std::nullopt : scales[0];
-  const Tensor y = mode == "nearest" || mode == "nearest-exact"
-                       ? upsample_nearest2d(input, size2, scales_h, scales.back(),
-                                            mode == "nearest-exact")
-                       : upsample_bilinear2d(input, size2, o.align_corners.value_or(false),
-                                             scales_h, scales.back());
+  const Tensor y =
+      mode == "nearest" || mode == "nearest-exact"
+          ? upsample_nearest2d(input, size2, scales_h, scales.back(), mode == "nearest-exact")
+          : upsample_bilinear2d(input, size2, o.align_corners.value_or(false), scales_h,
+                                scales.back());
   return one_d ? squeeze(y, 2) : y;
 }
 
 Tensor pixel_shuffle(const Tensor& x, int64_t r) {
-  KILN_CHECK(x.dim() >= 3, "pixel_shuffle: expects input to have at least 3 dimensions, but got "
-             "input with ", x.dim(), " dimension(s)");
+  KILN_CHECK(x.dim() >= 3,
+             "pixel_shuffle: expects input to have at least 3 dimensions, but got "
+             "input with ",
+             x.dim(), " dimension(s)");
   KILN_CHECK(r > 0, "pixel_shuffle: expects a positive upscale_factor, but got ", r);
   const int64_t channels = x.shape()[size_t(x.dim() - 3)];
   KILN_CHECK(channels % (r * r) == 0,
@@ -136,8 +137,10 @@ Tensor pixel_shuffle(const Tensor& x, int64_t r) {
 }
 
 Tensor pixel_unshuffle(const Tensor& x, int64_t r) {
-  KILN_CHECK(x.dim() >= 3, "pixel_unshuffle: expects input to have at least 3 dimensions, but "
-             "got input with ", x.dim(), " dimension(s)");
+  KILN_CHECK(x.dim() >= 3,
+             "pixel_unshuffle: expects input to have at least 3 dimensions, but "
+             "got input with ",
+             x.dim(), " dimension(s)");
   KILN_CHECK(r > 0, "pixel_unshuffle: expects a positive downscale_factor, but got ", r);
   const int64_t height = x.shape()[size_t(x.dim() - 2)], width = x.shape().back();
   KILN_CHECK(height % r == 0,
@@ -199,11 +202,10 @@ Tensor Upsample::forward(const Tensor& x) {
 }
 
 std::string Upsample::extra_repr() const {
-  std::string info =
-      options.scale_factor
-          ? "scale_factor=" + py_values(*options.scale_factor, py_float)
-          : "size=" + py_values(options.size.value_or(IntList{}),
-                                [](int64_t v) { return std::to_string(v); });
+  std::string info = options.scale_factor
+                         ? "scale_factor=" + py_values(*options.scale_factor, py_float)
+                         : "size=" + py_values(options.size.value_or(IntList{}),
+                                               [](int64_t v) { return std::to_string(v); });
   return info + ", mode='" + options.mode + "'";
 }
 

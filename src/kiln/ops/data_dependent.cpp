@@ -72,8 +72,7 @@ Groups group_sorted(const std::vector<int64_t>& order, Equal equal) {
 
 // The inverse (for each item, its group) and counts of a unique().
 void add_inverse_and_counts(UniqueResult& r, const std::vector<int64_t>& order, const Groups& g,
-                            const IntList& inverse_shape, bool return_inverse,
-                            bool return_counts) {
+                            const IntList& inverse_shape, bool return_inverse, bool return_counts) {
   if (return_inverse) {
     std::vector<int64_t> inverse(order.size());
     for (size_t k = 0; k < order.size(); ++k)
@@ -105,8 +104,7 @@ UniqueResult unique_elements(const Tensor& x, bool return_inverse, bool return_c
 }
 
 // Slices along dim compared lexicographically, element by element.
-UniqueResult unique_slices(const Tensor& x, int64_t dim, bool return_inverse,
-                           bool return_counts) {
+UniqueResult unique_slices(const Tensor& x, int64_t dim, bool return_inverse, bool return_counts) {
   const int64_t d = wrap_dim(dim, x.dim(), "unique", x.shape());
   const int64_t rows = x.size(d);
   IntList order_of_dims(size_t(x.dim()), 0);

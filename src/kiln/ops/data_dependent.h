@@ -10,8 +10,8 @@
 // concrete data, for eager code, and not ops of the table. Each refuses to
 // run while a trace records (kiln.jit.trace, hybridize, kiln.compile), with
 // an error naming the function, rather than freeze one call's result into
-// the graph; torch.export refuses such ops the same way. Their integer outputs carry no gradient; repeat_interleave's
-// values come from index_select, so its gradient is index_select's.
+// the graph; torch.export refuses such ops the same way. Their integer outputs carry no gradient;
+// repeat_interleave's values come from index_select, so its gradient is index_select's.
 #pragma once
 
 #include <optional>

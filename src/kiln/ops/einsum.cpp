@@ -307,13 +307,14 @@ Operand contract(Operand a, Operand b, const LabelSet& needed) {
   if (summed.empty()) {
     const DimList a_shape = concat(as, DimList(b_only.size(), Dim(1)));
     const DimList b_shape = concat(concat(part(bs, 0, nb), DimList(na, Dim(1))), b_sizes);
-    return {mul(reshape(at, std::span<const Dim>(a_shape)),
-                reshape(bt, std::span<const Dim>(b_shape))),
-            out_labels};
+    return {
+        mul(reshape(at, std::span<const Dim>(a_shape)), reshape(bt, std::span<const Dim>(b_shape))),
+        out_labels};
   }
   const Dim m = product(a_sizes), k = product(part(as, nb + na, as.size())), n = product(b_sizes);
   const DimList a3 = concat(part(as, 0, nb), {m, k}), b3 = concat(part(bs, 0, nb), {k, n});
-  const Tensor c = matmul(reshape(at, std::span<const Dim>(a3)), reshape(bt, std::span<const Dim>(b3)));
+  const Tensor c =
+      matmul(reshape(at, std::span<const Dim>(a3)), reshape(bt, std::span<const Dim>(b3)));
   const DimList out_shape = concat(concat(part(sym_shape(c), 0, nb), a_sizes), b_sizes);
   return {reshape(c, std::span<const Dim>(out_shape)), out_labels};
 }

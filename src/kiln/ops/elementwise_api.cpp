@@ -176,10 +176,9 @@ const Tensor& apply_inplace(const OpDef& def, const Tensor& x, std::vector<Tenso
                             const Attrs& attrs) {
   std::vector<Tensor> inputs{x};
   inputs.insert(inputs.end(), others.begin(), others.end());
-  const bool any_requires_grad =
-      std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) {
-        return t.defined() && t.requires_grad();
-      });
+  const bool any_requires_grad = std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) {
+    return t.defined() && t.requires_grad();
+  });
   if (any_requires_grad && def.grad && !def.grad_reads_output_only) {
     Tensor before = clone(x);
     for (Tensor& t : inputs) {

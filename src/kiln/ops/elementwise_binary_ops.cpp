@@ -194,8 +194,7 @@ std::vector<Tensor> addcdiv_grad(const GradContext& ctx) {
   const double value = ctx.attrs().get_float("value");
   Tensor t2 = ctx.input(2);
   Tensor g1 = ctx.needs_input_grad(1) ? g * (value / t2) : Tensor();
-  Tensor g2 =
-      ctx.needs_input_grad(2) ? neg(g) * ((ctx.input(1) * value) / (t2 * t2)) : Tensor();
+  Tensor g2 = ctx.needs_input_grad(2) ? neg(g) * ((ctx.input(1) * value) / (t2 * t2)) : Tensor();
   return {reduce_to_input(ctx, 0, g), reduce_to_input(ctx, 1, g1), reduce_to_input(ctx, 2, g2)};
 }
 

@@ -132,12 +132,12 @@ void register_elementwise_integer_ops(OpRegistry& registry) {
   // No backward rule: PyTorch has none either (a step function whose
   // derivative is zero almost everywhere, which PyTorch refuses to pretend).
   registry.add(binary("floor_divide", infer_division, binary_kernel<BinaryOp::FloorDivide>, ""));
-  registry.add(binary("bitwise_and", infer_bitwise, binary_kernel<BinaryOp::BitwiseAnd>,
-                      "BitwiseAnd"));
+  registry.add(
+      binary("bitwise_and", infer_bitwise, binary_kernel<BinaryOp::BitwiseAnd>, "BitwiseAnd"));
   registry.add(
       binary("bitwise_or", infer_bitwise, binary_kernel<BinaryOp::BitwiseOr>, "BitwiseOr"));
-  registry.add(binary("bitwise_xor", infer_bitwise, binary_kernel<BinaryOp::BitwiseXor>,
-                      "BitwiseXor"));
+  registry.add(
+      binary("bitwise_xor", infer_bitwise, binary_kernel<BinaryOp::BitwiseXor>, "BitwiseXor"));
   registry.add(OpDef{.name = "bitwise_not",
                      .attrs = {},
                      .infer = infer_bitwise_not,

@@ -1,8 +1,8 @@
 // Elementwise math on one tensor: neg, abs, exp, log, sqrt, rsqrt, sin, cos,
 // tanh, sigmoid, the activations (relu, leaky_relu, gelu, elu, softplus),
 // logical_not, clamp, the roundings (floor, ceil, round, trunc) and sign,
-// and the float tests and repairs (isnan, isinf, isfinite, nan_to_num). Each op's math is a functor here, beside its OpDef,
-// holding the op's parameters as typed members read from its attributes;
+// and the float tests and repairs (isnan, isinf, isfinite, nan_to_num). Each op's math is a functor
+// here, beside its OpDef, holding the op's parameters as typed members read from its attributes;
 // kernels/cpu/unary.h has the loops that run them.
 #include <cmath>
 #include <limits>
@@ -463,8 +463,8 @@ void register_elementwise_unary_ops(OpRegistry& registry) {
       elementwise("ceil", infer_numeric, numeric_kernel<Ceil>, "Ceil", {}, unary_grad<zero_grad>));
   registry.add(elementwise("round", infer_numeric, numeric_kernel<Round>, "Round", {},
                            unary_grad<zero_grad>));
-  registry.add(elementwise("trunc", infer_numeric, numeric_kernel<Trunc>, "", {},
-                           unary_grad<zero_grad>));
+  registry.add(
+      elementwise("trunc", infer_numeric, numeric_kernel<Trunc>, "", {}, unary_grad<zero_grad>));
   registry.add(elementwise("sign", infer_same, sign_kernel, "Sign", {}, unary_grad<zero_grad>));
   registry.add(elementwise("clamp", infer_clamp, clamp_kernel, "Clip",
                            {{"min", AttrKind::Float, {}, true}, {"max", AttrKind::Float, {}, true}},

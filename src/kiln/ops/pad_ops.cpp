@@ -17,9 +17,8 @@ cpu::PadMode mode_of(const std::string& mode) {
   if (mode == "constant") return cpu::PadMode::Constant;
   if (mode == "reflect") return cpu::PadMode::Reflect;
   if (mode == "replicate") return cpu::PadMode::Replicate;
-  KILN_CHECK_KIND(ErrorKind::NotImplemented, mode == "circular",
-                  "pad: unrecognised padding mode ", mode,
-                  " (expected constant, reflect, replicate or circular)");
+  KILN_CHECK_KIND(ErrorKind::NotImplemented, mode == "circular", "pad: unrecognised padding mode ",
+                  mode, " (expected constant, reflect, replicate or circular)");
   return cpu::PadMode::Circular;
 }
 
@@ -42,8 +41,7 @@ void check_border_mode(const TensorMeta& x, const std::string& mode, size_t padd
   if (mode == "circular") return;
   // Every dim but the batch dim (a (k + 2)-D input's first) must be non-empty.
   for (size_t d = ndim - padded - 1; d < ndim; ++d) {
-    KILN_CHECK(!definitely_less(x.shape[d], 1),
-               "pad: expected ", padded + 1, "D or ", padded + 2,
+    KILN_CHECK(!definitely_less(x.shape[d], 1), "pad: expected ", padded + 1, "D or ", padded + 2,
                "D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions "
                "for input, but got: ",
                x.shape);
@@ -61,8 +59,8 @@ void check_dim(const Dim& size, int64_t before, int64_t after, cpu::PadMode mode
   if (mode == cpu::PadMode::Circular) {
     const Dim kept = size - std::max<int64_t>(-before, 0) - std::max<int64_t>(-after, 0);
     KILN_CHECK(!definitely_less(kept, std::max<int64_t>({before, after, 0})),
-               "pad: padding value causes wrapping around more than once (padding (", before,
-               ", ", after, ") at dimension ", d, " of input ", shape, ")");
+               "pad: padding value causes wrapping around more than once (padding (", before, ", ",
+               after, ") at dimension ", d, " of input ", shape, ")");
   }
   KILN_CHECK(!definitely_less(size + before + after, 0), "pad: the input size ", size,
              ", plus negative padding ", before, " and ", after,

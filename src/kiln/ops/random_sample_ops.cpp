@@ -67,20 +67,22 @@ void sample_multinomial(Generator& gen, const cpu::StridedView& weights,
       for (int64_t c = 0; c < categories; ++c) {
         double w = probability_at<T>(weights, r * categories + c);
         KILN_CHECK(std::isfinite(w) && w >= 0.0,
-                         "multinomial: probability tensor contains either inf, nan or an "
-                         "element < 0 (row ",
-                         r, ", category ", c, ": ", w, ")");
+                   "multinomial: probability tensor contains either inf, nan or an "
+                   "element < 0 (row ",
+                   r, ", category ", c, ": ", w, ")");
         row[size_t(c)] = w;
         total += w;
         positive += w > 0.0;
       }
     });
-    KILN_CHECK(total > 0.0, "multinomial: invalid probability distribution (sum of "
-                     "probabilities <= 0) in row ", r);
+    KILN_CHECK(total > 0.0,
+               "multinomial: invalid probability distribution (sum of "
+               "probabilities <= 0) in row ",
+               r);
     KILN_CHECK(replacement || num_samples <= positive,
-                     "multinomial: cannot sample num_samples=", num_samples,
-                     " > the number of categories with a non-zero probability (", positive,
-                     ") without replacement (row ", r, ")");
+               "multinomial: cannot sample num_samples=", num_samples,
+               " > the number of categories with a non-zero probability (", positive,
+               ") without replacement (row ", r, ")");
     if (replacement) {
       std::partial_sum(row.begin(), row.end(), row.begin());
       for (int64_t s = 0; s < num_samples; ++s) {
@@ -133,18 +135,17 @@ InferResult infer_multinomial(const InferArgs& args) {
   int64_t num_samples = args.attrs.get_int("num_samples");
   KILN_CHECK_VALUE(w.dim() == 1 || w.dim() == 2,
                    "multinomial: prob_dist must be 1 or 2 dim, got shape ", w.shape);
-  KILN_CHECK_TYPE(is_floating(w.dtype), "multinomial: expected floating weights, got ",
-                  w.dtype);
+  KILN_CHECK_TYPE(is_floating(w.dtype), "multinomial: expected floating weights, got ", w.dtype);
   KILN_CHECK_VALUE(num_samples > 0, "multinomial: cannot sample n_sample <= 0 samples (got ",
                    num_samples, ")");
   const Dim& categories = w.shape.back();
   KILN_CHECK_VALUE(categories.is_symbolic() || categories.static_value() > 0,
                    "multinomial: the number of categories cannot be 0 (shape ", w.shape, ")");
   bool replacement = args.attrs.get_bool("replacement");
-  KILN_CHECK_VALUE(replacement || categories.is_symbolic() ||
-                       num_samples <= categories.static_value(),
-                   "multinomial: cannot sample n_sample=", num_samples,
-                   " > prob_dist.size(-1)=", categories, " samples without replacement");
+  KILN_CHECK_VALUE(
+      replacement || categories.is_symbolic() || num_samples <= categories.static_value(),
+      "multinomial: cannot sample n_sample=", num_samples, " > prob_dist.size(-1)=", categories,
+      " samples without replacement");
   DimList shape = w.shape;
   shape.back() = Dim(num_samples);
   return InferResult{{TensorMeta{DType::Int64, std::move(shape)}}, {}};
@@ -233,13 +234,12 @@ void register_random_sample_ops(OpRegistry& registry) {
 
 Tensor bernoulli(const Tensor& p, Generator* gen, std::source_location where) {
   if (!own_generator(gen)) return dispatch1(op("bernoulli"), {p}, {});
-  return draw_now("bernoulli", {p}, {}, where, [&](const auto& in, const auto& out) {
-    sample_bernoulli(*gen, in[0], out);
-  });
+  return draw_now("bernoulli", {p}, {}, where,
+                  [&](const auto& in, const auto& out) { sample_bernoulli(*gen, in[0], out); });
 }
 
-Tensor multinomial(const Tensor& weights, int64_t num_samples, bool replacement,
-                   Generator* gen, std::source_location where) {
+Tensor multinomial(const Tensor& weights, int64_t num_samples, bool replacement, Generator* gen,
+                   std::source_location where) {
   Attrs attrs{{"num_samples", num_samples}, {"replacement", replacement}};
   if (!own_generator(gen)) return dispatch1(op("multinomial"), {weights}, attrs);
   return draw_now("multinomial", {weights}, attrs, where, [&](const auto& in, const auto& out) {

@@ -46,19 +46,19 @@ void register_elementwise_integer_ops(OpRegistry& registry);  // remainder, fmod
 void register_reduction_ops(OpRegistry& registry);
 void register_copy_ops(OpRegistry& registry);  // cast, clone, contiguous, fill
 void register_view_ops(OpRegistry& registry);
-void register_shape_ops(OpRegistry& registry);   // cat, stack, gather, embedding, one_hot, ...
-void register_linalg_ops(OpRegistry& registry);  // matmul, linear, addmm
-void register_fused_ops(OpRegistry& registry);   // linear_act, conv2d_act, fused_elementwise
+void register_shape_ops(OpRegistry& registry);      // cat, stack, gather, embedding, one_hot, ...
+void register_linalg_ops(OpRegistry& registry);     // matmul, linear, addmm
+void register_fused_ops(OpRegistry& registry);      // linear_act, conv2d_act, fused_elementwise
 void register_conv_pool_ops(OpRegistry& registry);  // conv2d, conv_transpose2d, pooling
 void register_resample_ops(OpRegistry& registry);   // upsample_nearest2d, upsample_bilinear2d
 void register_pad_ops(OpRegistry& registry);        // pad
-void register_nn_ops(OpRegistry& registry);            // dropout, batch_norm, layer_norm
-void register_random_ops(OpRegistry& registry);        // uniform, normal, randint, *_like
+void register_nn_ops(OpRegistry& registry);         // dropout, batch_norm, layer_norm
+void register_random_ops(OpRegistry& registry);     // uniform, normal, randint, *_like
 void register_random_sample_ops(OpRegistry& registry);  // bernoulli, multinomial, randperm
-void register_rnn_ops(OpRegistry& registry);           // lstm/gru_cell_pointwise(_backward)
-void register_control_flow_ops(OpRegistry& registry);  // cond, while_loop, scan
-void register_sort_ops(OpRegistry& registry);  // sort, argsort, topk
-void register_scan_ops(OpRegistry& registry);  // cumsum, cumprod, flip, roll
-void register_mask_ops(OpRegistry& registry);  // triu, tril, masked_fill
+void register_rnn_ops(OpRegistry& registry);            // lstm/gru_cell_pointwise(_backward)
+void register_control_flow_ops(OpRegistry& registry);   // cond, while_loop, scan
+void register_sort_ops(OpRegistry& registry);           // sort, argsort, topk
+void register_scan_ops(OpRegistry& registry);           // cumsum, cumprod, flip, roll
+void register_mask_ops(OpRegistry& registry);           // triu, tril, masked_fill
 
 }  // namespace kiln

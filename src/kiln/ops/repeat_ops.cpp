@@ -60,13 +60,11 @@ Tensor tile(const Tensor& x, const IntList& dims) {
 
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim,
                          std::optional<int64_t> output_size) {
-  KILN_CHECK_VALUE(repeats >= 0, "repeat_interleave: repeats can not be negative, got ",
-                   repeats);
+  KILN_CHECK_VALUE(repeats >= 0, "repeat_interleave: repeats can not be negative, got ", repeats);
   // Unset dim: over the flattened tensor, as PyTorch.
   const Tensor input = dim ? x : reshape(x, IntList{-1});
-  const int64_t d = dim ? wrap_dim(*dim, std::max<int64_t>(x.dim(), 1), "repeat_interleave",
-                                   x.shape())
-                        : 0;
+  const int64_t d =
+      dim ? wrap_dim(*dim, std::max<int64_t>(x.dim(), 1), "repeat_interleave", x.shape()) : 0;
   const Tensor base = input.dim() == 0 ? reshape(input, IntList{1}) : input;
   // base as [..., s_d, 1, ...], expanded to [..., s_d, r, ...] and merged.
   DimList shape = sym_shape(base);

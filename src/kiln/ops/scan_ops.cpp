@@ -198,12 +198,13 @@ void register_scan_ops(OpRegistry& registry) {
                      .cpu = flip_kernel,
                      .grad = flip_grad,
                      .onnx = {""}});
-  registry.add(OpDef{.name = "roll",
-                     .attrs = {{"shifts", AttrKind::Ints, none}, {"dims", AttrKind::Ints, IntList{}}},
-                     .infer = infer_roll,
-                     .cpu = roll_kernel,
-                     .grad = roll_grad,
-                     .onnx = {""}});
+  registry.add(
+      OpDef{.name = "roll",
+            .attrs = {{"shifts", AttrKind::Ints, none}, {"dims", AttrKind::Ints, IntList{}}},
+            .infer = infer_roll,
+            .cpu = roll_kernel,
+            .grad = roll_grad,
+            .onnx = {""}});
 }
 
 Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype) {

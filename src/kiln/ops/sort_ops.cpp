@@ -39,8 +39,9 @@ InferResult infer_topk(const InferArgs& args) {
   const Dim size = x.dim() == 0 ? Dim(1) : x.shape[size_t(d)];
   // A symbolic size passes unless no value of it could hold k; the kernel
   // checks each call's own.
-  KILN_CHECK_INDEX(k >= 0 && !definitely_less(size, k), "topk: selected index k out of range (k = ",
-                   k, ", dim ", d, " has size ", size, ", shape ", x.shape, ")");
+  KILN_CHECK_INDEX(k >= 0 && !definitely_less(size, k),
+                   "topk: selected index k out of range (k = ", k, ", dim ", d, " has size ", size,
+                   ", shape ", x.shape, ")");
   DimList shape = x.shape;
   if (x.dim() > 0) shape[size_t(d)] = k;
   return InferResult{{TensorMeta{x.dtype, shape}, TensorMeta{DType::Int64, shape}}, {}};

@@ -87,18 +87,18 @@ Hyperparams adam_defaults(bool decoupled) {
 }  // namespace
 
 const OptimizerKind& adam_kind() {
-  static const OptimizerKind kind{"Adam",    adam_defaults(false),
-                                  {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"},
-                                  {"step"},  check_adam,
-                                  init_adam, update_adam};
+  static const OptimizerKind kind{
+      "Adam",     adam_defaults(false), {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"},
+      {"step"},   check_adam,           init_adam,
+      update_adam};
   return kind;
 }
 
 const OptimizerKind& adamw_kind() {
-  static const OptimizerKind kind{"AdamW",   adam_defaults(true),
-                                  {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"},
-                                  {"step"},  check_adam,
-                                  init_adam, update_adam};
+  static const OptimizerKind kind{
+      "AdamW",    adam_defaults(true), {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"},
+      {"step"},   check_adam,          init_adam,
+      update_adam};
   return kind;
 }
 

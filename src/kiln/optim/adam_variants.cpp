@@ -14,7 +14,8 @@ template <typename Number>
 Tensor decayed(const Tensor& param, const Tensor& grad, const Hyperparams& options,
                const Number& rate) {
   double weight_decay = get(options, "weight_decay");
-  bool decoupled = options.count("decoupled_weight_decay") && flag(options, "decoupled_weight_decay");
+  bool decoupled =
+      options.count("decoupled_weight_decay") && flag(options, "decoupled_weight_decay");
   if (decoupled && weight_decay != 0) mul_(param, 1 - rate * weight_decay);
   return direction(param, grad, flag(options, "maximize"), decoupled ? 0 : weight_decay);
 }
@@ -133,8 +134,12 @@ void check_adam_like(const std::string& name, const Hyperparams& options) {
 }  // namespace
 
 Hyperparams AdamaxOptions::to_hyperparams() const {
-  return {{"lr", lr}, {"beta1", beta1}, {"beta2", beta2}, {"eps", eps},
-          {"weight_decay", weight_decay}, {"maximize", maximize ? 1.0 : 0.0}};
+  return {{"lr", lr},
+          {"beta1", beta1},
+          {"beta2", beta2},
+          {"eps", eps},
+          {"weight_decay", weight_decay},
+          {"maximize", maximize ? 1.0 : 0.0}};
 }
 
 Hyperparams NAdamOptions::to_hyperparams() const {
@@ -174,26 +179,34 @@ RAdam::RAdam(std::vector<ParamGroup> groups, RAdamOptions defaults)
     : Optimizer(radam_kind(), std::move(groups), defaults.to_hyperparams()) {}
 
 const OptimizerKind& adamax_kind() {
-  static const OptimizerKind kind{"Adamax",          AdamaxOptions{}.to_hyperparams(),
-                                  {"step", "exp_avg", "exp_inf"}, {"step"},
-                                  check_adam_like,   init_adamax,
+  static const OptimizerKind kind{"Adamax",
+                                  AdamaxOptions{}.to_hyperparams(),
+                                  {"step", "exp_avg", "exp_inf"},
+                                  {"step"},
+                                  check_adam_like,
+                                  init_adamax,
                                   update_adamax};
   return kind;
 }
 
 const OptimizerKind& nadam_kind() {
-  static const OptimizerKind kind{"NAdam",     NAdamOptions{}.to_hyperparams(),
+  static const OptimizerKind kind{"NAdam",
+                                  NAdamOptions{}.to_hyperparams(),
                                   {"step", "mu_product", "exp_avg", "exp_avg_sq"},
                                   {"step", "mu_product"},
-                                  check_nadam, init_nadam,
+                                  check_nadam,
+                                  init_nadam,
                                   update_nadam};
   return kind;
 }
 
 const OptimizerKind& radam_kind() {
-  static const OptimizerKind kind{"RAdam",         RAdamOptions{}.to_hyperparams(),
-                                  {"step", "exp_avg", "exp_avg_sq"}, {"step"},
-                                  check_adam_like, init_moments,
+  static const OptimizerKind kind{"RAdam",
+                                  RAdamOptions{}.to_hyperparams(),
+                                  {"step", "exp_avg", "exp_avg_sq"},
+                                  {"step"},
+                                  check_adam_like,
+                                  init_moments,
                                   update_radam};
   return kind;
 }

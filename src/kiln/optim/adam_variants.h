@@ -8,7 +8,8 @@
 //           p -= lr * (1 - mu_t) / (1 - prod) * g / d
 //              + lr * mu_{t+1} / (1 - prod * mu_{t+1}) * m / d
 //   RAdam:  m, v as Adam;  rho_t = rho_inf - 2 t beta2^t / (1 - beta2^t)
-//           p -= lr * m / (1 - beta1^t) * (rho_t > 5 ? rect_t * sqrt(1 - beta2^t) / (sqrt(v) + eps) : 1)
+//           p -= lr * m / (1 - beta1^t) * (rho_t > 5 ? rect_t * sqrt(1 - beta2^t) / (sqrt(v) + eps)
+//           : 1)
 #pragma once
 
 #include "kiln/optim/optimizer.h"

@@ -13,7 +13,7 @@ namespace {
 
 const std::vector<const OptimizerKind*>& all_kinds() {
   static const std::vector<const OptimizerKind*> kinds = {
-      &sgd_kind(),     &adam_kind(),    &adamw_kind(), &rmsprop_kind(), &adagrad_kind(),
+      &sgd_kind(),      &adam_kind(),   &adamw_kind(), &rmsprop_kind(), &adagrad_kind(),
       &adadelta_kind(), &adamax_kind(), &nadam_kind(), &radam_kind()};
   return kinds;
 }
@@ -56,8 +56,7 @@ Hyperparams complete_options(const OptimizerKind& kind, const Hyperparams& overr
   Hyperparams options = kind.defaults;
   for (const auto& [key, value] : overrides) {
     KILN_CHECK_VALUE(kind.defaults.count(key), kind.name, ": unknown option '", key, "'",
-                     where.empty() ? "" : " ", where, " (known: ", known_names(kind.defaults),
-                     ")");
+                     where.empty() ? "" : " ", where, " (known: ", known_names(kind.defaults), ")");
     options[key] = value;
   }
   kind.check(kind.name, options);

@@ -169,25 +169,31 @@ Adadelta::Adadelta(std::vector<ParamGroup> groups, AdadeltaOptions defaults)
     : Optimizer(adadelta_kind(), std::move(groups), defaults.to_hyperparams()) {}
 
 const OptimizerKind& rmsprop_kind() {
-  static const OptimizerKind kind{"RMSprop",     RMSpropOptions{}.to_hyperparams(),
+  static const OptimizerKind kind{"RMSprop",
+                                  RMSpropOptions{}.to_hyperparams(),
                                   {"step", "square_avg", "momentum_buffer", "grad_avg"},
-                                  {"step"},      check_rmsprop,
-                                  init_rmsprop,  update_rmsprop};
+                                  {"step"},
+                                  check_rmsprop,
+                                  init_rmsprop,
+                                  update_rmsprop};
   return kind;
 }
 
 const OptimizerKind& adagrad_kind() {
-  static const OptimizerKind kind{"Adagrad",    AdagradOptions{}.to_hyperparams(),
+  static const OptimizerKind kind{"Adagrad",       AdagradOptions{}.to_hyperparams(),
                                   {"step", "sum"}, {"step"},
-                                  check_adagrad, init_adagrad,
+                                  check_adagrad,   init_adagrad,
                                   update_adagrad};
   return kind;
 }
 
 const OptimizerKind& adadelta_kind() {
-  static const OptimizerKind kind{"Adadelta",     AdadeltaOptions{}.to_hyperparams(),
-                                  {"step", "square_avg", "acc_delta"}, {"step"},
-                                  check_adadelta, init_adadelta,
+  static const OptimizerKind kind{"Adadelta",
+                                  AdadeltaOptions{}.to_hyperparams(),
+                                  {"step", "square_avg", "acc_delta"},
+                                  {"step"},
+                                  check_adadelta,
+                                  init_adadelta,
                                   update_adadelta};
   return kind;
 }

@@ -64,16 +64,16 @@ void update_sgd(const Tensor& param, const Tensor& grad, TensorMap& state,
     const Tensor& buffer = found->second;
     d = flag(options, "nesterov") ? add(d, mul(buffer, momentum)) : buffer;
   }
-  with_numbers("SGD", lr, Tensor(), [&](const auto& rate, const auto&) { add_(param, mul(d, -rate)); });
+  with_numbers("SGD", lr, Tensor(),
+               [&](const auto& rate, const auto&) { add_(param, mul(d, -rate)); });
 }
 
 }  // namespace
 
 const OptimizerKind& sgd_kind() {
-  static const OptimizerKind kind{"SGD",       SGDOptions{}.to_hyperparams(),
-                                  {"momentum_buffer"}, {},
-                                  check_sgd,   init_sgd,
-                                  update_sgd};
+  static const OptimizerKind kind{
+      "SGD",     SGDOptions{}.to_hyperparams(), {"momentum_buffer"}, {}, check_sgd, init_sgd,
+      update_sgd};
   return kind;
 }
 
