@@ -184,6 +184,11 @@ def _clamp_bound_inplace(bound: str) -> Callable[[Tensor, float], Tensor]:
     return method
 
 
+def _masked_fill_inplace(self: Tensor, mask: Tensor, value: Any) -> Tensor:
+    """x.masked_fill_(mask, value): value where mask is True, in x's memory."""
+    return _C.masked_fill_(self, mask, value)
+
+
 def _install_misc_methods(cls: Any) -> None:
     # NumPy defers its operators to an object of higher priority that does
     # not subclass ndarray, so `array + tensor` calls Tensor.__radd__ and
@@ -205,7 +210,7 @@ def _install_misc_methods(cls: Any) -> None:
         if not hasattr(cls, f"{name}_"):
             setattr(cls, f"{name}_", _inplace_method(name, schemas))
     cls.clip_ = cls.clamp_
-    cls.masked_fill_ = _C.masked_fill_  # bound, not installed until now
+    cls.masked_fill_ = _masked_fill_inplace
     cls.nelement = cls.numel
     cls.ndimension = cls.dim
     cls.clamp_min_ = _clamp_bound_inplace("min")

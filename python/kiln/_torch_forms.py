@@ -18,6 +18,7 @@ PyTorch's form and calls the op:
 """
 from __future__ import annotations
 
+import builtins
 import functools
 from collections import namedtuple
 from collections.abc import Callable, Sequence
@@ -314,7 +315,7 @@ clip = _ops.clamp
 
 
 def _check_dims(name: str, *pairs: tuple[Tensor, int]) -> None:
-    if any(t.ndim != n for t, n in pairs):
+    if builtins.any(t.ndim != n for t, n in pairs):  # this module's any is torch's
         wanted = " and ".join(f"{n}-D" for _, n in pairs)
         got = " and ".join(f"{t.ndim}-D" for t, _ in pairs)
         raise RuntimeError(f"{name}: expected {wanted} arguments, got {got}")

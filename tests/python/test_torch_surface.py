@@ -122,3 +122,75 @@ def test_predicates():
     assert kiln.numel(x) == 6 and isinstance(kiln.numel(x), int)
     assert kiln.is_floating_point(x) and x.double().is_floating_point()
     assert not kiln.is_floating_point(x.long()) and not x.bool().is_floating_point()
+
+
+def test_masked_fill_in_place_returns_the_tensor_and_keeps_gradients():
+    rng = np.random.default_rng(4)
+    array, mask = rng.normal(size=(3, 4)), rng.random((3, 4)) > 0.5
+    ours, theirs = pair(array, True)
+    k_out, t_out = ours * 2, theirs * 2
+    assert k_out.masked_fill_(kiln.tensor(mask), -1.0) is k_out
+    t_out.masked_fill_(torch.tensor(mask), -1.0)
+    np.testing.assert_array_equal(k_out.detach().numpy(), t_out.detach().numpy())
+    (k_out * kiln.tensor(array)).sum().backward()
+    (t_out * torch.tensor(array)).sum().backward()
+    np.testing.assert_array_equal(ours.grad.numpy(), theirs.grad.numpy())
+
+
+def test_clip_and_the_matrix_products_with_their_dimension_checks():
+    rng = np.random.default_rng(5)
+    (km, tm), (kv, tv) = pair(rng.normal(size=(3, 4))), pair(rng.normal(size=4))
+    np.testing.assert_array_equal(kiln.clip(km, -0.5, 0.5).numpy(),
+                                  torch.clip(tm, -0.5, 0.5).numpy())
+    np.testing.assert_array_equal(km.clone().clip_(max=0.1).numpy(),
+                                  tm.clone().clip_(max=0.1).numpy())
+    np.testing.assert_allclose(kiln.mm(km, km.t()).numpy(), torch.mm(tm, tm.t()).numpy(),
+                               rtol=1e-6)
+    np.testing.assert_allclose(km.mv(kv).numpy(), tm.mv(tv).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(kiln.dot(kv, kv).numpy(), torch.dot(tv, tv).numpy(), rtol=1e-6)
+    with pytest.raises(RuntimeError, match="mm: expected 2-D and 2-D arguments, got 2-D and 1-D"):
+        kiln.mm(km, kv)
+    with pytest.raises(RuntimeError, match="dot: expected 1-D and 1-D arguments"):
+        kiln.dot(km, kv)
+
+
+@pytest.mark.parametrize("name", ["logical_and", "logical_or", "logical_xor"])
+def test_logical_ops(name):
+    (ka, ta), (kb, tb) = pair([0.0, 1.5, -2.0, 0.0]), pair([3, 0, 1, 0])
+    got, want = getattr(kiln, name)(ka, kb), getattr(torch, name)(ta, tb)
+    assert got.dtype == kiln.bool
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    np.testing.assert_array_equal(getattr(ka, name)(kb).numpy(), want.numpy())
+
+
+def test_dims_moved_swapped_flattened_and_unflattened():
+    ours, theirs = pair(np.arange(120, dtype=np.float32).reshape(2, 3, 4, 5))
+    cases = [("movedim", (0, -1)), ("movedim", ((0, 1), (3, 0))), ("moveaxis", (1, 2)),
+             ("swapaxes", (0, 2)), ("swapdims", (1, -1)), ("ravel", ()),
+             ("unflatten", (2, (2, -1))), ("count_nonzero", ()), ("count_nonzero", ((0, 2),))]
+    for name, args in cases:
+        got, want = getattr(kiln, name)(ours, *args), getattr(torch, name)(theirs, *args)
+        np.testing.assert_array_equal(got.numpy(), want.numpy(), err_msg=f"{name}{args}")
+    with pytest.raises(RuntimeError, match="movedim: Invalid source or destination dims"):
+        kiln.movedim(ours, (0, 1), 2)
+    assert ours.nelement() == theirs.nelement() and ours.ndimension() == theirs.ndimension()
+
+
+def test_inference_mode_as_context_and_decorator():
+    x = kiln.ones(2, requires_grad=True)
+    with kiln.inference_mode():
+        assert not (x * 2).requires_grad
+    with kiln.inference_mode(False):
+        assert (x * 2).requires_grad
+
+    @kiln.inference_mode
+    def bare():
+        return kiln.is_grad_enabled()
+
+    @kiln.inference_mode(mode=False)
+    def kept():
+        return kiln.is_grad_enabled()
+
+    assert not bare() and kept() and kiln.is_grad_enabled()
+    assert kiln.get_default_dtype() == kiln.float32
+    assert str(torch.get_default_dtype()) == "torch.float32"
