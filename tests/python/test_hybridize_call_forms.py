@@ -80,7 +80,39 @@ def test_what_cannot_key_a_graph_is_refused_by_name():
     model = Masked().hybridize()
     with pytest.raises(TypeError, match="argument 'scale' is a set"):
         model(kiln.randn(3, 4), scale={1.0})
-    with pytest.raises(TypeError, match="argument 'mask' holds a tensor inside a container"):
-        model(kiln.randn(3, 4), mask=[kiln.ones(1)])
     with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
         model(kiln.randn(3, 4), colour=1)
+
+
+def test_tensors_inside_tuples_are_inputs_too():
+    kiln.manual_seed(3)
+    lstm = nn.LSTM(4, 6, batch_first=True)
+    x = kiln.randn(2, 5, 4)
+    state = (kiln.randn(1, 2, 6), kiln.randn(1, 2, 6))
+    want, (h, c) = lstm(x, state)
+    lstm.hybridize()
+    for _ in range(2):
+        got, (gh, gc) = lstm(x, state)
+        for a, b in ((got, want), (gh, h), (gc, c)):
+            np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+    other = (kiln.randn(1, 2, 6), kiln.randn(1, 2, 6))
+    lstm.hybridize(False)
+    again = lstm(x, other)[0]
+    lstm.hybridize()
+    np.testing.assert_array_equal(lstm(x, other)[0].detach().numpy(), again.detach().numpy())
+
+
+def test_trace_takes_and_saves_nested_inputs(tmp_path):
+    kiln.manual_seed(4)
+    lstm = nn.LSTM(4, 6)
+    x = kiln.randn(5, 2, 4)
+    state = (kiln.randn(1, 2, 6), kiln.randn(1, 2, 6))
+    with kiln.no_grad():
+        traced = kiln.jit.trace(lstm, (x, state))
+        want = lstm(x, state)[0]
+        np.testing.assert_array_equal(traced(x, state)[0].numpy(), want.numpy())
+        traced.save(tmp_path / "lstm.kiln")
+        loaded = kiln.jit.load(tmp_path / "lstm.kiln")
+        np.testing.assert_array_equal(loaded(x, state)[0].numpy(), want.numpy())
+    with pytest.raises(TypeError, match=r"called with inputs \(tensor, tensor\)"):
+        traced(x, state[0])

@@ -27,6 +27,7 @@ from typing import Any
 
 from kiln import _C
 from kiln._C import Tensor
+from kiln._pytree import describe, flatten
 from kiln.jit import _guards, _record
 from kiln.jit._hybrid import HybridCache
 from kiln.jit._record import (
@@ -63,7 +64,7 @@ class TracedModule:
     with tensors of the dtypes and shapes it was traced with."""
 
     def __init__(self, compiled: Any, spec: Spec, name: str, module: Any = None,
-                 example_inputs: Sequence[Tensor] = ()) -> None:
+                 example_inputs: Sequence[Tensor] = (), in_spec: Spec = None) -> None:
         self._compiled = compiled
         self._run = compiled.run
         self._spec = spec
@@ -71,10 +72,21 @@ class TracedModule:
         self._name = name
         self._module = module
         self._example_inputs = tuple(example_inputs)
+        self._in_spec = in_spec  # the arguments' structure, when it holds containers
 
-    def __call__(self, *args: Tensor) -> Any:
+    def __call__(self, *args: Any) -> Any:
+        if self._in_spec is not None:
+            args = self._flat_arguments(args)
         out = self._run(args)
         return out[0] if self._single else unflatten(self._spec, out)
+
+    def _flat_arguments(self, args: tuple[Any, ...]) -> tuple[Tensor, ...]:
+        flat: list[Tensor] = []
+        spec = flatten(args, flat, f"{self._name}'s inputs")
+        if spec != self._in_spec:
+            raise TypeError(f"{self._name}: called with inputs {describe(spec)}, but it was "
+                            f"traced with {describe(self._in_spec)}")
+        return tuple(flat)
 
     @property
     def graph(self) -> Any:
@@ -130,7 +142,7 @@ class TracedModule:
         """The same module running `graph` (a rewritten clone of self.graph):
         verified, then compiled."""
         return TracedModule(self._compiled.with_graph(graph), self._spec, self._name,
-                            self._module, self._example_inputs)
+                            self._module, self._example_inputs, self._in_spec)
 
     def save(self, path: str | os.PathLike[str],
              example_inputs: Tensor | Sequence[Tensor] | None = None) -> None:
@@ -145,6 +157,8 @@ class TracedModule:
             example_inputs = (example_inputs,)
         metadata = {"python.output_spec": json.dumps(_spec_to_json(self._spec)),
                     "python.name": self._name}
+        if self._in_spec is not None:
+            metadata["python.input_spec"] = json.dumps(_spec_to_json(self._in_spec))
         _C.jit.save(self._compiled, os.fspath(path), list(example_inputs), metadata)
 
     def parameters(self) -> Iterator[Tensor]:
@@ -202,7 +216,9 @@ def load(path: str | os.PathLike[str], verify: bool = False) -> TracedModule:
     spec = _spec_from_json(json.loads(spec_text)) if spec_text else _outputs_spec(
         compiled.num_outputs)
     name = metadata.get("python.name", os.path.basename(os.fspath(path)))
-    return TracedModule(compiled, spec, name)
+    in_text = metadata.get("python.input_spec")
+    in_spec = _spec_from_json(json.loads(in_text)) if in_text else None
+    return TracedModule(compiled, spec, name, in_spec=in_spec)
 
 
 def from_graph(graph: Any) -> TracedModule:
@@ -257,27 +273,30 @@ def trace(fn: Callable[..., Any], example_inputs: Tensor | Sequence[Tensor] | No
         raise TypeError("kiln.jit.trace: example_inputs is required")
     inputs = (example_inputs,) if isinstance(example_inputs, _C.Tensor) else tuple(example_inputs)
     name = type(fn).__name__ if isinstance(fn, Module) else getattr(fn, "__name__", "function")
+    # Tensors inside tuples, lists and dicts (an LSTM's (h0, c0)) are graph
+    # inputs of their own; the traced module takes the same structure.
+    given, flat = inputs, list[Tensor]()
+    in_spec = flatten(inputs, flat, "a traced function's inputs")
+    nested = any(s is not LEAF for s in in_spec[1])
+    target = fn.forward if isinstance(fn, Module) else fn
+    if nested:
+        target = _called_with_structure(target, in_spec)
+        inputs = tuple(flat)
     _record.check_inputs(inputs, f"trace({name})")
     options = _compile_options(optimize, frozen, fast_math, passes)
-    if isinstance(fn, Module):
-        params = list(fn.state_dict(keep_vars=True).items())
-        compiled, _, spec = record(fn.forward, inputs, params, strict, options,
-                                   dynamic_shapes=dynamic_shapes)
-        traced = TracedModule(compiled, spec, name, fn, inputs)
-    else:
-        compiled, _, spec = record(fn, inputs, [], strict, options,
-                                   dynamic_shapes=dynamic_shapes)
-        traced = TracedModule(compiled, spec, name, example_inputs=inputs)
+    params = list(fn.state_dict(keep_vars=True).items()) if isinstance(fn, Module) else []
+    compiled, _, spec = record(target, inputs, params, strict, options,
+                               dynamic_shapes=dynamic_shapes)
+    traced = TracedModule(compiled, spec, name, fn if isinstance(fn, Module) else None, inputs,
+                          in_spec=in_spec if nested else None)
     if check_trace or check_inputs:
-        _check_trace(fn, traced, [inputs, *(check_inputs or [])], check_tolerance)
+        _check_trace(fn, traced, [given, *(check_inputs or [])], check_tolerance)
     return traced
 
 
 def _check_trace(fn: Callable[..., Any], traced: TracedModule, cases: Sequence[Any],
                  tolerance: float) -> None:
     import numpy as np
-
-    from kiln._pytree import flatten
     for case in cases:
         case = (case,) if isinstance(case, _C.Tensor) else tuple(case)
         want: list[Tensor] = []
@@ -336,3 +355,10 @@ def compile(fn: Callable[..., Any] | None = None, *, strict: bool = False, optim
         fn.hybridize(**options)
         return fn
     return CompiledFunction(fn, **options)
+
+
+def _called_with_structure(fn: Callable[..., Any], in_spec: Spec) -> Callable[..., Any]:
+    """fn taking the flat tensors of arguments whose structure is in_spec."""
+    def call(*tensors: Tensor) -> Any:
+        return fn(*unflatten(in_spec, tensors))
+    return call

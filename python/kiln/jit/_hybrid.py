@@ -12,7 +12,7 @@ value changed."""
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from kiln import _C
@@ -111,13 +111,10 @@ class HybridCache:
             bound = inspect.signature(self._fn).bind(*args, **kwargs)
         except TypeError as e:
             raise TypeError(f"{self._owner}: {e}") from None
-        form, tensors = [], []
+        form: list[tuple[str, Any]] = []
+        tensors: list[Tensor] = []
         for name, value in bound.arguments.items():
-            if isinstance(value, _C.Tensor):
-                form.append((name, _TENSOR))
-                tensors.append(value)
-            else:
-                form.append((name, _frozen(value, f"{self._owner}: argument {name!r}")))
+            form.append((name, _form_of(value, tensors, f"{self._owner}: argument {name!r}")))
         key = tuple(form)
         cache = self._forms.get(key)
         if cache is None:
@@ -158,29 +155,34 @@ class _TensorSlot:
 _TENSOR = _TensorSlot()  # in a call's form: a tensor argument, an input of the graph
 
 
-def _frozen(value: Any, what: str) -> Any:
-    """A non-tensor argument as a hashable key (lists become tuples)."""
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__, tuple(_frozen(v, what) for v in value))
-    if isinstance(value, dict):
-        return ("dict", tuple(sorted((k, _frozen(v, what)) for k, v in value.items())))
+def _form_of(value: Any, tensors: list[Tensor], what: str) -> Any:
+    """A call's argument as a hashable key: its tensors (also inside
+    tuples, lists and dicts, as an LSTM's (h0, c0)) become _TENSOR slots,
+    appended to `tensors`; lists become tuples."""
     if isinstance(value, _C.Tensor):
-        raise TypeError(f"{what} holds a tensor inside a container; a compiled call takes "
-                        "tensors as arguments of their own")
+        tensors.append(value)
+        return _TENSOR
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_form_of(v, tensors, what) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((k, _form_of(value[k], tensors, what)) for k in value))
     try:
         hash(value)
     except TypeError:
         raise TypeError(f"{what} is a {type(value).__name__}, which a compiled call cannot "
-                        "key its graphs by; pass tensors, numbers, strings or None") from None
+                        "key its graphs by; pass tensors (or tuples, lists and dicts of "
+                        "them), numbers, strings or None") from None
     return value
 
 
-def _thawed(key: Any) -> Any:
+def _thawed(key: Any, tensors: Iterator[Tensor]) -> Any:
+    if key is _TENSOR:
+        return next(tensors)
     if isinstance(key, tuple) and len(key) == 2 and key[0] in ("list", "tuple", "dict"):
         kind, items = key
         if kind == "dict":
-            return {k: _thawed(v) for k, v in items}
-        values = [_thawed(v) for v in items]
+            return {k: _thawed(v, tensors) for k, v in items}
+        values = [_thawed(v, tensors) for v in items]
         return values if kind == "list" else tuple(values)
     return key
 
@@ -191,12 +193,23 @@ def _with_form(fn: Callable[..., Any], signature: inspect.Signature,
     `form` are put back as given (keywords stay keywords)."""
     def call(*tensors: Tensor) -> Any:
         given = iter(tensors)
-        arguments = {name: next(given) if value is _TENSOR else _thawed(value)
-                     for name, value in form}
+        arguments = {name: _thawed(value, given) for name, value in form}
         bound = inspect.BoundArguments(signature, arguments)
         return fn(*bound.args, **bound.kwargs)
 
-    names = [name for name, value in form if value is _TENSOR]
+    names = [slot for name, value in form for slot in _slot_names(name, value)]
     call.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in names])
     return call
+
+
+def _slot_names(name: str, key: Any) -> list[str]:
+    """The graph input names of an argument's tensors, in order: the
+    argument's name, or name_0, name_1, ... inside a container."""
+    if key is _TENSOR:
+        return [name]
+    if isinstance(key, tuple) and len(key) == 2 and key[0] in ("list", "tuple"):
+        return [n for i, k in enumerate(key[1]) for n in _slot_names(f"{name}_{i}", k)]
+    if isinstance(key, tuple) and len(key) == 2 and key[0] == "dict":
+        return [n for k, v in key[1] for n in _slot_names(f"{name}_{k}", v)]
+    return []
