@@ -42,9 +42,23 @@ def programs(name):
     return _swap.load(name, "torch"), _swap.load(name, "kiln")
 
 
+def initial_state(torch_model):
+    return {k: v.detach().numpy().copy() for k, v in torch_model.state_dict().items()}
+
+
 def copy_weights(torch_model, kiln_model):
-    kiln_model.load_state_dict({k: v.detach().numpy().copy()
-                                for k, v in torch_model.state_dict().items()})
+    kiln_model.load_state_dict(initial_state(torch_model))
+
+
+def check_hybridized_training(model, start, train, eager_losses):
+    """Training the kiln model hybridized (forward recorded once and run
+    compiled, backward through it) from the same start gives eager's losses."""
+    model.load_state_dict(start)
+    model.hybridize()
+    losses = train(model)
+    assert model.cache_info().hits >= len(losses) - 1  # the steps after the first ran compiled
+    model.hybridize(active=False)
+    np.testing.assert_allclose(losses, eager_losses, rtol=1e-5)
 
 
 def as_numpy(value):
@@ -163,16 +177,14 @@ def test_cnn_classifier(tmp_path):
     torch.manual_seed(0)
     torch_model, kiln_model = pt.build_model(dropout=0.0), kl.build_model(dropout=0.0)
     copy_weights(torch_model, kiln_model)
-    hybrid_model = kl.build_model(dropout=0.0)
-    copy_weights(torch_model, hybrid_model)
+    start = initial_state(torch_model)
     (tx, ty, tx_test, ty_test), (kx, ky, kx_test, ky_test) = pt.make_data(), kl.make_data()
     torch_losses = pt.train(torch_model, pt.make_loader(tx, ty, shuffle=False), max_steps=6)
     kiln_losses = kl.train(kiln_model, kl.make_loader(kx, ky, shuffle=False), max_steps=6)
     np.testing.assert_allclose(kiln_losses, torch_losses, rtol=LOSS_RTOL)
-    # Training steps run compiled give the eager losses.
-    hybrid_model.hybridize()
-    hybrid_losses = kl.train(hybrid_model, kl.make_loader(kx, ky, shuffle=False), max_steps=6)
-    np.testing.assert_allclose(hybrid_losses, kiln_losses, rtol=1e-5)
+    check_hybridized_training(
+        kl.build_model(dropout=0.0), start,
+        lambda m: kl.train(m, kl.make_loader(kx, ky, shuffle=False), max_steps=6), kiln_losses)
     # The convolutions' biases feed BatchNorm, which subtracts them again
     # (its running means follow them).
     assert_same_state(kiln_model, torch_model, skip=("features.0.bias", "features.3.bias",
@@ -189,9 +201,12 @@ def test_transformer_lm(tmp_path):
     torch_model = pt.build_model(len(vocab), dropout=0.0)
     kiln_model = kl.build_model(len(vocab), dropout=0.0)
     copy_weights(torch_model, kiln_model)
+    start = initial_state(torch_model)
     torch_losses = pt.train(torch_model, t_data, len(vocab), steps=5)
     kiln_losses = kl.train(kiln_model, k_data, len(vocab), steps=5)
     np.testing.assert_allclose(kiln_losses, torch_losses, rtol=LOSS_RTOL)
+    check_hybridized_training(kl.build_model(len(vocab), dropout=0.0), start,
+                              lambda m: kl.train(m, k_data, len(vocab), steps=5), kiln_losses)
     (t_val, _), (k_val, _) = pt.make_data(seed=1), kl.make_data(seed=1)
     np.testing.assert_allclose(kl.evaluate(kiln_model, k_val[:64], len(vocab)),
                                pt.evaluate(torch_model, t_val[:64], len(vocab)), rtol=1e-4)
@@ -204,9 +219,12 @@ def test_gpt(tmp_path):
     torch.manual_seed(0)
     torch_model, kiln_model = pt.build_model(len(chars)), kl.build_model(len(chars))
     copy_weights(torch_model, kiln_model)
+    start = initial_state(torch_model)
     torch_losses = pt.train(torch_model, pt.make_batches(t_data, 5))
     kiln_losses = kl.train(kiln_model, kl.make_batches(k_data, 5))
     np.testing.assert_allclose(kiln_losses, torch_losses, rtol=LOSS_RTOL)
+    check_hybridized_training(kl.build_model(len(chars)), start,
+                              lambda m: kl.train(m, kl.make_batches(k_data, 5)), kiln_losses)
     # The tied weight stays one tensor through training.
     assert kiln_model.lm_head.weight is kiln_model.transformer.wte.weight
     assert_same_state(kiln_model, torch_model)
@@ -303,10 +321,14 @@ def test_resnet(tmp_path):
     torch_model = pt.build_model(zero_init_residual=False)
     kiln_model = kl.build_model(zero_init_residual=False)
     copy_weights(torch_model, kiln_model)
+    start = initial_state(torch_model)
     (t_x, t_y), (k_x, k_y) = pt.make_data(), kl.make_data()
     torch_losses = pt.train(torch_model, t_x[:192], t_y[:192], max_steps=3)
     kiln_losses = kl.train(kiln_model, k_x[:192], k_y[:192], max_steps=3)
     np.testing.assert_allclose(kiln_losses, torch_losses, rtol=LOSS_RTOL)
+    check_hybridized_training(kl.build_model(zero_init_residual=False), start,
+                              lambda m: kl.train(m, k_x[:192], k_y[:192], max_steps=3),
+                              kiln_losses)
     assert_same_state(kiln_model, torch_model)
     assert kl.accuracy(kiln_model, k_x[1400:], k_y[1400:]) == pytest.approx(
         pt.accuracy(torch_model, t_x[1400:], t_y[1400:]), abs=0.01)
@@ -404,9 +426,12 @@ def test_seq2seq_transformer(tmp_path):
     torch.manual_seed(0)
     torch_model, kiln_model = pt.build_model(dropout=0.0), kl.build_model(dropout=0.0)
     copy_weights(torch_model, kiln_model)
+    start = initial_state(torch_model)
     torch_losses = pt.train(torch_model, pt.make_data(5))
     kiln_losses = kl.train(kiln_model, kl.make_data(5))
     np.testing.assert_allclose(kiln_losses, torch_losses, rtol=LOSS_RTOL)
+    check_hybridized_training(kl.build_model(dropout=0.0), start,
+                              lambda m: kl.train(m, kl.make_data(5)), kiln_losses)
     # in_proj_bias holds the keys' bias, which the softmax cancels.
     assert_same_state(kiln_model, torch_model, skip=("in_proj_bias",))
     (t_src, t_tgt), (k_src, k_tgt) = (fw.make_batch(np.random.default_rng(7), 8)
