@@ -210,6 +210,7 @@ def export(model: Module | TracedModule | Callable[..., Any], args: Any = (),
                         f"{', '.join(sorted(unknown))}")
     if f is None:
         raise TypeError("kiln.onnx.export: `f`, the path or file to write, is required")
+    from kiln import no_grad
     from kiln.jit import TracedModule, trace
     from kiln.nn import Module
     inputs: tuple[Tensor, ...] = ()
@@ -227,7 +228,9 @@ def export(model: Module | TracedModule | Callable[..., Any], args: Any = (),
         if module is not None and mode is not TrainingMode.PRESERVE:
             module.train(mode is TrainingMode.TRAINING)
         try:
-            traced = trace(model, inputs, dynamic_shapes=shapes, optimize=do_constant_folding)
+            with no_grad():  # an inference graph (custom Functions record their forward)
+                traced = trace(model, inputs, dynamic_shapes=shapes,
+                               optimize=do_constant_folding)
         finally:
             if module is not None:
                 module.train(was_training)
@@ -239,7 +242,8 @@ def export(model: Module | TracedModule | Callable[..., Any], args: Any = (),
                    keep_initializers_as_inputs=bool(keep_initializers_as_inputs))
     _write(traced, f, options)
     if verify and inputs:
-        _verify(f, traced, inputs)
+        with no_grad():
+            _verify(f, traced, inputs)
 
 
 def load(path: str | os.PathLike[str], input_shapes: Mapping[str, Sequence[int]] | None = None,

@@ -377,6 +377,24 @@ def test_inference_records_the_forward_exactly():
     assert "exp" in str(traced.graph)
 
 
+def test_trace_records_a_function_for_inference_and_refuses_its_gradient(tmp_path):
+    net = FunctionNet()
+    x = kiln.randn(4, 3)
+    traced = kiln.jit.trace(net, x)  # grad mode on, as torch.jit.trace is called
+    with kiln.no_grad():
+        np.testing.assert_array_equal(traced(x).numpy(), net(x).numpy())
+    with pytest.raises(RuntimeError, match="holds the forward of the custom autograd Function "
+                                           "ClampGrad, not its backward"):
+        traced(x)  # the parameters require grad
+    traced.save(tmp_path / "net.kiln")
+    loaded = kiln.jit.load(tmp_path / "net.kiln")
+    with pytest.raises(RuntimeError, match="ClampGrad"):
+        loaded(kiln.randn(4, 3, requires_grad=True))
+    with kiln.no_grad():
+        np.testing.assert_array_equal(loaded(x).numpy(), net(x).numpy())
+    kiln.onnx.export(net, (x,), tmp_path / "net.onnx", verify=True)
+
+
 def test_graphs_through_functions_are_freed():
     """A saved output, a dirty input and ctx attributes make no reference
     cycle: all of it is freed with the last tensor."""

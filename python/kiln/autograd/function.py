@@ -128,7 +128,8 @@ def _warn_if_recorded_without_grad(name: str) -> None:
     kiln.compile record again when grad mode changes (and then refuse), but
     a kiln.jit.trace result called with gradients would differentiate those
     ops: say so, once per Function."""
-    if _C.is_grad_enabled() or not _C.jit.is_recording() or name in _warned_inference_records:
+    if (_C.is_grad_enabled() or not _C.jit.is_recording() or name in _warned_inference_records
+            or inference_trace is not None):
         return
     _warned_inference_records.add(name)
     warnings.warn(f"kiln.autograd.Function {name} was recorded under no_grad: the graph holds "
@@ -153,9 +154,18 @@ def _overrides_setup_context(cls: type[Function]) -> bool:
         getattr(Function.setup_context, "__func__", Function.setup_context)
 
 
+# Set by kiln.jit.trace (and so kiln.onnx.export) while it records: the
+# names of the custom Functions the trace met. The traced module holds
+# their forward's ops for inference and refuses to be differentiated.
+inference_trace: list[str] | None = None
+
+
 def _apply(cls: type[Function], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     name = cls.__name__
-    _C.autograd._check_recordable(name)
+    if inference_trace is not None and _C.jit.is_recording():
+        inference_trace.append(name)
+    else:
+        _C.autograd._check_recordable(name)
     grad_on = _C.is_grad_enabled()
     inputs = [a if isinstance(a, _C.Tensor) else None for a in args]
     ctx = FunctionCtx(tuple(grad_on and t is not None and t.requires_grad for t in inputs))

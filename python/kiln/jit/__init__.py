@@ -64,7 +64,8 @@ class TracedModule:
     with tensors of the dtypes and shapes it was traced with."""
 
     def __init__(self, compiled: Any, spec: Spec, name: str, module: Any = None,
-                 example_inputs: Sequence[Tensor] = (), in_spec: Spec = None) -> None:
+                 example_inputs: Sequence[Tensor] = (), in_spec: Spec = None,
+                 custom_functions: tuple[str, ...] = ()) -> None:
         self._compiled = compiled
         self._run = compiled.run
         self._spec = spec
@@ -73,12 +74,26 @@ class TracedModule:
         self._module = module
         self._example_inputs = tuple(example_inputs)
         self._in_spec = in_spec  # the arguments' structure, when it holds containers
+        # Custom autograd Functions whose forward ops the graph holds: their
+        # backward is not in it, so the module refuses to be differentiated.
+        self._custom_functions = custom_functions
 
     def __call__(self, *args: Any) -> Any:
         if self._in_spec is not None:
             args = self._flat_arguments(args)
+        if self._custom_functions and _C.is_grad_enabled():
+            self._refuse_gradients(args)
         out = self._run(args)
         return out[0] if self._single else unflatten(self._spec, out)
+
+    def _refuse_gradients(self, args: tuple[Any, ...]) -> None:
+        params = self._module.parameters() if self._module is not None else ()
+        if any(t.requires_grad for t in (*args, *params) if isinstance(t, _C.Tensor)):
+            names = ", ".join(self._custom_functions)
+            raise RuntimeError(f"{self._name}: the traced graph holds the forward of the custom "
+                               f"autograd Function {names}, not its backward, so it cannot be "
+                               "differentiated; call it under kiln.no_grad(), or train the "
+                               "module itself")
 
     def _flat_arguments(self, args: tuple[Any, ...]) -> tuple[Tensor, ...]:
         flat: list[Tensor] = []
@@ -142,7 +157,8 @@ class TracedModule:
         """The same module running `graph` (a rewritten clone of self.graph):
         verified, then compiled."""
         return TracedModule(self._compiled.with_graph(graph), self._spec, self._name,
-                            self._module, self._example_inputs, self._in_spec)
+                            self._module, self._example_inputs, self._in_spec,
+                            self._custom_functions)
 
     def save(self, path: str | os.PathLike[str],
              example_inputs: Tensor | Sequence[Tensor] | None = None) -> None:
@@ -159,6 +175,8 @@ class TracedModule:
                     "python.name": self._name}
         if self._in_spec is not None:
             metadata["python.input_spec"] = json.dumps(_spec_to_json(self._in_spec))
+        if self._custom_functions:
+            metadata["python.custom_functions"] = json.dumps(list(self._custom_functions))
         _C.jit.save(self._compiled, os.fspath(path), list(example_inputs), metadata)
 
     def parameters(self) -> Iterator[Tensor]:
@@ -218,7 +236,8 @@ def load(path: str | os.PathLike[str], verify: bool = False) -> TracedModule:
     name = metadata.get("python.name", os.path.basename(os.fspath(path)))
     in_text = metadata.get("python.input_spec")
     in_spec = _spec_from_json(json.loads(in_text)) if in_text else None
-    return TracedModule(compiled, spec, name, in_spec=in_spec)
+    functions = tuple(json.loads(metadata.get("python.custom_functions", "[]")))
+    return TracedModule(compiled, spec, name, in_spec=in_spec, custom_functions=functions)
 
 
 def from_graph(graph: Any) -> TracedModule:
@@ -285,10 +304,16 @@ def trace(fn: Callable[..., Any], example_inputs: Tensor | Sequence[Tensor] | No
     _record.check_inputs(inputs, f"trace({name})")
     options = _compile_options(optimize, frozen, fast_math, passes)
     params = list(fn.state_dict(keep_vars=True).items()) if isinstance(fn, Module) else []
-    compiled, _, spec = record(target, inputs, params, strict, options,
-                               dynamic_shapes=dynamic_shapes)
+    from kiln.autograd import function as custom
+    outer, custom.inference_trace = custom.inference_trace, []
+    try:
+        compiled, _, spec = record(target, inputs, params, strict, options,
+                                   dynamic_shapes=dynamic_shapes)
+        functions = tuple(dict.fromkeys(custom.inference_trace))
+    finally:
+        custom.inference_trace = outer
     traced = TracedModule(compiled, spec, name, fn if isinstance(fn, Module) else None, inputs,
-                          in_spec=in_spec if nested else None)
+                          in_spec=in_spec if nested else None, custom_functions=functions)
     if check_trace or check_inputs:
         _check_trace(fn, traced, [given, *(check_inputs or [])], check_tolerance)
     return traced
