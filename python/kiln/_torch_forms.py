@@ -24,6 +24,8 @@ from collections import namedtuple
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from kiln import _C, _grad_mode, _ops
 from kiln._C import Tensor
 from kiln._factories import randint
@@ -240,7 +242,8 @@ all = _truth_reduction("all", _ops.eq, _ops.eq)  # noqa: A001
 any = _truth_reduction("any", _ops.ne, _ops.gt)  # noqa: A001
 
 # Functions of torch that are not Tensor methods there either.
-NOT_METHODS = {"einsum", "is_tensor"}
+NOT_METHODS = {"einsum", "is_tensor", "inference_mode", "get_default_dtype", "finfo", "iinfo",
+               "meshgrid"}
 
 
 def einsum(equation: str, *operands: Any) -> Tensor:
@@ -425,3 +428,66 @@ class inference_mode(_grad_mode.no_grad):
 def get_default_dtype() -> _C.dtype:
     """float32: kiln's factories make float32 tensors unless told otherwise."""
     return _C.dtype.float32
+
+
+# Numeric limits (attention code masks with finfo(dtype).min) and meshgrid.
+__all__ += ["finfo", "iinfo", "meshgrid"]
+
+_FLOATS = {_C.dtype.float32: "float32", _C.dtype.float64: "float64"}
+_INTS = {_C.dtype.int32: "int32", _C.dtype.int64: "int64"}
+
+
+class finfo:
+    """torch.finfo(dtype=float32): bits, eps, max, min, tiny (=
+    smallest_normal) and resolution of a floating dtype."""
+
+    def __init__(self, type: _C.dtype = _C.dtype.float32) -> None:  # noqa: A002
+        if type not in _FLOATS:
+            raise TypeError(f"kiln.finfo() requires a floating point input type, got {type}; "
+                            f"use kiln.iinfo for integer types")
+        info = np.finfo(_FLOATS[type])
+        self.dtype = _FLOATS[type]
+        self.bits = int(info.bits)
+        self.eps, self.max, self.min = float(info.eps), float(info.max), float(info.min)
+        self.tiny = self.smallest_normal = float(info.tiny)
+        self.resolution = 10.0 ** -int(info.precision)  # as torch: a decimal power
+
+    def __repr__(self) -> str:
+        return (f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, "
+                f"eps={self.eps:g}, smallest_normal={self.tiny:g}, tiny={self.tiny:g}, "
+                f"dtype={self.dtype})")
+
+
+class iinfo:
+    """torch.iinfo(dtype): bits, min and max of an integer dtype."""
+
+    def __init__(self, type: _C.dtype) -> None:  # noqa: A002
+        if type not in _INTS:
+            raise TypeError(f"kiln.iinfo() requires an integer input type, got {type}; "
+                            f"use kiln.finfo for floating point types")
+        info = np.iinfo(_INTS[type])
+        self.dtype = _INTS[type]
+        self.bits, self.min, self.max = int(info.bits), int(info.min), int(info.max)
+
+    def __repr__(self) -> str:
+        return f"iinfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype})"
+
+
+def meshgrid(*tensors: Any, indexing: str = "ij") -> tuple[Tensor, ...]:
+    """Coordinate grids of 1-D tensors; indexing="xy" swaps the first two
+    dims of the grid (Cartesian order), "ij" (the default) does not."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', not {indexing!r}")
+    order = list(range(len(tensors)))
+    if indexing == "xy" and len(tensors) >= 2:
+        order[0], order[1] = 1, 0
+    shape = [tensors[i].numel() for i in order]
+    grids = []
+    for i, t in enumerate(tensors):
+        where = order.index(i)
+        view = [1] * len(tensors)
+        view[where] = -1
+        grids.append(_ops.expand(_ops.reshape(t, view), shape))
+    return tuple(grids)

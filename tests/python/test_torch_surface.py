@@ -194,3 +194,36 @@ def test_inference_mode_as_context_and_decorator():
     assert not bare() and kept() and kiln.is_grad_enabled()
     assert kiln.get_default_dtype() == kiln.float32
     assert str(torch.get_default_dtype()) == "torch.float32"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_finfo_as_torch(dtype):
+    ours, theirs = kiln.finfo(getattr(kiln, dtype)), torch.finfo(getattr(torch, dtype))
+    for field in ("bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution"):
+        assert getattr(ours, field) == getattr(theirs, field), field
+    assert repr(ours) == repr(theirs)
+
+
+def test_finfo_default_iinfo_and_their_type_errors():
+    assert kiln.finfo().max == torch.finfo().max
+    for dtype in ("int32", "int64"):
+        ours, theirs = kiln.iinfo(getattr(kiln, dtype)), torch.iinfo(getattr(torch, dtype))
+        assert (ours.bits, ours.min, ours.max) == (theirs.bits, theirs.min, theirs.max)
+    with pytest.raises(TypeError, match="requires a floating point input type"):
+        kiln.finfo(kiln.int64)
+    with pytest.raises(TypeError, match="requires an integer input type"):
+        kiln.iinfo(kiln.float32)
+    assert not hasattr(kiln.Tensor, "finfo")
+
+
+@pytest.mark.parametrize("indexing", ["ij", "xy"])
+@pytest.mark.parametrize("sizes", [(2,), (2, 3), (2, 3, 4)])
+def test_meshgrid_as_torch(indexing, sizes):
+    pairs = [pair(np.arange(n, dtype=np.float32) * (i + 1)) for i, n in enumerate(sizes)]
+    got = kiln.meshgrid(*[k for k, _ in pairs], indexing=indexing)
+    want = torch.meshgrid(*[t for _, t in pairs], indexing=indexing)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+    listed = kiln.meshgrid([k for k, _ in pairs], indexing=indexing)
+    np.testing.assert_array_equal(listed[0].numpy(), want[0].numpy())
