@@ -7,6 +7,7 @@ and the results after training. Then the kiln model is hybridized (equal to
 eager), traced and exported by the program's own export(), and the ONNX file
 is run in ONNX Runtime."""
 import functools
+import os
 import pathlib
 import re
 import subprocess
@@ -454,8 +455,9 @@ def test_text_classifier():
 
 
 def test_a_program_runs_on_kiln_from_the_command_line(tmp_path):
+    env = dict(os.environ, OMP_NUM_THREADS="1")  # as one_torch_thread, for a busy machine
     run = subprocess.run([sys.executable, str(EXAMPLES / "_swap.py"), "text_classifier.py",
                           "--epochs", "1"], capture_output=True, text=True, timeout=120,
-                         cwd=tmp_path)
+                         cwd=tmp_path, env=env)
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.startswith("epoch 1: loss ")
