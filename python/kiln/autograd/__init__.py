@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 from kiln import _C
 from kiln._C import Tensor
+from kiln._missing import module_getattr
 from kiln.autograd.function import Function, FunctionCtx, once_differentiable
 from kiln.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
 
@@ -67,3 +68,6 @@ def _install_tensor_methods() -> None:
 
 
 _install_tensor_methods()
+
+
+__getattr__ = module_getattr("kiln.autograd", "torch.autograd")
