@@ -134,23 +134,30 @@ def vjp(func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool
             _untuple(_finish(result, create_graph), is_inputs_tuple))
 
 
+def _inputs_and_vector(inputs: Any, v: Any, create_graph: bool,
+                       name: str) -> tuple[bool, tuple[Tensor, ...], tuple[Tensor, ...] | None]:
+    """jvp's, vhp's and hvp's inputs made differentiable, and their vector v
+    (one per input; None only for a single one-element input)."""
+    is_inputs_tuple, ins = _as_tuple(inputs, "inputs", name)
+    ins = _prepare(ins, create_graph, need_graph=True)
+    if v is None:
+        if len(ins) != 1 or ins[0].numel() != 1:
+            raise RuntimeError("The vector v can only be None if the input to the "
+                               "user-provided function is a single Tensor with a single "
+                               "element.")
+        return is_inputs_tuple, ins, None
+    _, vs = _as_tuple(v, "v", name)
+    vs = _prepare(vs, create_graph, need_graph=False)
+    _check_v(vs, ins, is_inputs_tuple)
+    return is_inputs_tuple, ins, vs
+
+
 def jvp(func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool = False,
         strict: bool = False) -> tuple[Any, Any]:
     """(func(inputs), J v): the Jacobian-vector product, by differentiating
     a vjp w.r.t. its vector."""
     with enable_grad():
-        is_inputs_tuple, ins = _as_tuple(inputs, "inputs", "jvp")
-        ins = _prepare(ins, create_graph, need_graph=True)
-        if v is not None:
-            _, vs = _as_tuple(v, "v", "jvp")
-            vs = _prepare(vs, create_graph, need_graph=False)
-            _check_v(vs, ins, is_inputs_tuple)
-        else:
-            if len(ins) != 1 or ins[0].numel() != 1:
-                raise RuntimeError("The vector v can only be None if the input to the "
-                                   "user-provided function is a single Tensor with a single "
-                                   "element.")
-            vs = None
+        is_inputs_tuple, ins, vs = _inputs_and_vector(inputs, v, create_graph, "jvp")
         is_outputs_tuple, outs = _as_tuple(func(*ins), "outputs of the user-provided function",
                                            "jvp")
         _check_requires_grad(outs, "outputs", strict)
@@ -235,18 +242,7 @@ def hvp(func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool
 def _vector_hessian(func: Callable[..., Any], inputs: Any, v: Any, create_graph: bool,
                     strict: bool, name: str) -> tuple[Any, Any]:
     with enable_grad():
-        is_inputs_tuple, ins = _as_tuple(inputs, "inputs", name)
-        ins = _prepare(ins, create_graph, need_graph=True)
-        if v is not None:
-            _, vs = _as_tuple(v, "v", name)
-            vs = _prepare(vs, create_graph, need_graph=False)
-            _check_v(vs, ins, is_inputs_tuple)
-        else:
-            if len(ins) != 1 or ins[0].numel() != 1:
-                raise RuntimeError("The vector v can only be None if the input to the "
-                                   "user-provided function is a single Tensor with a single "
-                                   "element.")
-            vs = None
+        is_inputs_tuple, ins, vs = _inputs_and_vector(inputs, v, create_graph, name)
         is_outputs_tuple, outs = _as_tuple(func(*ins), "outputs of the user-provided function",
                                            name)
         _check_requires_grad(outs, "outputs", strict)
