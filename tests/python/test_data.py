@@ -78,3 +78,16 @@ def test_custom_dataset_subset_and_split():
         data.Dataset()[0]
     with pytest.raises(ValueError, match="batch_size"):
         data.DataLoader(Squares(), batch_size=0)
+
+
+def test_default_collate_gives_torchs_containers():
+    import collections
+
+    import torch
+    samples = [(kiln.ones(2), 1), (kiln.zeros(2), 2)]
+    got = data.default_collate(samples)
+    want = torch.utils.data.default_collate([(torch.ones(2), 1), (torch.zeros(2), 2)])
+    assert type(got) is type(want) is list
+    Pair = collections.namedtuple("Pair", "x y")
+    got = data.default_collate([Pair(kiln.ones(1), 3), Pair(kiln.ones(1), 4)])
+    assert type(got) is Pair and got.y.tolist() == [3, 4]

@@ -46,7 +46,9 @@ def default_collate(batch: list[Any]) -> Any:
         if any(len(sample) != len(first) for sample in batch):
             raise RuntimeError("each element in list of batch should be of equal size")
         columns = [default_collate(list(column)) for column in zip(*batch)]
-        return tuple(columns) if isinstance(first, tuple) else columns
+        if isinstance(first, tuple) and hasattr(first, "_fields"):  # a namedtuple keeps its type
+            return type(first)(*columns)
+        return columns  # a list for tuples too, as torch's default_collate gives
     raise TypeError(f"default_collate: batch must contain tensors, numbers, dicts or lists; "
                     f"found {type(first).__name__}")
 
