@@ -50,6 +50,23 @@ Tensor isfinite(const Tensor& x);
 Tensor nan_to_num(const Tensor& x, double nan = 0.0, std::optional<double> posinf = std::nullopt,
                   std::optional<double> neginf = std::nullopt);
 Tensor bitwise_not(const Tensor& x);  // integer and bool tensors (~x)
+// libm's functions (elementwise_math_ops.cpp); integer inputs give float32.
+Tensor log1p(const Tensor& x);
+Tensor expm1(const Tensor& x);
+Tensor log2(const Tensor& x);
+Tensor log10(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor erf(const Tensor& x);
+Tensor erfc(const Tensor& x);
+Tensor tan(const Tensor& x);
+Tensor asin(const Tensor& x);
+Tensor acos(const Tensor& x);
+Tensor atan(const Tensor& x);
+Tensor sinh(const Tensor& x);
+Tensor cosh(const Tensor& x);
+Tensor asinh(const Tensor& x);
+Tensor acosh(const Tensor& x);
+Tensor atanh(const Tensor& x);
 
 // --- binary -----------------------------------------------------------------
 Tensor add(const Tensor& a, const Tensor& b);
@@ -65,6 +82,16 @@ Tensor pow(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, Scalar exponent);
 Tensor pow(Scalar base, const Tensor& exponent);
 Tensor maximum(const Tensor& a, const Tensor& b);  // NaN-propagating
+// atan2(a, b) is the angle of (b, a), integers compute in float32;
+// hypot = sqrt(a² + b²) and logaddexp = log(e^a + e^b) take floating
+// operands only (as in PyTorch), and neither overflows.
+Tensor atan2(const Tensor& a, const Tensor& b);
+Tensor hypot(const Tensor& a, const Tensor& b);
+Tensor logaddexp(const Tensor& a, const Tensor& b);
+// start + weight * (end - start), computed from end's side where |weight|
+// >= 1/2 (as PyTorch, so weight 1 gives end exactly); floating only.
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
+Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight);
 Tensor minimum(const Tensor& a, const Tensor& b);  // NaN-propagating
 // a + alpha * b and a - alpha * b (PyTorch's alpha=; an integral a and b
 // take no fractional alpha).

@@ -1,6 +1,7 @@
 // The C++ API of elementwise math: thin calls into dispatch. Ops are looked
 // up once per function (static locals), so a call costs one dispatch.
 #include <algorithm>
+#include <cmath>
 
 #include "kiln/ops/copy.h"
 #include "kiln/ops/dispatch.h"
@@ -48,6 +49,22 @@ KILN_UNARY(isnan)
 KILN_UNARY(isinf)
 KILN_UNARY(isfinite)
 KILN_UNARY(bitwise_not)
+KILN_UNARY(log1p)
+KILN_UNARY(expm1)
+KILN_UNARY(log2)
+KILN_UNARY(log10)
+KILN_UNARY(reciprocal)
+KILN_UNARY(erf)
+KILN_UNARY(erfc)
+KILN_UNARY(tan)
+KILN_UNARY(asin)
+KILN_UNARY(acos)
+KILN_UNARY(atan)
+KILN_UNARY(sinh)
+KILN_UNARY(cosh)
+KILN_UNARY(asinh)
+KILN_UNARY(acosh)
+KILN_UNARY(atanh)
 #undef KILN_UNARY
 
 Tensor leaky_relu(const Tensor& x, double negative_slope) {
@@ -159,6 +176,45 @@ Tensor maximum(const Tensor& a, const Tensor& b) {
 }
 Tensor minimum(const Tensor& a, const Tensor& b) {
   return call("minimum", {a, b});
+}
+Tensor atan2(const Tensor& a, const Tensor& b) {
+  return call("atan2", {a, b});
+}
+Tensor hypot(const Tensor& a, const Tensor& b) {
+  return call("hypot", {a, b});
+}
+Tensor logaddexp(const Tensor& a, const Tensor& b) {
+  return call("logaddexp", {a, b});
+}
+
+// A composition, so it traces and differentiates as its parts: d start =
+// 1 - w, d end = w, d w = end - start on either side of the switch.
+namespace {
+
+void check_lerp(const Tensor& start, const Tensor& end) {
+  KILN_CHECK(is_floating(start.dtype()) && start.dtype() == end.dtype(),
+             "lerp: expected start and end of one floating dtype, got ", start.dtype(), " and ",
+             end.dtype(), " (shapes ", start.shape(), " and ", end.shape(), ")");
+}
+
+}  // namespace
+
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
+  check_lerp(start, end);
+  KILN_CHECK(weight.dtype() == start.dtype(), "lerp: expected a weight of dtype ", start.dtype(),
+             ", got ", weight.dtype(), " (shape ", weight.shape(), ")");
+  Tensor diff = end - start;
+  Tensor from_start = start + weight * diff;
+  Tensor from_end = end - diff * (1.0 - weight);
+  return where(abs(weight) < 0.5, from_start, from_end);
+}
+// A number picks its side once, so the graph holds one of the two forms.
+Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight) {
+  check_lerp(start, end);
+  const double w = weight.to_double();
+  Tensor diff = end - start;
+  if (std::abs(w) < 0.5) return start + diff * w;
+  return end - diff * (1.0 - w);
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {

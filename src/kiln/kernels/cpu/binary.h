@@ -2,6 +2,7 @@
 // already cast the inputs to one common dtype; comparisons write bool.
 #pragma once
 
+#include "kiln/kernels/cpu/loops.h"
 #include "kiln/kernels/cpu/strided.h"
 
 namespace kiln::cpu {
@@ -38,5 +39,16 @@ void binary(BinaryOp op, const StridedView& out, const StridedView& a, const Str
 // out[i] = cond[i] ? a[i] : b[i]; cond is bool, a and b have out's dtype.
 void where(const StridedView& out, const StridedView& cond, const StridedView& a,
            const StridedView& b);
+
+// out[i] = f(a[i], b[i]) with f called on the element type, for the
+// floating dtypes: the loop of the float math of two operands (atan2,
+// hypot, logaddexp), whose functors sit beside their OpDefs.
+template <typename F>
+void map2_floating(const StridedView& out, const StridedView& a, const StridedView& b, F f) {
+  visit_floating(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    binary_loop<T, T, T>(out, a, b, [f](T x, T y) { return T(f(x, y)); });
+  });
+}
 
 }  // namespace kiln::cpu

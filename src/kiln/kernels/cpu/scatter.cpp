@@ -1,0 +1,62 @@
+#include "kiln/kernels/cpu/scatter.h"
+
+#include <type_traits>
+
+#include "kiln/kernels/cpu/copy.h"
+#include "kiln/util/error.h"
+
+namespace kiln::cpu {
+namespace {
+
+int64_t offset_at(const StridedView& v, const int64_t* coord) {
+  int64_t off = 0;
+  for (int d = 0; d < v.ndim; ++d)
+    off += coord[d] * v.strides[d];
+  return off;
+}
+
+int64_t read_index(const StridedView& index, int64_t offset) {
+  if (index.dtype == DType::Int32) return index.ptr<const int32_t>()[offset];
+  return index.ptr<const int64_t>()[offset];
+}
+
+// Bools combine as PyTorch's do: add is `or`, multiply is `and`.
+template <typename T>
+T combine(T old, T value, ScatterReduce reduce) {
+  if (reduce == ScatterReduce::None) return value;
+  if constexpr (std::is_same_v<T, bool>) {
+    return reduce == ScatterReduce::Add ? (old || value) : (old && value);
+  } else {
+    return reduce == ScatterReduce::Add ? T(old + value) : T(old * value);
+  }
+}
+
+}  // namespace
+
+void scatter(const StridedView& out, const StridedView& self, const StridedView& index,
+             const StridedView& src, int dim, ScatterReduce reduce) {
+  copy_convert(out, self);
+  const int64_t size = out.ndim == 0 ? 1 : out.shape[dim];
+  const int64_t numel = index.numel();
+  visit_dtype(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* dst = out.ptr<T>();
+    const T* from = src.ptr<const T>();
+    int64_t coord[kMaxDims] = {};
+    for (int64_t i = 0; i < numel; ++i) {
+      const int64_t at = read_index(index, offset_at(index, coord));
+      KILN_CHECK_INDEX(at >= 0 && at < size, "scatter: index ", at,
+                       " is out of bounds for dimension ", dim, " with size ", size);
+      int64_t to = 0;
+      for (int d = 0; d < out.ndim; ++d)
+        to += (d == dim ? at : coord[d]) * out.strides[d];
+      dst[to] = combine(dst[to], from[offset_at(src, coord)], reduce);
+      for (int d = index.ndim - 1; d >= 0; --d) {
+        if (++coord[d] < index.shape[d]) break;
+        coord[d] = 0;
+      }
+    }
+  });
+}
+
+}  // namespace kiln::cpu
