@@ -178,6 +178,11 @@ ExportFn find_exporter(const std::string& op_name) {
     add_elementwise_exporters(all);
     add_tensor_exporters(all);
     add_nn_exporters(all);
+    add_random_exporters(all);
+    add_resample_exporters(all);
+    add_math_exporters(all);
+    add_order_exporters(all);
+    add_function_exporters(all);
     add_control_flow_exporters(all);
     return all;
   }();

@@ -140,6 +140,11 @@ bool exports_symbolic_attrs(const std::string& op_name);
 void add_elementwise_exporters(std::unordered_map<std::string, ExportFn>& table);
 void add_tensor_exporters(std::unordered_map<std::string, ExportFn>& table);
 void add_nn_exporters(std::unordered_map<std::string, ExportFn>& table);
+void add_random_exporters(std::unordered_map<std::string, ExportFn>& table);
+void add_resample_exporters(std::unordered_map<std::string, ExportFn>& table);
+void add_math_exporters(std::unordered_map<std::string, ExportFn>& table);
+void add_order_exporters(std::unordered_map<std::string, ExportFn>& table);
+void add_function_exporters(std::unordered_map<std::string, ExportFn>& table);
 void add_control_flow_exporters(std::unordered_map<std::string, ExportFn>& table);
 // Writes a scan that is one direction of an nn.LSTM or nn.GRU layer as
 // ONNX's LSTM or GRU op (export_rnn.cpp); false, writing nothing, for any

@@ -1,5 +1,5 @@
-// ONNX translations of convolution, pooling, the normalization and dropout
-// ops, and the random ops (randint has none: ONNX draws no integers). Ops
+// ONNX translations of convolution (and its transpose), pooling, and the
+// normalization and dropout ops (the random ops: export_random.cpp). Ops
 // with extra outputs for their backward rule (dropout's mask, batch_norm's
 // and layer_norm's statistics) export when only their first output is read,
 // which is the case in inference graphs.
@@ -79,6 +79,54 @@ void conv2d(const Node& node, ExportContext& c) {
   finish_spatial(node, c, pending);
 }
 
+// kiln's weight is [C_in, C_out / groups, kh, kw], as ONNX's ConvTranspose
+// reads it; the output size formula is the same too, output_padding included.
+// ONNX Runtime refuses an output_padding of the stride or more (PyTorch
+// allows it below the dilation): the extra rows are then written as less
+// padding at the end, and past what the padding covers, as zeros padded on
+// (no input reaches them) with the bias added after.
+void conv_transpose2d(const Node& node, ExportContext& c) {
+  const Attrs& a = node.attrs();
+  std::vector<int64_t> stride = pair(a.get_ints("stride")), padding = pair(a.get_ints("padding"));
+  std::vector<int64_t> output_padding = pair(a.get_ints("output_padding"));
+  bool refused = output_padding[0] >= stride[0] || output_padding[1] >= stride[1];
+  std::vector<int64_t> pads = pads_of(padding), extra = {0, 0, 0, 0, 0, 0, 0, 0};
+  if (refused) {
+    for (size_t i = 0; i < 2; ++i) {
+      pads[2 + i] = std::max<int64_t>(padding[i] - output_padding[i], 0);
+      extra[6 + i] = std::max<int64_t>(output_padding[i] - padding[i], 0);
+      output_padding[i] = 0;
+    }
+  }
+  bool padded_on = extra[6] > 0 || extra[7] > 0;
+  bool has_bias = node.inputs().size() > 2 && node.input(2);
+  Unbatched unbatched = batched_input(node, c);
+  std::vector<std::string> inputs = {c.name(node.input(1))};
+  if (has_bias && !padded_on) inputs.push_back(c.name(node.input(2)));
+  IntList weight = static_shape(node, node.input(1));
+  pb::NodeProto* made = nullptr;
+  std::string y = c.temp("ConvTranspose", {unbatched.input, inputs[0]}, &made);
+  if (inputs.size() > 1) made->add_input(inputs[1]);
+  set_attr(*made, "kernel_shape", std::vector<int64_t>{weight[2], weight[3]});
+  set_attr(*made, "strides", stride);
+  set_attr(*made, "pads", pads);
+  set_attr(*made, "output_padding", output_padding);
+  set_attr(*made, "dilations", pair(a.get_ints("dilation")));
+  set_attr(*made, "group", a.get_int("groups"));
+  if (padded_on) {
+    y = c.temp("Pad", {y, c.ints(extra)});
+    if (has_bias) {
+      std::string bias = c.temp("Reshape", {c.name(node.input(2)), c.ints({-1, 1, 1})});
+      y = c.temp("Add", {y, bias});
+    }
+  }
+  if (unbatched.active) {
+    c.node_for(node.output(), "Squeeze", {y, c.ints({0})});
+    return;
+  }
+  c.node_for(node.output(), "Identity", {y});
+}
+
 IntList stride_or_kernel(const Node& node) {
   const IntList& stride = node.attrs().get_ints("stride");
   return stride.empty() ? node.attrs().get_ints("kernel_size") : stride;
@@ -150,39 +198,6 @@ void dropout(const Node& node, ExportContext& c) {
   c.node_for(node.output(), "Identity", {c.name(node.input(0))});
 }
 
-// uniform and normal: RandomUniform and RandomNormal for a static shape;
-// over symbolic sizes, ConstantOfShape makes a tensor of the shape and the
-// *Like op draws one like it. uniform_like and normal_like are the *Like ops.
-// The runtime draws from its own generator: the same distribution as
-// kiln's, not the same numbers. A normal of std 0 is its mean, written as a
-// uniform draw over [mean, mean]: ONNX Runtime's RandomNormal aborts the
-// process on a scale of 0.
-void random_draw(const Node& node, ExportContext& c) {
-  const std::string& name = node.op().name;
-  const Attrs& a = node.attrs();
-  bool normal = (name == "normal" || name == "normal_like") && a.get_float("std") != 0;
-  bool like = name == "uniform_like" || name == "normal_like";
-  const DimList& shape = node.output()->shape();
-  std::string type = normal ? "RandomNormal" : "RandomUniform";
-  std::vector<std::string> inputs;
-  if (like) {
-    inputs.push_back(c.name(node.input(0)));
-  } else if (!is_static(shape)) {
-    inputs.push_back(c.temp("ConstantOfShape", {c.sizes(shape)}));
-  }
-  auto& made = c.node_for(node.output(), inputs.empty() ? type : type + "Like", inputs);
-  set_attr(made, "dtype", int64_t(onnx_dtype(node.output()->dtype())));
-  if (normal) {
-    set_attr(made, "mean", float(a.get_float("mean")));
-    set_attr(made, "scale", float(a.get_float("std")));
-  } else {
-    bool uniform = a.has("low");
-    set_attr(made, "low", float(a.get_float(uniform ? "low" : "mean")));
-    set_attr(made, "high", float(a.get_float(uniform ? "high" : "mean")));
-  }
-  if (inputs.empty()) set_attr(made, "shape", to_static(shape));
-}
-
 // An optional per-channel input, or `fill` of `channels` elements.
 std::string channel_input(const Node& node, size_t index, int64_t channels, double fill,
                           ExportContext& c) {
@@ -232,12 +247,11 @@ void layer_norm(const Node& node, ExportContext& c) {
 
 void add_nn_exporters(Table& table) {
   table["conv2d"] = conv2d;
+  table["conv_transpose2d"] = conv_transpose2d;
   table["max_pool2d"] = max_pool2d;
   table["avg_pool2d"] = avg_pool2d;
   table["adaptive_avg_pool2d"] = adaptive_avg_pool2d;
   table["dropout"] = dropout;
-  for (const char* name : {"uniform", "normal", "uniform_like", "normal_like"})
-    table[name] = random_draw;
   table["batch_norm"] = batch_norm;
   table["layer_norm"] = layer_norm;
 }

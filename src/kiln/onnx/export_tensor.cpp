@@ -222,6 +222,101 @@ void scatter_add(const Node& node, ExportContext& c) {
   set_attr(made, "reduction", std::string("add"));
 }
 
+// scatter(self, index, src or a number; reduce): ScatterElements, src cut
+// to the index's shape (a number broadcast to it). Repeated indices: the
+// last write wins, as in kiln's loop.
+void scatter(const Node& node, ExportContext& c) {
+  const std::string& reduce = node.attrs().get_string("reduce");
+  KILN_CHECK(reduce == "none" || c.opset() >= 16, "onnx export: scatter with reduce=", reduce,
+             " needs opset 16 or later (ScatterElements with a reduction), exporting at ",
+             c.opset());
+  need_rank(node, node.input(0), "input");
+  int64_t dim = wrap(node.attrs().get_int("dim"), rank_of(node.input(0)));
+  DType dtype = node.output()->dtype();
+  const DimList& index_shape = node.input(1)->shape();
+  std::string index = c.name(node.input(1));
+  std::string src = c.as_dtype(node.input(2), dtype);
+  if (node.input(2)->shape().empty()) {
+    src = c.temp("Expand", {src, c.temp("Shape", {index})});
+  } else if (!same_dims(node.input(2)->shape(), index_shape)) {
+    std::vector<int64_t> zeros(index_shape.size(), 0), axes;
+    for (size_t i = 0; i < index_shape.size(); ++i)
+      axes.push_back(int64_t(i));
+    src = c.temp("Slice", {src, c.ints(zeros), c.sizes(index_shape), c.ints(axes)});
+  }
+  auto& made = c.node_for(node.output(), "ScatterElements", {c.name(node.input(0)), index, src});
+  set_attr(made, "axis", dim);
+  if (reduce != "none") set_attr(made, "reduction", std::string(reduce == "add" ? "add" : "mul"));
+}
+
+// ScatterElements wants an index per element of the update: positions
+// along `dim` given as [1, .., k, .., 1], broadcast to the update's shape.
+std::string positions_along(const std::string& positions, int64_t dim, const jit::Value* update,
+                            ExportContext& c) {
+  std::vector<int64_t> shape(update->shape().size(), 1);
+  shape[size_t(dim)] = -1;
+  std::string spread = c.temp("Reshape", {positions, c.ints(shape)});
+  return c.temp("Expand", {spread, c.temp("Shape", {c.name(update)})});
+}
+
+std::string range_positions(int64_t start, int64_t count, int64_t step, ExportContext& c) {
+  std::vector<int64_t> positions;
+  for (int64_t i = 0; i < count; ++i)
+    positions.push_back(start + i * step);
+  return c.ints(positions);
+}
+
+// index_add(self, index, src): ScatterElements adding src's slices at the
+// indexed positions (repeated indices add up).
+void index_add(const Node& node, ExportContext& c) {
+  KILN_CHECK(c.opset() >= 16,
+             "onnx export: index_add needs opset 16 or later (ScatterElements "
+             "with reduction=\"add\"), exporting at ",
+             c.opset());
+  need_rank(node, node.input(0), "input");
+  int64_t dim = wrap(node.attrs().get_int("dim"), rank_of(node.input(0)));
+  std::string index = c.as_dtype(node.input(1), DType::Int64);
+  std::string indices = positions_along(index, dim, node.input(2), c);
+  auto& made = c.node_for(node.output(), "ScatterElements",
+                          {c.name(node.input(0)), indices, c.name(node.input(2))});
+  set_attr(made, "axis", dim);
+  set_attr(made, "reduction", std::string("add"));
+}
+
+// slice_scatter(x, src): src written over x's slice start:end:step of dim,
+// whose positions are known at export.
+void slice_scatter(const Node& node, ExportContext& c) {
+  need_rank(node, node.input(0), "input");
+  int64_t dim = wrap(node.attrs().get_int("dim"), rank_of(node.input(0)));
+  int64_t size = static_shape(node, node.input(0))[size_t(dim)];
+  auto bound = [&](const char* name, int64_t absent) {
+    if (!node.attrs().has(name)) return absent;
+    int64_t value = node.attrs().get_int(name);
+    return std::clamp<int64_t>(value < 0 ? value + size : value, 0, size);
+  };
+  int64_t count = static_shape(node, node.input(1))[size_t(dim)];
+  std::string positions =
+      range_positions(bound("start", 0), count, node.attrs().get_int("step"), c);
+  auto& made = c.node_for(node.output(), "ScatterElements",
+                          {c.name(node.input(0)), positions_along(positions, dim, node.input(1), c),
+                           c.name(node.input(1))});
+  set_attr(made, "axis", dim);
+}
+
+// select_scatter(x, src): src (x without dim) written at one index of dim.
+void select_scatter(const Node& node, ExportContext& c) {
+  need_rank(node, node.input(0), "input");
+  int64_t dim = wrap(node.attrs().get_int("dim"), rank_of(node.input(0)));
+  int64_t index = node.attrs().get_int("index");
+  if (index < 0) index += static_shape(node, node.input(0))[size_t(dim)];
+  std::string src = c.temp("Unsqueeze", {c.name(node.input(1)), c.ints({dim})});
+  std::vector<int64_t> shape(size_t(rank_of(node.input(0))), 1);
+  Tensor at = full(shape, index, DType::Int64);
+  std::string indices = c.temp("Expand", {c.initializer(at), c.temp("Shape", {src})});
+  auto& made = c.node_for(node.output(), "ScatterElements", {c.name(node.input(0)), indices, src});
+  set_attr(made, "axis", dim);
+}
+
 void one_hot(const Node& node, ExportContext& c) {
   need_rank(node, node.input(0), "input");
   const Dim& classes = node.output()->shape().back();
@@ -292,6 +387,10 @@ void add_tensor_exporters(Table& table) {
   table["gather"] = gather;
   table["embedding"] = embedding;
   table["scatter_add"] = scatter_add;
+  table["scatter"] = scatter;
+  table["index_add"] = index_add;
+  table["slice_scatter"] = slice_scatter;
+  table["select_scatter"] = select_scatter;
   table["one_hot"] = one_hot;
   table["matmul"] = matmul;
   table["linear"] = linear;
