@@ -151,6 +151,7 @@ def _renamed_axes(model: Any, dynamic_axes: DynamicAxes | None,
 
 
 def _write(traced: TracedModule, f: Any, options: dict[str, Any]) -> None:
+    traced._refuse_function_nodes("onnx export")
     if hasattr(f, "write"):  # a file object (io.BytesIO), as torch accepts
         with tempfile.TemporaryDirectory() as folder:
             path = os.path.join(folder, "model.onnx")

@@ -75,6 +75,27 @@ FunctionBackward python_backward(nb::object fn) {
       };
 }
 
+// A recorded node's forward: the Python function takes the node's inputs
+// and returns its outputs (tensors).
+NodeForward python_node_forward(nb::object fn) {
+  return [call = PythonCallable(std::move(fn))](const std::vector<Tensor>& inputs) {
+    nb::gil_scoped_acquire gil;
+    return nb::cast<std::vector<Tensor>>(call(inputs));
+  };
+}
+
+// A recorded node's backward: (saved, grads, needs_input_grad) -> one
+// gradient (or None) per node input.
+NodeBackward python_node_backward(nb::object fn) {
+  return [call = PythonCallable(std::move(fn))](const std::vector<Tensor>& saved,
+                                                const std::vector<Tensor>& grads,
+                                                const std::vector<bool>& needs) {
+    nb::gil_scoped_acquire gil;
+    nb::object result = call(to_optional(saved), to_optional(grads), needs);
+    return to_tensors(nb::cast<OptionalTensors>(result));
+  };
+}
+
 TensorHook python_hook(nb::object fn) {
   return [call = PythonCallable(std::move(fn))](const Tensor& grad) {
     nb::gil_scoped_acquire gil;
@@ -103,14 +124,34 @@ std::pair<std::vector<Tensor>, std::shared_ptr<FunctionContext>> record(
   return {std::move(recorded), std::move(ctx)};
 }
 
+std::vector<Tensor> record_node(const std::string& name, const std::vector<Tensor>& inputs,
+                                const std::vector<Tensor>& outputs, nb::object forward,
+                                nb::object backward, const OptionalTensors& saved,
+                                const std::vector<Tensor>& non_differentiable,
+                                const std::vector<Tensor>& dirty, bool materialize_grads) {
+  FunctionContext ctx(inputs);
+  ctx.save_for_backward(to_tensors(saved));
+  ctx.mark_non_differentiable(non_differentiable);
+  ctx.mark_dirty(dirty);
+  ctx.set_materialize_grads(materialize_grads);
+  return record_function_node(name, ctx, inputs, outputs, python_node_forward(std::move(forward)),
+                              python_node_backward(std::move(backward)));
+}
+
 }  // namespace
 
 void bind_autograd(nb::module_ m) {
   nb::class_<FunctionContext>(m, "FunctionContext")
       .def("saved_tensors",
            [](const FunctionContext& ctx) { return to_optional(ctx.saved_tensors()); });
-  m.def("_check_recordable", &check_function_recordable, nb::arg("name"),
-        "Raises when a graph records with grad mode on (a custom Function cannot be in it).");
+  m.def("_release_function_nodes", &release_custom_function_callbacks,
+        "Drops the recorded Functions' callbacks (at exit).");
+  m.def("_records_node", &records_function_node,
+        "Whether a custom Function called now becomes one custom_function graph node.");
+  m.def("_record_function_node", &record_node, nb::arg("name"), nb::arg("inputs"),
+        nb::arg("outputs"), nb::arg("forward"), nb::arg("backward"), nb::arg("saved"),
+        nb::arg("non_differentiable"), nb::arg("dirty"), nb::arg("materialize_grads"),
+        "Records a forward that ran as one custom_function node; returns the node's outputs.");
   m.def("_record_function", &record, nb::arg("name"), nb::arg("inputs"), nb::arg("outputs"),
         nb::arg("backward"), nb::arg("saved"), nb::arg("non_differentiable"), nb::arg("dirty"),
         nb::arg("materialize_grads"),

@@ -7,6 +7,8 @@
 
 #include "kiln/autograd/function_node.h"
 #include "kiln/core/factory.h"
+#include "kiln/jit/compile/autodiff.h"
+#include "kiln/jit/exec/executable.h"
 #include "kiln/jit/trace/recorder.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/elementwise.h"
@@ -198,13 +200,60 @@ TEST(AutogradFunction, DirtyInputsAndReturnedInputs) {
   EXPECT_EQ(grad_fn_name(b), "MulBackward0");
 }
 
-TEST(AutogradFunction, RefusedWhileAGraphRecordsWithGrad) {
+// Recorded with grad mode on, the function is one custom_function node: the
+// compiled forward runs its forward, and graph autodiff puts its backward's
+// ops (not the derivative of the forward's) into the backward graph.
+TEST(AutogradFunction, RecordedAsOneNodeWithItsBackward) {
   Tensor x = requires_grad_(tensor({1.0, 2.0}));
   jit::Recorder recorder;
   recorder.begin({x});
-  EXPECT_THROW_WITH(apply_function(cube(), {x}),
-                    "Cube: a custom autograd Function was called while kiln records a graph");
+  Tensor y = apply_function(cube(), {x})[0];
+  jit::Capture capture = recorder.end({y});
+  EXPECT_EQ(values(y), (std::vector<double>{1, 8}));
+  ASSERT_EQ(capture.graph->nodes().size(), 1u);
+  const jit::Node* node = capture.graph->nodes()[0];
+  EXPECT_EQ(node->op().name, "custom_function");
+  EXPECT_EQ(node->attrs().get_string("name"), "Cube");
+
+  jit::DifferentiatedGraph d =
+      jit::differentiate(*capture.graph, 1, std::vector<Tensor>{x}, {true}, {});
+  size_t muls = 0;  // 3 x^2 g as the user wrote it: g * x * x * 3
+  for (const jit::Node* n : d.backward->nodes()) {
+    EXPECT_NE(n->op().name, "custom_function");
+    muls += n->op().name == "mul";
+  }
+  EXPECT_EQ(muls, 3u);
+  Tensor other = tensor({-1.5, 3.0});
+  std::vector<Tensor> forward = jit::Executable(d.forward).run({other});
+  EXPECT_EQ(values(forward[0]), (std::vector<double>{-3.375, 27}));
+  std::vector<Tensor> backward_inputs;
+  for (const jit::SavedValue& s : d.saved)
+    backward_inputs.push_back(s.is_input ? other : forward[s.index]);
+  backward_inputs.push_back(ones_like(other));
+  std::vector<Tensor> grads = jit::Executable(d.backward).run(backward_inputs);
+  EXPECT_EQ(values(grads.at(0)), (std::vector<double>{6.75, 27}));
+}
+
+TEST(AutogradFunction, ARecordedNodeRefusesWhatItCannotHold) {
+  CustomFunction saves_intermediate{
+      "SavesIntermediate",
+      [](FunctionContext& ctx, const std::vector<Tensor>& in) {
+        Tensor square = in[0] * in[0];
+        ctx.save_for_backward({square});
+        return std::vector<Tensor>{square * 2.0};
+      },
+      [](FunctionContext&, const std::vector<Tensor>& g) { return g; }};
+  Tensor x = requires_grad_(tensor({1.0, 2.0}));
+  jit::Recorder recorder;
+  recorder.begin({x});
+  EXPECT_THROW_WITH(apply_function(saves_intermediate, {x}),
+                    "SavesIntermediate: save_for_backward got a tensor (saved tensor 0, shape [2]) "
+                    "that is neither an input nor an output of forward");
   recorder.abort();
+}
+
+TEST(AutogradFunction, ForwardOpsAreRecordedWithoutGrad) {
+  Tensor x = requires_grad_(tensor({1.0, 2.0}));
   // Without grad (an inference trace) the forward's ops are the graph.
   NoGradGuard no_grad;
   jit::Recorder inference;

@@ -1,7 +1,8 @@
 """kiln.autograd.Function against torch.autograd.Function: the same Function
 source is built over both libraries (functions_for(lib)), and outputs,
 gradients, ctx behavior and errors are compared. Then gradcheck and
-gradgradcheck, and Functions in recorded graphs (hybridize, trace)."""
+gradgradcheck, and Functions in graphs recorded for inference (under no_grad);
+test_autograd_function_compiled.py records them with grad mode on."""
 import warnings
 
 import numpy as np
@@ -350,16 +351,6 @@ class FunctionNet(kiln.nn.Module):
         return K["ClampGrad"].apply(self.fc(x), 0.1).exp()
 
 
-def test_hybridized_training_refuses_a_function():
-    net = FunctionNet().hybridize()
-    with pytest.raises(RuntimeError, match="ClampGrad: a custom autograd Function was called "
-                                           "while kiln records a graph with grad mode on"):
-        net(kiln.randn(4, 3))
-    net.hybridize(active=False)  # eager: the Function's backward runs
-    net(kiln.randn(4, 3)).sum().backward()
-    assert net.fc.weight.grad is not None
-
-
 def test_inference_records_the_forward_exactly():
     net = FunctionNet()
     x = kiln.randn(4, 3)
@@ -377,10 +368,14 @@ def test_inference_records_the_forward_exactly():
     assert "exp" in str(traced.graph)
 
 
-def test_trace_records_a_function_for_inference_and_refuses_its_gradient(tmp_path):
+def test_a_no_grad_trace_records_the_forward_and_refuses_its_gradient(tmp_path):
+    """Under no_grad the trace holds the Function's forward ops, and so can be
+    saved and exported; with grad mode on it would hold one custom_function
+    node instead (test_autograd_function_compiled.py)."""
     net = FunctionNet()
     x = kiln.randn(4, 3)
-    traced = kiln.jit.trace(net, x)  # grad mode on, as torch.jit.trace is called
+    with kiln.no_grad():
+        traced = kiln.jit.trace(net, x)
     with kiln.no_grad():
         np.testing.assert_array_equal(traced(x).numpy(), net(x).numpy())
     with pytest.raises(RuntimeError, match="holds the forward of the custom autograd Function "

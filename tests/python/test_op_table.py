@@ -82,5 +82,7 @@ def test_row_matches_pytorch(case):
 
 def test_every_op_has_a_row():
     covered = {c.op for c in CASES if c.error is None}
-    ops = {name for name, *_ in kiln._C.op_schemas()}
+    # custom_function calls back into an autograd.Function registered at run
+    # time: test_autograd_function_compiled.py runs it.
+    ops = {name for name, *_ in kiln._C.op_schemas()} - {"custom_function"}
     assert ops - covered == set()

@@ -22,13 +22,19 @@ are not tensors or need none). Store tensors for backward with
 save_for_backward, not as ctx attributes: an output kept on ctx would keep
 itself alive (output -> node -> backward -> ctx -> output) past its use.
 
-In a recorded graph (hybridize, kiln.compile, kiln.jit.trace) a Function is
-refused while grad mode is on: graph autodiff would differentiate forward's
-ops instead of calling backward. Under kiln.no_grad() the forward's ops are
-recorded, exactly, for inference.
+In a graph recorded with grad mode on (hybridize, kiln.compile,
+kiln.jit.trace) a Function is one custom_function node: each call of the
+compiled graph runs forward, and graph autodiff records backward's ops into
+the backward graph, so compiled training uses your backward. There,
+backward may read only forward's inputs and outputs through saved_tensors,
+and non-tensor arguments keep their recorded values. Such a graph cannot be
+saved or exported (its node calls this process's Python code). Under
+kiln.no_grad() the forward's ops are recorded instead, exactly, for
+inference.
 """
 from __future__ import annotations
 
+import atexit
 import functools
 import warnings
 from collections.abc import Callable
@@ -39,6 +45,10 @@ from kiln._C import Tensor
 from kiln._grad_mode import no_grad
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# The callbacks of recorded Functions (custom_function nodes) hold Python
+# functions: dropped while the interpreter can still free them.
+atexit.register(_C.autograd._release_function_nodes)
 
 
 class FunctionCtx:
@@ -115,6 +125,12 @@ class Function:
             "You must implement either the backward or vjp method for your custom "
             "autograd.Function to use it with backward mode AD.")
 
+    # False for a Function whose backward has effects every call must see
+    # (module backward hooks): a recorded graph runs backward's Python once,
+    # when it records the backward graph, so such a Function is refused
+    # while a graph records with grad mode on.
+    _backward_in_graph = True
+
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
         return _apply(cls, args, kwargs)
@@ -125,9 +141,9 @@ _warned_inference_records: set[str] = set()
 
 def _warn_if_recorded_without_grad(name: str) -> None:
     """A graph recorded under no_grad holds forward's ops. hybridize and
-    kiln.compile record again when grad mode changes (and then refuse), but
-    a kiln.jit.trace result called with gradients would differentiate those
-    ops: say so, once per Function."""
+    kiln.compile record again when grad mode changes (a custom_function node
+    then), but a graph recorded under no_grad and run with gradients would
+    differentiate those ops: say so, once per Function."""
     if (_C.is_grad_enabled() or not _C.jit.is_recording() or name in _warned_inference_records
             or inference_trace is not None):
         return
@@ -160,22 +176,35 @@ def _overrides_setup_context(cls: type[Function]) -> bool:
 inference_trace: list[str] | None = None
 
 
-def _apply(cls: type[Function], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    name = cls.__name__
-    if inference_trace is not None and _C.jit.is_recording():
-        inference_trace.append(name)
-    else:
-        _C.autograd._check_recordable(name)
-    grad_on = _C.is_grad_enabled()
-    inputs = [a if isinstance(a, _C.Tensor) else None for a in args]
-    ctx = FunctionCtx(tuple(grad_on and t is not None and t.requires_grad for t in inputs))
-    _warn_if_recorded_without_grad(name)
+def _run_forward(cls: type[Function], ctx: FunctionCtx, args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> Any:
     with no_grad():
         if _overrides_setup_context(cls):
             output = cls.forward(*args, **kwargs)
             cls.setup_context(ctx, args, output)
-        else:
-            output = cls.forward(ctx, *args, **kwargs)
+            return output
+        return cls.forward(ctx, *args, **kwargs)
+
+
+def _apply(cls: type[Function], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    name = cls.__name__
+    if _C.autograd._records_node() and not cls._backward_in_graph:
+        raise RuntimeError(f"{name}: a custom autograd Function whose backward runs Python "
+                           "effects on every call (a module's backward hooks) was called while "
+                           "kiln records a graph with grad mode on (hybridize, kiln.compile, "
+                           "kiln.jit.trace); train this model eagerly (hybridize(active=False)), "
+                           "or record it under kiln.no_grad() for inference")
+    if _C.autograd._records_node():
+        node_outputs = _apply_as_node(cls, args, kwargs)
+        if node_outputs is not _NOT_A_NODE:
+            return node_outputs
+    if inference_trace is not None and _C.jit.is_recording():
+        inference_trace.append(name)
+    grad_on = _C.is_grad_enabled()
+    inputs = [a if isinstance(a, _C.Tensor) else None for a in args]
+    ctx = FunctionCtx(tuple(grad_on and t is not None and t.requires_grad for t in inputs))
+    _warn_if_recorded_without_grad(name)
+    output = _run_forward(cls, ctx, args, kwargs)
     is_tuple = isinstance(output, tuple)
     items = list(output) if is_tuple else [output]
     positions = [i for i, item in enumerate(items) if isinstance(item, _C.Tensor)]
@@ -192,6 +221,88 @@ def _apply(cls: type[Function], args: tuple[Any, ...], kwargs: dict[str, Any]) -
         if not t._is_same(items[i]):  # an alias carrying the new history
             items[i] = t
     return tuple(items) if is_tuple else items[0]
+
+
+def _apply_as_node(cls: type[Function], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A graph records with grad mode on: forward runs once (outside the
+    recording), and the graph gets one custom_function node whose kernel
+    runs forward again on later calls and whose grad rule runs backward (its
+    ops recorded into the backward graph). Arguments that are not tensors
+    are fixed at their recorded values, as the rest of a trace's Python
+    values are; backward sees a ctx with forward's attributes (as recorded)
+    and the saved inputs and outputs of each call."""
+    name = cls.__name__
+    arg_positions = tuple(i for i, a in enumerate(args) if isinstance(a, _C.Tensor))
+    inputs = [args[i] for i in arg_positions]
+    ctx = FunctionCtx(tuple(isinstance(a, _C.Tensor) and a.requires_grad for a in args))
+    with _C.optim.outside_recording():  # forward's ops are the node's
+        output = _run_forward(cls, ctx, args, kwargs)
+    is_tuple = isinstance(output, tuple)
+    items = list(output) if is_tuple else [output]
+    positions = tuple(i for i, item in enumerate(items) if isinstance(item, _C.Tensor))
+    if inference_trace is not None and not _fits_a_node(ctx, inputs, [items[i] for i in positions]):
+        return _NOT_A_NODE
+    _warn_outputs_on_ctx(name, ctx, [items[i] for i in positions])
+    # The callbacks live as long as the process: they hold no tensor argument.
+    fixed_args = tuple(None if isinstance(a, _C.Tensor) else a for a in args)
+    forward = functools.partial(_forward_again, cls, fixed_args, arg_positions, dict(kwargs),
+                                positions)
+    saved, non_differentiable, dirty = list(ctx._to_save), ctx._non_differentiable, ctx._dirty
+    ctx._to_save, ctx._non_differentiable, ctx._dirty = (), [], []
+    backward = functools.partial(_backward_again, cls, ctx, arg_positions, len(args), positions,
+                                 len(items))
+    recorded = _C.autograd._record_function_node(
+        name, inputs, [items[i] for i in positions], forward, backward, saved,
+        non_differentiable, dirty, ctx._materialize_grads)
+    for i, t in zip(positions, recorded):
+        items[i] = t
+    return tuple(items) if is_tuple else items[0]
+
+
+# kiln.jit.trace (torch.jit.trace's users mostly want inference) records a
+# Function a node cannot hold (it saves an intermediate tensor, or writes
+# an input) as its forward's ops instead, running forward a second time; the
+# traced module then refuses gradients naming it. hybridize and kiln.compile
+# refuse such a Function (record_function_node's error).
+_NOT_A_NODE = object()
+
+
+def _fits_a_node(ctx: FunctionCtx, inputs: list[Tensor], outputs: list[Tensor]) -> bool:
+    def known(t: Tensor | None) -> bool:
+        return t is None or any(t._is_same(x) for x in (*inputs, *outputs))
+    return not ctx._dirty and all(known(t) for t in ctx._to_save)
+
+
+def _forward_again(cls: type[Function], fixed_args: tuple[Any, ...],
+                   arg_positions: tuple[int, ...], kwargs: dict[str, Any],
+                   positions: tuple[int, ...], tensors: list[Tensor]) -> list[Tensor]:
+    """The node's kernel: forward on this call's tensors."""
+    args = list(fixed_args)
+    for i, t in zip(arg_positions, tensors):
+        args[i] = t
+    output = _run_forward(cls, FunctionCtx((False,) * len(args)), tuple(args), kwargs)
+    items = output if isinstance(output, tuple) else (output,)
+    return [items[i] for i in positions]
+
+
+def _backward_again(cls: type[Function], recorded: FunctionCtx, arg_positions: tuple[int, ...],
+                    num_args: int, positions: tuple[int, ...], num_items: int,
+                    saved: list[Tensor | None], grads: list[Tensor | None],
+                    needs: list[bool]) -> list[Tensor | None]:
+    """The node's grad rule: backward on a ctx like the recorded one, its
+    saved tensors this call's."""
+    needs_input_grad = [False] * num_args
+    for i, need in zip(arg_positions, needs):
+        needs_input_grad[i] = need
+    ctx = FunctionCtx(tuple(needs_input_grad))
+    for attr, value in vars(recorded).items():
+        if not attr.startswith("_") and attr != "needs_input_grad":
+            setattr(ctx, attr, value)
+    ctx._to_save = tuple(saved)
+    ctx._materialize_grads = recorded._materialize_grads
+    is_tensor_arg = tuple(i in arg_positions for i in range(num_args))
+    result = _run_backward(cls, ctx, positions, num_items, is_tensor_arg, grads)
+    return [result[i] for i in arg_positions]
 
 
 def _run_backward(cls: type[Function], ctx: FunctionCtx, positions: tuple[int, ...],

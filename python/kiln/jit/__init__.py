@@ -167,6 +167,7 @@ class TracedModule:
         read). The file keeps an example input (the one traced with, unless
         given; () for none) with its outputs, which load(path, verify=True)
         replays."""
+        self._refuse_function_nodes("save")
         if example_inputs is None:
             example_inputs = self._example_inputs
         elif isinstance(example_inputs, _C.Tensor):
@@ -178,6 +179,18 @@ class TracedModule:
         if self._custom_functions:
             metadata["python.custom_functions"] = json.dumps(list(self._custom_functions))
         _C.jit.save(self._compiled, os.fspath(path), list(example_inputs), metadata)
+
+    def _refuse_function_nodes(self, what: str) -> None:
+        """A custom Function recorded with grad mode on is a custom_function
+        node calling this process's Python forward and backward: no file
+        can hold it."""
+        names = [node.attrs["name"] for node in self.graph.nodes if node.op == "custom_function"]
+        if names:
+            listed = ", ".join(dict.fromkeys(names))
+            raise RuntimeError(f"{self._name}: {what} refused: the graph holds the custom autograd "
+                               f"Function {listed} as a custom_function node, which calls Python "
+                               "code of this process; trace the model under kiln.no_grad() to "
+                               "record the forward's ops instead (an inference graph)")
 
     def parameters(self) -> Iterator[Tensor]:
         return self._module.parameters() if self._module is not None else iter(())

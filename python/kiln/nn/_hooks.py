@@ -158,6 +158,8 @@ class BackwardHookFunction(Function):
     """Identity on a module's tensor inputs; its backward hands their
     gradients to the full backward hooks."""
 
+    _backward_in_graph = False  # the hooks run on every backward
+
     @staticmethod
     def forward(ctx: Any, state: _BackwardHook, *tensors: Any) -> Any:
         ctx.state = state
@@ -173,6 +175,8 @@ class BackwardPreHookFunction(Function):
     """Identity on a module's tensor outputs; its backward hands their
     gradients to the backward pre-hooks (as they arrive: None where none did,
     then zeros as any node's gradients)."""
+
+    _backward_in_graph = False  # the hooks run on every backward
 
     @staticmethod
     def forward(ctx: Any, state: _BackwardHook, *tensors: Any) -> Any:

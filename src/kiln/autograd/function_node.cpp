@@ -184,21 +184,143 @@ void FunctionContext::release() {
   released_ = true;
 }
 
-void check_function_recordable(const std::string& name) {
-  if (dispatch_observer() == nullptr || !grad_mode_enabled()) return;
-  KILN_CHECK(false, name,
-             ": a custom autograd Function was called while kiln records a graph with grad mode "
-             "on (hybridize, kiln.compile, kiln.jit.trace): the compiled graph would "
-             "differentiate ",
-             name,
-             "'s forward ops instead of calling its backward. Train this model eagerly "
-             "(hybridize(active=False)), or record it under kiln.no_grad() for inference");
+bool records_function_node() {
+  return dispatch_observer() != nullptr && grad_mode_enabled();
+}
+
+namespace {
+
+// Where each saved tensor is among the node's inputs and outputs: all its
+// backward can read once the function is one node of a graph.
+std::vector<SavedSlot> saved_slots(const std::string& name, const std::vector<Tensor>& to_save,
+                                   const std::vector<Tensor>& inputs,
+                                   const std::vector<Tensor>& outputs) {
+  std::vector<SavedSlot> slots;
+  auto index_in = [](const std::vector<Tensor>& list, const Tensor& t) {
+    return size_t(
+        std::find_if(list.begin(), list.end(), [&](const Tensor& x) { return x.is_same(t); }) -
+        list.begin());
+  };
+  for (size_t i = 0; i < to_save.size(); ++i) {
+    const Tensor& t = to_save[i];
+    if (!t.defined()) {
+      slots.emplace_back();
+      continue;
+    }
+    if (size_t k = index_in(inputs, t); k < inputs.size()) {
+      slots.push_back(SavedSlot{SavedSlot::Input, k});
+      continue;
+    }
+    size_t k = index_in(outputs, t);
+    KILN_CHECK(k < outputs.size(), name, ": save_for_backward got a tensor (saved tensor ", i,
+               ", shape ", t.shape(),
+               ") that is neither an input nor an output of forward. While a graph records with "
+               "grad mode on (hybridize, kiln.compile, kiln.jit.trace), ",
+               name,
+               " is one node whose backward reads only its inputs and outputs: return that "
+               "tensor as an extra output (mark_non_differentiable), or compute it again in "
+               "backward");
+    slots.push_back(SavedSlot{SavedSlot::Output, k});
+  }
+  return slots;
+}
+
+TensorMeta recorded_meta(const Tensor& t) {
+  TensorMeta m = meta_of(t);
+  m.wrapped_number = false;
+  return m;
+}
+
+// apply_function's recorded form: the node's inputs are the defined ones.
+std::vector<Tensor> apply_as_node(const CustomFunction& fn, const FunctionContext& ctx,
+                                  const std::vector<Tensor>& inputs,
+                                  const std::vector<Tensor>& outputs) {
+  std::vector<size_t> positions;
+  std::vector<Tensor> operands;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) continue;
+    positions.push_back(i);
+    operands.push_back(inputs[i]);
+  }
+  const size_t arity = inputs.size();
+  auto expand = [positions, arity](const std::vector<Tensor>& operands) {
+    std::vector<Tensor> all(arity);
+    for (size_t k = 0; k < positions.size(); ++k)
+      all[positions[k]] = operands[k];
+    return all;
+  };
+  NodeForward forward = [fn, expand](const std::vector<Tensor>& operands) {
+    std::vector<Tensor> all = expand(operands);
+    FunctionContext again(all);
+    return fn.forward(again, all);
+  };
+  const bool materialize = ctx.materialize_grads();
+  NodeBackward backward = [fn, positions, arity, materialize](const std::vector<Tensor>& saved,
+                                                              const std::vector<Tensor>& grads,
+                                                              const std::vector<bool>& needs) {
+    FunctionContext replay({});
+    std::vector<bool> needs_all(arity, false);
+    for (size_t k = 0; k < positions.size(); ++k)
+      needs_all[positions[k]] = needs[k];
+    replay.set_needs_input_grad(std::move(needs_all));
+    replay.set_materialize_grads(materialize);
+    replay.save_for_backward(saved);
+    std::vector<Tensor> all = fn.backward(replay, grads);
+    std::vector<Tensor> per_operand;
+    for (size_t i : positions)
+      per_operand.push_back(i < all.size() ? all[i] : Tensor());
+    return per_operand;
+  };
+  return record_function_node(fn.name, ctx, operands, outputs, std::move(forward),
+                              std::move(backward));
+}
+
+}  // namespace
+
+std::vector<Tensor> record_function_node(const std::string& name, const FunctionContext& ctx,
+                                         const std::vector<Tensor>& inputs,
+                                         const std::vector<Tensor>& outputs, NodeForward forward,
+                                         NodeBackward backward) {
+  KILN_CHECK(ctx.dirty_.empty(), name,
+             ": mark_dirty (an input written in place) is not supported while a graph records "
+             "with grad mode on (hybridize, kiln.compile, kiln.jit.trace); return a new tensor "
+             "instead");
+  CustomFunctionCallbacks callbacks;
+  callbacks.name = name;
+  for (const Tensor& in : inputs) {
+    KILN_ASSERT(in.defined(), name, ": a recorded Function's node inputs must be tensors");
+    callbacks.inputs.push_back(recorded_meta(in));
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor& out = outputs[i];
+    KILN_CHECK(out.defined(), name, ": forward returned an undefined tensor as output ", i,
+               ", which a recorded graph cannot hold");
+    callbacks.outputs.push_back(recorded_meta(out));
+    callbacks.non_differentiable.push_back(!is_floating(out.dtype()) ||
+                                           contains(ctx.non_differentiable_, out));
+  }
+  callbacks.saved = saved_slots(name, ctx.to_save_, inputs, outputs);
+  callbacks.materialize_grads = ctx.materialize_grads_;
+  callbacks.forward = [forward = std::move(forward)](const std::vector<Tensor>& operands) {
+    NoGradGuard no_grad;
+    return forward(operands);
+  };
+  callbacks.backward = std::move(backward);
+  int64_t id = register_custom_function(std::move(callbacks));
+  return dispatch_custom_function(id, inputs, outputs);
 }
 
 std::vector<Tensor> apply_function(const CustomFunction& fn, const std::vector<Tensor>& inputs) {
-  check_function_recordable(fn.name);
   auto ctx = std::make_shared<FunctionContext>(inputs);
   std::vector<Tensor> outputs;
+  if (records_function_node()) {
+    {
+      NoGradGuard no_grad;
+      PauseRecording pause;  // its ops are the node's
+      outputs = fn.forward(*ctx, inputs);
+    }
+    return apply_as_node(fn, *ctx, inputs, outputs);
+  }
   {
     NoGradGuard no_grad;
     outputs = fn.forward(*ctx, inputs);

@@ -20,10 +20,14 @@
 // and one of another dtype is converted. It may be differentiated again
 // (create_graph): its ops are recorded like any others.
 //
-// Recording a graph (hybridize, trace) with grad mode on cannot keep the
-// user's backward: graph autodiff would differentiate the forward's ops in
-// its place. apply_function refuses that with an error; with grad mode off
-// (an inference trace) the forward's ops are recorded, exactly.
+// While a graph records (hybridize, kiln.compile, trace) with grad mode on,
+// a custom function is one custom_function node (ops/custom_function_ops.h)
+// calling the same forward and backward: graph autodiff puts the backward's
+// ops into the backward graph, so compiled training runs the user's
+// backward, not a derivative of the forward's ops. Its backward may read
+// only the function's inputs and outputs (save_for_backward of anything
+// else is refused), and the node keeps the recorded shapes. With grad mode
+// off (an inference trace) the forward's ops are recorded, exactly.
 #pragma once
 
 #include <functional>
@@ -32,15 +36,21 @@
 #include <vector>
 
 #include "kiln/autograd/node.h"
+#include "kiln/ops/custom_function_ops.h"
 
 namespace kiln {
 
 class FunctionContext;
+struct CustomFunction;
 // The user's backward: one gradient per input from one per output.
 using FunctionBackward =
     std::function<std::vector<Tensor>(FunctionContext& ctx, const std::vector<Tensor>& grads)>;
 using FunctionForward =
     std::function<std::vector<Tensor>(FunctionContext& ctx, const std::vector<Tensor>& inputs)>;
+// A recorded node's callbacks (ops/custom_function_ops.h): the forward again
+// on the node's inputs, and the backward from the saved tensors.
+using NodeForward = decltype(CustomFunctionCallbacks::forward);
+using NodeBackward = decltype(CustomFunctionCallbacks::backward);
 
 // What a custom function's forward leaves for its backward (torch's ctx).
 class FunctionContext {
@@ -59,6 +69,9 @@ class FunctionContext {
   void mark_dirty(std::vector<Tensor> inputs);
   // false: gradients that never arrived reach backward undefined, not zeros.
   void set_materialize_grads(bool value) { materialize_grads_ = value; }
+  bool materialize_grads() const { return materialize_grads_; }
+  // For the backward of a recorded node, which makes a new context.
+  void set_needs_input_grad(std::vector<bool> needs) { needs_input_grad_ = std::move(needs); }
   // Input i requires grad (and grad mode was on): backward should compute it.
   bool needs_input_grad(size_t i) const {
     return i < needs_input_grad_.size() && needs_input_grad_[i];
@@ -73,6 +86,10 @@ class FunctionContext {
   friend std::vector<Tensor> record_function(const std::string&, std::shared_ptr<FunctionContext>,
                                              const std::vector<Tensor>&, std::vector<Tensor>,
                                              FunctionBackward);
+  friend std::vector<Tensor> record_function_node(const std::string&, const FunctionContext&,
+                                                  const std::vector<Tensor>&,
+                                                  const std::vector<Tensor>&, NodeForward,
+                                                  NodeBackward);
   friend class FunctionNode;
 
   struct Saved {
@@ -116,8 +133,20 @@ std::vector<Tensor> record_function(const std::string& name, std::shared_ptr<Fun
                                     const std::vector<Tensor>& inputs, std::vector<Tensor> outputs,
                                     FunctionBackward backward);
 
-// Refuses a custom function while a graph records with grad mode on (see
-// the top of this file); `name` is the function's.
-void check_function_recordable(const std::string& name);
+// Whether a custom function called now becomes a graph node (a graph
+// records on this thread with grad mode on) rather than a FunctionNode.
+bool records_function_node();
+
+// The recorded form, for a forward that already ran on `inputs` (all
+// defined: the node's inputs) and gave `outputs` (all defined): one
+// custom_function node, whose outputs (copies of `outputs`) are returned.
+// `ctx` holds what forward saved and marked; a saved tensor must be one of
+// `inputs` or `outputs`, and no input may be dirty. `forward` runs the
+// function again on the node's inputs when the graph runs (grad mode off);
+// `backward` gets the saved tensors, in save order.
+std::vector<Tensor> record_function_node(const std::string& name, const FunctionContext& ctx,
+                                         const std::vector<Tensor>& inputs,
+                                         const std::vector<Tensor>& outputs, NodeForward forward,
+                                         NodeBackward backward);
 
 }  // namespace kiln

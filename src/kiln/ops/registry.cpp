@@ -58,6 +58,7 @@ void register_builtin_ops(OpRegistry& registry) {
   register_mask_ops(registry);
   register_fused_ops(registry);  // after the ops they fuse
   register_control_flow_ops(registry);
+  register_custom_function_ops(registry);
 }
 
 }  // namespace kiln

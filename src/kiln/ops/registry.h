@@ -54,11 +54,12 @@ void register_resample_ops(OpRegistry& registry);   // upsample_nearest2d, upsam
 void register_pad_ops(OpRegistry& registry);        // pad
 void register_nn_ops(OpRegistry& registry);         // dropout, batch_norm, layer_norm
 void register_random_ops(OpRegistry& registry);     // uniform, normal, randint, *_like
-void register_random_sample_ops(OpRegistry& registry);  // bernoulli, multinomial, randperm
-void register_rnn_ops(OpRegistry& registry);            // lstm/gru_cell_pointwise(_backward)
-void register_control_flow_ops(OpRegistry& registry);   // cond, while_loop, scan
-void register_sort_ops(OpRegistry& registry);           // sort, argsort, topk
-void register_scan_ops(OpRegistry& registry);           // cumsum, cumprod, flip, roll
-void register_mask_ops(OpRegistry& registry);           // triu, tril, masked_fill
+void register_random_sample_ops(OpRegistry& registry);    // bernoulli, multinomial, randperm
+void register_rnn_ops(OpRegistry& registry);              // lstm/gru_cell_pointwise(_backward)
+void register_control_flow_ops(OpRegistry& registry);     // cond, while_loop, scan
+void register_sort_ops(OpRegistry& registry);             // sort, argsort, topk
+void register_scan_ops(OpRegistry& registry);             // cumsum, cumprod, flip, roll
+void register_mask_ops(OpRegistry& registry);             // triu, tril, masked_fill
+void register_custom_function_ops(OpRegistry& registry);  // custom_function (autograd.Function)
 
 }  // namespace kiln
