@@ -21,6 +21,7 @@ void bind_nn_attention(nb::module_& m);  // nn_attention.cpp
 void bind_autograd(nb::module_ m);       // autograd.cpp
 void bind_nn_utils(nb::module_& m);      // nn_utils.cpp
 void bind_nn_layers(nb::module_& m);     // nn_layers.cpp
+void bind_nn_more(nb::module_& m);       // nn_more.cpp
 
 namespace {
 
@@ -299,6 +300,7 @@ NB_MODULE(_C, m) {
   bind_nn_attention(nn);
   bind_nn_utils(nn);
   bind_nn_layers(nn);
+  bind_nn_more(nn);
   bind_random(m, nn);
   nb::module_ jit = m.def_submodule("jit", "the tracer, compiled functions and the graph IR");
   bind_jit(jit);

@@ -5,6 +5,7 @@
 // reference; where one clamps or masks to stay finite, so does this.
 #include "kiln/core/sym_shape.h"
 #include "kiln/nn/functional.h"
+#include "kiln/nn/loss_more.h"
 
 namespace kiln::nn::functional {
 
@@ -131,10 +132,9 @@ Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double
   return sum((x1 / norm1) * (x2 / norm2), {dim});
 }
 
+// PyTorch: input / max(norm(input, p, dim), eps), any p (inf included).
 Tensor normalize(const Tensor& input, double p, int64_t dim, double eps) {
-  KILN_CHECK_VALUE(p > 0.0, "normalize: p must be positive, got ", p);
-  Tensor norm = p == 2.0 ? l2_norm(input, dim) : pow(sum(pow(abs(input), p), {dim}, true), 1.0 / p);
-  return input / clamp(norm, eps, std::nullopt);
+  return input / clamp(norm_along(input, p, dim, true), eps, std::nullopt);
 }
 
 }  // namespace kiln::nn::functional

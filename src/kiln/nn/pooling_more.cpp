@@ -1,0 +1,336 @@
+// The pools of layers_more.h: the 1-d ones over the 2-d ops (a height of
+// 1 changes nothing), the adaptive max pools as a max over gathered
+// windows, LP pooling as PyTorch composes it, and fold / unfold as a
+// scatter-add / gather of the padded input. PyTorch's reference:
+// aten/src/ATen/native/{AdaptiveMaxPooling2d,Im2Col,Col2Im}.cpp and
+// torch/nn/functional.py.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+
+#include "kiln/core/factory.h"
+#include "kiln/core/sym_shape.h"
+#include "kiln/nn/layers_more.h"
+#include "kiln/ops/conv_pool.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/reduction.h"
+#include "kiln/ops/resample.h"
+#include "kiln/ops/shape.h"
+#include "kiln/ops/view.h"
+
+namespace kiln::nn::functional {
+
+namespace {
+
+// x^p with p as a 0-d tensor of x's dtype: its gradient's p - 1 then keeps
+// x's precision (a wrapped Python-number exponent is rounded to float32 there).
+Tensor pow_scalar(const Tensor& x, double p) {
+  return pow(x, scalar_tensor(p, x.dtype()));
+}
+
+void check_pool1d_input(const Tensor& x, const char* fn) {
+  KILN_CHECK(x.dim() == 2 || x.dim() == 3, fn, ": Expected 2D or 3D input tensor, but got ",
+             x.shape());
+}
+
+// One value for the single spatial dim of a 1-d pool.
+int64_t single(const IntList& values, const char* fn, const char* name) {
+  KILN_CHECK(values.size() == 1, fn, ": ", name, " must be a single int, got ", values);
+  return values[0];
+}
+
+// One value per spatial dim of a 2-d pool; one value means both.
+std::array<int64_t, 2> two(const IntList& values, const char* fn, const char* name) {
+  KILN_CHECK(values.size() == 1 || values.size() == 2, fn, ": ", name,
+             " must be a single int or a pair of ints, got ", values);
+  return {values[0], values.back()};
+}
+
+// The 1-d pool's arguments for the 2-d op: the height pooled by 1.
+IntList with_unit_height(const IntList& values, const char* fn, const char* name, int64_t height) {
+  return {height, single(values, fn, name)};
+}
+
+// x [..., L] -> [..., 1, L] and back.
+Tensor add_height(const Tensor& x) {
+  return unsqueeze(x, x.dim() - 1);
+}
+Tensor drop_height(const Tensor& x) {
+  return squeeze(x, x.dim() - 2);
+}
+
+// PyTorch's adaptive windows over `in` positions: window o covers
+// [floor(o in / out), ceil((o + 1) in / out)). Each is stored `width`
+// positions wide, a short one repeating its last position: a repeat does
+// not change a maximum, and the first occurrence still wins a tie.
+struct Windows {
+  std::vector<int64_t> positions;  // [out * width]
+  int64_t out = 0, width = 0;
+};
+
+Windows adaptive_windows(int64_t in, int64_t out) {
+  Windows w{{}, out, 0};
+  for (int64_t o = 0; o < out; ++o) {
+    const int64_t start = o * in / out, end = ((o + 1) * in + out - 1) / out;
+    w.width = std::max(w.width, end - start);
+  }
+  for (int64_t o = 0; o < out; ++o) {
+    const int64_t start = o * in / out, end = ((o + 1) * in + out - 1) / out;
+    for (int64_t k = 0; k < w.width; ++k)
+      w.positions.push_back(std::min(start + k, end - 1));
+  }
+  return w;
+}
+
+// x's dim `dim` becomes [out, width]: one window per row.
+Tensor gather_windows(const Tensor& x, int64_t dim, const Windows& w) {
+  Tensor picked = index_select(x, dim, tensor(w.positions, {int64_t(w.positions.size())}));
+  DimList shape = sym_shape(picked);
+  shape[size_t(dim)] = w.width;
+  shape.insert(shape.begin() + dim, Dim(w.out));
+  return reshape(picked, shape);
+}
+
+void check_adaptive_input(const Tensor& x, int64_t spatial, const IntList& output_size,
+                          const char* fn) {
+  KILN_CHECK(x.dim() == spatial + 1 || x.dim() == spatial + 2, fn, ": Expected ", spatial + 1,
+             "D or ", spatial + 2, "D tensor, but got: ", x.shape());
+  for (int64_t d = 1; d < x.dim(); ++d) {
+    KILN_CHECK(x.size(d) > 0, fn,
+               ": Expected input to have non-zero size for non-batch dimensions, but input has "
+               "sizes ",
+               x.shape(), " with dimension ", d, " being empty");
+  }
+  for (int64_t size : output_size) {
+    KILN_CHECK(size > 0, fn, ": output_size must be positive, got ", output_size);
+  }
+}
+
+// The maximum over the last dim of `windows` ([..., outputs..., slots]) and
+// the input position it came from: `positions` holds one row of `slots`
+// window positions per output, read at the winning slot.
+std::tuple<Tensor, Tensor> max_with_positions(const Tensor& windows,
+                                              const std::vector<int64_t>& positions, int64_t slots,
+                                              const IntList& output_dims) {
+  auto [values, slot] = max(windows, windows.dim() - 1);
+  const int64_t outputs = int64_t(positions.size()) / slots;
+  Tensor row_start = reshape(arange(int64_t(0), outputs * slots, slots), output_dims);
+  Tensor table = tensor(positions, {int64_t(positions.size())});
+  Tensor indices = reshape(index_select(table, 0, flatten(slot + row_start)), sym_shape(slot));
+  return {values, indices};
+}
+
+}  // namespace
+
+Tensor max_pool1d(const Tensor& x, IntList kernel_size, IntList stride, IntList padding,
+                  IntList dilation, bool ceil_mode) {
+  check_pool1d_input(x, "max_pool1d");
+  IntList stride2d =
+      stride.empty() ? IntList{} : with_unit_height(stride, "max_pool1d", "stride", 1);
+  return drop_height(
+      max_pool2d(add_height(x), with_unit_height(kernel_size, "max_pool1d", "kernel_size", 1),
+                 stride2d, with_unit_height(padding, "max_pool1d", "padding", 0),
+                 with_unit_height(dilation, "max_pool1d", "dilation", 1), ceil_mode));
+}
+
+Tensor avg_pool1d(const Tensor& x, IntList kernel_size, IntList stride, IntList padding,
+                  bool ceil_mode, bool count_include_pad) {
+  check_pool1d_input(x, "avg_pool1d");
+  IntList stride2d =
+      stride.empty() ? IntList{} : with_unit_height(stride, "avg_pool1d", "stride", 1);
+  return drop_height(avg_pool2d(
+      add_height(x), with_unit_height(kernel_size, "avg_pool1d", "kernel_size", 1), stride2d,
+      with_unit_height(padding, "avg_pool1d", "padding", 0), ceil_mode, count_include_pad));
+}
+
+Tensor adaptive_avg_pool1d(const Tensor& x, IntList output_size) {
+  check_pool1d_input(x, "adaptive_avg_pool1d");
+  return drop_height(adaptive_avg_pool2d(
+      add_height(x), with_unit_height(output_size, "adaptive_avg_pool1d", "output_size", 1)));
+}
+
+std::tuple<Tensor, Tensor> adaptive_max_pool1d_with_indices(const Tensor& x, IntList output_size) {
+  const int64_t out = single(output_size, "adaptive_max_pool1d", "output_size");
+  check_adaptive_input(x, 1, output_size, "adaptive_max_pool1d");
+  const int64_t length = size_as_int(sym_size(x, -1), "adaptive_max_pool1d's input length");
+  const Windows w = adaptive_windows(length, out);
+  Tensor windows = gather_windows(x, x.dim() - 1, w);  // [..., out, width]
+  return max_with_positions(windows, w.positions, w.width, {out});
+}
+
+std::tuple<Tensor, Tensor> adaptive_max_pool2d_with_indices(const Tensor& x, IntList output_size) {
+  auto [out_h, out_w] = two(output_size, "adaptive_max_pool2d", "output_size");
+  check_adaptive_input(x, 2, output_size, "adaptive_max_pool2d");
+  const int64_t height = size_as_int(sym_size(x, -2), "adaptive_max_pool2d's input height");
+  const int64_t width = size_as_int(sym_size(x, -1), "adaptive_max_pool2d's input width");
+  const Windows rows = adaptive_windows(height, out_h), cols = adaptive_windows(width, out_w);
+  // [..., H, W] -> [..., oh, kh, W] -> [..., oh, kh, ow, kw] -> [..., oh, ow, kh * kw]
+  const int64_t lead = x.dim() - 2;
+  Tensor windows = gather_windows(gather_windows(x, lead, rows), lead + 2, cols);
+  windows = transpose(windows, lead + 1, lead + 2);
+  DimList shape = sym_shape(windows);
+  shape.resize(size_t(lead + 2));
+  shape.push_back(Dim(rows.width * cols.width));
+  windows = reshape(windows, shape);
+  // The flat input position (h W + w) of every slot of every window.
+  std::vector<int64_t> positions;
+  for (int64_t oh = 0; oh < out_h; ++oh) {
+    for (int64_t ow = 0; ow < out_w; ++ow) {
+      for (int64_t kh = 0; kh < rows.width; ++kh) {
+        for (int64_t kw = 0; kw < cols.width; ++kw) {
+          positions.push_back(rows.positions[size_t(oh * rows.width + kh)] * width +
+                              cols.positions[size_t(ow * cols.width + kw)]);
+        }
+      }
+    }
+  }
+  return max_with_positions(windows, positions, rows.width * cols.width, {out_h, out_w});
+}
+
+namespace {
+
+// PyTorch's lp_pool1d / lp_pool2d: the average of x^p times the window
+// size, the sign kept out of the root; +-inf norms are max pools of |x|.
+template <typename AvgPool, typename MaxPool>
+Tensor lp_pool(const Tensor& x, double norm_type, int64_t window, AvgPool avg, MaxPool max_pool) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  if (norm_type == kInf) return max_pool(abs(x));
+  if (norm_type == -kInf) return -max_pool(-abs(x));
+  Tensor out = avg(pow_scalar(x, norm_type));
+  return pow_scalar(sign(out) * relu(abs(out)) * double(window), 1.0 / norm_type);
+}
+
+}  // namespace
+
+Tensor lp_pool1d(const Tensor& x, double norm_type, IntList kernel_size, IntList stride,
+                 bool ceil_mode) {
+  const int64_t k = single(kernel_size, "lp_pool1d", "kernel_size");
+  return lp_pool(
+      x, norm_type, k,
+      [&](const Tensor& t) { return avg_pool1d(t, kernel_size, stride, {0}, ceil_mode); },
+      [&](const Tensor& t) { return max_pool1d(t, kernel_size, stride, {0}, {1}, ceil_mode); });
+}
+
+Tensor lp_pool2d(const Tensor& x, double norm_type, IntList kernel_size, IntList stride,
+                 bool ceil_mode) {
+  auto [kh, kw] = two(kernel_size, "lp_pool2d", "kernel_size");
+  return lp_pool(
+      x, norm_type, kh * kw,
+      [&](const Tensor& t) { return avg_pool2d(t, kernel_size, stride, {0}, ceil_mode); },
+      [&](const Tensor& t) { return max_pool2d(t, kernel_size, stride, {0}, {1}, ceil_mode); });
+}
+
+// ---- fold / unfold ------------------------------------------------------------
+
+namespace {
+
+// The sliding blocks of im2col / col2im over a (height, width) plane.
+struct Blocks {
+  std::array<int64_t, 2> kernel, dilation, padding, stride;
+  int64_t padded_h = 0, padded_w = 0, out_h = 0, out_w = 0;
+
+  int64_t count() const { return out_h * out_w; }
+  int64_t kernel_area() const { return kernel[0] * kernel[1]; }
+
+  // The flat position in the padded plane of each (kernel offset, block):
+  // [kh kw * L], PyTorch's column order.
+  std::vector<int64_t> positions() const {
+    std::vector<int64_t> out;
+    out.reserve(size_t(kernel_area() * count()));
+    for (int64_t i = 0; i < kernel[0]; ++i) {
+      for (int64_t j = 0; j < kernel[1]; ++j) {
+        for (int64_t by = 0; by < out_h; ++by) {
+          for (int64_t bx = 0; bx < out_w; ++bx) {
+            const int64_t row = by * stride[0] + i * dilation[0];
+            const int64_t col = bx * stride[1] + j * dilation[1];
+            out.push_back(row * padded_w + col);
+          }
+        }
+      }
+    }
+    return out;
+  }
+};
+
+Blocks blocks_over(int64_t height, int64_t width, const IntList& kernel_size,
+                   const IntList& dilation, const IntList& padding, const IntList& stride,
+                   const char* fn) {
+  Blocks b{two(kernel_size, fn, "kernel_size"), two(dilation, fn, "dilation"),
+           two(padding, fn, "padding"), two(stride, fn, "stride")};
+  for (int d = 0; d < 2; ++d) {
+    KILN_CHECK(b.kernel[d] > 0, fn, ": kernel size should be greater than zero, but got ",
+               kernel_size);
+    KILN_CHECK(b.dilation[d] > 0, fn, ": dilation should be greater than zero, but got ", dilation);
+    KILN_CHECK(b.padding[d] >= 0, fn, ": padding should be non-negative, but got ", padding);
+    KILN_CHECK(b.stride[d] > 0, fn, ": stride should be greater than zero, but got ", stride);
+  }
+  b.padded_h = height + 2 * b.padding[0];
+  b.padded_w = width + 2 * b.padding[1];
+  b.out_h = (b.padded_h - (b.dilation[0] * (b.kernel[0] - 1) + 1)) / b.stride[0] + 1;
+  b.out_w = (b.padded_w - (b.dilation[1] * (b.kernel[1] - 1) + 1)) / b.stride[1] + 1;
+  KILN_CHECK(b.out_h >= 1 && b.out_w >= 1, fn, ": Given input with spatial size (", height, ", ",
+             width, "), kernel_size=", kernel_size, ", dilation=", dilation, ", padding=", padding,
+             ", calculated shape of the array of sliding blocks as (", b.out_h, ", ", b.out_w,
+             "), but its components must be at least one.");
+  return b;
+}
+
+Tensor position_tensor(const Blocks& b) {
+  std::vector<int64_t> p = b.positions();
+  return tensor(p, {int64_t(p.size())});
+}
+
+}  // namespace
+
+Tensor unfold(const Tensor& x, IntList kernel_size, IntList dilation, IntList padding,
+              IntList stride) {
+  KILN_CHECK(x.dim() == 3 || x.dim() == 4,
+             "unfold: Expected 3D or 4D (batch mode) tensor for input, but got: ", x.shape());
+  const bool batched = x.dim() == 4;
+  Tensor input = batched ? x : unsqueeze(x, 0);
+  const int64_t height = size_as_int(sym_size(input, 2), "unfold's input height");
+  const int64_t width = size_as_int(sym_size(input, 3), "unfold's input width");
+  const Blocks b = blocks_over(height, width, kernel_size, dilation, padding, stride, "unfold");
+  if (b.padding[0] > 0 || b.padding[1] > 0) {
+    input = pad(input, {b.padding[1], b.padding[1], b.padding[0], b.padding[0]});
+  }
+  const DimList shape = sym_shape(input);
+  Tensor plane = reshape(input, DimList{shape[0], shape[1], b.padded_h * b.padded_w});
+  Tensor columns = index_select(plane, 2, position_tensor(b));  // [N, C, kh kw L]
+  Tensor out = reshape(columns, DimList{shape[0], shape[1] * b.kernel_area(), b.count()});
+  return batched ? out : squeeze(out, 0);
+}
+
+Tensor fold(const Tensor& x, IntList output_size, IntList kernel_size, IntList dilation,
+            IntList padding, IntList stride) {
+  KILN_CHECK(x.dim() == 2 || x.dim() == 3,
+             "fold: Expected 2D or 3D (batch mode) tensor for input, but got: ", x.shape());
+  const bool batched = x.dim() == 3;
+  Tensor input = batched ? x : unsqueeze(x, 0);
+  auto [height, width] = two(output_size, "fold", "output_size");
+  const Blocks b = blocks_over(height, width, kernel_size, dilation, padding, stride, "fold");
+  const int64_t rows = input.size(1);
+  KILN_CHECK(rows % b.kernel_area() == 0,
+             "fold: Expected size of input's dimension 1 to be divisible by the product of "
+             "kernel_size, but got input.size(1)=",
+             rows, " and kernel_size=", kernel_size);
+  KILN_CHECK(input.size(2) == b.count(), "fold: Given output_size=", output_size,
+             ", kernel_size=", kernel_size, ", dilation=", dilation, ", padding=", padding,
+             ", stride=", stride,
+             ", expected size of input's dimension 2 to match the calculated number of sliding "
+             "blocks ",
+             b.out_h, " * ", b.out_w, " = ", b.count(), ", but got input.size(2)=", input.size(2),
+             ".");
+  const DimList shape = sym_shape(input);
+  const Dim channels = floordiv(shape[1], b.kernel_area());
+  Tensor columns = reshape(input, DimList{shape[0], channels, b.kernel_area() * b.count()});
+  Tensor zeros_plane =
+      expand(zeros({1, 1, 1}, x.dtype()), DimList{shape[0], channels, b.padded_h * b.padded_w});
+  Tensor plane = index_add(zeros_plane, 2, position_tensor(b), columns);
+  Tensor image = reshape(plane, DimList{shape[0], channels, b.padded_h, b.padded_w});
+  image = narrow(narrow(image, 2, b.padding[0], height), 3, b.padding[1], width);
+  return batched ? image : squeeze(image, 0);
+}
+
+}  // namespace kiln::nn::functional
