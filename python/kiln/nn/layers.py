@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, overload
 from kiln import _C
 from kiln import _ops as K
 from kiln._C import Tensor
+from kiln._device import check_device
 from kiln._factories import arange, ones, rand, randn, tensor, zeros
 from kiln._grad_mode import no_grad
 from kiln.nn import functional as F
@@ -129,9 +130,12 @@ class _Pool2d(Module):
 
 class MaxPool2d(_Pool2d):
     def __init__(self, kernel_size: Pair, stride: Pair | None = None, padding: Pair = 0,
-                 dilation: Pair = 1, ceil_mode: bool = False) -> None:
+                 dilation: Pair = 1, return_indices: bool = False,
+                 ceil_mode: bool = False) -> None:
         super().__init__(kernel_size, stride, padding)
-        self.dilation, self.ceil_mode = dilation, ceil_mode
+        if return_indices:
+            raise NotImplementedError("MaxPool2d: return_indices is not supported yet")
+        self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
 
     def forward(self, input: Tensor) -> Tensor:
         return _C.max_pool2d(input, _pair(self.kernel_size), _pair(self.stride),
@@ -281,26 +285,72 @@ class LayerNorm(Module):
 
 
 class Embedding(Module):
-    def __init__(self, num_embeddings: int, embedding_dim: int,
-                 padding_idx: int | None = None) -> None:
+    """A lookup table: weight [num_embeddings, embedding_dim] ~ N(0, 1), the
+    padding_idx row zeroed and given no gradient. With max_norm, each row a
+    forward looks up is first rescaled in place to at most that norm."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
+                 max_norm: float | None = None, norm_type: float = 2.0,
+                 scale_grad_by_freq: bool = False, sparse: bool = False,
+                 _weight: Tensor | None = None, _freeze: bool = False, device: Any = None,
+                 dtype: Any = None) -> None:
+        check_device(device, "Embedding")
         super().__init__()
+        if scale_grad_by_freq:
+            raise NotImplementedError("Embedding: scale_grad_by_freq=True is not supported by "
+                                      "kiln")
+        if sparse:
+            raise NotImplementedError("Embedding: sparse=True (sparse gradients) is not "
+                                      "supported by kiln")
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        if padding_idx is not None and padding_idx < 0:
-            padding_idx += num_embeddings
-        self.padding_idx = padding_idx
-        with no_grad():
-            weight = randn(num_embeddings, embedding_dim)
-            if padding_idx is not None:
-                mask = K.unsqueeze(K.ne(arange(num_embeddings), padding_idx), 1)
-                weight = K.where(mask, weight, 0.0)
-        self.weight = Parameter(weight)
+        if padding_idx is not None:
+            if padding_idx > 0:
+                assert padding_idx < num_embeddings, "Padding_idx must be within num_embeddings"
+            elif padding_idx < 0:
+                assert padding_idx >= -num_embeddings, "Padding_idx must be within num_embeddings"
+                padding_idx += num_embeddings
+        self.padding_idx, self.max_norm, self.norm_type = padding_idx, max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
+        if _weight is None:
+            with no_grad():
+                weight = randn(num_embeddings, embedding_dim, dtype=dtype)
+                if padding_idx is not None:
+                    mask = K.unsqueeze(K.ne(arange(num_embeddings), padding_idx), 1)
+                    weight = K.where(mask, weight, 0.0)
+        else:
+            assert list(_weight.shape) == [num_embeddings, embedding_dim], \
+                "Shape of weight does not match num_embeddings and embedding_dim"
+            weight = _weight
+        self.weight = Parameter(weight, requires_grad=not _freeze)
 
     def forward(self, input: Tensor) -> Tensor:
+        if self.max_norm is not None:
+            _C.nn.embedding_renorm_(self.weight, input, float(self.max_norm),
+                                    float(self.norm_type))
         return F.embedding(input, self.weight, self.padding_idx)
 
     def extra_repr(self) -> str:
         s = f"{self.num_embeddings}, {self.embedding_dim}"
-        return s + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type}"
+        return s
+
+    @classmethod
+    def from_pretrained(cls, embeddings: Tensor, freeze: bool = True,
+                        padding_idx: int | None = None, max_norm: float | None = None,
+                        norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+                        sparse: bool = False) -> Embedding:
+        """An Embedding over the given [rows, dim] weights (shared, not
+        copied, the padding_idx row kept as given); freeze=True keeps them
+        out of training."""
+        assert embeddings.dim() == 2, "Embeddings parameter is expected to be 2-dimensional"
+        rows, cols = embeddings.shape
+        return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+                   _weight=embeddings, _freeze=freeze)
 
 
 class Sequential(Module):
