@@ -370,8 +370,6 @@ def test_custom_autograd(tmp_path):
     check_hybridize(kiln_model, (x, kl.lengths_to_mask(lengths, x.size(1))))
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError,
-                   reason="op bitwise_not (the model's ~mask) has no ONNX translation yet")
 def test_custom_autograd_model_traces_and_exports(tmp_path):
     _, kl = programs("custom_autograd")
     model = kl.build_model()

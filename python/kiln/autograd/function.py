@@ -240,49 +240,54 @@ def _apply_as_node(cls: type[Function], args: tuple[Any, ...], kwargs: dict[str,
     is_tuple = isinstance(output, tuple)
     items = list(output) if is_tuple else [output]
     positions = tuple(i for i, item in enumerate(items) if isinstance(item, _C.Tensor))
-    if inference_trace is not None and not _fits_a_node(ctx, inputs, [items[i] for i in positions]):
+    outputs = [items[i] for i in positions]
+    if inference_trace is not None and ctx._dirty:
         return _NOT_A_NODE
-    _warn_outputs_on_ctx(name, ctx, [items[i] for i in positions])
+    _warn_outputs_on_ctx(name, ctx, outputs)
+    # A saved tensor that is neither an input nor an output (sigmoid(x) in
+    # a SiLU) becomes a hidden output of the node: forward gives it again on
+    # every call, and backward reads it from there.
+    hidden = tuple(k for k, t in enumerate(ctx._to_save)
+                   if t is not None and not any(t._is_same(x) for x in (*inputs, *outputs)))
     # The callbacks live as long as the process: they hold no tensor argument.
     fixed_args = tuple(None if isinstance(a, _C.Tensor) else a for a in args)
     forward = functools.partial(_forward_again, cls, fixed_args, arg_positions, dict(kwargs),
-                                positions)
-    saved, non_differentiable, dirty = list(ctx._to_save), ctx._non_differentiable, ctx._dirty
+                                positions, hidden)
+    saved, dirty = list(ctx._to_save), ctx._dirty
+    extra = [saved[k] for k in hidden]
+    non_differentiable = [*ctx._non_differentiable, *extra]
     ctx._to_save, ctx._non_differentiable, ctx._dirty = (), [], []
     backward = functools.partial(_backward_again, cls, ctx, arg_positions, len(args), positions,
                                  len(items))
     recorded = _C.autograd._record_function_node(
-        name, inputs, [items[i] for i in positions], forward, backward, saved,
-        non_differentiable, dirty, ctx._materialize_grads)
+        name, inputs, outputs + extra, forward, backward, saved, non_differentiable, dirty,
+        ctx._materialize_grads)
     for i, t in zip(positions, recorded):
         items[i] = t
     return tuple(items) if is_tuple else items[0]
 
 
 # kiln.jit.trace (torch.jit.trace's users mostly want inference) records a
-# Function a node cannot hold (it saves an intermediate tensor, or writes
-# an input) as its forward's ops instead, running forward a second time; the
-# traced module then refuses gradients naming it. hybridize and kiln.compile
-# refuse such a Function (record_function_node's error).
+# Function a node cannot hold (one that writes an input: mark_dirty) as its
+# forward's ops instead, running forward a second time; the traced module
+# then refuses gradients naming it. hybridize and kiln.compile refuse such a
+# Function (record_function_node's error).
 _NOT_A_NODE = object()
-
-
-def _fits_a_node(ctx: FunctionCtx, inputs: list[Tensor], outputs: list[Tensor]) -> bool:
-    def known(t: Tensor | None) -> bool:
-        return t is None or any(t._is_same(x) for x in (*inputs, *outputs))
-    return not ctx._dirty and all(known(t) for t in ctx._to_save)
 
 
 def _forward_again(cls: type[Function], fixed_args: tuple[Any, ...],
                    arg_positions: tuple[int, ...], kwargs: dict[str, Any],
-                   positions: tuple[int, ...], tensors: list[Tensor]) -> list[Tensor]:
-    """The node's kernel: forward on this call's tensors."""
+                   positions: tuple[int, ...], hidden: tuple[int, ...],
+                   tensors: list[Tensor]) -> list[Tensor]:
+    """The node's kernel: forward on this call's tensors; its outputs, then
+    the saved intermediates (the `hidden` slots of save_for_backward)."""
     args = list(fixed_args)
     for i, t in zip(arg_positions, tensors):
         args[i] = t
-    output = _run_forward(cls, FunctionCtx((False,) * len(args)), tuple(args), kwargs)
+    ctx = FunctionCtx((False,) * len(args))
+    output = _run_forward(cls, ctx, tuple(args), kwargs)
     items = output if isinstance(output, tuple) else (output,)
-    return [items[i] for i in positions]
+    return [items[i] for i in positions] + [ctx._to_save[k] for k in hidden]
 
 
 def _backward_again(cls: type[Function], recorded: FunctionCtx, arg_positions: tuple[int, ...],
@@ -301,6 +306,7 @@ def _backward_again(cls: type[Function], recorded: FunctionCtx, arg_positions: t
     ctx._to_save = tuple(saved)
     ctx._materialize_grads = recorded._materialize_grads
     is_tensor_arg = tuple(i in arg_positions for i in range(num_args))
+    grads = grads[:len(positions)]  # the hidden outputs (saved intermediates) get none
     result = _run_backward(cls, ctx, positions, num_items, is_tensor_arg, grads)
     return [result[i] for i in arg_positions]
 
