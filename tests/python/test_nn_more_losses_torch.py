@@ -82,6 +82,7 @@ def test_multilabel_soft_margin_loss_matches_torch(shape, weighted, reduction, d
     assert list(ours.state_dict()) == list(theirs.state_dict())  # weight: a buffer
     arrays = [inputs(shape) * 4, (signs(shape, 1) + 1) / 2]
     loss_case(ours, theirs, arrays, dtype, grad_of=[0])
+    check_hybridized(ours, *[a.astype(dtype) for a in arrays])
     loss_case(lambda x, y: F.multilabel_soft_margin_loss(x, y, kw, reduction=reduction),
               lambda x, y: TF.multilabel_soft_margin_loss(x, y, tw, reduction=reduction),
               [inputs(shape) * 30, (signs(shape, 2) + 1) / 2], dtype)  # far tails too
@@ -225,6 +226,7 @@ def test_pairwise_distance_matches_torch(kwargs, dtype):
     assert repr(ours) == repr(theirs)
     arrays = [inputs((4, 5)), inputs((4, 5), seed=1)]
     loss_case(ours, theirs, arrays, dtype)
+    check_hybridized(ours, *[a.astype(dtype) for a in arrays])
     loss_case(lambda a, b: F.pairwise_distance(a, b, **kwargs),
               lambda a, b: TF.pairwise_distance(a, b, **kwargs),
               [inputs((3, 4, 5)), inputs((4, 5), seed=2)], dtype)  # broadcast

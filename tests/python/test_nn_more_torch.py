@@ -5,6 +5,8 @@ ChannelShuffle against torch's (issue 23): outputs and gradients in float64
 and float32 over several argument sets, reprs, state_dict keys, errors with
 torch's exception types, and that each module traces and hybridizes to its
 eager result."""
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -355,3 +357,51 @@ def test_channel_shuffle_matches_torch(groups, shape):
         F.channel_shuffle(kiln.ones(1, 5, 2), 2)
     with pytest.raises(RuntimeError, match="divisible by groups"):
         TF.channel_shuffle(torch.ones(1, 5, 2), 2)
+
+
+# -- hybridized over changing batch sizes -----------------------------------------
+
+BATCH_FREE = [
+    (lambda: nn.AdaptiveMaxPool2d((3, 4)), (3, 7, 9)),
+    (lambda: nn.AdaptiveMaxPool1d(4), (4, 9)),
+    (lambda: nn.MaxPool1d(3), (4, 9)),
+    (lambda: nn.AvgPool1d(2), (4, 9)),
+    (lambda: nn.Sequential(nn.Unfold(2, padding=1), nn.Fold((7, 9), 2, padding=1)), (3, 7, 9)),
+    (lambda: nn.LPPool2d(2, 2), (3, 6, 6)),
+    (lambda: nn.RMSNorm(9), (4, 9)),
+    (lambda: nn.LocalResponseNorm(3), (4, 3, 3)),
+    (lambda: nn.ChannelShuffle(2), (4, 9)),
+    (lambda: nn.Unflatten(2, (3, 3)), (4, 9)),
+    (lambda: nn.PReLU(4), (4, 9)),
+]
+
+
+@pytest.mark.parametrize("make, sample_shape", BATCH_FREE)
+def test_hybridized_modules_follow_the_batch_size(make, sample_shape):
+    """A second batch size makes the compiled entry's batch symbolic: the
+    results stay the eager ones."""
+    module = make()
+    batches = {n: kiln.tensor(np.abs(inputs((n, *sample_shape), np.float32, seed=n)))
+               for n in (2, 3, 5)}
+    eager = {n: module(x).detach().numpy() for n, x in batches.items()}
+    module.hybridize()
+    try:
+        for n in (2, 3, 5, 3):
+            np.testing.assert_allclose(module(batches[n]).detach().numpy(), eager[n],
+                                       rtol=1e-6, atol=1e-6)
+    finally:
+        module.hybridize(False)
+
+
+def test_hybridized_embedding_max_norm_renormalizes_as_eager():
+    """The in-place renorm is recorded, so each compiled call repeats it."""
+    eager = nn.Embedding(10, 4, max_norm=1.0)
+    compiled = copy.deepcopy(eager)
+    compiled.hybridize()
+    rng = np.random.default_rng(0)
+    for n in (2, 3, 3, 4):
+        x = kiln.tensor(rng.integers(0, 10, (n, 3)))
+        np.testing.assert_allclose(compiled(x).detach().numpy(), eager(x).detach().numpy(),
+                                   rtol=1e-6)
+        np.testing.assert_allclose(compiled.weight.detach().numpy(),
+                                   eager.weight.detach().numpy(), rtol=1e-6)
