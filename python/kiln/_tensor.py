@@ -154,6 +154,8 @@ _INPLACE_OPS = (
     "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu",
     "floor", "ceil", "round", "trunc", "sign", "bitwise_not", "logical_not", "nan_to_num",
     "clamp", "pow", "fmod", "eq", "ne", "lt", "le", "gt", "ge", "addcmul", "addcdiv",
+    "log1p", "expm1", "log2", "log10", "reciprocal", "erf", "erfc", "tan", "asin", "acos",
+    "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "atan2", "hypot",
 )
 
 
@@ -196,7 +198,8 @@ def _install_misc_methods(cls: Any) -> None:
     # converts through __array__.
     cls.__array_priority__ = 1000
     cls.repeat = _repeat
-    cls.expand_as = _C.expand_as
+    # A nanobind function is no descriptor: a lambda makes it a method.
+    cls.expand_as = lambda self, other: _C.expand_as(self, other)
     cls.view_as = lambda self, other: self.view(other.shape)
     cls.reshape_as = lambda self, other: self.reshape(other.shape)
     cls.type_as = lambda self, other: self.to(other.dtype)
@@ -215,6 +218,26 @@ def _install_misc_methods(cls: Any) -> None:
     cls.ndimension = cls.dim
     cls.clamp_min_ = _clamp_bound_inplace("min")
     cls.clamp_max_ = _clamp_bound_inplace("max")
+    _install_math_methods(cls)
+
+
+def _tensor_norm(self: Tensor, p: float | str | None = "fro", dim: Any = None,
+                 keepdim: bool = False, dtype: _C.dtype | None = None) -> Tensor:
+    """x.norm(p="fro", dim=None, keepdim=False, dtype=None), as torch.norm."""
+    from kiln._math_forms import norm
+    return norm(self, p, dim, keepdim, dtype=dtype)
+
+
+def _install_math_methods(cls: Any) -> None:
+    """The in-place forms of kiln._math_forms' compositions (x.scatter_(),
+    x.index_fill_(), x.lerp_(), ...), the arc* names' in-place forms, and
+    x.norm, whose method form has no out= between keepdim and dtype."""
+    from kiln import _math_forms
+    for name, method in _math_forms.METHODS.items():
+        setattr(cls, name, method)
+    for alias, name in _math_forms.ALIASES.items():
+        setattr(cls, f"{alias}_", getattr(cls, f"{name}_"))
+    cls.norm = _tensor_norm
 
 
 def install_tensor_methods() -> None:

@@ -26,9 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from kiln import _C, _grad_mode, _ops
+from kiln import _C, _grad_mode, _math_forms, _ops
 from kiln._C import Tensor
 from kiln._factories import randint
+from kiln._math_forms import *  # noqa: F403
 
 __all__ = ["max", "min", "split", "index_select", "gather", "scatter_add", "index_add", "var",
            "std", "flatten", "t", "isclose", "allclose", "equal", "randint"]
@@ -491,3 +492,9 @@ def meshgrid(*tensors: Any, indexing: str = "ij") -> tuple[Tensor, ...]:
         view[where] = -1
         grids.append(_ops.expand(_ops.reshape(t, view), shape))
     return tuple(grids)
+
+
+# scatter, the indexing compositions, lerp, norm, cdist, the arc* names and
+# the thread count: a module of their own (_math_forms), exported from here.
+__all__ += _math_forms.__all__
+NOT_METHODS |= _math_forms.NOT_METHODS

@@ -4,22 +4,28 @@
 // checks on each call; these go straight to the C++ API functions (which hold
 // their OpDef in a static), so the path from a layer's forward to the kernel
 // is one nanobind call. kiln.nn's layers and functional use them; nothing
-// here holds logic.
+// here holds logic. Also here: the functions that are compositions, not ops
+// of the table (einsum, scatter's in-place and index forms, the norms).
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include "convert.h"
+#include "kiln/kernels/cpu/parallel.h"
 #include "kiln/ops/conv_pool.h"
 #include "kiln/ops/einsum.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/indexing.h"
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/mask.h"
 #include "kiln/ops/nn.h"
+#include "kiln/ops/norms.h"
 #include "kiln/ops/reduction.h"
 #include "kiln/ops/view.h"
 
 namespace kiln::python {
+
 namespace {
 
 using nb::arg;
@@ -91,6 +97,83 @@ void bind_einsum_masked_fill(nb::module_& m) {
       arg("input"), arg("mask"), arg("value"));
 }
 
+// self.fn_(args...) for a C++ in-place function, returning self's object.
+template <typename... Args>
+auto in_place(const Tensor& (*fn)(const Tensor&, Args...)) {
+  return [fn](nb::handle self, Args... args) {
+    fn(nb::cast<const Tensor&>(self), std::forward<Args>(args)...);
+    return nb::borrow(self);
+  };
+}
+
+// scatter and the indexing compositions (ops/indexing.h); their PyTorch
+// argument forms are python/kiln/_math_forms.py's.
+void bind_scatter(nb::module_& m) {
+  using TensorSrc =
+      Tensor (*)(const Tensor&, int64_t, const Tensor&, const Tensor&, const std::string&);
+  using ScalarSrc = Tensor (*)(const Tensor&, int64_t, const Tensor&, Scalar, const std::string&);
+  using TensorSrc_ =
+      const Tensor& (*)(const Tensor&, int64_t, const Tensor&, const Tensor&, const std::string&);
+  using ScalarSrc_ =
+      const Tensor& (*)(const Tensor&, int64_t, const Tensor&, Scalar, const std::string&);
+  m.def("scatter", static_cast<TensorSrc>(&scatter), arg("input"), arg("dim"), arg("index"),
+        arg("src"), arg("reduce"));
+  m.def("scatter", static_cast<ScalarSrc>(&scatter), arg("input"), arg("dim"), arg("index"),
+        arg("value"), arg("reduce"));
+  m.def("scatter_", in_place(static_cast<TensorSrc_>(&scatter_)), arg("input"), arg("dim"),
+        arg("index"), arg("src"), arg("reduce"));
+  m.def("scatter_", in_place(static_cast<ScalarSrc_>(&scatter_)), arg("input"), arg("dim"),
+        arg("index"), arg("value"), arg("reduce"));
+}
+
+void bind_index_writes(nb::module_& m) {
+  using FillTensor = Tensor (*)(const Tensor&, int64_t, const Tensor&, const Tensor&);
+  using FillScalar = Tensor (*)(const Tensor&, int64_t, const Tensor&, Scalar);
+  using FillTensor_ = const Tensor& (*)(const Tensor&, int64_t, const Tensor&, const Tensor&);
+  using FillScalar_ = const Tensor& (*)(const Tensor&, int64_t, const Tensor&, Scalar);
+  m.def("index_fill", static_cast<FillTensor>(&index_fill), arg("input"), arg("dim"), arg("index"),
+        arg("value"));
+  m.def("index_fill", static_cast<FillScalar>(&index_fill), arg("input"), arg("dim"), arg("index"),
+        arg("value"));
+  m.def("index_fill_", in_place(static_cast<FillTensor_>(&index_fill_)), arg("input"), arg("dim"),
+        arg("index"), arg("value"));
+  m.def("index_fill_", in_place(static_cast<FillScalar_>(&index_fill_)), arg("input"), arg("dim"),
+        arg("index"), arg("value"));
+  m.def("index_copy", &index_copy, arg("input"), arg("dim"), arg("index"), arg("source"));
+  m.def("index_copy_", in_place(&index_copy_), arg("input"), arg("dim"), arg("index"),
+        arg("source"));
+  m.def("take_along_dim", &take_along_dim, arg("input"), arg("indices"),
+        arg("dim").none() = nb::none());
+  m.def("masked_select", &masked_select, arg("input"), arg("mask"));
+  m.def("masked_scatter", &masked_scatter, arg("input"), arg("mask"), arg("source"));
+  m.def("masked_scatter_", in_place(&masked_scatter_), arg("input"), arg("mask"), arg("source"));
+}
+
+// lerp, the norms and cdist (ops/norms.h) and the OpenMP thread count.
+void bind_lerp_norms_threads(nb::module_& m) {
+  using TensorWeight = Tensor (*)(const Tensor&, const Tensor&, const Tensor&);
+  using ScalarWeight = Tensor (*)(const Tensor&, const Tensor&, Scalar);
+  m.def("lerp", static_cast<TensorWeight>(&lerp), arg("input"), arg("end"), arg("weight"));
+  m.def("lerp", static_cast<ScalarWeight>(&lerp), arg("input"), arg("end"), arg("weight"));
+  using TensorWeight_ = const Tensor& (*)(const Tensor&, const Tensor&, const Tensor&);
+  using ScalarWeight_ = const Tensor& (*)(const Tensor&, const Tensor&, Scalar);
+  m.def("lerp_", in_place(static_cast<TensorWeight_>(&lerp_)), arg("input"), arg("end"),
+        arg("weight"));
+  m.def("lerp_", in_place(static_cast<ScalarWeight_>(&lerp_)), arg("input"), arg("end"),
+        arg("weight"));
+  m.def("vector_norm", &vector_norm, arg("x"), arg("ord"), arg("dim"), arg("keepdim"),
+        arg("dtype").none());
+  m.def("matrix_norm", &matrix_norm, arg("A"), arg("ord"), arg("dim"), arg("keepdim"),
+        arg("dtype").none());
+  m.def("linalg_norm", &linalg_norm, arg("A"), arg("ord").none(), arg("dim").none(), arg("keepdim"),
+        arg("dtype").none());
+  m.def("norm", &norm, arg("input"), arg("p").none(), arg("dim").none(), arg("keepdim"),
+        arg("dtype").none());
+  m.def("cdist", &cdist, arg("x1"), arg("x2"), arg("p"));
+  m.def("set_num_threads", &cpu::set_num_threads, arg("num"));
+  m.def("get_num_threads", &cpu::max_threads);
+}
+
 }  // namespace
 
 void bind_ops(nb::module_& m) {
@@ -98,6 +181,9 @@ void bind_ops(nb::module_& m) {
   bind_linear_conv_pool(m);
   bind_shapes(m);
   bind_einsum_masked_fill(m);
+  bind_scatter(m);
+  bind_index_writes(m);
+  bind_lerp_norms_threads(m);
 }
 
 }  // namespace kiln::python

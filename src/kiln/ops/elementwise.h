@@ -92,6 +92,8 @@ Tensor logaddexp(const Tensor& a, const Tensor& b);
 // >= 1/2 (as PyTorch, so weight 1 gives end exactly); floating only.
 Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
 Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight);
+const Tensor& lerp_(const Tensor& x, const Tensor& end, const Tensor& weight);
+const Tensor& lerp_(const Tensor& x, const Tensor& end, Scalar weight);
 Tensor minimum(const Tensor& a, const Tensor& b);  // NaN-propagating
 // a + alpha * b and a - alpha * b (PyTorch's alpha=; an integral a and b
 // take no fractional alpha).

@@ -216,6 +216,14 @@ Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight) {
   if (std::abs(w) < 0.5) return start + diff * w;
   return end - diff * (1.0 - w);
 }
+// The composition reads x before copy_ writes it; its backward saves only
+// the new tensors it made (end - x, the weight), so x may change.
+const Tensor& lerp_(const Tensor& x, const Tensor& end, const Tensor& weight) {
+  return copy_(x, lerp(x, end, weight));
+}
+const Tensor& lerp_(const Tensor& x, const Tensor& end, Scalar weight) {
+  return copy_(x, lerp(x, end, weight));
+}
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return call("where", {cond, a, b});

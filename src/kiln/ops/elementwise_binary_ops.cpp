@@ -2,6 +2,7 @@
 // with broadcasting and PyTorch's type promotion: add, sub, mul, div, pow,
 // maximum, minimum, the comparisons, where, and the three-operand addcmul
 // and addcdiv. Kernels in kernels/cpu/binary.cpp and ternary.cpp.
+#include "kiln/core/factory.h"
 #include "kiln/kernels/cpu/binary.h"
 #include "kiln/kernels/cpu/ternary.h"
 #include "kiln/ops/elementwise.h"
@@ -137,7 +138,13 @@ std::vector<Tensor> pow_grad(const GradContext& ctx) {
   const Tensor& g = ctx.grad_output(0);
   Tensor a = ctx.input(0), b = ctx.input(1);
   Tensor ga, gb;
-  if (ctx.needs_input_grad(0)) ga = where(b == 0.0, 0.0, g * (b * pow(a, b - 1.0)));
+  if (ctx.needs_input_grad(0)) {
+    // b - 1 against a 0-d tensor of b's dtype: a wrapped number b (x ** 0.5)
+    // minus the number 1.0 would be computed in float32, as two Python
+    // numbers are, and lose the exponent's float64 digits.
+    Tensor b_minus_one = b - full({}, 1.0, b.dtype());
+    ga = where(b == 0.0, 0.0, g * (b * pow(a, b_minus_one)));
+  }
   if (ctx.needs_input_grad(1)) {
     Tensor base_zero = (a == 0.0) * (b >= 0.0);
     gb = g * where(base_zero, 0.0, ctx.output(0) * log(a));

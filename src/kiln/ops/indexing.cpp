@@ -18,11 +18,12 @@
 namespace kiln {
 namespace {
 
-void check_vector_index(const Tensor& index, const char* fn) {
-  KILN_CHECK_INDEX(index.dtype() == DType::Int64, fn, "(): Expected dtype int64 for index, got ",
-                   index.dtype());
-  KILN_CHECK_INDEX(index.dim() <= 1, fn, "(): Index is supposed to be a vector, got shape ",
-                   index.shape());
+// PyTorch's checks of index_fill's index (and their exception types).
+void check_fill_index(const Tensor& index) {
+  KILN_CHECK_INDEX(index.dtype() == DType::Int64,
+                   "index_fill_(): Expected dtype int64 for index, got ", index.dtype());
+  KILN_CHECK(index.dim() <= 1, "index_fill_(): Index has to be a vector/scalar, got shape ",
+             index.shape());
 }
 
 // index (1-D, n entries) laid along dim and expanded to `shape` (which has
@@ -53,7 +54,7 @@ Tensor at_least_1d(const Tensor& x, int64_t dim, const char* fn_name, Fn fn) {
 
 // value is 0-d: scatter writes it at every position (and sums its gradient).
 Tensor index_fill_with(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& value) {
-  check_vector_index(index, "index_fill_");
+  check_fill_index(index);
   KILN_CHECK(value.dim() == 0,
              "index_fill_(): only supports a 0-dimensional value tensor, but got tensor with ",
              value.dim(), " dimension(s)");
@@ -66,20 +67,27 @@ Tensor index_fill_with(const Tensor& x, int64_t dim, const Tensor& index, const 
   });
 }
 
-// x1 is x as at least 1-D; source is checked against x as given.
+// PyTorch's checks of index_copy's arguments (and their exception types);
+// x1 is x as at least 1-D, d the wrapped dim.
 void check_index_copy(const Tensor& x, const Tensor& x1, int64_t d, const Tensor& index,
                       const Tensor& source) {
-  check_vector_index(index, "index_copy_");
+  KILN_CHECK(index.dtype() == DType::Int64,
+             "index_copy_(): Expected a long tensor for index, but got ", index.dtype());
+  KILN_CHECK_INDEX(index.dim() <= 1, "index_copy_(): Index should have dimension 1 or 0 (got ",
+                   index.dim(), ")");
   KILN_CHECK(source.dtype() == x.dtype(), "index_copy_(): self and source expected to have the ",
              "same dtype, but got (self) ", x.dtype(), " and (source) ", source.dtype());
-  KILN_CHECK(source.dim() == x.dim() || (source.dim() <= 1 && x.dim() <= 1),
-             "index_copy_(): When source and destination are not scalars, their "
-             "dimensionality must match. Source dimensionality (",
-             source.dim(), "), destination dimensionality (", x.dim(), ")");
+  KILN_CHECK_INDEX(source.dim() == x.dim() || (source.dim() <= 1 && x.dim() <= 1),
+                   "index_copy_(): When source and destination are not scalars, their "
+                   "dimensionality must match. Source dimensionality (",
+                   source.dim(), "), destination dimensionality (", x.dim(), ")");
+  const int64_t along = source.dim() == 0 ? 1 : source.size(d);
+  KILN_CHECK_INDEX(along == index.numel(), "index_copy_(): Number of indices (", index.numel(),
+                   ") should be equal to source.size(dim) (", along, ")");
   const IntList want = with_size_at(x1, d, index.numel());
   KILN_CHECK(numel_of(want) == source.numel() && (source.dim() <= 1 || source.shape() == want),
-             "index_copy_(): source shape ", source.shape(), " must be self's shape ", x.shape(),
-             " with ", index.numel(), " (the number of indices) at dim ", d);
+             "index_copy_(): Source/destination tensor must have same slice shapes: source shape ",
+             source.shape(), ", self shape ", x.shape(), " at dimension ", d);
 }
 
 // A data-dependent output shape cannot be traced: see Note [Data-dependent
@@ -92,8 +100,8 @@ void refuse_while_tracing(const char* fn) {
 }
 
 void check_bool_mask(const Tensor& mask, const char* fn) {
-  KILN_CHECK_TYPE(mask.dtype() == DType::Bool, fn, ": expected BoolTensor for mask, got ",
-                  mask.dtype(), " (shape ", mask.shape(), ")");
+  KILN_CHECK(mask.dtype() == DType::Bool, fn, ": expected BoolTensor for mask, got ", mask.dtype(),
+             " (shape ", mask.shape(), ")");
 }
 
 }  // namespace
