@@ -246,6 +246,16 @@ def test_cosine_similarity_module_matches_torch():
     loss_case(ours, theirs, [inputs((4, 5)), inputs((4, 5), seed=1)])
 
 
+@pytest.mark.parametrize("scale", [0.0, 1e-9])
+def test_cosine_similarity_of_a_short_vector_has_torchs_gradient(scale):
+    """torch clamps the norms to eps in value only: a norm under eps still
+    passes its gradient (0 for a zero vector), so no NaN and no cut-off."""
+    x, y = inputs((3, 4)), inputs((3, 4), seed=1)
+    x[1] *= scale
+    compare(lambda a, b: F.cosine_similarity(a, b), lambda a, b: TF.cosine_similarity(a, b),
+            [x, y])
+
+
 # -- errors ---------------------------------------------------------------------
 
 LOSS_ERRORS = [

@@ -3,6 +3,7 @@
 // functions they use, composed from ops so they differentiate and trace.
 // PyTorch's definitions (aten/src/ATen/native/Loss.cpp, Distance.cpp) are the
 // reference; where one clamps or masks to stay finite, so does this.
+#include "kiln/autograd/autograd.h"
 #include "kiln/core/sym_shape.h"
 #include "kiln/nn/functional.h"
 #include "kiln/nn/loss_more.h"
@@ -39,11 +40,6 @@ void check_weight_broadcasts(const Tensor& weight, const Tensor& input, const ch
     fits = w[w.size() - i] == 1 || w[w.size() - i] == x[x.size() - i];
   }
   KILN_CHECK(fits, fn, ": weight of shape ", w, " cannot be broadcast to the input's shape ", x);
-}
-
-// |x|_2 along dim, kept for broadcasting.
-Tensor l2_norm(const Tensor& x, int64_t dim) {
-  return sqrt(sum(x * x, {dim}, true));
 }
 
 }  // namespace
@@ -126,10 +122,15 @@ Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const T
   return reduce(positive + negative, reduction);
 }
 
+// PyTorch clamps the norms to eps in place under no_grad: in value only, so
+// a norm below eps still passes its gradient (0 for a zero vector).
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double eps) {
-  Tensor norm1 = clamp(l2_norm(x1, dim), eps, std::nullopt);
-  Tensor norm2 = clamp(l2_norm(x2, dim), eps, std::nullopt);
-  return sum((x1 / norm1) * (x2 / norm2), {dim});
+  auto clamped_norm = [&](const Tensor& x) {
+    Tensor norm = norm_along(x, 2.0, dim, true);
+    Tensor frozen = detach(norm);
+    return clamp(frozen, eps, std::nullopt) + (norm - frozen);
+  };
+  return sum((x1 / clamped_norm(x1)) * (x2 / clamped_norm(x2)), {dim});
 }
 
 // PyTorch: input / max(norm(input, p, dim), eps), any p (inf included).
