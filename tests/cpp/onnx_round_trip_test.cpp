@@ -45,7 +45,17 @@ TEST(OnnxRoundTrip, ErrorsNameWhatIsWrong) {
   jit::Value* src = graph.add_constant(full({2}, 1.0));
   graph.set_outputs(
       {graph.append(op("index_add"), {x, index, src}, {{"dim", int64_t(0)}})->output()});
-  EXPECT_THROW_WITH(export_model_bytes(graph, 1), "op 'index_add' has no ONNX translation");
+  EXPECT_THROW_WITH(export_model_bytes(graph, 1, {.opset_version = 13}),
+                    "index_add needs opset 16 or later");
+  jit::Graph backward;
+  jit::Value* grad = backward.add_input({DType::Float32, {2, 5}}, "grad");
+  backward.set_outputs({backward
+                            .append(op("pad_backward"), {grad},
+                                    {{"input_size", IntList{2, 3}},
+                                     {"pad", IntList{1, 1}},
+                                     {"mode", std::string("reflect")}})
+                            ->output()});
+  EXPECT_THROW_WITH(export_model_bytes(backward, 1), "op 'pad_backward' has no ONNX translation");
   EXPECT_THROW_WITH(export_model_bytes(graph, 1, {.opset_version = 12}), "opset_version 12");
 }
 

@@ -10,8 +10,8 @@
 //
 // cumsum and cumprod accumulate floats in double, as kiln's kernel and
 // PyTorch's CPU kernel do, so the bits agree.
-#include <algorithm>
 #include <climits>
+#include <map>
 
 #include "kiln/core/factory.h"
 #include "kiln/onnx/export_context.h"
@@ -203,39 +203,44 @@ std::string roll_axis(const std::string& x, int64_t axis, int64_t n, int64_t shi
   return out;
 }
 
-// Without dims the row-major order rolls: over the flattened input,
-// reshaped back to its shape. A dim given twice rolls by the sum.
-void roll(const Node& node, ExportContext& c) {
+// The shift of each rolled dim, summed where a dim is given twice (over
+// the flattened input without dims).
+std::map<int64_t, int64_t> roll_shifts(const Node& node) {
   const IntList& shifts = node.attrs().get_ints("shifts");
   const IntList& dims = node.attrs().get_ints("dims");
-  std::string x = c.name(node.input(0));
-  IntList shape = static_shape(node, node.input(0));
-  bool flat = dims.empty();
-  bool along_batch = flat || std::any_of(dims.begin(), dims.end(), [&](int64_t d) {
-                       return d == 0 || d == -int64_t(shape.size());
-                     });
-  KILN_CHECK(!(c.dynamic_batch() && along_batch),
+  int64_t rank = rank_of(node.input(0));
+  std::map<int64_t, int64_t> total;
+  for (size_t j = 0; j < shifts.size(); ++j)
+    total[dims.empty() ? 0 : (dims[j] < 0 ? dims[j] + rank : dims[j])] += shifts[j];
+  return total;
+}
+
+// Without dims the row-major order rolls: over the flattened input,
+// reshaped back to its shape. A rolled dim's size must be known: the shift
+// wraps at it.
+void roll(const Node& node, ExportContext& c) {
+  bool flat = node.attrs().get_ints("dims").empty();
+  std::map<int64_t, int64_t> shifts = roll_shifts(node);
+  KILN_CHECK(!(c.dynamic_batch() && (flat || shifts.count(0) > 0)),
              "onnx export: roll across the batch dim with a dynamic batch (the shift wraps "
              "at the batch size, fixed at export)");
+  std::string input = c.name(node.input(0)), x = input;
+  DimList sizes = node.input(0)->shape();
   if (flat) {
-    int64_t count = 1;
-    for (int64_t size : shape)
+    Dim count = 1;
+    for (const Dim& size : sizes)
       count *= size;
-    shape = {count};
+    sizes = {count};
     x = c.temp("Reshape", {x, c.ints({-1})});
   }
-  std::vector<int64_t> total(shape.size(), 0);
-  for (size_t j = 0; j < shifts.size(); ++j) {
-    int64_t d = flat ? 0 : (dims[j] < 0 ? dims[j] + int64_t(shape.size()) : dims[j]);
-    total[size_t(d)] += shifts[j];
-  }
-  for (size_t d = 0; d < shape.size(); ++d) {
-    int64_t n = shape[d];
-    int64_t shift = n == 0 ? 0 : ((total[d] % n) + n) % n;
-    if (shift != 0) x = roll_axis(x, int64_t(d), n, shift, c);
+  for (const auto& [dim, shift] : shifts) {
+    int64_t n = require_static(sizes[size_t(dim)], "onnx export: roll",
+                               "size of a rolled dim (the shift wraps at it)");
+    int64_t wrapped = n == 0 ? 0 : ((shift % n) + n) % n;
+    if (wrapped != 0) x = roll_axis(x, dim, n, wrapped, c);
   }
   if (flat) {
-    c.node_for(node.output(), "Reshape", {x, c.ints(to_static(node.input(0)->shape()))});
+    c.node_for(node.output(), "Reshape", {x, c.temp("Shape", {input})});
     return;
   }
   c.node_for(node.output(), "Identity", {x});

@@ -355,6 +355,8 @@ ImportFn find_importer(const std::string& op_type) {
     std::unordered_map<std::string, ImportFn> all;
     add_basic_importers(all);
     add_nn_importers(all);
+    add_resample_importers(all);
+    add_math_importers(all);
     add_shape_importers(all);
     add_control_flow_importers(all);
     add_rnn_importers(all);

@@ -143,6 +143,8 @@ using ImportFn = void (*)(const pb::NodeProto& node, ImportContext& context);
 ImportFn find_importer(const std::string& op_type);
 void add_basic_importers(std::unordered_map<std::string, ImportFn>& table);
 void add_nn_importers(std::unordered_map<std::string, ImportFn>& table);
+void add_resample_importers(std::unordered_map<std::string, ImportFn>& table);
+void add_math_importers(std::unordered_map<std::string, ImportFn>& table);
 void add_shape_importers(std::unordered_map<std::string, ImportFn>& table);
 void add_control_flow_importers(std::unordered_map<std::string, ImportFn>& table);
 void add_rnn_importers(std::unordered_map<std::string, ImportFn>& table);

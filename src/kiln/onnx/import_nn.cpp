@@ -1,6 +1,6 @@
-// Translations of ONNX's convolution, pooling, normalization, softmax and
-// dropout ops (two spatial dimensions, symmetric padding: what kiln's ops
-// compute).
+// Translations of ONNX's convolution (and its transpose), pooling,
+// normalization, softmax and dropout ops (two spatial dimensions, symmetric
+// padding: what kiln's ops compute).
 #include "kiln/core/factory.h"
 #include "kiln/onnx/import_context.h"
 #include "kiln/util/error.h"
@@ -122,6 +122,58 @@ void conv(const Node& raw, ImportContext& c) {
                      {"dilation", dilation},
                      {"groups", attr_int(node, "group", 1)}});
   w.define_result(c, y);
+}
+
+// ConvTranspose's [h0, w0, h1, w1] pads: given, or derived from
+// output_shape (or, with auto_pad SAME_*, input * stride) as ONNX's spec
+// says: the total padding that size leaves, split between the two ends.
+IntList conv_transpose_pads(const Node& node, const Value* x, const IntList& weight_shape) {
+  std::string auto_pad = attr_string(node, "auto_pad", "NOTSET");
+  bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+  if (auto_pad == "VALID") return {0, 0, 0, 0};
+  if (!same && !has_attr(node, "output_shape")) return attr_ints(node, "pads", {0, 0, 0, 0});
+  IntList stride = attr_ints(node, "strides", {1, 1}),
+          dilation = attr_ints(node, "dilations", {1, 1});
+  IntList output_padding = attr_ints(node, "output_padding", {0, 0});
+  IntList wanted = attr_ints(node, "output_shape", {});
+  if (wanted.size() > 2) wanted.erase(wanted.begin(), wanted.end() - 2);
+  IntList pads(4, 0);
+  for (size_t i = 0; i < 2; ++i) {
+    int64_t in = concrete_size(node, 0, x, int64_t(2 + i), "ConvTranspose's derived padding");
+    int64_t out = wanted.empty() ? in * stride[i] : wanted.at(i);
+    int64_t total = stride[i] * (in - 1) + output_padding[i] +
+                    (weight_shape[2 + i] - 1) * dilation[i] + 1 - out;
+    bool upper = auto_pad == "SAME_UPPER";
+    pads[i] = upper ? total / 2 : total - total / 2;
+    pads[i + 2] = total - pads[i];
+  }
+  return pads;
+}
+
+// Less padding at the end than at the start is more output at the end:
+// kiln's output_padding (the form kiln's export writes when ONNX Runtime
+// refuses an output_padding).
+void conv_transpose(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
+  check_2d(node, x);
+  Value* weight = c.input(node, 1);
+  IntList pads = conv_transpose_pads(node, x, to_static(weight->shape(), "onnx import"));
+  IntList output_padding = attr_ints(node, "output_padding", {0, 0});
+  KILN_CHECK(
+      pads.size() == 4 && pads[2] >= 0 && pads[3] >= 0 && pads[0] >= pads[2] && pads[1] >= pads[3],
+      "onnx import: ConvTranspose with pads ", pads,
+      " (kiln pads the end no more than the start, and not below 0)");
+  for (size_t i = 0; i < 2; ++i)
+    output_padding[i] += pads[i] - pads[i + 2];
+  std::vector<Value*> inputs = {x, weight};
+  if (Value* bias = c.input(node, 2)) inputs.push_back(bias);
+  define(node, c,
+         c.emit("conv_transpose2d", inputs,
+                {{"stride", attr_ints(node, "strides", {1, 1})},
+                 {"padding", IntList{pads[0], pads[1]}},
+                 {"output_padding", output_padding},
+                 {"groups", attr_int(node, "group", 1)},
+                 {"dilation", attr_ints(node, "dilations", {1, 1})}}));
 }
 
 void max_pool(const Node& raw, ImportContext& c) {
@@ -288,6 +340,7 @@ void dropout(const Node& node, ImportContext& c) {
 
 void add_nn_importers(Table& table) {
   table["Conv"] = conv;
+  table["ConvTranspose"] = conv_transpose;
   table["MaxPool"] = max_pool;
   table["AveragePool"] = average_pool;
   table["GlobalAveragePool"] = global_average_pool;

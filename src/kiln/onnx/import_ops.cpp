@@ -41,11 +41,18 @@ constexpr char kNeg[] = "neg", kAbs[] = "abs", kExp[] = "exp", kLog[] = "log", k
                kMul[] = "mul", kEq[] = "eq", kLt[] = "lt", kLe[] = "le", kGt[] = "gt", kGe[] = "ge",
                kNe[] = "ne";
 
+// ONNX divides integers with truncation: the floor quotient, one more where
+// a nonzero remainder and the signs of a and b differ.
 void div(const Node& node, ImportContext& c) {
   Value* a = c.input(node, 0);
-  KILN_CHECK(is_floating(a->dtype()), "onnx import: Div of ", a->dtype(),
-             " (ONNX divides integers with truncation; kiln's div is true division)");
-  define(node, c, c.emit("div", {a, c.input(node, 1)}));
+  Value* b = c.input(node, 1);
+  if (is_floating(a->dtype())) return define(node, c, c.emit("div", {a, b}));
+  Value* zero = c.constant(full({}, int64_t(0), a->dtype()));
+  Value* floor = c.emit("floor_divide", {a, b});
+  Value* inexact = c.emit("ne", {c.emit("fmod", {a, b}), zero});
+  Value* signs_differ = c.emit("ne", {c.emit("lt", {a, zero}), c.emit("lt", {b, zero})});
+  Value* adjust = c.emit("cast", {c.emit("mul", {inexact, signs_differ})}, {{"dtype", a->dtype()}});
+  define(node, c, c.emit("add", {floor, adjust}));
 }
 
 // Pow's exponent may have another type than its base; the result has the

@@ -272,6 +272,25 @@ Value* slice_symbolic(const Node& node, ImportContext& c, Value* x, int64_t axis
 }
 
 // Slice: bounds from inputs (opset 10 on) or attributes; one kiln slice per axis.
+// A negative step walks from start (clamped to [0, size - 1]) down to end
+// (clamped to [-1, size - 1]), exclusive: a forward slice of the flipped
+// axis, where index i is size - 1 - i.
+Value* slice_backward(ImportContext& c, Value* x, int64_t axis, int64_t first, int64_t last,
+                      int64_t step) {
+  int64_t size = x->shape()[size_t(axis)].static_value();
+  if (size == 0) return x;
+  int64_t start = std::clamp<int64_t>(first < 0 ? first + size : first, 0, size - 1);
+  int64_t end = std::clamp<int64_t>(last < 0 ? last + size : last, -1, size - 1);
+  int64_t count = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+  Value* flipped = c.emit("flip", {x}, {{"dims", IntList{axis}}});
+  int64_t begin = size - 1 - start;
+  return c.emit("slice", {flipped},
+                {{"dim", axis},
+                 {"start", begin},
+                 {"end", count == 0 ? begin : begin + (count - 1) * (-step) + 1},
+                 {"step", -step}});
+}
+
 void slice(const Node& node, ImportContext& c) {
   Value* x = c.input(node, 0);
   bool inputs = c.input(node, 1) != nullptr;
@@ -291,11 +310,16 @@ void slice(const Node& node, ImportContext& c) {
       starts.size() == ends.size() && axes.size() == starts.size() && steps.size() == starts.size(),
       "onnx import: Slice's starts, ends, axes and steps differ in length");
   for (size_t i = 0; i < starts.size(); ++i) {
-    KILN_CHECK(steps[i] > 0, "onnx import: Slice with step ", steps[i],
-               " (kiln slices forward only)");
+    KILN_CHECK(steps[i] != 0, "onnx import: Slice with step 0");
     int64_t axis = wrap(axes[i], rank_of(x));
     const Dim& dim = x->shape().at(size_t(axis));
-    if (dim.is_symbolic() || starts[i].is_symbolic() || ends[i].is_symbolic()) {
+    bool symbolic = dim.is_symbolic() || starts[i].is_symbolic() || ends[i].is_symbolic();
+    if (steps[i] < 0) {
+      KILN_CHECK(!symbolic, "onnx import: Slice with step ", steps[i], " over symbolic sizes");
+      x = slice_backward(c, x, axis, starts[i].static_value(), ends[i].static_value(), steps[i]);
+      continue;
+    }
+    if (symbolic) {
       x = slice_symbolic(node, c, x, axis, starts[i], ends[i], steps[i]);
       continue;
     }

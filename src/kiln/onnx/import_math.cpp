@@ -1,0 +1,175 @@
+// Translations of ONNX's float tests, roundings, Mod, bitwise ops and the
+// ops that order or walk a tensor (Trilu, CumSum, TopK, Tile) into kiln ops.
+//
+//   Tan, Asin, ..., Erf     -> tan, asin, ..., erf
+//   IsNaN, IsInf            -> isnan, isinf (one sign: and x > 0 / x < 0)
+//   Floor, Ceil, Round      -> floor, ceil, round (half to even in both)
+//   Sign                    -> sign (NaN kept, as ONNX Runtime does)
+//   Mod fmod=1 / fmod=0     -> fmod / remainder
+//   BitwiseAnd/Or/Xor/Not   -> bitwise_and/or/xor/not
+//   Trilu                   -> triu / tril
+//   CumSum                  -> cumsum (reverse: flipped around it;
+//                              exclusive: shifted by one)
+//   TopK                    -> topk
+//   Tile                    -> view, expand, reshape (as kiln's repeat)
+#include "kiln/core/factory.h"
+#include "kiln/onnx/import_context.h"
+#include "kiln/util/error.h"
+
+namespace kiln::onnx {
+namespace {
+
+using jit::Value;
+using Table = std::unordered_map<std::string, ImportFn>;
+using Node = pb::NodeProto;
+
+int64_t rank_of(const Value* value) {
+  return int64_t(value->shape().size());
+}
+
+int64_t wrap(int64_t axis, int64_t rank) {
+  return axis < 0 ? axis + rank : axis;
+}
+
+void define(const Node& node, ImportContext& c, Value* value, int i = 0) {
+  c.define(node.output(i), value);
+}
+
+template <const char* Op>
+void unary(const Node& node, ImportContext& c) {
+  define(node, c, c.emit(Op, {c.input(node, 0)}));
+}
+
+template <const char* Op>
+void binary(const Node& node, ImportContext& c) {
+  define(node, c, c.emit(Op, {c.input(node, 0), c.input(node, 1)}));
+}
+
+constexpr char kTan[] = "tan", kAsin[] = "asin", kAcos[] = "acos", kAtan[] = "atan",
+               kSinh[] = "sinh", kCosh[] = "cosh", kAsinh[] = "asinh", kAcosh[] = "acosh",
+               kAtanh[] = "atanh", kErf[] = "erf";
+constexpr char kIsNan[] = "isnan", kFloor[] = "floor", kCeil[] = "ceil", kRound[] = "round",
+               kBitwiseAnd[] = "bitwise_and", kBitwiseOr[] = "bitwise_or",
+               kBitwiseXor[] = "bitwise_xor", kBitwiseNot[] = "bitwise_not";
+
+// IsInf detecting one sign only: infinite and of that sign (bools multiply
+// as and).
+void is_inf(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
+  bool positive = attr_int(node, "detect_positive", 1) != 0;
+  bool negative = attr_int(node, "detect_negative", 1) != 0;
+  Value* infinite = c.emit("isinf", {x});
+  if (positive == negative) {
+    if (!positive) infinite = c.emit("logical_not", {c.emit("eq", {x, x})});
+    return define(node, c, infinite);
+  }
+  Value* zero = c.constant(full({}, 0.0, x->dtype()));
+  Value* side = c.emit(positive ? "gt" : "lt", {x, zero});
+  define(node, c, c.emit("mul", {infinite, side}));
+}
+
+// ONNX Runtime's Sign keeps NaN, where kiln's (PyTorch's) gives 0.
+void sign(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
+  Value* sign = c.emit("sign", {x});
+  if (!is_floating(x->dtype())) return define(node, c, sign);
+  define(node, c, c.emit("where", {c.emit("isnan", {x}), x, sign}));
+}
+
+void mod(const Node& node, ImportContext& c) {
+  bool c_fmod = attr_int(node, "fmod", 0) != 0;
+  define(node, c, c.emit(c_fmod ? "fmod" : "remainder", {c.input(node, 0), c.input(node, 1)}));
+}
+
+void trilu(const Node& node, ImportContext& c) {
+  Value* k = c.input(node, 1);
+  int64_t diagonal = k ? c.constant_ints(k, "Trilu's k").at(0) : 0;
+  bool upper = attr_int(node, "upper", 1) != 0;
+  define(node, c, c.emit(upper ? "triu" : "tril", {c.input(node, 0)}, {{"diagonal", diagonal}}));
+}
+
+// kiln's cumsum of an integer gives int64 (as PyTorch's); ONNX keeps the
+// input's type.
+void cum_sum(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
+  int64_t rank = rank_of(x);
+  int64_t axis = wrap(c.constant_ints(c.input(node, 1), "CumSum's axis").at(0), rank);
+  bool reverse = attr_int(node, "reverse", 0) != 0;
+  Attrs along = {{"dims", IntList{axis}}};
+  if (reverse) x = c.emit("flip", {x}, along);
+  Value* total = c.emit("cumsum", {x}, {{"dim", axis}});
+  if (attr_int(node, "exclusive", 0) != 0) {
+    // total[i - 1] at i, 0 at the start: the last total dropped, a 0 padded on.
+    Dim length = x->shape()[size_t(axis)] - 1;
+    Value* kept = c.emit("narrow", {total}, {{"dim", axis}, {"start", Dim(0)}, {"length", length}});
+    IntList pads(size_t(2 * (rank - axis)), 0);
+    pads[size_t(2 * (rank - 1 - axis))] = 1;
+    total = c.emit("pad", {kept}, {{"pad", pads}, {"mode", std::string("constant")}});
+  }
+  if (reverse) total = c.emit("flip", {total}, along);
+  if (total->dtype() != x->dtype()) total = c.emit("cast", {total}, {{"dtype", x->dtype()}});
+  define(node, c, total);
+}
+
+void top_k(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
+  int64_t k = c.input(node, 1) ? c.constant_ints(c.input(node, 1), "TopK's k").at(0)
+                               : attr_int(node, "k", 1);
+  int64_t axis = wrap(attr_int(node, "axis", -1), rank_of(x));
+  std::vector<Value*> outputs = c.emit_multi(
+      "topk", {x},
+      {{"k", k}, {"dim", axis}, {"largest", attr_int(node, "largest", 1) != 0}, {"sorted", true}});
+  define(node, c, outputs[0], 0);
+  if (node.output_size() > 1) define(node, c, outputs[1], 1);
+}
+
+// x as [1, s0, 1, s1, ...], expanded to [r0, s0, r1, s1, ...], merged
+// pairwise into [r0 s0, r1 s1, ...].
+void tile(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
+  IntList repeats = c.constant_ints(c.input(node, 1), "Tile's repeats");
+  const DimList& shape = x->shape();
+  KILN_CHECK(repeats.size() == shape.size(), "onnx import: Tile with ", repeats.size(),
+             " repeats for a ", shape.size(), "-D input");
+  DimList spread, expanded, merged;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    spread.insert(spread.end(), {Dim(1), shape[i]});
+    expanded.insert(expanded.end(), {Dim(repeats[i]), shape[i]});
+    merged.push_back(Dim(repeats[i]) * shape[i]);
+  }
+  Value* spread_x = c.emit("reshape", {x}, {{"shape", spread}});
+  Value* wide = c.emit("expand", {spread_x}, {{"size", expanded}});
+  define(node, c, c.emit("reshape", {wide}, {{"shape", merged}}));
+}
+
+}  // namespace
+
+void add_math_importers(Table& table) {
+  table["Tan"] = unary<kTan>;
+  table["Asin"] = unary<kAsin>;
+  table["Acos"] = unary<kAcos>;
+  table["Atan"] = unary<kAtan>;
+  table["Sinh"] = unary<kSinh>;
+  table["Cosh"] = unary<kCosh>;
+  table["Asinh"] = unary<kAsinh>;
+  table["Acosh"] = unary<kAcosh>;
+  table["Atanh"] = unary<kAtanh>;
+  table["Erf"] = unary<kErf>;
+  table["IsNaN"] = unary<kIsNan>;
+  table["IsInf"] = is_inf;
+  table["Floor"] = unary<kFloor>;
+  table["Ceil"] = unary<kCeil>;
+  table["Round"] = unary<kRound>;
+  table["Sign"] = sign;
+  table["Mod"] = mod;
+  table["BitwiseAnd"] = binary<kBitwiseAnd>;
+  table["BitwiseOr"] = binary<kBitwiseOr>;
+  table["BitwiseXor"] = binary<kBitwiseXor>;
+  table["BitwiseNot"] = unary<kBitwiseNot>;
+  table["Trilu"] = trilu;
+  table["CumSum"] = cum_sum;
+  table["TopK"] = top_k;
+  table["Tile"] = tile;
+}
+
+}  // namespace kiln::onnx
