@@ -260,6 +260,7 @@ BAGS = [  # (input, offsets)
     (INDICES_1D, np.array([0, 4, 4, 7])),  # an empty bag
     (INDICES_1D, np.array([0, 3, 6, 10])),  # the last bag empty
     (INDICES_1D, np.array([0])),
+    (np.zeros(0, np.int64), np.array([0, 0])),  # no entries: every bag empty
 ]
 
 

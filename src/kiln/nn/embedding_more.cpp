@@ -103,14 +103,15 @@ Tensor reduce_bags(const Tensor& rows, const Tensor& bag, int64_t bags, const st
   Tensor counts =
       narrow(index_add(zeros({bags + 1}, rows.dtype()), 0, bag, ones({rows.size(0)}, rows.dtype())),
              0, 0, bags);
-  if (mode == "max") {
+  // With no entries at all every bag is empty: the zero sums below.
+  if (mode == "max" && rows.size(0) > 0) {
     Tensor member = unsqueeze(eq(unsqueeze(bag, 0), unsqueeze(arange(bags), 1)), 2);  // [B, n, 1]
     Tensor candidates = where(member, unsqueeze(rows, 0), -std::numeric_limits<double>::infinity());
     Tensor maxima = std::get<0>(max(candidates, 1));
     return where(unsqueeze(gt(counts, 0.0), 1), maxima, 0.0);  // an empty bag gives 0
   }
   Tensor sums = narrow(index_add(zeros({bags + 1, dim}, rows.dtype()), 0, bag, rows), 0, 0, bags);
-  if (mode == "sum") return sums;
+  if (mode != "mean") return sums;
   return sums / unsqueeze(clamp(counts, 1.0, std::nullopt), 1);
 }
 
