@@ -28,5 +28,6 @@ def test_submodules_say_what_kiln_lacks():
     with pytest.raises(AttributeError,
                        match=r"kiln does not implement torch\.utils\.data\.IterableDataset"):
         kiln.utils.data.IterableDataset  # noqa: B018
-    with pytest.raises(AttributeError, match=r"kiln does not implement torch\.autograd\.forward_ad"):
+    with pytest.raises(AttributeError,
+                       match=r"kiln does not implement torch\.autograd\.forward_ad"):
         kiln.autograd.forward_ad  # noqa: B018

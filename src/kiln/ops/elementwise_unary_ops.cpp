@@ -399,11 +399,6 @@ OpDef activation(OpDef def, GradReads grad_reads) {
 
 }  // namespace
 
-// The families registered with this one (registry.cpp lists one function per
-// family file; these ride along until it lists them too).
-void register_elementwise_math_ops(OpRegistry& registry);  // elementwise_math_ops.cpp
-void register_scatter_ops(OpRegistry& registry);           // scatter_ops.cpp
-
 void register_elementwise_unary_ops(OpRegistry& registry) {
   registry.add(elementwise("neg", infer_neg, numeric_kernel<Neg>, "Neg", {}, unary_grad<neg_grad>));
   registry.add(
@@ -474,8 +469,6 @@ void register_elementwise_unary_ops(OpRegistry& registry) {
   registry.add(elementwise("clamp", infer_clamp, clamp_kernel, "Clip",
                            {{"min", AttrKind::Float, {}, true}, {"max", AttrKind::Float, {}, true}},
                            unary_grad<clamp_grad>));
-  register_elementwise_math_ops(registry);
-  register_scatter_ops(registry);
 }
 
 }  // namespace kiln

@@ -40,8 +40,10 @@ OpRegistry& op_registry() {
 void register_builtin_ops(OpRegistry& registry) {
   register_copy_ops(registry);
   register_elementwise_unary_ops(registry);
+  register_elementwise_math_ops(registry);
   register_elementwise_binary_ops(registry);
   register_elementwise_integer_ops(registry);
+  register_scatter_ops(registry);
   register_reduction_ops(registry);
   register_view_ops(registry);
   register_shape_ops(registry);
