@@ -15,9 +15,9 @@
 #include "kiln/core/factory.h"
 #include "kiln/core/trace_hook.h"
 #include "kiln/nn/layers_more.h"
-#include "kiln/nn/loss_more.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/norms.h"
 #include "kiln/ops/reduction.h"
 #include "kiln/ops/shape.h"
 #include "kiln/ops/view.h"
@@ -153,7 +153,7 @@ void embedding_renorm_(const Tensor& weight, const Tensor& indices, double max_n
   KILN_CHECK(weight.dim() == 2, "embedding_renorm_: weight must be 2-D, got shape ",
              weight.shape());
   NoGradGuard no_grad;
-  Tensor norms = norm_along(weight, norm_type, 1);
+  Tensor norms = vector_norm(weight, norm_type, {1});
   const int64_t rows = weight.size(0);
   Tensor named = gt(index_add(zeros({rows}, weight.dtype()), 0, flatten(to(indices, DType::Int64)),
                               ones({indices.numel()}, weight.dtype())),

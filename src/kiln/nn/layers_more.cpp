@@ -7,11 +7,8 @@
 #include <cmath>
 #include <limits>
 
-#include "kiln/autograd/autograd.h"
-#include "kiln/core/factory.h"
 #include "kiln/core/shape.h"
 #include "kiln/core/sym_shape.h"
-#include "kiln/core/trace_hook.h"
 #include "kiln/nn/layers_more.h"
 #include "kiln/ops/conv_pool.h"
 #include "kiln/ops/copy.h"
@@ -25,12 +22,6 @@
 namespace kiln::nn::functional {
 
 namespace {
-
-// x^p with p as a 0-d tensor of x's dtype: its gradient's p - 1 then keeps
-// x's precision (a wrapped Python-number exponent is rounded to float32 there).
-Tensor pow_scalar(const Tensor& x, double p) {
-  return pow(x, scalar_tensor(p, x.dtype()));
-}
 
 // SELU's constants (Klambauer et al.), as PyTorch spells them.
 constexpr double kSeluAlpha = 1.6732632423543772848170429916717;
@@ -242,7 +233,7 @@ Tensor local_response_norm(const Tensor& x, int64_t size, double alpha, double b
   Tensor squares = unsqueeze(flatten(x * x, 2), 1);
   Tensor padded = pad(squares, {0, 0, size / 2, (size - 1) / 2});
   Tensor average = avg_pool2d(padded, {size, 1}, {1, 1});
-  Tensor div = pow_scalar(reshape(average, sym_shape(x)) * alpha + k, beta);
+  Tensor div = pow(reshape(average, sym_shape(x)) * alpha + k, beta);
   return x / div;
 }
 

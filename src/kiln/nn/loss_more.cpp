@@ -15,6 +15,7 @@
 #include "kiln/nn/layers_more.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/norms.h"
 #include "kiln/ops/reduction.h"
 #include "kiln/ops/shape.h"
 #include "kiln/ops/view.h"
@@ -22,12 +23,6 @@
 namespace kiln::nn::functional {
 
 namespace {
-
-// x^p with p as a 0-d tensor of x's dtype: its gradient's p - 1 then keeps
-// x's precision (a wrapped Python-number exponent is rounded to float32 there).
-Tensor pow_scalar(const Tensor& x, double p) {
-  return pow(x, scalar_tensor(p, x.dtype()));
-}
 
 void check_reduction(const std::string& reduction, const char* fn) {
   KILN_CHECK_VALUE(reduction == "mean" || reduction == "sum" || reduction == "none", fn, ": ",
@@ -42,25 +37,10 @@ Tensor reduce(const Tensor& loss, const std::string& reduction) {
 
 }  // namespace
 
-// The gradient of a root (sqrt, ^(1/p)) is infinite at 0, and 0 times
-// that is NaN: a zero sum is taken through the root as 1 and put back as
-// 0, so a zero vector gets PyTorch's gradient of 0.
-Tensor norm_along(const Tensor& x, double p, int64_t dim, bool keepdim) {
-  if (std::isinf(p)) return p > 0 ? amax(abs(x), {dim}, keepdim) : amin(abs(x), {dim}, keepdim);
-  if (p == 1.0) return sum(abs(x), {dim}, keepdim);
-  if (p == 0.0) return sum(to(ne(x, 0.0), x.dtype()), {dim}, keepdim);
-  Tensor powers =
-      p == 2.0 ? sum(x * x, {dim}, keepdim) : sum(pow_scalar(abs(x), p), {dim}, keepdim);
-  Tensor zero = eq(powers, 0.0);
-  Tensor safe = where(zero, 1.0, powers);
-  Tensor root = p == 2.0 ? sqrt(safe) : pow_scalar(safe, 1.0 / p);
-  return where(zero, 0.0, root);
-}
-
 Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double eps, bool keepdim) {
   const int64_t dims = std::max(x1.dim(), x2.dim());
   // A 0-d pair is its own last dim (PyTorch's norm over dim 0 of a scalar).
-  return norm_along(x1 - x2 + eps, p, dims == 0 ? 0 : dims - 1, keepdim);
+  return vector_norm(x1 - x2 + eps, p, {dims == 0 ? 0 : dims - 1}, keepdim);
 }
 
 // PyTorch: torch/nn/functional.py (multilabel_soft_margin_loss).

@@ -13,10 +13,6 @@
 
 namespace kiln::nn::functional {
 
-// PyTorch's norm(x, p, dim): (sum |x|^p)^(1/p), +-inf the largest /
-// smallest |x|, 0 the count of non-zeros; a zero vector's gradient is 0.
-Tensor norm_along(const Tensor& x, double p, int64_t dim, bool keepdim = false);
-
 // |x1 - x2 + eps|_p over the last dim.
 Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2.0, double eps = 1e-6,
                          bool keepdim = false);

@@ -6,7 +6,7 @@
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/sym_shape.h"
 #include "kiln/nn/functional.h"
-#include "kiln/nn/loss_more.h"
+#include "kiln/ops/norms.h"
 
 namespace kiln::nn::functional {
 
@@ -126,7 +126,7 @@ Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2, const T
 // a norm below eps still passes its gradient (0 for a zero vector).
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double eps) {
   auto clamped_norm = [&](const Tensor& x) {
-    Tensor norm = norm_along(x, 2.0, dim, true);
+    Tensor norm = vector_norm(x, 2.0, {dim}, true);
     Tensor frozen = detach(norm);
     return clamp(frozen, eps, std::nullopt) + (norm - frozen);
   };
@@ -135,7 +135,7 @@ Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double
 
 // PyTorch: input / max(norm(input, p, dim), eps), any p (inf included).
 Tensor normalize(const Tensor& input, double p, int64_t dim, double eps) {
-  return input / clamp(norm_along(input, p, dim, true), eps, std::nullopt);
+  return input / clamp(vector_norm(input, p, {dim}, true), eps, std::nullopt);
 }
 
 }  // namespace kiln::nn::functional

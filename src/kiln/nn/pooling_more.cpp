@@ -23,12 +23,6 @@ namespace kiln::nn::functional {
 
 namespace {
 
-// x^p with p as a 0-d tensor of x's dtype: its gradient's p - 1 then keeps
-// x's precision (a wrapped Python-number exponent is rounded to float32 there).
-Tensor pow_scalar(const Tensor& x, double p) {
-  return pow(x, scalar_tensor(p, x.dtype()));
-}
-
 void check_pool1d_input(const Tensor& x, const char* fn) {
   KILN_CHECK(x.dim() == 2 || x.dim() == 3, fn, ": Expected 2D or 3D input tensor, but got ",
              x.shape());
@@ -197,8 +191,8 @@ Tensor lp_pool(const Tensor& x, double norm_type, int64_t window, AvgPool avg, M
   constexpr double kInf = std::numeric_limits<double>::infinity();
   if (norm_type == kInf) return max_pool(abs(x));
   if (norm_type == -kInf) return -max_pool(-abs(x));
-  Tensor out = avg(pow_scalar(x, norm_type));
-  return pow_scalar(sign(out) * relu(abs(out)) * double(window), 1.0 / norm_type);
+  Tensor out = avg(pow(x, norm_type));
+  return pow(sign(out) * relu(abs(out)) * double(window), 1.0 / norm_type);
 }
 
 }  // namespace
