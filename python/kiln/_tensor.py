@@ -191,12 +191,20 @@ def _masked_fill_inplace(self: Tensor, mask: Tensor, value: Any) -> Tensor:
     return _C.masked_fill_(self, mask, value)
 
 
+def _where_method(self: Tensor, condition: Tensor, other: Any) -> Tensor:
+    """x.where(condition, y) is where(condition, x, y), as in torch: the
+    tensor is the value taken where the condition holds, not the condition."""
+    from kiln import _ops
+    return _ops.where(condition, self, other)
+
+
 def _install_misc_methods(cls: Any) -> None:
     # NumPy defers its operators to an object of higher priority that does
     # not subclass ndarray, so `array + tensor` calls Tensor.__radd__ and
     # gives a Tensor (as `tensor + array` does), while np.exp(tensor) still
     # converts through __array__.
     cls.__array_priority__ = 1000
+    cls.where = _where_method
     cls.repeat = _repeat
     # A nanobind function is no descriptor: a lambda makes it a method.
     cls.expand_as = lambda self, other: _C.expand_as(self, other)

@@ -227,3 +227,20 @@ def test_meshgrid_as_torch(indexing, sizes):
         np.testing.assert_array_equal(g.numpy(), w.numpy())
     listed = kiln.meshgrid([k for k, _ in pairs], indexing=indexing)
     np.testing.assert_array_equal(listed[0].numpy(), want[0].numpy())
+
+
+def test_tensor_where_takes_the_tensor_where_the_condition_holds():
+    x = np.random.default_rng(0).standard_normal(6)
+    want = torch.tensor(x).where(torch.tensor(x) > 0, 0.0)
+    got = kiln.tensor(x).where(kiln.tensor(x) > 0, 0.0)
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_functional_embedding_max_norm_renormalizes_the_rows_it_reads():
+    weight = np.random.default_rng(1).standard_normal((5, 3)) * 3
+    ids = [[0, 2], [2, 4]]
+    tw, kw = torch.tensor(weight), kiln.tensor(weight)
+    want = torch.nn.functional.embedding(torch.tensor(ids), tw, max_norm=1.0)
+    got = kiln.nn.functional.embedding(kiln.tensor(ids), kw, max_norm=1.0)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(kw.numpy(), tw.numpy(), rtol=1e-12)  # renormalized in place

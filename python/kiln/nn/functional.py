@@ -177,7 +177,16 @@ def layer_norm(input: Tensor, normalized_shape: int | Sequence[int],
     return _first(K.layer_norm(input, weight, bias, normalized_shape=shape, eps=float(eps)))
 
 
-def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:
+def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
+              max_norm: float | None = None, norm_type: float = 2.0,
+              scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
+    """The rows of `weight` at `input`; with max_norm, the rows it reads are
+    first renormalized in place to at most that norm (as torch does)."""
+    if scale_grad_by_freq or sparse:
+        raise NotImplementedError("F.embedding: scale_grad_by_freq and sparse gradients are "
+                                  "not supported by kiln")
+    if max_norm is not None:
+        _C.nn.embedding_renorm_(weight, input, float(max_norm), float(norm_type))
     return K.embedding(weight, input, padding_idx=padding_idx)
 
 
