@@ -72,7 +72,9 @@ TEST(Attention, FullyMaskedQueryGivesZerosAndZeroGradients) {
   std::vector<float> gq = grad(q).to_vector<float>();
   for (size_t i = 0; i < gq.size(); ++i) {
     EXPECT_FALSE(std::isnan(gq[i])) << i;
-    if (i / 4 == 1) EXPECT_EQ(gq[i], 0.f) << i;  // the masked query's row
+    if (i / 4 == 1) {
+      EXPECT_EQ(gq[i], 0.f) << i;  // the masked query's row
+    }
   }
   for (float g : grad(k).to_vector<float>())
     EXPECT_FALSE(std::isnan(g));
