@@ -14,36 +14,14 @@
 //   Tile                    -> view, expand, reshape (as kiln's repeat)
 #include "kiln/core/factory.h"
 #include "kiln/onnx/import_context.h"
+#include "kiln/onnx/import_util.h"
 #include "kiln/util/error.h"
 
 namespace kiln::onnx {
 namespace {
 
 using jit::Value;
-using Table = std::unordered_map<std::string, ImportFn>;
 using Node = pb::NodeProto;
-
-int64_t rank_of(const Value* value) {
-  return int64_t(value->shape().size());
-}
-
-int64_t wrap(int64_t axis, int64_t rank) {
-  return axis < 0 ? axis + rank : axis;
-}
-
-void define(const Node& node, ImportContext& c, Value* value, int i = 0) {
-  c.define(node.output(i), value);
-}
-
-template <const char* Op>
-void unary(const Node& node, ImportContext& c) {
-  define(node, c, c.emit(Op, {c.input(node, 0)}));
-}
-
-template <const char* Op>
-void binary(const Node& node, ImportContext& c) {
-  define(node, c, c.emit(Op, {c.input(node, 0), c.input(node, 1)}));
-}
 
 constexpr char kTan[] = "tan", kAsin[] = "asin", kAcos[] = "acos", kAtan[] = "atan",
                kSinh[] = "sinh", kCosh[] = "cosh", kAsinh[] = "asinh", kAcosh[] = "acosh",

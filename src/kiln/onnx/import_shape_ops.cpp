@@ -9,30 +9,18 @@
 
 #include "kiln/core/factory.h"
 #include "kiln/onnx/import_context.h"
+#include "kiln/onnx/import_util.h"
 #include "kiln/util/error.h"
 
 namespace kiln::onnx {
 namespace {
 
 using jit::Value;
-using Table = std::unordered_map<std::string, ImportFn>;
 using Node = pb::NodeProto;
 using Relation = ShapeGuard::Relation;
 
-int64_t rank_of(const Value* value) {
-  return int64_t(value->shape().size());
-}
-
-int64_t wrap(int64_t axis, int64_t rank) {
-  return axis < 0 ? axis + rank : axis;
-}
-
 bool is_one(const Dim& dim) {
   return dim.is_static() && dim.static_value() == 1;
-}
-
-void define(const Node& node, ImportContext& c, Value* value, int i = 0) {
-  c.define(node.output(i), value);
 }
 
 Value* reshape_to(ImportContext& c, Value* x, const DimList& shape) {
