@@ -157,10 +157,17 @@ class Conv2d(_Conv):
 
 
 class _ConvTransposeNd(_ConvNd):
+    """ConvTranspose1d / ConvTranspose2d (torch's argument order: groups,
+    bias and dilation after output_padding); forward's output_size picks
+    the output_padding that gives it."""
+
+    _functional: Any = None
+
     def __init__(self, in_channels: int, out_channels: int, kernel_size: IntOrSeq,
-                 stride: IntOrSeq, padding: IntOrSeq, output_padding: IntOrSeq, groups: int,
-                 bias: bool, dilation: IntOrSeq, padding_mode: str, device: Any,
-                 dtype: DType | None) -> None:
+                 stride: IntOrSeq = 1, padding: IntOrSeq = 0, output_padding: IntOrSeq = 0,
+                 groups: int = 1, bias: bool = True, dilation: IntOrSeq = 1,
+                 padding_mode: str = "zeros", device: Any = None,
+                 dtype: DType | None = None) -> None:
         if padding_mode != "zeros":
             raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, True,
@@ -175,39 +182,20 @@ class _ConvTransposeNd(_ConvNd):
             input, [int(s) for s in output_size], list(self.stride), list(self.padding),
             list(self.kernel_size), list(self.dilation), self._spatial)
 
-
-class ConvTranspose1d(_ConvTransposeNd):
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: IntOrSeq,
-                 stride: IntOrSeq = 1, padding: IntOrSeq = 0, output_padding: IntOrSeq = 0,
-                 groups: int = 1, bias: bool = True, dilation: IntOrSeq = 1,
-                 padding_mode: str = "zeros", device: Any = None,
-                 dtype: DType | None = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, output_padding,
-                         groups, bias, dilation, padding_mode, device, dtype)
-
     def forward(self, input: Tensor, output_size: Sequence[int] | None = None) -> Tensor:
         padding = cast(tuple[int, ...], self.padding)  # never a string here
-        return F.conv_transpose1d(input, self.weight, self.bias, self.stride, padding,
-                                  self._output_padding(input, output_size), self.groups,
-                                  self.dilation)
+        return type(self)._functional(input, self.weight, self.bias, self.stride, padding,
+                                      self._output_padding(input, output_size), self.groups,
+                                      self.dilation)
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    _functional = staticmethod(F.conv_transpose1d)
 
 
 class ConvTranspose2d(_ConvTransposeNd):
     _spatial = 2
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: IntOrSeq,
-                 stride: IntOrSeq = 1, padding: IntOrSeq = 0, output_padding: IntOrSeq = 0,
-                 groups: int = 1, bias: bool = True, dilation: IntOrSeq = 1,
-                 padding_mode: str = "zeros", device: Any = None,
-                 dtype: DType | None = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, output_padding,
-                         groups, bias, dilation, padding_mode, device, dtype)
-
-    def forward(self, input: Tensor, output_size: Sequence[int] | None = None) -> Tensor:
-        padding = cast(tuple[int, ...], self.padding)  # never a string here
-        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, padding,
-                                  self._output_padding(input, output_size), self.groups,
-                                  self.dilation)
+    _functional = staticmethod(F.conv_transpose2d)
 
 
 # -- normalization ------------------------------------------------------------
