@@ -6,22 +6,15 @@
 #include "kiln/core/factory.h"
 #include "kiln/core/sym_shape.h"
 #include "kiln/nn/functional.h"
+#include "kiln/nn/loss_util.h"
 #include "kiln/ops/copy.h"
 
 namespace kiln::nn::functional {
 
 namespace {
 
-void check_reduction(const std::string& reduction, const char* fn) {
-  KILN_CHECK_VALUE(reduction == "mean" || reduction == "sum" || reduction == "none", fn, ": ",
-                   reduction, " is not a valid value for reduction (use mean, sum or none)");
-}
-
-Tensor reduce(const Tensor& loss, const std::string& reduction) {
-  if (reduction == "sum") return sum(loss);
-  if (reduction == "mean") return mean(loss);
-  return loss;
-}
+using detail::check_reduction;
+using detail::reduce;
 
 // input [N, C, d...] -> the shape a class-index target must have: [N, d...].
 IntList target_shape_for(const Tensor& input) {

@@ -1,17 +1,13 @@
 #include "kiln/nn/loss.h"
+#include "kiln/nn/loss_util.h"
 
 namespace kiln::nn {
 
 namespace F = functional;
 
-namespace {
-// PyTorch checks the reduction when the loss runs; checking it here as well
-// reports a typo where the module is built.
-void check_reduction(const std::string& reduction, const char* type_name) {
-  KILN_CHECK_VALUE(reduction == "mean" || reduction == "sum" || reduction == "none", type_name,
-                   ": ", reduction, " is not a valid value for reduction (use mean, sum or none)");
-}
-}  // namespace
+// PyTorch checks the reduction when the loss runs; checking it in the
+// constructors as well reports a typo where the module is built.
+using detail::check_reduction;
 
 CrossEntropyLoss::CrossEntropyLoss(F::CrossEntropyLossOptions options)
     : Module("CrossEntropyLoss"), options(std::move(options)) {

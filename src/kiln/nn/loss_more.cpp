@@ -13,6 +13,7 @@
 #include "kiln/core/factory.h"
 #include "kiln/core/trace_hook.h"
 #include "kiln/nn/layers_more.h"
+#include "kiln/nn/loss_util.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/norms.h"
@@ -24,16 +25,8 @@ namespace kiln::nn::functional {
 
 namespace {
 
-void check_reduction(const std::string& reduction, const char* fn) {
-  KILN_CHECK_VALUE(reduction == "mean" || reduction == "sum" || reduction == "none", fn, ": ",
-                   reduction, " is not a valid value for reduction (use mean, sum or none)");
-}
-
-Tensor reduce(const Tensor& loss, const std::string& reduction) {
-  if (reduction == "sum") return sum(loss);
-  if (reduction == "mean") return mean(loss);
-  return loss;
-}
+using detail::check_reduction;
+using detail::reduce;
 
 }  // namespace
 

@@ -6,24 +6,15 @@
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/sym_shape.h"
 #include "kiln/nn/functional.h"
+#include "kiln/nn/loss_util.h"
 #include "kiln/ops/norms.h"
 
 namespace kiln::nn::functional {
 
 namespace {
 
-void check_reduction(const std::string& reduction, const char* fn, bool batchmean = false) {
-  KILN_CHECK_VALUE(reduction == "mean" || reduction == "sum" || reduction == "none" ||
-                       (batchmean && reduction == "batchmean"),
-                   fn, ": ", reduction, " is not a valid value for reduction (use mean, sum",
-                   batchmean ? ", batchmean" : "", " or none)");
-}
-
-Tensor reduce(const Tensor& loss, const std::string& reduction) {
-  if (reduction == "sum") return sum(loss);
-  if (reduction == "mean") return mean(loss);
-  return loss;
-}
+using detail::check_reduction;
+using detail::reduce;
 
 void check_same_shape(const Tensor& input, const Tensor& target, const char* fn) {
   KILN_CHECK_VALUE(input.shape() == target.shape(), fn, ": target size (", target.shape(),
