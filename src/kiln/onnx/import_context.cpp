@@ -360,6 +360,9 @@ ImportFn find_importer(const std::string& op_type) {
     add_shape_importers(all);
     add_control_flow_importers(all);
     add_rnn_importers(all);
+    add_loss_importers(all);
+    add_indexing_importers(all);
+    add_activation_importers(all);
     return all;
   }();
   auto found = table.find(op_type);

@@ -148,6 +148,9 @@ void add_math_importers(std::unordered_map<std::string, ImportFn>& table);
 void add_shape_importers(std::unordered_map<std::string, ImportFn>& table);
 void add_control_flow_importers(std::unordered_map<std::string, ImportFn>& table);
 void add_rnn_importers(std::unordered_map<std::string, ImportFn>& table);
+void add_loss_importers(std::unordered_map<std::string, ImportFn>& table);
+void add_indexing_importers(std::unordered_map<std::string, ImportFn>& table);
+void add_activation_importers(std::unordered_map<std::string, ImportFn>& table);
 // Imports a sub-graph's initializers (as constants) and nodes into
 // `context` (import.cpp); returns the values of its outputs.
 std::vector<jit::Value*> import_subgraph(const pb::GraphProto& graph, ImportContext& context);
