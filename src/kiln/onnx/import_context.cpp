@@ -350,23 +350,4 @@ IntList attr_ints(const pb::NodeProto& node, const std::string& name, const IntL
   return attr ? IntList(attr->ints().begin(), attr->ints().end()) : fallback;
 }
 
-ImportFn find_importer(const std::string& op_type) {
-  static const std::unordered_map<std::string, ImportFn> table = [] {
-    std::unordered_map<std::string, ImportFn> all;
-    add_basic_importers(all);
-    add_nn_importers(all);
-    add_resample_importers(all);
-    add_math_importers(all);
-    add_shape_importers(all);
-    add_control_flow_importers(all);
-    add_rnn_importers(all);
-    add_loss_importers(all);
-    add_indexing_importers(all);
-    add_activation_importers(all);
-    return all;
-  }();
-  auto found = table.find(op_type);
-  return found == table.end() ? nullptr : found->second;
-}
-
 }  // namespace kiln::onnx
