@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 # dynamic_axes: {name: {0: "batch"}} or {name: [0]}
 DynamicAxes = Mapping[str, Mapping[int, str] | Sequence[int]]
 
-__all__ = ["export", "load", "can_export", "importable_ops", "TrainingMode"]
+__all__ = ["export", "load", "can_export", "importable_ops", "TrainingMode", "SpecializedModel"]
 
 can_export = _C.onnx.can_export
 importable_ops = _C.onnx.importable_ops
@@ -214,6 +214,11 @@ def export(model: Module | TracedModule | Callable[..., Any], args: Any = (),
     from kiln import no_grad
     from kiln.jit import TracedModule, trace
     from kiln.nn import Module
+    if isinstance(model, SpecializedModel):
+        raise TypeError(f"kiln.onnx.export: {model._name}'s graph depends on the values of its "
+                        f"inputs {', '.join(model.value_inputs)}, so no one graph holds it; "
+                        "export the graph of one tuple of values: "
+                        "kiln.onnx.export(model.specialize(*inputs), None, f)")
     inputs: tuple[Tensor, ...] = ()
     if isinstance(model, TracedModule):
         traced = model
@@ -247,8 +252,75 @@ def export(model: Module | TracedModule | Callable[..., Any], args: Any = (),
             _verify(f, traced, inputs)
 
 
+class SpecializedModel:
+    """An ONNX model some of whose inputs decide its graph (a Reshape's
+    shape, a TopK's k, a Slice's starts, a Loop's trip count fed from a
+    graph input): kiln.onnx.load returns it for such a model. Call it with
+    every input, as ONNX Runtime is called; each call reads the value
+    inputs (`value_inputs`) and runs the graph imported for those values,
+    the other inputs being its inputs. Graphs are cached per distinct tuple
+    of values, at most `max_specializations` (the least recently used is
+    dropped), as torch.compile specializes on Python ints.
+
+    There is no one graph to save or export: `specialize(*inputs)` gives
+    the TracedModule of one tuple of values (taking the other inputs),
+    which can be."""
+
+    def __init__(self, model: Any, name: str) -> None:
+        self._model = model
+        self._name = name
+        self._single = model.num_outputs == 1
+
+    def __call__(self, *args: Tensor) -> Any:
+        out = self._model.run(list(args))
+        return out[0] if self._single else tuple(out)
+
+    @property
+    def value_inputs(self) -> list[str]:
+        """The inputs calls specialize on (it can grow on a call, when a
+        translation asks for an input only once others have values)."""
+        return self._model.value_inputs
+
+    @property
+    def input_names(self) -> list[str]:
+        return self._model.input_names
+
+    @property
+    def output_names(self) -> list[str]:
+        return self._model.output_names
+
+    @property
+    def num_specializations(self) -> int:
+        """The graphs cached now."""
+        return self._model.num_specializations
+
+    @property
+    def max_specializations(self) -> int:
+        return self._model.max_specializations
+
+    def specialize(self, *args: Tensor) -> TracedModule:
+        """The TracedModule a call with `args` runs: the graph imported for
+        the value inputs' values in `args`, taking the other inputs."""
+        from kiln.jit import TracedModule, _outputs_spec
+        compiled = self._model.compiled_for(list(args))
+        return TracedModule(compiled, _outputs_spec(compiled.num_outputs), self._name)
+
+    def save(self, path: str | os.PathLike[str], *args: Any) -> None:
+        raise RuntimeError(f"{self._name}: save refused: the model's graph depends on the values "
+                           f"of its inputs {', '.join(self.value_inputs)}, so no one graph "
+                           "holds it; save the graph of one tuple of values instead: "
+                           "model.specialize(*inputs).save(path)")
+
+    def parameters(self) -> Any:
+        return iter(())
+
+    def __repr__(self) -> str:
+        return f"SpecializedModel({self._name}, value_inputs={self.value_inputs})"
+
+
 def load(path: str | os.PathLike[str], input_shapes: Mapping[str, Sequence[int]] | None = None,
-         constant_inputs: Mapping[str, Tensor] | None = None) -> TracedModule:
+         constant_inputs: Mapping[str, Tensor] | None = None,
+         max_specializations: int = 8) -> TracedModule | SpecializedModel:
     """Imports the ONNX model at `path` into kiln and compiles it (default
     passes): a TracedModule taking the model's inputs in order and returning
     its output, or a tuple of its outputs. Initializers become parameters
@@ -258,10 +330,19 @@ def load(path: str | os.PathLike[str], input_shapes: Mapping[str, Sequence[int]]
     dimension without one gets a symbol of its own. Shape arithmetic on
     such sizes (Shape, Gather, Concat, Reshape, ...) is done at import.
     input_shapes: {name: shape} fixes inputs' shapes instead (a static
-    import). constant_inputs: {name: tensor} binds inputs to fixed values
-    (models that take a shape or axes as an input); they leave the module's
-    inputs."""
+    import).
+
+    A model that feeds a shape, axes, a k or a trip count from its inputs
+    gives a SpecializedModel instead: called with every input, it imports
+    one graph per distinct tuple of those inputs' values (at most
+    max_specializations kept). constant_inputs: {name: tensor} binds
+    inputs to fixed values at load; they leave the model's inputs."""
     from kiln.jit import TracedModule, _outputs_spec
     shapes = {name: list(shape) for name, shape in (input_shapes or {}).items()}
-    compiled, inputs, outputs = _C.onnx.load(os.fspath(path), shapes, dict(constant_inputs or {}))
-    return TracedModule(compiled, _outputs_spec(compiled.num_outputs), os.path.basename(path))
+    model = _C.onnx.Model(os.fspath(path), shapes, dict(constant_inputs or {}),
+                          int(max_specializations))
+    name = os.path.basename(path)
+    if model.value_inputs:
+        return SpecializedModel(model, name)
+    compiled = model.compiled()
+    return TracedModule(compiled, _outputs_spec(compiled.num_outputs), name)

@@ -10,8 +10,19 @@
 #include "kiln/jit/trace/recorder.h"
 #include "kiln/onnx/onnx_export.h"
 #include "kiln/onnx/onnx_import.h"
+#include "kiln/onnx/onnx_model.h"
 
 namespace kiln::python {
+namespace {
+
+jit::CompiledFunction compiled(const onnx::Imported& imported) {
+  jit::Capture capture;
+  capture.graph = imported.graph->clone();
+  capture.num_outputs = imported.num_outputs;
+  return jit::CompiledFunction(std::move(capture));
+}
+
+}  // namespace
 
 void bind_onnx(nb::module_& m) {
   m.def(
@@ -34,22 +45,56 @@ void bind_onnx(nb::module_& m) {
       nb::arg("input_names") = std::vector<std::string>(), nb::arg("export_params") = true,
       nb::arg("keep_initializers_as_inputs") = false);
   m.def("can_export", &onnx::can_export, nb::arg("op"));
-  // The model compiled with the default passes, and its input and output names.
-  m.def(
-      "load",
-      [](const std::string& path, const std::map<std::string, IntList>& input_shapes,
-         const std::map<std::string, Tensor>& constant_inputs) {
-        nb::gil_scoped_release released;
-        onnx::Imported imported = onnx::import_model(
-            path, {.input_shapes = input_shapes, .constant_inputs = constant_inputs});
-        jit::Capture capture;
-        capture.graph = imported.graph;
-        capture.num_outputs = imported.num_outputs;
-        return std::make_tuple(jit::CompiledFunction(std::move(capture)), imported.input_names,
-                               imported.output_names);
-      },
-      nb::arg("path"), nb::arg("input_shapes") = std::map<std::string, IntList>(),
-      nb::arg("constant_inputs") = std::map<std::string, Tensor>());
+  // onnx::Model; its graphs are compiled with the default passes, each
+  // from a copy (the passes rewrite the graph they compile).
+  nb::class_<onnx::Model>(m, "Model")
+      .def(
+          "__init__",
+          [](onnx::Model* self, const std::string& path,
+             const std::map<std::string, IntList>& input_shapes,
+             const std::map<std::string, Tensor>& constant_inputs, size_t max_specializations) {
+            nb::gil_scoped_release released;
+            new (self) onnx::Model(
+                path, {.input_shapes = input_shapes, .constant_inputs = constant_inputs},
+                [](const onnx::Imported& imported) -> onnx::Model::Runner {
+                  auto run = std::make_shared<jit::CompiledFunction>(compiled(imported));
+                  return [run](const std::vector<Tensor>& inputs) { return run->run(inputs); };
+                },
+                max_specializations);
+          },
+          nb::arg("path"), nb::arg("input_shapes") = std::map<std::string, IntList>(),
+          nb::arg("constant_inputs") = std::map<std::string, Tensor>(),
+          nb::arg("max_specializations") = onnx::Model::kDefaultMaxSpecializations)
+      .def_prop_ro("input_names", &onnx::Model::input_names)
+      .def_prop_ro("output_names", &onnx::Model::output_names)
+      .def_prop_ro("num_outputs", &onnx::Model::num_outputs)
+      .def_prop_ro("value_inputs", &onnx::Model::value_inputs)
+      .def_prop_ro("num_specializations", &onnx::Model::num_specializations)
+      .def_prop_ro("max_specializations", &onnx::Model::max_specializations)
+      .def(
+          "run",
+          [](onnx::Model& model, const std::vector<Tensor>& inputs) {
+            nb::gil_scoped_release released;
+            return model(inputs);
+          },
+          nb::arg("inputs"))
+      // The graph of a model without value inputs, compiled.
+      .def("compiled",
+           [](const onnx::Model& model) {
+             KILN_CHECK(model.single(), "onnx.Model.compiled: the model specializes on ",
+                        "its value inputs; use compiled_for(inputs)");
+             nb::gil_scoped_release released;
+             return compiled(*model.single());
+           })
+      // The graph a call with `inputs` runs, compiled: it takes the inputs
+      // less the value inputs.
+      .def(
+          "compiled_for",
+          [](onnx::Model& model, const std::vector<Tensor>& inputs) {
+            nb::gil_scoped_release released;
+            return compiled(*model.import_for(inputs));
+          },
+          nb::arg("inputs"));
   m.def("importable_ops", &onnx::importable_ops);
 }
 

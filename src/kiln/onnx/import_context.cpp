@@ -1,5 +1,6 @@
 #include "kiln/onnx/import_context.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -148,6 +149,7 @@ jit::Value* ImportContext::capture(jit::Value* outer_value) {
     return graph_.add_constant(outer_value->data(), outer_value->type().wrapped_number);
   captures_.push_back(outer_value);
   jit::Value* input = graph_.add_input(outer_value->type());
+  captured_from_[input] = outer_value;
   if (outer_->marked_nonnegative(outer_value)) mark_nonnegative(input);
   return input;
 }
@@ -159,10 +161,76 @@ jit::Value* ImportContext::input(const pb::NodeProto& node, int i) {
 const Tensor& ImportContext::constant_data(const jit::Value* value, const std::string& what) const {
   KILN_CHECK(value, "onnx import: ", what, " is missing");
   if (placeholder(value)) refuse(value, what + " must be numbers at import");
-  KILN_CHECK(value->kind() == jit::ValueKind::Constant ||
-                 (value->kind() == jit::ValueKind::Param && value->data().defined()),
-             "onnx import: ", what, " must be known when the model is imported (a constant)");
-  return value->data();
+  if (value->kind() == jit::ValueKind::Constant ||
+      (value->kind() == jit::ValueKind::Param && value->data().defined()))
+    return value->data();
+  std::vector<std::string> names;
+  if (!inputs_behind(value, names) || names.empty())
+    throw_error(ErrorKind::Runtime, str("onnx import: ", what,
+                                        " must be known when the model is imported (a constant)"));
+  request_at_import({value});
+  std::string listed;
+  for (const std::string& name : names)
+    listed += (listed.empty() ? "'" : ", '") + name + "'";
+  throw_error(ErrorKind::Runtime,
+              str("onnx import: ", what, " must be known when the model is imported (a constant); ",
+                  "it comes from the model's input ", listed,
+                  ", on whose value onnx::Model (kiln.onnx.load) specializes the graph per call"));
+}
+
+// ---- value inputs ----
+
+// Note [Value inputs]: an ONNX model may feed a Reshape's shape, a TopK's k
+// or a Loop's trip count from a graph input, where kiln's graph needs it as
+// a number (kiln's sizes are static or symbolic, bound from input shapes).
+// A translation that needs such a value at import asks for it
+// (constant_data, request_at_import); the import then fails, recording the
+// model inputs the value is computed from, and onnx::Model imports the file
+// again per distinct tuple of those inputs' values, bound as constants,
+// while every other input stays an input of the graph (as torch.compile
+// specializes on Python ints).
+
+void ImportContext::add_value_candidate(const jit::Value* input, const std::string& name) {
+  value_candidates_[input] = name;
+}
+
+bool ImportContext::inputs_behind(const jit::Value* value, std::vector<std::string>& names) const {
+  std::vector<const jit::Value*> todo = {value};
+  std::unordered_set<const jit::Value*> seen;
+  while (!todo.empty()) {
+    const jit::Value* next = todo.back();
+    todo.pop_back();
+    if (!next || !seen.insert(next).second) continue;
+    switch (next->kind()) {
+      case jit::ValueKind::Constant:
+        continue;  // data or symbolic sizes: known at import either way
+      case jit::ValueKind::Param:
+        return false;  // a weight decides no shape
+      case jit::ValueKind::NodeOutput:
+        for (const jit::Value* input : next->producer()->inputs())
+          todo.push_back(input);
+        continue;
+      case jit::ValueKind::Input:
+        break;
+    }
+    if (auto captured = captured_from_.find(next); captured != captured_from_.end()) {
+      if (!outer_->inputs_behind(captured->second, names)) return false;
+      continue;
+    }
+    auto candidate = value_candidates_.find(next);
+    if (candidate == value_candidates_.end()) return false;  // a loop's iteration, a state
+    if (std::find(names.begin(), names.end(), candidate->second) == names.end())
+      names.push_back(candidate->second);
+  }
+  return true;
+}
+
+bool ImportContext::request_at_import(const std::vector<const jit::Value*>& values) const {
+  std::vector<std::string> names;
+  for (const jit::Value* value : values)
+    if (!inputs_behind(value, names)) return false;
+  root().requested_.insert(names.begin(), names.end());
+  return !names.empty();
 }
 
 IntList ImportContext::constant_ints(const jit::Value* value, const std::string& what) const {
@@ -181,6 +249,19 @@ std::vector<jit::Value*> ImportContext::emit_multi(const std::string& name,
                                                    const std::vector<jit::Value*>& inputs,
                                                    const Attrs& attrs) {
   const OpDef& def = op(name);
+  // Sizes meeting run-time values: known at import when the model's inputs
+  // those values come from are (Note [Value inputs]).
+  bool reads_sizes = std::any_of(inputs.begin(), inputs.end(),
+                                 [&](const jit::Value* input) { return placeholder(input); });
+  if (reads_sizes) {
+    std::vector<const jit::Value*> computed;
+    for (const jit::Value* input : inputs)
+      if (input && !is_constant(input) && !placeholder(input)) computed.push_back(input);
+    if (request_at_import(computed))
+      KILN_CHECK(false, "onnx import: kiln's ", name,
+                 " combines sizes known at import with values the model's inputs give at run "
+                 "time; onnx::Model (kiln.onnx.load) specializes the graph on those inputs");
+  }
   for (const jit::Value* input : inputs)
     if (placeholder(input))
       refuse(input, "kiln's " + name +

@@ -7,6 +7,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -93,6 +94,20 @@ class ImportContext {
   // graph, checked on every call.
   void assume(const Dim& lhs, ShapeGuard::Relation relation, const Dim& rhs,
               const std::string& reason);
+
+  // ---- value inputs (Note [Value inputs] in import.cpp) ----
+  // A model input (root graph input) whose value a translation may need at
+  // import, as a shape, an axis or a bound.
+  void add_value_candidate(const jit::Value* input, const std::string& name);
+  // Where translating needs `values` at import and they are computed at run
+  // time: records the model inputs they are computed from as needed, so
+  // that the model is imported again with those inputs' values bound.
+  // False, recording nothing, when a value also depends on something no
+  // input decides (a loop's iteration number, a weight); constants are
+  // skipped.
+  bool request_at_import(const std::vector<const jit::Value*>& values) const;
+  // The model inputs requested so far, by any context of the import.
+  const std::set<std::string>& requested_inputs() const { return root().requested_; }
   // After the last node: drops the placeholders; an output that is one is
   // an error (the graph's outputs, or `outputs` for a sub-graph's).
   void finish();
@@ -106,6 +121,10 @@ class ImportContext {
   const Placeholder* placeholder(const jit::Value* value) const;
   // The local value standing for `outer_value` of the enclosing graph.
   jit::Value* capture(jit::Value* outer_value);
+  // Appends the model inputs `value` is computed from to `names`; false
+  // when it depends on anything else that is not a constant.
+  bool inputs_behind(const jit::Value* value, std::vector<std::string>& names) const;
+  const ImportContext& root() const { return outer_ ? outer_->root() : *this; }
   // The error for a placeholder read where a tensor or a number is needed.
   [[noreturn]] void refuse(const jit::Value* value, const std::string& why) const;
 
@@ -118,6 +137,9 @@ class ImportContext {
   std::unordered_set<const jit::Value*> nonnegative_;                     // lookups only
   ImportContext* outer_ = nullptr;
   std::vector<jit::Value*> captures_;
+  std::unordered_map<const jit::Value*, jit::Value*> captured_from_;     // lookups only
+  std::unordered_map<const jit::Value*, std::string> value_candidates_;  // lookups only
+  mutable std::set<std::string> requested_;  // the root's: requests come from any context
 };
 
 // The size of `axis` of input `input` of `node` where a translation needs

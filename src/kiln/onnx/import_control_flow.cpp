@@ -325,6 +325,14 @@ void loop(const Node& node, ImportContext& c) {
       (!first || is_true(first)) && (body.outputs[0] == cond_in || is_true(body.outputs[0]));
   std::optional<Dim> length = known_trip_count(trip, c);
   if (runs_to_count && length) return loop_as_scan(node, c, std::move(body), *length, initial);
+  bool body_keeps_going = body.outputs[0] == cond_in || is_true(body.outputs[0]);
+  bool stacks = body.outputs.size() > initial.size() + 1;
+  // Scan outputs need the scan form: a trip count and a first condition
+  // that the model's inputs give are then specialized on.
+  if (stacks && body_keeps_going && trip)
+    KILN_CHECK(!c.request_at_import({trip, first}), "onnx import: Loop with scan outputs needs ",
+               "its trip count and condition at import; they come from the model's inputs, on ",
+               "which onnx::Model (kiln.onnx.load) specializes the graph per call");
   loop_as_while(node, c, std::move(body), trip, first, initial);
 }
 

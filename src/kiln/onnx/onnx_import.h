@@ -13,7 +13,8 @@
 // without a translation, an unsupported attribute or data type, a size a
 // translation needs as a number but has as a symbol, and a malformed file
 // raise kiln::Error naming what; external data must lie inside the
-// model's folder.
+// model's folder. A model that feeds a shape, axes or a bound from an input
+// is run by onnx::Model (onnx_model.h), which imports it per value.
 #pragma once
 
 #include <map>
@@ -38,14 +39,31 @@ struct ImportOptions {
 struct Imported {
   std::shared_ptr<jit::Graph> graph;
   size_t num_outputs = 0;
+  // The graph's inputs (the model's, less constant_inputs) and outputs.
   std::vector<std::string> input_names, output_names;
   int64_t opset = 0;
+  // try_import_model_bytes only: the inputs whose values the translation
+  // needs and did not have (a Reshape's shape, a TopK's k fed from an
+  // input), in input order, with the error of the first translation that
+  // asked; `graph` is then null. onnx::Model (onnx_model.h) imports such a
+  // model per distinct tuple of their values.
+  std::vector<std::string> value_inputs;
+  std::string value_inputs_reason;
 };
 
+// The most elements an input may hold to be specialized on.
+constexpr int64_t kMaxValueInputElements = 256;
+
+// A model whose graph depends on its inputs' values is an error naming
+// them (onnx::Model runs it; constant_inputs binds them).
 Imported import_model(const std::string& path, const ImportOptions& options = {});
 // From the bytes of a model; external data is resolved against `folder`.
 Imported import_model_bytes(const std::string& bytes, const std::string& folder,
                             const ImportOptions& options = {});
+// The same, except that a model whose graph depends on values of its
+// inputs gives their names (value_inputs) and no graph.
+Imported try_import_model_bytes(const std::string& bytes, const std::string& folder,
+                                const ImportOptions& options = {});
 
 // The ONNX op types import_model translates.
 std::vector<std::string> importable_ops();

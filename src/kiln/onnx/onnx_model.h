@@ -1,0 +1,92 @@
+// onnx::Model: an ONNX model called as ONNX Runtime calls it, with every
+// graph input given at call time.
+//
+// Some inputs decide the graph itself: a Reshape's shape, a TopK's k, a
+// Slice's starts or a Loop's trip count fed from a graph input, which
+// kiln's graph needs as numbers (its sizes are static, or symbolic and
+// bound from input shapes). These are the model's value inputs (Note
+// [Value inputs] in import_context.cpp). A call reads their values and
+// runs the graph imported with them bound as constants, every other input
+// staying an input of that graph (symbolic sizes included); graphs are
+// cached per distinct tuple of values, at most max_specializations of them
+// (the least recently used is dropped), as torch.compile specializes on
+// Python ints. A model without value inputs is imported once, here.
+//
+//   onnx::Model model("model.onnx", {}, [](const onnx::Imported& imported) {
+//     auto run = std::make_shared<jit::CompiledFunction>(
+//         jit::Capture{imported.graph, imported.num_outputs});
+//     return [run](const std::vector<Tensor>& inputs) { return run->run(inputs); };
+//   });
+//   std::vector<Tensor> outputs = model({x, shape});
+//
+// The onnx layer compiles nothing itself (it depends on jit/ir only):
+// `compile` turns an import into what runs it, once per specialization.
+// A specialized model has no one graph to save or export: save the graph
+// of one tuple of values (import_for) instead.
+#pragma once
+
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kiln/onnx/onnx_import.h"
+
+namespace kiln::onnx {
+
+class Model {
+ public:
+  using Runner = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+  using Compile = std::function<Runner(const Imported&)>;
+  static constexpr size_t kDefaultMaxSpecializations = 8;
+
+  Model(const std::string& path, ImportOptions options, Compile compile,
+        size_t max_specializations = kDefaultMaxSpecializations);
+  // From the bytes of a model; external data is resolved against `folder`.
+  Model(std::string bytes, std::string folder, ImportOptions options, Compile compile,
+        size_t max_specializations = kDefaultMaxSpecializations);
+
+  // Every input a call takes (the model's, less constant_inputs), in order.
+  const std::vector<std::string>& input_names() const { return first_.input_names; }
+  const std::vector<std::string>& output_names() const { return first_.output_names; }
+  size_t num_outputs() const { return first_.num_outputs; }
+  int64_t opset() const { return first_.opset; }
+  // The inputs a call specializes on, in input order. It may grow on a
+  // call: a translation can ask for an input only once those it asked for
+  // first have values (the cache is then emptied).
+  std::vector<std::string> value_inputs() const;
+  // The import of a model without value inputs; null for one with them.
+  const Imported* single() const { return first_.graph ? &first_ : nullptr; }
+
+  std::vector<Tensor> operator()(const std::vector<Tensor>& inputs);
+  // The import a call with `inputs` runs (imported now unless cached): its
+  // graph's inputs are the call's inputs less the value inputs.
+  std::shared_ptr<const Imported> import_for(const std::vector<Tensor>& inputs);
+  // The graphs cached now, and the most kept.
+  size_t num_specializations() const;
+  size_t max_specializations() const { return max_specializations_; }
+
+ private:
+  struct Entry {
+    std::string key;  // the value inputs' dtypes, shapes and bytes
+    std::shared_ptr<const Imported> imported;
+    Runner run;  // made on the entry's first call
+  };
+  Entry& entry_for(const std::vector<Tensor>& inputs);
+  std::string key_of(const std::vector<Tensor>& inputs) const;
+  Imported specialize(const std::vector<Tensor>& inputs);
+  void check_arity(const std::vector<Tensor>& inputs) const;
+
+  std::string bytes_, folder_;
+  ImportOptions options_;
+  Compile compile_;
+  size_t max_specializations_;
+  Imported first_;                 // the import without values
+  std::vector<size_t> positions_;  // of the value inputs among input_names()
+  std::list<Entry> cache_;         // the most recently used first
+  mutable std::mutex mutex_;
+};
+
+}  // namespace kiln::onnx

@@ -1,0 +1,224 @@
+"""ONNX models whose shapes, axes, k, pads, repeats or trip counts come from
+graph inputs, called as ONNX Runtime calls them: every input given at call
+time (onnx::Model, kiln.onnx.SpecializedModel). Each model runs on several
+values of those inputs and is compared with ONNX Runtime; the cache of
+specialized graphs stays bounded, and what cannot be saved as one graph says
+so."""
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+import kiln
+
+F, I64 = TensorProto.FLOAT, TensorProto.INT64
+rng = np.random.default_rng(24)
+
+
+def model_file(tmp_path, nodes, inputs, outputs, opset=17, name="m.onnx"):
+    graph = helper.make_graph(nodes, "g", inputs, outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    path = tmp_path / name
+    onnx.save(model, str(path))
+    return path
+
+
+def check_against_ort(path, feeds_list, rtol=1e-5, atol=1e-6):
+    """kiln.onnx.load(path) called on each feed gives ONNX Runtime's outputs."""
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    model = kiln.onnx.load(path)
+    for feeds in feeds_list:
+        want = session.run(None, dict(zip(names, feeds)))
+        got = model(*[kiln.from_numpy(np.array(a, copy=True)) for a in feeds])
+        got = list(got) if isinstance(got, tuple) else [got]
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            g = g.numpy()
+            assert g.shape == w.shape and g.dtype == w.dtype
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+    return model
+
+
+def vec(*values):
+    return np.array(values, dtype=np.int64)
+
+
+def x_input(shape, name="x", dtype=F):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def int_input(name, shape):
+    return helper.make_tensor_value_info(name, I64, shape)
+
+
+def out(name="y", dtype=F):
+    return helper.make_tensor_value_info(name, dtype, None)
+
+
+def floats(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def test_reshape_shape_from_an_input(tmp_path):
+    path = model_file(tmp_path, [helper.make_node("Reshape", ["x", "shape"], ["y"])],
+                      [x_input([2, 3, 4]), int_input("shape", [None])], [out()])
+    x = floats(2, 3, 4)
+    model = check_against_ort(path, [(x, vec(6, 4)), (x, vec(4, -1)), (x, vec(2, 0, 4)),
+                                     (x, vec(24)), (x, vec(6, 4))])
+    assert isinstance(model, kiln.onnx.SpecializedModel)
+    assert model.value_inputs == ["shape"]
+    assert model.num_specializations == 4  # the repeated shape hit the cache
+
+
+def test_shape_ops_from_inputs(tmp_path):
+    """Expand's shape, Tile's repeats, Unsqueeze's and Squeeze's axes,
+    ConstantOfShape's shape."""
+    nodes = [helper.make_node("Expand", ["x", "shape"], ["e"]),
+             helper.make_node("Tile", ["e", "repeats"], ["t"]),
+             helper.make_node("Unsqueeze", ["t", "axes"], ["u"]),
+             helper.make_node("Squeeze", ["u", "axes"], ["y"]),
+             helper.make_node("ConstantOfShape", ["shape"], ["c"],
+                              value=helper.make_tensor("v", F, [1], [2.5]))]
+    path = model_file(tmp_path, nodes,
+                      [x_input([3, 1]), int_input("shape", [2]), int_input("repeats", [2]),
+                       int_input("axes", [1])], [out(), out("c")])
+    x = floats(3, 1)
+    check_against_ort(path, [(x, vec(3, 4), vec(1, 2), vec(0)),
+                             (x, vec(1, 5), vec(2, 1), vec(-1)),
+                             (x, vec(3, 1), vec(3, 3), vec(1))])
+
+
+def test_slice_split_and_pad_from_inputs(tmp_path):
+    nodes = [helper.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["s"]),
+             helper.make_node("Pad", ["s", "pads", "fill"], ["y"]),
+             helper.make_node("Split", ["x", "sizes"], ["a", "b"], axis=1)]
+    path = model_file(tmp_path, nodes,
+                      [x_input([4, 6]), int_input("starts", [1]), int_input("ends", [1]),
+                       int_input("axes", [1]), int_input("steps", [1]), int_input("pads", [4]),
+                       x_input([], "fill"), int_input("sizes", [2])], [out(), out("a"), out("b")])
+    x = floats(4, 6)
+    fill = np.array(1.5, dtype=np.float32)
+    model = check_against_ort(path, [
+        (x, vec(1), vec(5), vec(1), vec(1), vec(0, 1, 0, 1), fill, vec(2, 4)),
+        (x, vec(-1), vec(-7), vec(0), vec(-1), vec(1, 1, 1, 1), np.array(-2.0, dtype=np.float32), vec(5, 1)),
+        (x, vec(0), vec(6), vec(-1), vec(2), vec(2, 0, 0, 2), fill, vec(3, 3))])
+    assert model.value_inputs == ["starts", "ends", "axes", "steps", "pads", "fill", "sizes"]
+
+
+def test_reductions_and_selections_from_inputs(tmp_path):
+    """ReduceSum's axes, CumSum's axis, TopK's k, Trilu's k."""
+    nodes = [helper.make_node("ReduceSum", ["x", "axes"], ["r"], keepdims=0),
+             helper.make_node("CumSum", ["x", "axis"], ["c"]),
+             helper.make_node("TopK", ["x", "k"], ["v", "i"]),
+             helper.make_node("Trilu", ["x", "diagonal"], ["t"], upper=0)]
+    path = model_file(tmp_path, nodes,
+                      [x_input([3, 5]), int_input("axes", [None]), int_input("axis", []),
+                       int_input("k", [1]), int_input("diagonal", [])],
+                      [out("r"), out("c"), out("v"), out("i", I64), out("t")])
+    x = floats(3, 5)
+    check_against_ort(path, [(x, vec(1), np.array(0), vec(2), np.array(0)),
+                             (x, vec(0, 1), np.array(1), vec(5), np.array(-1)),
+                             (x, vec(-2), np.array(-1), vec(1), np.array(2))])
+
+
+def test_sizes_combined_with_an_input(tmp_path):
+    """A shape built from a symbolic size (Shape(x)[0]) and an input's values."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Slice", ["s", "zero", "one"], ["batch"]),
+             helper.make_node("Concat", ["batch", "rest"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["x", "shape"], ["y"])]
+    inits = [helper.make_tensor("zero", I64, [1], [0]), helper.make_tensor("one", I64, [1], [1])]
+    graph = helper.make_graph(nodes, "g", [x_input(["n", 12]), int_input("rest", [2])], [out()],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "sizes.onnx"
+    onnx.save(model, str(path))
+    check_against_ort(path, [(floats(2, 12), vec(3, 4)), (floats(5, 12), vec(3, 4)),
+                             (floats(5, 12), vec(6, -1))])
+
+
+def test_loop_trip_count_from_inputs_stacks_scan_outputs(tmp_path):
+    """A Loop with a scan output whose trip count and first condition are
+    graph inputs (Range's expansion does this)."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Add", ["acc", "step"], ["acc_out"]),
+         helper.make_node("Identity", ["acc"], ["seen"])],
+        "body", [int_input("i", []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                 x_input([2], "acc")],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), x_input([2], "acc_out"),
+         x_input([2], "seen")])
+    loop = helper.make_node("Loop", ["trip", "cond", "start"], ["last", "ys"], body=body)
+    cond = helper.make_tensor_value_info("cond", TensorProto.BOOL, [])
+    path = model_file(tmp_path, [loop],
+                      [int_input("trip", []), cond, x_input([2], "start"), x_input([2], "step")],
+                      [out("last"), out("ys")])
+    start, step = floats(2), floats(2)
+    model = check_against_ort(path, [(np.array(3), np.array(True), start, step),
+                                     (np.array(5), np.array(True), start, step),
+                                     (np.array(3), np.array(True), step, start)])
+    assert model.value_inputs == ["trip", "cond"]
+
+
+def test_cache_is_bounded(tmp_path):
+    path = model_file(tmp_path, [helper.make_node("Reshape", ["x", "shape"], ["y"])],
+                      [x_input([4, 6]), int_input("shape", [2])], [out()])
+    model = kiln.onnx.load(path, max_specializations=2)
+    x = floats(4, 6)
+    shapes = [vec(2, 12), vec(3, 8), vec(6, 4), vec(2, 12)]
+    for shape in shapes:
+        got = model(kiln.from_numpy(x), kiln.from_numpy(shape)).numpy()
+        np.testing.assert_array_equal(got, x.reshape(shape))
+        assert model.num_specializations <= 2
+    assert model.num_specializations == 2 and model.max_specializations == 2
+    with pytest.raises(ValueError, match="at least 1"):
+        kiln.onnx.load(path, max_specializations=0)
+
+
+def test_value_inputs_have_a_size_limit(tmp_path):
+    path = model_file(tmp_path, [helper.make_node("ReduceSum", ["x", "axes"], ["y"])],
+                      [x_input([4]), int_input("axes", [None])], [out()])
+    model = kiln.onnx.load(path)
+    with pytest.raises(ValueError, match="input 'axes' decides the graph.*at most 256"):
+        model(kiln.from_numpy(floats(4)), kiln.from_numpy(np.zeros(300, dtype=np.int64)))
+
+
+def test_a_specialized_model_saves_one_specialization(tmp_path):
+    path = model_file(tmp_path, [helper.make_node("Reshape", ["x", "shape"], ["y"])],
+                      [x_input([4, 6]), int_input("shape", [2])], [out()])
+    model = kiln.onnx.load(path)
+    x, shape = kiln.from_numpy(floats(4, 6)), kiln.from_numpy(vec(3, 8))
+    with pytest.raises(RuntimeError, match=r"save refused.*shape.*specialize\(\*inputs\)"):
+        model.save(tmp_path / "m.kiln")
+    with pytest.raises(TypeError, match="no one graph holds it"):
+        kiln.onnx.export(model, (x, shape), tmp_path / "again.onnx")
+    single = model.specialize(x, shape)
+    single.save(tmp_path / "m.kiln", (x,))
+    loaded = kiln.jit.load(tmp_path / "m.kiln")
+    np.testing.assert_array_equal(loaded(x).numpy(), model(x, shape).numpy())
+    assert list(loaded(x).shape) == [3, 8]
+
+
+def test_a_model_without_value_inputs_is_one_traced_module(tmp_path):
+    path = model_file(tmp_path, [helper.make_node("Relu", ["x"], ["y"])], [x_input([2, 3])],
+                      [out()])
+    model = kiln.onnx.load(path)
+    assert isinstance(model, kiln.jit.TracedModule)
+
+
+def test_a_value_computed_at_run_time_is_still_refused(tmp_path):
+    """A shape computed from a float tensor's data is no input's value."""
+    nodes = [helper.make_node("ReduceMax", ["x"], ["m"], keepdims=0),
+             helper.make_node("Cast", ["m"], ["n"], to=I64),
+             helper.make_node("Reshape", ["n", "one"], ["shape"]),
+             helper.make_node("ConstantOfShape", ["shape"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [x_input([2, 3])], [out()],
+                              initializer=[helper.make_tensor("one", I64, [1], [1])])
+    path = tmp_path / "data.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    with pytest.raises(RuntimeError, match="must be known when the model is imported"):
+        kiln.onnx.load(path)
