@@ -17,10 +17,11 @@
 namespace kiln::onnx {
 namespace {
 
+// The version of the default op set; 0 when the model imports none (its
+// nodes may all be of other domains, which import_node then names).
 int64_t default_opset(const pb::ModelProto& model) {
   for (const pb::OperatorSetIdProto& opset : model.opset_import())
     if (opset.domain().empty() || opset.domain() == "ai.onnx") return opset.version();
-  KILN_CHECK(false, "onnx import: the model imports no version of the default ONNX op set");
   return 0;
 }
 
@@ -87,10 +88,25 @@ DimList input_shape(const pb::ValueInfoProto& input, const ImportOptions& option
   return shape;
 }
 
+// Whether an input may be specialized on (Note [Value inputs] in
+// import_context.cpp): a scalar or a vector (shapes, axes, bounds,
+// Resize's scales), or an integer or bool input of few elements; a call
+// checks the count it gives. A float input of more dims is data.
+bool may_hold_a_value(const TensorMeta& type) {
+  if (type.shape.size() <= 1) return true;
+  if (is_floating(type.dtype) || !is_static(type.shape)) return false;
+  int64_t count = 1;
+  for (int64_t size : to_static(type.shape))
+    count *= size;
+  return count <= kMaxValueInputElements;
+}
+
 void import_node(const pb::NodeProto& node, ImportContext& context) {
   std::string where = "onnx import: node '" + node.name() + "' (" + node.op_type() + ")";
   KILN_CHECK(node.domain().empty() || node.domain() == "ai.onnx", where, ": op domain '",
              node.domain(), "' is not one kiln reads");
+  KILN_CHECK(context.opset() > 0, where,
+             ": the model imports no version of the default ONNX op set, which the node is of");
   ImportFn importer = find_importer(node.op_type());
   KILN_CHECK(importer, "onnx import: op '", node.op_type(), "' (node '", node.name(),
              "') has no kiln translation");
@@ -116,8 +132,8 @@ std::vector<jit::Value*> import_subgraph(const pb::GraphProto& graph, ImportCont
   return outputs;
 }
 
-Imported import_model_bytes(const std::string& bytes, const std::string& folder,
-                            const ImportOptions& options) {
+Imported try_import_model_bytes(const std::string& bytes, const std::string& folder,
+                                const ImportOptions& options) {
   pb::ModelProto model;
   KILN_CHECK(model.ParseFromString(bytes),
              "onnx import: not an ONNX model (the protobuf does "
@@ -154,18 +170,36 @@ Imported import_model_bytes(const std::string& bytes, const std::string& folder,
     jit::Value* value = result.graph->add_input(
         {input_dtype(input), input_shape(input, options, symbols)}, input.name());
     context.define(input.name(), value);
+    if (may_hold_a_value(value->type())) context.add_value_candidate(value, input.name());
     result.input_names.push_back(input.name());
   }
-  for (const pb::NodeProto& node : graph.node())
-    import_node(node, context);
-  std::vector<jit::Value*> outputs;
-  for (const pb::ValueInfoProto& output : graph.output()) {
-    outputs.push_back(context.value(output.name()));
+  for (const pb::ValueInfoProto& output : graph.output())
     result.output_names.push_back(output.name());
+  result.num_outputs = result.output_names.size();
+  try {
+    for (const pb::NodeProto& node : graph.node())
+      import_node(node, context);
+  } catch (const Error& e) {
+    const std::set<std::string>& requested = context.requested_inputs();
+    if (requested.empty()) throw;
+    for (const std::string& name : result.input_names)
+      if (requested.count(name)) result.value_inputs.push_back(name);
+    result.value_inputs_reason = e.what();
+    result.graph = nullptr;
+    return result;
   }
+  std::vector<jit::Value*> outputs;
+  for (const pb::ValueInfoProto& output : graph.output())
+    outputs.push_back(context.value(output.name()));
   result.graph->set_outputs(outputs);
   context.finish();
-  result.num_outputs = outputs.size();
+  return result;
+}
+
+Imported import_model_bytes(const std::string& bytes, const std::string& folder,
+                            const ImportOptions& options) {
+  Imported result = try_import_model_bytes(bytes, folder, options);
+  if (!result.graph) throw Error(ErrorKind::Runtime, result.value_inputs_reason);
   return result;
 }
 
