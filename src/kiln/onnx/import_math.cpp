@@ -1,12 +1,11 @@
-// Translations of ONNX's float tests, roundings, Mod, bitwise ops and the
-// ops that order or walk a tensor (Trilu, CumSum, TopK, Tile) into kiln ops.
+// Translations of ONNX's IsInf, Sign, Mod and the ops that order or walk a
+// tensor (Trilu, CumSum, TopK, Tile) into kiln ops. Tan, ..., Erf, IsNaN,
+// Floor, Ceil, Round (half to even in both) and BitwiseAnd & co. are one
+// kiln op each, declared in their OpDefs (import_generic.cpp).
 //
-//   Tan, Asin, ..., Erf     -> tan, asin, ..., erf
-//   IsNaN, IsInf            -> isnan, isinf (one sign: and x > 0 / x < 0)
-//   Floor, Ceil, Round      -> floor, ceil, round (half to even in both)
+//   IsInf                   -> isinf (one sign: and x > 0 / x < 0)
 //   Sign                    -> sign (NaN kept, as ONNX Runtime does)
 //   Mod fmod=1 / fmod=0     -> fmod / remainder
-//   BitwiseAnd/Or/Xor/Not   -> bitwise_and/or/xor/not
 //   Trilu                   -> triu / tril
 //   CumSum                  -> cumsum (reverse: flipped around it;
 //                              exclusive: shifted by one)
@@ -22,13 +21,6 @@ namespace {
 
 using jit::Value;
 using Node = pb::NodeProto;
-
-constexpr char kTan[] = "tan", kAsin[] = "asin", kAcos[] = "acos", kAtan[] = "atan",
-               kSinh[] = "sinh", kCosh[] = "cosh", kAsinh[] = "asinh", kAcosh[] = "acosh",
-               kAtanh[] = "atanh", kErf[] = "erf";
-constexpr char kIsNan[] = "isnan", kFloor[] = "floor", kCeil[] = "ceil", kRound[] = "round",
-               kBitwiseAnd[] = "bitwise_and", kBitwiseOr[] = "bitwise_or",
-               kBitwiseXor[] = "bitwise_xor", kBitwiseNot[] = "bitwise_not";
 
 // IsInf detecting one sign only: infinite and of that sign (bools multiply
 // as and).
@@ -123,27 +115,9 @@ void tile(const Node& node, ImportContext& c) {
 }  // namespace
 
 void add_math_importers(Table& table) {
-  table["Tan"] = unary<kTan>;
-  table["Asin"] = unary<kAsin>;
-  table["Acos"] = unary<kAcos>;
-  table["Atan"] = unary<kAtan>;
-  table["Sinh"] = unary<kSinh>;
-  table["Cosh"] = unary<kCosh>;
-  table["Asinh"] = unary<kAsinh>;
-  table["Acosh"] = unary<kAcosh>;
-  table["Atanh"] = unary<kAtanh>;
-  table["Erf"] = unary<kErf>;
-  table["IsNaN"] = unary<kIsNan>;
   table["IsInf"] = is_inf;
-  table["Floor"] = unary<kFloor>;
-  table["Ceil"] = unary<kCeil>;
-  table["Round"] = unary<kRound>;
   table["Sign"] = sign;
   table["Mod"] = mod;
-  table["BitwiseAnd"] = binary<kBitwiseAnd>;
-  table["BitwiseOr"] = binary<kBitwiseOr>;
-  table["BitwiseXor"] = binary<kBitwiseXor>;
-  table["BitwiseNot"] = unary<kBitwiseNot>;
   table["Trilu"] = trilu;
   table["CumSum"] = cum_sum;
   table["TopK"] = top_k;

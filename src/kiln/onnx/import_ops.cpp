@@ -1,7 +1,9 @@
-// Translations of ONNX's elementwise, reduction and linear-algebra ops into
-// kiln ops (shapes and indexing: import_shape_ops.cpp). Inputs that ONNX
-// passes as tensors but kiln takes as attributes (axes, bounds) must be
-// known at import time.
+// Translations of ONNX's elementwise, reduction and linear-algebra ops that
+// are more than one kiln op of the same inputs (the one-to-one ones, Neg,
+// Add, LeakyRelu, MatMul, ..., are declared in their OpDefs:
+// import_generic.cpp; shapes and indexing: import_shape_ops.cpp). Inputs
+// that ONNX passes as tensors but kiln takes as attributes (axes, bounds)
+// must be known at import time.
 #include "kiln/core/factory.h"
 #include "kiln/onnx/import_context.h"
 #include "kiln/onnx/import_util.h"
@@ -13,11 +15,7 @@ namespace {
 using jit::Value;
 using Node = pb::NodeProto;
 
-constexpr char kNeg[] = "neg", kAbs[] = "abs", kExp[] = "exp", kLog[] = "log", kSqrt[] = "sqrt",
-               kSin[] = "sin", kCos[] = "cos", kTanh[] = "tanh", kSigmoid[] = "sigmoid",
-               kRelu[] = "relu", kNot[] = "logical_not", kAdd[] = "add", kSub[] = "sub",
-               kMul[] = "mul", kEq[] = "eq", kLt[] = "lt", kLe[] = "le", kGt[] = "gt", kGe[] = "ge",
-               kNe[] = "ne";
+constexpr char kAdd[] = "add", kMul[] = "mul", kNe[] = "ne";
 
 // ONNX divides integers with truncation: the floor quotient, one more where
 // a nonzero remainder and the signs of a and b differ.
@@ -41,11 +39,6 @@ void pow(const Node& node, ImportContext& c) {
   if (exponent->dtype() != base->dtype())
     exponent = c.emit("cast", {exponent}, {{"dtype", base->dtype()}});
   define(node, c, c.emit("pow", {base, exponent}));
-}
-
-void reciprocal(const Node& node, ImportContext& c) {
-  Value* x = c.input(node, 0);
-  define(node, c, c.emit("div", {c.constant(full({}, 1.0, x->dtype())), x}));
 }
 
 // And is mul on bools, Or is add, Xor is ne.
@@ -84,17 +77,6 @@ void sum(const Node& node, ImportContext& c) {
   variadic(node, c, "add");
 }
 
-void leaky_relu(const Node& node, ImportContext& c) {
-  define(node, c,
-         c.emit("leaky_relu", {c.input(node, 0)},
-                {{"negative_slope", double(attr_float(node, "alpha", 0.01f))}}));
-}
-
-void elu(const Node& node, ImportContext& c) {
-  define(node, c,
-         c.emit("elu", {c.input(node, 0)}, {{"alpha", double(attr_float(node, "alpha", 1.f))}}));
-}
-
 void softplus(const Node& node, ImportContext& c) {
   define(node, c, c.emit("softplus", {c.input(node, 0)}, {{"beta", 1.0}, {"threshold", 20.0}}));
 }
@@ -121,16 +103,6 @@ void clip(const Node& node, ImportContext& c) {
   for (const auto& [name, value] : runtime)
     x = c.emit(std::string(name) == "min" ? "maximum" : "minimum", {x, value});
   define(node, c, x);
-}
-
-void cast(const Node& node, ImportContext& c) {
-  define(node, c,
-         c.emit("cast", {c.input(node, 0)},
-                {{"dtype", dtype_from_onnx(attr_int(node, "to", 1), "Cast's target")}}));
-}
-
-void where(const Node& node, ImportContext& c) {
-  define(node, c, c.emit("where", {c.input(node, 0), c.input(node, 1), c.input(node, 2)}));
 }
 
 // ---- shapes ----
@@ -219,10 +191,6 @@ void argmin(const Node& node, ImportContext& c) {
 
 // ---- linear algebra ----
 
-void matmul(const Node& node, ImportContext& c) {
-  define(node, c, c.emit("matmul", {c.input(node, 0), c.input(node, 1)}));
-}
-
 Value* transposed(ImportContext& c, Value* x) {
   return c.emit("permute", {x}, {{"dims", IntList{1, 0}}});
 }
@@ -256,38 +224,14 @@ void gemm(const Node& node, ImportContext& c) {
 }  // namespace
 
 void add_basic_importers(Table& table) {
-  table["Neg"] = unary<kNeg>;
-  table["Abs"] = unary<kAbs>;
-  table["Exp"] = unary<kExp>;
-  table["Log"] = unary<kLog>;
-  table["Sqrt"] = unary<kSqrt>;
-  table["Sin"] = unary<kSin>;
-  table["Cos"] = unary<kCos>;
-  table["Tanh"] = unary<kTanh>;
-  table["Sigmoid"] = unary<kSigmoid>;
-  table["Relu"] = unary<kRelu>;
-  table["Not"] = unary<kNot>;
-  table["Reciprocal"] = reciprocal;
-  table["LeakyRelu"] = leaky_relu;
-  table["Elu"] = elu;
   table["Softplus"] = softplus;
   table["Clip"] = clip;
-  table["Cast"] = cast;
   table["Identity"] = identity;
-  table["Add"] = binary<kAdd>;
-  table["Sub"] = binary<kSub>;
-  table["Mul"] = binary<kMul>;
   table["Div"] = div;
   table["Pow"] = pow;
-  table["Equal"] = binary<kEq>;
-  table["Less"] = binary<kLt>;
-  table["LessOrEqual"] = binary<kLe>;
-  table["Greater"] = binary<kGt>;
-  table["GreaterOrEqual"] = binary<kGe>;
   table["And"] = logical_and;
   table["Or"] = logical_or;
   table["Xor"] = logical_xor;
-  table["Where"] = where;
   table["Max"] = max;
   table["Min"] = min;
   table["Sum"] = sum;
@@ -301,7 +245,6 @@ void add_basic_importers(Table& table) {
   table["ReduceProd"] = reduce_prod;
   table["ArgMax"] = argmax;
   table["ArgMin"] = argmin;
-  table["MatMul"] = matmul;
   table["Gemm"] = gemm;
 }
 

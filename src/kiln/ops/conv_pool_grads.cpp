@@ -158,43 +158,48 @@ void register_backward_ops(OpRegistry& registry) {
     return specs;
   };
   // dx = conv2d_backward_input(dy, w; input_size = x's shape, conv2d's attributes).
-  registry.add(OpDef{.name = "conv2d_backward_input",
-                     .min_inputs = 2,
-                     .max_inputs = 2,
-                     .attrs = with(conv_attrs, {"input_size", AttrKind::Ints, {}}),
-                     .infer = infer_conv_backward_input,
-                     .cpu = conv_backward_input_kernel,
-                     .onnx = {""}});
+  registry.add(OpDef{
+      .name = "conv2d_backward_input",
+      .min_inputs = 2,
+      .max_inputs = 2,
+      .attrs = with(conv_attrs, {"input_size", AttrKind::Ints, {}}),
+      .infer = infer_conv_backward_input,
+      .cpu = conv_backward_input_kernel,
+      .onnx = onnx_not_exportable("a backward op of conv2d: ONNX models hold forward graphs")});
   // dw = conv2d_backward_weight(dy, x; weight_size = w's shape, conv2d's attributes).
-  registry.add(OpDef{.name = "conv2d_backward_weight",
-                     .min_inputs = 2,
-                     .max_inputs = 2,
-                     .attrs = with(conv_attrs, {"weight_size", AttrKind::Ints, {}}),
-                     .infer = infer_conv_backward_weight,
-                     .cpu = conv_backward_weight_kernel,
-                     .onnx = {""}});
+  registry.add(OpDef{
+      .name = "conv2d_backward_weight",
+      .min_inputs = 2,
+      .max_inputs = 2,
+      .attrs = with(conv_attrs, {"weight_size", AttrKind::Ints, {}}),
+      .infer = infer_conv_backward_weight,
+      .cpu = conv_backward_weight_kernel,
+      .onnx = onnx_not_exportable("a backward op of conv2d: ONNX models hold forward graphs")});
   // dx = *_pool2d_backward(dy, x; the forward's attributes).
-  registry.add(OpDef{.name = "max_pool2d_backward",
-                     .min_inputs = 2,
-                     .max_inputs = 2,
-                     .attrs = registry.get(kMaxPool).attrs,
-                     .infer = infer_pool_backward<kMaxPool>,
-                     .cpu = max_pool_backward_kernel,
-                     .onnx = {""}});
-  registry.add(OpDef{.name = "avg_pool2d_backward",
-                     .min_inputs = 2,
-                     .max_inputs = 2,
-                     .attrs = registry.get(kAvgPool).attrs,
-                     .infer = infer_pool_backward<kAvgPool>,
-                     .cpu = avg_pool_backward_kernel,
-                     .onnx = {""}});
+  registry.add(OpDef{
+      .name = "max_pool2d_backward",
+      .min_inputs = 2,
+      .max_inputs = 2,
+      .attrs = registry.get(kMaxPool).attrs,
+      .infer = infer_pool_backward<kMaxPool>,
+      .cpu = max_pool_backward_kernel,
+      .onnx = onnx_not_exportable("a backward op of max_pool2d: ONNX models hold forward graphs")});
+  registry.add(OpDef{
+      .name = "avg_pool2d_backward",
+      .min_inputs = 2,
+      .max_inputs = 2,
+      .attrs = registry.get(kAvgPool).attrs,
+      .infer = infer_pool_backward<kAvgPool>,
+      .cpu = avg_pool_backward_kernel,
+      .onnx = onnx_not_exportable("a backward op of avg_pool2d: ONNX models hold forward graphs")});
   registry.add(OpDef{.name = "adaptive_avg_pool2d_backward",
                      .min_inputs = 2,
                      .max_inputs = 2,
                      .attrs = {},
                      .infer = infer_adaptive_backward,
                      .cpu = adaptive_backward_kernel,
-                     .onnx = {""}});
+                     .onnx = onnx_not_exportable(
+                         "a backward op of adaptive_avg_pool2d: ONNX models hold forward graphs")});
 }
 
 }  // namespace conv_pool

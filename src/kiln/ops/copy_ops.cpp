@@ -52,7 +52,7 @@ void register_copy_ops(OpRegistry& registry) {
                      .cpu = copy_kernel,
                      .grad = cast_grad,
                      .kind = OpKind::Elementwise,
-                     .onnx = {"Cast"}});
+                     .onnx = onnx_op("Cast", {{"dtype", "to", DType::Float32}})});
   // Always a fresh contiguous copy (clone); `contiguous` is the API function
   // that skips the copy when the input already is.
   registry.add(OpDef{.name = "clone",
@@ -61,7 +61,8 @@ void register_copy_ops(OpRegistry& registry) {
                      .cpu = copy_kernel,
                      .grad = clone_grad,
                      .kind = OpKind::Elementwise,
-                     .onnx = {"Identity"}});
+                     // Import reads Identity as the value itself.
+                     .onnx = onnx_op("Identity", {}, {}, OnnxDirection::ExportOnly)});
   // fill(x) -> a tensor shaped like x holding one value. `int_value` keeps
   // integers beyond 2^53 exact.
   registry.add(

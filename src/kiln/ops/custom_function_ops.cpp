@@ -196,16 +196,17 @@ std::vector<Tensor> dispatch_custom_function(int64_t id, const std::vector<Tenso
 void register_custom_function_ops(OpRegistry& registry) {
   // Never folded, merged or removed (has_side_effects): running it calls
   // back into the program, and no ONNX op can stand for it.
-  registry.add(
-      OpDef{.name = "custom_function",
-            .min_inputs = 0,
-            .max_inputs = -1,
-            .num_outputs = -1,
-            .attrs = {{"id", AttrKind::Int, AttrValue()}, {"name", AttrKind::String, AttrValue()}},
-            .infer = infer_custom_function,
-            .cpu = custom_function_kernel,
-            .grad = custom_function_grad,
-            .has_side_effects = true});
+  registry.add(OpDef{
+      .name = "custom_function",
+      .min_inputs = 0,
+      .max_inputs = -1,
+      .num_outputs = -1,
+      .attrs = {{"id", AttrKind::Int, AttrValue()}, {"name", AttrKind::String, AttrValue()}},
+      .infer = infer_custom_function,
+      .cpu = custom_function_kernel,
+      .grad = custom_function_grad,
+      .has_side_effects = true,
+      .onnx = onnx_not_exportable("it calls a Python autograd.Function registered at run time")});
 }
 
 }  // namespace kiln

@@ -210,7 +210,7 @@ OpDef with_grad(OpDef def, GradFn grad) {
   return def;
 }
 
-OpDef binary(std::string name, InferFn infer, KernelFn cpu, std::string onnx_op,
+OpDef binary(std::string name, InferFn infer, KernelFn cpu, OnnxInfo onnx,
              bool may_run_inplace = true) {
   return OpDef{.name = std::move(name),
                .min_inputs = 2,
@@ -220,38 +220,51 @@ OpDef binary(std::string name, InferFn infer, KernelFn cpu, std::string onnx_op,
                .cpu = cpu,
                .kind = OpKind::Elementwise,
                .may_run_inplace = may_run_inplace,
-               .onnx = {std::move(onnx_op)}};
+               .onnx = std::move(onnx)};
+}
+
+// ONNX's binary ops take operands of one dtype, which kiln's promote to.
+// Import makes kiln's op too, except for Div and Pow (onnx/import_ops.cpp:
+// ONNX divides integers with truncation; Pow's exponent keeps its type).
+OnnxInfo onnx_binary(std::string op_type, OnnxDirection direction = OnnxDirection::Both) {
+  return onnx_op(std::move(op_type), {}, {OnnxOperand::Promoted}, direction);
 }
 
 // Comparisons write bool, so their output never fits in a float input's buffer.
-OpDef comparison(std::string name, KernelFn cpu, std::string onnx_op) {
-  return binary(std::move(name), infer_comparison, cpu, std::move(onnx_op), false);
+OpDef comparison(std::string name, KernelFn cpu, OnnxInfo onnx) {
+  return binary(std::move(name), infer_comparison, cpu, std::move(onnx), false);
 }
 
 }  // namespace
 
 void register_elementwise_binary_ops(OpRegistry& registry) {
-  registry.add(
-      with_grad(binary("add", infer_arithmetic, binary_kernel<BinaryOp::Add>, "Add"), add_grad));
-  registry.add(with_grad(binary("sub", infer_sub, binary_kernel<BinaryOp::Sub>, "Sub"), sub_grad));
-  registry.add(
-      with_grad(binary("mul", infer_arithmetic, binary_kernel<BinaryOp::Mul>, "Mul"), mul_grad));
+  registry.add(with_grad(
+      binary("add", infer_arithmetic, binary_kernel<BinaryOp::Add>, onnx_binary("Add")), add_grad));
+  registry.add(with_grad(binary("sub", infer_sub, binary_kernel<BinaryOp::Sub>, onnx_binary("Sub")),
+                         sub_grad));
+  registry.add(with_grad(
+      binary("mul", infer_arithmetic, binary_kernel<BinaryOp::Mul>, onnx_binary("Mul")), mul_grad));
   // True division: integer and bool operands compute in float32.
-  registry.add(with_grad(binary("div", infer_broadcast_float, binary_kernel<BinaryOp::Div>, "Div"),
+  registry.add(with_grad(binary("div", infer_broadcast_float, binary_kernel<BinaryOp::Div>,
+                                onnx_binary("Div", OnnxDirection::ExportOnly)),
                          div_grad));
-  registry.add(with_grad(binary("pow", infer_pow, binary_kernel<BinaryOp::Pow>, "Pow"), pow_grad));
-  registry.add(with_grad(
-      binary("maximum", infer_arithmetic, binary_kernel<BinaryOp::Maximum>, "Max"), maximum_grad));
-  registry.add(with_grad(
-      binary("minimum", infer_arithmetic, binary_kernel<BinaryOp::Minimum>, "Min"), minimum_grad));
+  registry.add(with_grad(binary("pow", infer_pow, binary_kernel<BinaryOp::Pow>,
+                                onnx_binary("Pow", OnnxDirection::ExportOnly)),
+                         pow_grad));
+  registry.add(with_grad(binary("maximum", infer_arithmetic, binary_kernel<BinaryOp::Maximum>,
+                                onnx_binary("Max", OnnxDirection::ExportOnly)),
+                         maximum_grad));
+  registry.add(with_grad(binary("minimum", infer_arithmetic, binary_kernel<BinaryOp::Minimum>,
+                                onnx_binary("Min", OnnxDirection::ExportOnly)),
+                         minimum_grad));
   // Comparisons write bool: no gradient, so no rule.
-  registry.add(comparison("eq", binary_kernel<BinaryOp::Eq>, "Equal"));
+  registry.add(comparison("eq", binary_kernel<BinaryOp::Eq>, onnx_binary("Equal")));
   // ONNX has no NotEqual; the exporter writes Not(Equal(a, b)).
-  registry.add(comparison("ne", binary_kernel<BinaryOp::Ne>, ""));
-  registry.add(comparison("lt", binary_kernel<BinaryOp::Lt>, "Less"));
-  registry.add(comparison("le", binary_kernel<BinaryOp::Le>, "LessOrEqual"));
-  registry.add(comparison("gt", binary_kernel<BinaryOp::Gt>, "Greater"));
-  registry.add(comparison("ge", binary_kernel<BinaryOp::Ge>, "GreaterOrEqual"));
+  registry.add(comparison("ne", binary_kernel<BinaryOp::Ne>, {}));
+  registry.add(comparison("lt", binary_kernel<BinaryOp::Lt>, onnx_binary("Less")));
+  registry.add(comparison("le", binary_kernel<BinaryOp::Le>, onnx_binary("LessOrEqual")));
+  registry.add(comparison("gt", binary_kernel<BinaryOp::Gt>, onnx_binary("Greater")));
+  registry.add(comparison("ge", binary_kernel<BinaryOp::Ge>, onnx_binary("GreaterOrEqual")));
   // where(cond, a, b): the output shares a's dtype, not cond's, so it is not
   // marked as able to reuse input 0's buffer.
   registry.add(OpDef{.name = "where",
@@ -262,7 +275,7 @@ void register_elementwise_binary_ops(OpRegistry& registry) {
                      .cpu = where_kernel,
                      .grad = where_grad,
                      .kind = OpKind::Elementwise,
-                     .onnx = {"Where"}});
+                     .onnx = onnx_op("Where", {}, {OnnxOperand::Bool, OnnxOperand::Output})});
   auto addc = [](std::string name, InferFn infer, KernelFn cpu, GradFn grad) {
     return OpDef{.name = std::move(name),
                  .min_inputs = 3,
@@ -273,7 +286,7 @@ void register_elementwise_binary_ops(OpRegistry& registry) {
                  .grad = grad,
                  .kind = OpKind::Elementwise,
                  .may_run_inplace = true,
-                 .onnx = {""}};
+                 .onnx = {}};
   };
   registry.add(addc("addcmul", infer_addcmul, addcmul_kernel, addcmul_grad));
   registry.add(addc("addcdiv", infer_addcdiv, addcdiv_kernel, addcdiv_grad));

@@ -106,8 +106,7 @@ Tensor trunc_quotient(const Tensor& a, const Tensor& b) {
   return trunc(a / b);
 }
 
-OpDef binary(std::string name, InferFn infer, KernelFn cpu, std::string onnx_op,
-             GradFn grad = nullptr) {
+OpDef binary(std::string name, InferFn infer, KernelFn cpu, OnnxInfo onnx, GradFn grad = nullptr) {
   return OpDef{.name = std::move(name),
                .min_inputs = 2,
                .max_inputs = 2,
@@ -117,7 +116,15 @@ OpDef binary(std::string name, InferFn infer, KernelFn cpu, std::string onnx_op,
                .grad = grad,
                .kind = OpKind::Elementwise,
                .may_run_inplace = true,
-               .onnx = {std::move(onnx_op)}};
+               .onnx = std::move(onnx)};
+}
+
+// ONNX has BitwiseAnd & co. from opset 18; kiln writes opsets 13 to 17, where
+// its exporter writes bools as And, Or, Xor, Not by hand (onnx/export_math.cpp).
+OnnxInfo onnx_bitwise(std::string op_type) {
+  OnnxInfo info = onnx_op(std::move(op_type), {}, {}, OnnxDirection::ImportOnly);
+  info.min_opset = 18;
+  return info;
 }
 
 }  // namespace
@@ -125,26 +132,26 @@ OpDef binary(std::string name, InferFn infer, KernelFn cpu, std::string onnx_op,
 void register_elementwise_integer_ops(OpRegistry& registry) {
   // ONNX's Mod with fmod=1 is C's fmod; its fmod=0 (Python's sign rule) is
   // for integers only, so remainder has no one-op translation.
-  registry.add(binary("remainder", infer_division, binary_kernel<BinaryOp::Remainder>, "",
+  registry.add(binary("remainder", infer_division, binary_kernel<BinaryOp::Remainder>, {},
                       rounded_rest_grad<floor_quotient>));
-  registry.add(binary("fmod", infer_division, binary_kernel<BinaryOp::Fmod>, "Mod",
+  registry.add(binary("fmod", infer_division, binary_kernel<BinaryOp::Fmod>, {"Mod"},
                       rounded_rest_grad<trunc_quotient>));
   // No backward rule: PyTorch has none either (a step function whose
   // derivative is zero almost everywhere, which PyTorch refuses to pretend).
-  registry.add(binary("floor_divide", infer_division, binary_kernel<BinaryOp::FloorDivide>, ""));
-  registry.add(
-      binary("bitwise_and", infer_bitwise, binary_kernel<BinaryOp::BitwiseAnd>, "BitwiseAnd"));
-  registry.add(
-      binary("bitwise_or", infer_bitwise, binary_kernel<BinaryOp::BitwiseOr>, "BitwiseOr"));
-  registry.add(
-      binary("bitwise_xor", infer_bitwise, binary_kernel<BinaryOp::BitwiseXor>, "BitwiseXor"));
+  registry.add(binary("floor_divide", infer_division, binary_kernel<BinaryOp::FloorDivide>, {}));
+  registry.add(binary("bitwise_and", infer_bitwise, binary_kernel<BinaryOp::BitwiseAnd>,
+                      onnx_bitwise("BitwiseAnd")));
+  registry.add(binary("bitwise_or", infer_bitwise, binary_kernel<BinaryOp::BitwiseOr>,
+                      onnx_bitwise("BitwiseOr")));
+  registry.add(binary("bitwise_xor", infer_bitwise, binary_kernel<BinaryOp::BitwiseXor>,
+                      onnx_bitwise("BitwiseXor")));
   registry.add(OpDef{.name = "bitwise_not",
                      .attrs = {},
                      .infer = infer_bitwise_not,
                      .cpu = bitwise_not_kernel,
                      .kind = OpKind::Elementwise,
                      .may_run_inplace = true,
-                     .onnx = {"BitwiseNot"}});
+                     .onnx = onnx_bitwise("BitwiseNot")});
 }
 
 }  // namespace kiln

@@ -191,14 +191,18 @@ std::vector<Tensor> logaddexp_grad(const GradContext& ctx) {
   return {reduce_to_input(ctx, 0, ga), reduce_to_input(ctx, 1, gb)};
 }
 
-OpDef unary(std::string name, KernelFn cpu, GradFn grad) {
+// `onnx`: the ONNX op of the same function, if any; integer inputs are
+// cast to the float output first, as the kernel computes.
+OpDef unary(std::string name, KernelFn cpu, GradFn grad, std::string onnx_type = "") {
   return OpDef{.name = std::move(name),
                .infer = infer_unary_float,
                .cpu = cpu,
                .grad = grad,
                .kind = OpKind::Elementwise,
                .may_run_inplace = true,
-               .onnx = {""}};
+               .onnx = onnx_type.empty()
+                           ? OnnxInfo{}
+                           : onnx_op(std::move(onnx_type), {}, {OnnxOperand::Output})};
 }
 
 OpDef binary(std::string name, InferFn infer, KernelFn cpu, GradFn grad) {
@@ -210,7 +214,7 @@ OpDef binary(std::string name, InferFn infer, KernelFn cpu, GradFn grad) {
                .grad = grad,
                .kind = OpKind::Elementwise,
                .may_run_inplace = true,
-               .onnx = {""}};
+               .onnx = {}};
 }
 
 }  // namespace
@@ -220,18 +224,19 @@ void register_elementwise_math_ops(OpRegistry& registry) {
   registry.add(unary("expm1", unary_kernel<Expm1>, unary_grad<expm1_grad>));
   registry.add(unary("log2", unary_kernel<Log2>, unary_grad<log2_grad>));
   registry.add(unary("log10", unary_kernel<Log10>, unary_grad<log10_grad>));
-  registry.add(unary("reciprocal", unary_kernel<Reciprocal>, unary_grad<reciprocal_grad>));
-  registry.add(unary("erf", unary_kernel<Erf>, unary_grad<erf_grad>));
+  registry.add(
+      unary("reciprocal", unary_kernel<Reciprocal>, unary_grad<reciprocal_grad>, "Reciprocal"));
+  registry.add(unary("erf", unary_kernel<Erf>, unary_grad<erf_grad>, "Erf"));
   registry.add(unary("erfc", unary_kernel<Erfc>, unary_grad<erfc_grad>));
-  registry.add(unary("tan", unary_kernel<Tan>, unary_grad<tan_grad>));
-  registry.add(unary("asin", unary_kernel<Asin>, unary_grad<asin_grad>));
-  registry.add(unary("acos", unary_kernel<Acos>, unary_grad<acos_grad>));
-  registry.add(unary("atan", unary_kernel<Atan>, unary_grad<atan_grad>));
-  registry.add(unary("sinh", unary_kernel<Sinh>, unary_grad<sinh_grad>));
-  registry.add(unary("cosh", unary_kernel<Cosh>, unary_grad<cosh_grad>));
-  registry.add(unary("asinh", unary_kernel<Asinh>, unary_grad<asinh_grad>));
-  registry.add(unary("acosh", unary_kernel<Acosh>, unary_grad<acosh_grad>));
-  registry.add(unary("atanh", unary_kernel<Atanh>, unary_grad<atanh_grad>));
+  registry.add(unary("tan", unary_kernel<Tan>, unary_grad<tan_grad>, "Tan"));
+  registry.add(unary("asin", unary_kernel<Asin>, unary_grad<asin_grad>, "Asin"));
+  registry.add(unary("acos", unary_kernel<Acos>, unary_grad<acos_grad>, "Acos"));
+  registry.add(unary("atan", unary_kernel<Atan>, unary_grad<atan_grad>, "Atan"));
+  registry.add(unary("sinh", unary_kernel<Sinh>, unary_grad<sinh_grad>, "Sinh"));
+  registry.add(unary("cosh", unary_kernel<Cosh>, unary_grad<cosh_grad>, "Cosh"));
+  registry.add(unary("asinh", unary_kernel<Asinh>, unary_grad<asinh_grad>, "Asinh"));
+  registry.add(unary("acosh", unary_kernel<Acosh>, unary_grad<acosh_grad>, "Acosh"));
+  registry.add(unary("atanh", unary_kernel<Atanh>, unary_grad<atanh_grad>, "Atanh"));
   registry.add(binary("atan2", infer_broadcast_float, binary_kernel<kAtan2>, atan2_grad));
   registry.add(binary("hypot", infer_broadcast_floating_only, binary_kernel<kHypot>, hypot_grad));
   registry.add(binary("logaddexp", infer_broadcast_floating_only, binary_kernel<kLogaddexp>,

@@ -376,7 +376,7 @@ Tensor clamp_grad(const GradContext& ctx, const Tensor& g) {
   return where((x >= a.get_float("min")) * (x <= a.get_float("max")), g, 0.0);
 }
 
-OpDef elementwise(std::string name, InferFn infer, KernelFn cpu, std::string onnx_op,
+OpDef elementwise(std::string name, InferFn infer, KernelFn cpu, OnnxInfo onnx,
                   std::vector<AttrSpec> attrs = {}, GradFn grad = nullptr) {
   return OpDef{.name = std::move(name),
                .attrs = std::move(attrs),
@@ -385,7 +385,13 @@ OpDef elementwise(std::string name, InferFn infer, KernelFn cpu, std::string onn
                .grad = grad,
                .kind = OpKind::Elementwise,
                .may_run_inplace = true,
-               .onnx = {std::move(onnx_op)}};
+               .onnx = std::move(onnx)};
+}
+
+// ONNX's unary ops take and give one dtype: an integer input of an op that
+// computes in float is cast to the output's dtype first.
+OnnxInfo onnx_unary(std::string op_type) {
+  return onnx_op(std::move(op_type), {}, {OnnxOperand::Output});
 }
 
 // `grad_reads` says whether the backward rule above reads x or only y.
@@ -400,73 +406,80 @@ OpDef activation(OpDef def, GradReads grad_reads) {
 }  // namespace
 
 void register_elementwise_unary_ops(OpRegistry& registry) {
-  registry.add(elementwise("neg", infer_neg, numeric_kernel<Neg>, "Neg", {}, unary_grad<neg_grad>));
-  registry.add(
-      elementwise("abs", infer_numeric, numeric_kernel<Abs>, "Abs", {}, unary_grad<abs_grad>));
+  registry.add(elementwise("neg", infer_neg, numeric_kernel<Neg>, onnx_unary("Neg"), {},
+                           unary_grad<neg_grad>));
+  registry.add(elementwise("abs", infer_numeric, numeric_kernel<Abs>, onnx_unary("Abs"), {},
+                           unary_grad<abs_grad>));
   // Integer and bool inputs compute in float32, as in PyTorch.
-  registry.add(
-      elementwise("exp", infer_unary_float, floating_kernel<Exp>, "Exp", {}, unary_grad<exp_grad>));
-  registry.add(
-      elementwise("log", infer_unary_float, floating_kernel<Log>, "Log", {}, unary_grad<log_grad>));
-  registry.add(elementwise("sqrt", infer_unary_float, floating_kernel<Sqrt>, "Sqrt", {},
+  registry.add(elementwise("exp", infer_unary_float, floating_kernel<Exp>, onnx_unary("Exp"), {},
+                           unary_grad<exp_grad>));
+  registry.add(elementwise("log", infer_unary_float, floating_kernel<Log>, onnx_unary("Log"), {},
+                           unary_grad<log_grad>));
+  registry.add(elementwise("sqrt", infer_unary_float, floating_kernel<Sqrt>, onnx_unary("Sqrt"), {},
                            unary_grad<sqrt_grad>));
   // ONNX has no rsqrt; the exporter writes Reciprocal(Sqrt(x)).
-  registry.add(elementwise("rsqrt", infer_unary_float, floating_kernel<Rsqrt>, "", {},
+  registry.add(elementwise("rsqrt", infer_unary_float, floating_kernel<Rsqrt>, {}, {},
                            unary_grad<rsqrt_grad>));
-  registry.add(
-      elementwise("sin", infer_unary_float, floating_kernel<Sin>, "Sin", {}, unary_grad<sin_grad>));
-  registry.add(
-      elementwise("cos", infer_unary_float, floating_kernel<Cos>, "Cos", {}, unary_grad<cos_grad>));
-  registry.add(activation(elementwise("tanh", infer_unary_float, floating_kernel<Tanh>, "Tanh", {},
-                                      unary_grad<tanh_grad>),
+  registry.add(elementwise("sin", infer_unary_float, floating_kernel<Sin>, onnx_unary("Sin"), {},
+                           unary_grad<sin_grad>));
+  registry.add(elementwise("cos", infer_unary_float, floating_kernel<Cos>, onnx_unary("Cos"), {},
+                           unary_grad<cos_grad>));
+  registry.add(activation(elementwise("tanh", infer_unary_float, floating_kernel<Tanh>,
+                                      onnx_unary("Tanh"), {}, unary_grad<tanh_grad>),
                           GradReads::OutputOnly));
   registry.add(activation(elementwise("sigmoid", infer_unary_float, floating_kernel<Sigmoid>,
-                                      "Sigmoid", {}, unary_grad<sigmoid_grad>),
+                                      onnx_unary("Sigmoid"), {}, unary_grad<sigmoid_grad>),
+                          GradReads::OutputOnly));
+  registry.add(activation(elementwise("relu", infer_numeric, numeric_kernel<Relu>,
+                                      onnx_unary("Relu"), {}, unary_grad<relu_grad>),
                           GradReads::OutputOnly));
   registry.add(activation(
-      elementwise("relu", infer_numeric, numeric_kernel<Relu>, "Relu", {}, unary_grad<relu_grad>),
-      GradReads::OutputOnly));
-  registry.add(activation(
-      elementwise("leaky_relu", infer_floating, floating_kernel<LeakyRelu>, "LeakyRelu",
+      elementwise("leaky_relu", infer_floating, floating_kernel<LeakyRelu>,
+                  onnx_op("LeakyRelu", {{"negative_slope", "alpha", 0.01}}),
                   {{"negative_slope", AttrKind::Float, 0.01}}, unary_grad<leaky_relu_grad>),
       GradReads::Input));
   registry.add(activation(
-      elementwise("gelu", infer_gelu, gelu_kernel, "Gelu",
+      elementwise("gelu", infer_gelu, gelu_kernel, {"Gelu"},
                   {{"approximate", AttrKind::String, std::string("none")}}, unary_grad<gelu_grad>),
       GradReads::Input));
-  registry.add(activation(elementwise("elu", infer_floating, floating_kernel<Elu>, "Elu",
+  registry.add(activation(elementwise("elu", infer_floating, floating_kernel<Elu>,
+                                      onnx_op("Elu", {{"alpha", "alpha", 1.0}}),
                                       {{"alpha", AttrKind::Float, 1.0}}, unary_grad<elu_grad>),
                           GradReads::Input));
   registry.add(
-      activation(elementwise("softplus", infer_floating, floating_kernel<Softplus>, "Softplus",
+      activation(elementwise("softplus", infer_floating, floating_kernel<Softplus>, {"Softplus"},
                              {{"beta", AttrKind::Float, 1.0}, {"threshold", AttrKind::Float, 20.0}},
                              unary_grad<softplus_grad>),
                  GradReads::Input));
   // Bool outputs: no gradient, so no rule; never in place over a float input.
-  auto to_bool = [](std::string name, KernelFn cpu, std::string onnx_op) {
-    OpDef def = elementwise(std::move(name), infer_bool_result, cpu, std::move(onnx_op));
+  auto to_bool = [](std::string name, KernelFn cpu, OnnxInfo onnx) {
+    OpDef def = elementwise(std::move(name), infer_bool_result, cpu, std::move(onnx));
     def.may_run_inplace = false;
     return def;
   };
-  registry.add(to_bool("logical_not", logical_not_kernel, "Not"));
-  registry.add(to_bool("isnan", classify_kernel<cpu::FloatClass::NaN>, "IsNaN"));
-  registry.add(to_bool("isinf", classify_kernel<cpu::FloatClass::Inf>, "IsInf"));
-  registry.add(to_bool("isfinite", classify_kernel<cpu::FloatClass::Finite>, ""));
-  registry.add(elementwise("nan_to_num", infer_same, nan_to_num_kernel, "",
+  registry.add(to_bool("logical_not", logical_not_kernel, onnx_op("Not", {}, {OnnxOperand::Bool})));
+  registry.add(to_bool("isnan", classify_kernel<cpu::FloatClass::NaN>,
+                       onnx_op("IsNaN", {}, {}, OnnxDirection::ImportOnly)));
+  registry.add(to_bool("isinf", classify_kernel<cpu::FloatClass::Inf>, {"IsInf"}));
+  registry.add(to_bool("isfinite", classify_kernel<cpu::FloatClass::Finite>, {}));
+  registry.add(elementwise("nan_to_num", infer_same, nan_to_num_kernel, {},
                            {{"nan", AttrKind::Float, 0.0},
                             {"posinf", AttrKind::Float, {}, true},
                             {"neginf", AttrKind::Float, {}, true}},
                            unary_grad<nan_to_num_grad>));
-  registry.add(elementwise("floor", infer_numeric, numeric_kernel<Floor>, "Floor", {},
+  registry.add(elementwise("floor", infer_numeric, numeric_kernel<Floor>,
+                           onnx_op("Floor", {}, {}, OnnxDirection::ImportOnly), {},
+                           unary_grad<zero_grad>));
+  registry.add(elementwise("ceil", infer_numeric, numeric_kernel<Ceil>,
+                           onnx_op("Ceil", {}, {}, OnnxDirection::ImportOnly), {},
+                           unary_grad<zero_grad>));
+  registry.add(elementwise("round", infer_numeric, numeric_kernel<Round>,
+                           onnx_op("Round", {}, {}, OnnxDirection::ImportOnly), {},
                            unary_grad<zero_grad>));
   registry.add(
-      elementwise("ceil", infer_numeric, numeric_kernel<Ceil>, "Ceil", {}, unary_grad<zero_grad>));
-  registry.add(elementwise("round", infer_numeric, numeric_kernel<Round>, "Round", {},
-                           unary_grad<zero_grad>));
-  registry.add(
-      elementwise("trunc", infer_numeric, numeric_kernel<Trunc>, "", {}, unary_grad<zero_grad>));
-  registry.add(elementwise("sign", infer_same, sign_kernel, "Sign", {}, unary_grad<zero_grad>));
-  registry.add(elementwise("clamp", infer_clamp, clamp_kernel, "Clip",
+      elementwise("trunc", infer_numeric, numeric_kernel<Trunc>, {}, {}, unary_grad<zero_grad>));
+  registry.add(elementwise("sign", infer_same, sign_kernel, {"Sign"}, {}, unary_grad<zero_grad>));
+  registry.add(elementwise("clamp", infer_clamp, clamp_kernel, {"Clip"},
                            {{"min", AttrKind::Float, {}, true}, {"max", AttrKind::Float, {}, true}},
                            unary_grad<clamp_grad>));
 }

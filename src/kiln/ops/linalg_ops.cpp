@@ -516,7 +516,7 @@ void register_linalg_ops(OpRegistry& registry) {
                      .grad = matmul_grad,
                      .prepare = prepare_of<kMatmul>,
                      .kind = OpKind::Opaque,
-                     .onnx = {"MatMul"}});
+                     .onnx = onnx_op("MatMul")});
   // linear(x, w, b?) = x · Wᵀ + b, with W stored [out_features, in_features].
   registry.add(OpDef{.name = "linear",
                      .min_inputs = 2,

@@ -134,9 +134,80 @@ enum class OpKind {
   Opaque,
 };
 
-struct OnnxInfo {
-  std::string op_type;  // "" until the ONNX exporter maps this op
+// How an op is written in ONNX and read back (onnx/export_generic.cpp,
+// onnx/import_generic.cpp). Three forms:
+//
+//   one to one      onnx_op("LeakyRelu", {{"negative_slope", "alpha", 0.01}}):
+//                   the ONNX op takes the same inputs in the same order and
+//                   has the same outputs; attributes are renamed, their
+//                   values converted by the kiln attribute's kind (Float <->
+//                   float, Bool <-> int 0/1, DType <-> TensorProto type,
+//                   Int, Ints, String as they are). The generic exporter
+//                   and importer translate it; no hand-written translator
+//                   of the same op (or ONNX op type) may exist.
+//   hand-written    {"Conv"}: a translator in onnx/export_*.cpp writes it
+//                   (op_type only says which ONNX op it mainly becomes);
+//                   an empty OnnxInfo with a registered exporter is the same.
+//   not exportable  onnx_not_exportable("a backward op; ..."): the reason.
+//
+// tests/cpp/onnx_table_test.cpp makes every op of the table declare one.
+
+// How a kiln attribute is named in ONNX.
+struct OnnxAttr {
+  std::string kiln;
+  std::string onnx;
+  // The value ONNX means when a node leaves the attribute out (what the
+  // importer sets); None: kiln's default is ONNX's.
+  AttrValue onnx_default = {};
 };
+
+// The dtype the exporter gives an input (ONNX ops take one dtype where
+// kiln's promote).
+enum class OnnxOperand {
+  AsIs,
+  Output,    // the output's dtype (a function computing in float)
+  Bool,      // bool (Not, Where's condition)
+  Promoted,  // the dtype a binary op computes in; bools compute as int32 and
+             // the result is cast back
+};
+
+enum class OnnxDirection { Both, ExportOnly, ImportOnly };
+
+struct OnnxInfo {
+  std::string op_type;      // the ONNX op ("": none)
+  bool one_to_one = false;  // translated by the generic exporter and importer
+  OnnxDirection direction = OnnxDirection::Both;
+  std::vector<OnnxAttr> attrs = {};
+  // Per input, the last one repeating; empty: every input as it is.
+  std::vector<OnnxOperand> operands = {};
+  // The opsets (of the model, import; of the export) the translation holds
+  // for: ONNX changed the op's form outside them.
+  int64_t min_opset = 1;
+  int64_t max_opset = 1000;
+  std::string not_exportable = {};  // why the op has no ONNX form
+
+  bool exports_generically() const { return one_to_one && direction != OnnxDirection::ImportOnly; }
+  bool imports_generically() const { return one_to_one && direction != OnnxDirection::ExportOnly; }
+  OnnxOperand operand(size_t i) const {
+    if (operands.empty()) return OnnxOperand::AsIs;
+    return operands[std::min(i, operands.size() - 1)];
+  }
+};
+
+// A one-to-one translation (see OnnxInfo).
+inline OnnxInfo onnx_op(std::string op_type, std::vector<OnnxAttr> attrs = {},
+                        std::vector<OnnxOperand> operands = {},
+                        OnnxDirection direction = OnnxDirection::Both) {
+  return OnnxInfo{.op_type = std::move(op_type),
+                  .one_to_one = true,
+                  .direction = direction,
+                  .attrs = std::move(attrs),
+                  .operands = std::move(operands)};
+}
+
+inline OnnxInfo onnx_not_exportable(std::string reason) {
+  return OnnxInfo{.not_exportable = std::move(reason)};
+}
 
 struct OpDef {
   std::string name;

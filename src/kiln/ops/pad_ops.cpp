@@ -155,13 +155,14 @@ void register_pad_ops(OpRegistry& registry) {
                      .grad = pad_grad,
                      .kind = OpKind::Opaque,
                      .onnx = {"Pad"}});
-  registry.add(OpDef{.name = "pad_backward",
-                     .attrs = {{"input_size", AttrKind::Ints, {}}, pad, mode},
-                     .infer = infer_pad_backward,
-                     .cpu = pad_backward_kernel,
-                     .grad = pad_backward_grad,
-                     .kind = OpKind::Opaque,
-                     .onnx = {""}});
+  registry.add(
+      OpDef{.name = "pad_backward",
+            .attrs = {{"input_size", AttrKind::Ints, {}}, pad, mode},
+            .infer = infer_pad_backward,
+            .cpu = pad_backward_kernel,
+            .grad = pad_backward_grad,
+            .kind = OpKind::Opaque,
+            .onnx = onnx_not_exportable("a backward op of pad: ONNX models hold forward graphs")});
 }
 
 Tensor pad(const Tensor& x, IntList pad, const std::string& mode, std::optional<double> value) {

@@ -135,14 +135,16 @@ void register_resample_ops(OpRegistry& registry) {
                      .cpu = nearest_backward_kernel,
                      .grad = upsample_backward_grad<kNearest>,
                      .kind = OpKind::Opaque,
-                     .onnx = {""}});
+                     .onnx = onnx_not_exportable(
+                         "a backward op of upsample_nearest2d: ONNX models hold forward graphs")});
   registry.add(OpDef{.name = std::string(kBilinear) + "_backward",
                      .attrs = with_input_size(registry.get(kBilinear).attrs),
                      .infer = infer_upsample_backward<kBilinear>,
                      .cpu = bilinear_backward_kernel,
                      .grad = upsample_backward_grad<kBilinear>,
                      .kind = OpKind::Opaque,
-                     .onnx = {""}});
+                     .onnx = onnx_not_exportable(
+                         "a backward op of upsample_bilinear2d: ONNX models hold forward graphs")});
 }
 
 Tensor upsample_nearest2d(const Tensor& x, const DimList& output_size,

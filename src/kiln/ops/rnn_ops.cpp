@@ -233,7 +233,8 @@ void register_rnn_ops(OpRegistry& registry) {
                      .infer = infer_lstm_backward,
                      .cpu = lstm_backward_kernel,
                      .kind = OpKind::Opaque,
-                     .onnx = {}});
+                     .onnx = onnx_not_exportable(
+                         "a backward op of lstm_cell_pointwise: ONNX models hold forward graphs")});
   registry.add(OpDef{.name = "gru_cell_pointwise_backward",
                      .min_inputs = 4,
                      .max_inputs = 4,
@@ -241,7 +242,8 @@ void register_rnn_ops(OpRegistry& registry) {
                      .infer = infer_gru_backward,
                      .cpu = gru_backward_kernel,
                      .kind = OpKind::Opaque,
-                     .onnx = {}});
+                     .onnx = onnx_not_exportable(
+                         "a backward op of gru_cell_pointwise: ONNX models hold forward graphs")});
 }
 
 std::pair<Tensor, Tensor> lstm_cell_pointwise(const Tensor& gi, const Tensor& gh, const Tensor& c) {
