@@ -184,6 +184,7 @@ ExportFn find_exporter(const std::string& op_name) {
     add_order_exporters(all);
     add_function_exporters(all);
     add_control_flow_exporters(all);
+    add_generic_exporters(all);  // refuses an op that has a hand-written exporter too
     return all;
   }();
   auto found = table.find(op_name);

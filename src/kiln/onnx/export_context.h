@@ -136,7 +136,13 @@ void set_value_type(pb::ValueInfoProto& info, const jit::Value* value, bool with
 // Export refuses a symbolic attribute of any other op by name.
 bool exports_symbolic_attrs(const std::string& op_name);
 
-// Each file of exporters adds its own to the table.
+// The dtype a binary op computes in: its output's for arithmetic, the
+// promoted operand dtype for comparisons (whose output is bool).
+DType binary_compute_dtype(const jit::Node& node);
+
+// Each file of exporters adds its own to the table; export_generic.cpp adds
+// the ops whose OpDef declares a one-to-one ONNX form (one_source.h).
+void add_generic_exporters(std::unordered_map<std::string, ExportFn>& table);
 void add_elementwise_exporters(std::unordered_map<std::string, ExportFn>& table);
 void add_tensor_exporters(std::unordered_map<std::string, ExportFn>& table);
 void add_nn_exporters(std::unordered_map<std::string, ExportFn>& table);

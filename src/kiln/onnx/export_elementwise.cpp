@@ -1,6 +1,8 @@
-// ONNX translations of the elementwise ops and reductions. kiln's binary ops
-// accept operands of different dtypes (PyTorch's promotion); ONNX's do not,
-// so operands are cast to the dtype the op computes in first.
+// ONNX translations of the elementwise ops and reductions whose ONNX form
+// is more than one op or takes other inputs (the one-to-one ones, neg, add,
+// leaky_relu, ..., are declared in their OpDefs: export_generic.cpp). kiln's
+// binary ops accept operands of different dtypes (PyTorch's promotion);
+// ONNX's do not, so operands are cast to the dtype the op computes in first.
 #include <cmath>
 #include <limits>
 
@@ -14,31 +16,8 @@ namespace {
 using jit::Node;
 using Table = std::unordered_map<std::string, ExportFn>;
 
-template <const char* OpType>
-void unary(const Node& node, ExportContext& c) {
-  c.node_for(node.output(), OpType, {c.name(node.input(0))});
-}
-
-constexpr char kNeg[] = "Neg", kAbs[] = "Abs", kExp[] = "Exp", kLog[] = "Log", kSqrt[] = "Sqrt",
-               kSin[] = "Sin", kCos[] = "Cos", kTanh[] = "Tanh", kSigmoid[] = "Sigmoid",
-               kRelu[] = "Relu", kIdentity[] = "Identity";
-
-void logical_not(const Node& node, ExportContext& c) {
-  c.node_for(node.output(), "Not", {c.as_dtype(node.input(0), DType::Bool)});
-}
-
 void rsqrt(const Node& node, ExportContext& c) {
   c.node_for(node.output(), "Reciprocal", {c.temp("Sqrt", {c.name(node.input(0))})});
-}
-
-void leaky_relu(const Node& node, ExportContext& c) {
-  auto& made = c.node_for(node.output(), "LeakyRelu", {c.name(node.input(0))});
-  set_attr(made, "alpha", float(node.attrs().get_float("negative_slope")));
-}
-
-void elu(const Node& node, ExportContext& c) {
-  auto& made = c.node_for(node.output(), "Elu", {c.name(node.input(0))});
-  set_attr(made, "alpha", float(node.attrs().get_float("alpha")));
 }
 
 // gelu(x) = x * 0.5 * (1 + erf(x / sqrt(2))), or with approximate="tanh":
@@ -81,54 +60,11 @@ void clamp(const Node& node, ExportContext& c) {
   c.node_for(node.output(), "Clip", {c.name(node.input(0)), bound("min"), bound("max")});
 }
 
-// The dtype a binary op computes in: its output's for arithmetic, the
-// promoted operand dtype for comparisons (whose output is bool).
-DType compute_dtype(const Node& node) {
-  if (node.output()->dtype() != DType::Bool) return node.output()->dtype();
-  ResultTypeState state;
-  for (const jit::Value* input : node.inputs()) {
-    if (input->type().wrapped_number) {
-      state.add_wrapped_number(input->dtype());
-    } else {
-      state.add_tensor(input->dtype(), input->shape().empty());
-    }
-  }
-  return state.result();
-}
-
-// ONNX's arithmetic and ordering ops take no bool operands: bools compute
-// as int32 (add is or, mul is and, maximum is or, ...) and cast back.
-template <const char* OpType>
-void binary(const Node& node, ExportContext& c) {
-  DType dtype = compute_dtype(node);
-  if (dtype != DType::Bool) {
-    c.node_for(node.output(), OpType,
-               {c.as_dtype(node.input(0), dtype), c.as_dtype(node.input(1), dtype)});
-    return;
-  }
-  std::string result = c.temp(
-      OpType, {c.as_dtype(node.input(0), DType::Int32), c.as_dtype(node.input(1), DType::Int32)});
-  auto& made = c.node_for(node.output(), "Cast", {result});
-  set_attr(made, "to", int64_t(onnx_dtype(DType::Bool)));
-}
-
-constexpr char kAdd[] = "Add", kSub[] = "Sub", kMul[] = "Mul", kDiv[] = "Div", kPow[] = "Pow",
-               kMax[] = "Max", kMin[] = "Min", kEqual[] = "Equal", kLess[] = "Less",
-               kLessOrEqual[] = "LessOrEqual", kGreater[] = "Greater",
-               kGreaterOrEqual[] = "GreaterOrEqual";
-
 void ne(const Node& node, ExportContext& c) {
-  DType dtype = compute_dtype(node);
+  DType dtype = binary_compute_dtype(node);
   std::string equal =
       c.temp("Equal", {c.as_dtype(node.input(0), dtype), c.as_dtype(node.input(1), dtype)});
   c.node_for(node.output(), "Not", {equal});
-}
-
-void where(const Node& node, ExportContext& c) {
-  DType dtype = node.output()->dtype();
-  c.node_for(node.output(), "Where",
-             {c.as_dtype(node.input(0), DType::Bool), c.as_dtype(node.input(1), dtype),
-              c.as_dtype(node.input(2), dtype)});
 }
 
 // ---- reductions ----
@@ -314,11 +250,6 @@ void log_softmax(const Node& node, ExportContext& c) {
   softmax(node, c, "LogSoftmax");
 }
 
-void cast(const Node& node, ExportContext& c) {
-  auto& made = c.node_for(node.output(), "Cast", {c.name(node.input(0))});
-  set_attr(made, "to", int64_t(onnx_dtype(node.output()->dtype())));
-}
-
 // fill(x): a tensor of x's shape holding one value.
 void fill(const Node& node, ExportContext& c) {
   DType dtype = node.output()->dtype();
@@ -333,41 +264,12 @@ void fill(const Node& node, ExportContext& c) {
 }  // namespace
 
 void add_elementwise_exporters(Table& table) {
-  table["neg"] = unary<kNeg>;
-  table["abs"] = unary<kAbs>;
-  table["exp"] = unary<kExp>;
-  table["log"] = unary<kLog>;
-  table["sqrt"] = unary<kSqrt>;
   table["rsqrt"] = rsqrt;
-  table["sin"] = unary<kSin>;
-  table["cos"] = unary<kCos>;
-  table["tanh"] = unary<kTanh>;
-  table["sigmoid"] = unary<kSigmoid>;
-  table["relu"] = unary<kRelu>;
-  table["leaky_relu"] = leaky_relu;
   table["gelu"] = gelu;
-  table["elu"] = elu;
   table["softplus"] = softplus;
-  table["logical_not"] = logical_not;
   table["clamp"] = clamp;
-  table["clone"] = unary<kIdentity>;
-  table["contiguous"] = unary<kIdentity>;
-  table["cast"] = cast;
   table["fill"] = fill;
-  table["add"] = binary<kAdd>;
-  table["sub"] = binary<kSub>;
-  table["mul"] = binary<kMul>;
-  table["div"] = binary<kDiv>;
-  table["pow"] = binary<kPow>;
-  table["maximum"] = binary<kMax>;
-  table["minimum"] = binary<kMin>;
-  table["eq"] = binary<kEqual>;
   table["ne"] = ne;
-  table["lt"] = binary<kLess>;
-  table["le"] = binary<kLessOrEqual>;
-  table["gt"] = binary<kGreater>;
-  table["ge"] = binary<kGreaterOrEqual>;
-  table["where"] = where;
   table["sum"] = sum;
   table["mean"] = mean;
   table["prod"] = prod;

@@ -2,7 +2,8 @@
 // Integer and bool inputs compute in the output's float type, as in kiln.
 //
 //   tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh, erf,
-//   reciprocal                 -> the ONNX op of the same name
+//   reciprocal                 -> the ONNX op of the same name (declared in
+//                                 their OpDefs: export_generic.cpp)
 //   log2, log10                -> Log(x) / ln 2, / ln 10
 //   erfc                       -> 1 - Erf(x) (absolute, not relative,
 //                                 accuracy in the far tail)
@@ -34,15 +35,6 @@ DType out_dtype(const Node& node) {
 std::string operand(const Node& node, size_t i, ExportContext& c) {
   return c.as_dtype(node.input(i), out_dtype(node));
 }
-
-template <const char* OpType>
-void direct(const Node& node, ExportContext& c) {
-  c.node_for(node.output(), OpType, {operand(node, 0, c)});
-}
-
-constexpr char kTan[] = "Tan", kAsin[] = "Asin", kAcos[] = "Acos", kAtan[] = "Atan",
-               kSinh[] = "Sinh", kCosh[] = "Cosh", kAsinh[] = "Asinh", kAcosh[] = "Acosh",
-               kAtanh[] = "Atanh", kErf[] = "Erf", kReciprocal[] = "Reciprocal";
 
 template <int Base>
 void log_base(const Node& node, ExportContext& c) {
@@ -148,17 +140,6 @@ void logaddexp(const Node& node, ExportContext& c) {
 }  // namespace
 
 void add_function_exporters(Table& table) {
-  table["tan"] = direct<kTan>;
-  table["asin"] = direct<kAsin>;
-  table["acos"] = direct<kAcos>;
-  table["atan"] = direct<kAtan>;
-  table["sinh"] = direct<kSinh>;
-  table["cosh"] = direct<kCosh>;
-  table["asinh"] = direct<kAsinh>;
-  table["acosh"] = direct<kAcosh>;
-  table["atanh"] = direct<kAtanh>;
-  table["erf"] = direct<kErf>;
-  table["reciprocal"] = direct<kReciprocal>;
   table["log2"] = log_base<2>;
   table["log10"] = log_base<10>;
   table["erfc"] = erfc;

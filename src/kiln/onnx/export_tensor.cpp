@@ -328,10 +328,6 @@ void one_hot(const Node& node, ExportContext& c) {
   set_attr(made, "axis", int64_t(-1));
 }
 
-void matmul(const Node& node, ExportContext& c) {
-  c.node_for(node.output(), "MatMul", {c.name(node.input(0)), c.name(node.input(1))});
-}
-
 // linear(x, W, b) = x W^T + b: Gemm for a 2-D x, else MatMul and Add.
 void linear(const Node& node, ExportContext& c) {
   std::string x = c.name(node.input(0)), weight = c.name(node.input(1));
@@ -392,7 +388,6 @@ void add_tensor_exporters(Table& table) {
   table["slice_scatter"] = slice_scatter;
   table["select_scatter"] = select_scatter;
   table["one_hot"] = one_hot;
-  table["matmul"] = matmul;
   table["linear"] = linear;
   table["addmm"] = addmm;
 }
