@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "kiln/onnx/import_context.h"
+#include "kiln/onnx/import_table.h"
 #include "kiln/onnx/onnx_import.h"
 #include "kiln/util/error.h"
 
@@ -140,6 +141,7 @@ Imported try_import_model_bytes(const std::string& bytes, const std::string& fol
              "not parse)");
   KILN_CHECK(model.has_graph(), "onnx import: the model has no graph");
   const pb::GraphProto& graph = model.graph();
+  check_every_op_translates(graph);  // one error naming every op kiln lacks
   Imported result;
   result.opset = default_opset(model);
   result.graph = std::make_shared<jit::Graph>();
