@@ -100,10 +100,10 @@ def test_slice_split_and_pad_from_inputs(tmp_path):
                        int_input("axes", [1]), int_input("steps", [1]), int_input("pads", [4]),
                        x_input([], "fill"), int_input("sizes", [2])], [out(), out("a"), out("b")])
     x = floats(4, 6)
-    fill = np.array(1.5, dtype=np.float32)
+    fill, other_fill = np.array(1.5, dtype=np.float32), np.array(-2.0, dtype=np.float32)
     model = check_against_ort(path, [
         (x, vec(1), vec(5), vec(1), vec(1), vec(0, 1, 0, 1), fill, vec(2, 4)),
-        (x, vec(-1), vec(-7), vec(0), vec(-1), vec(1, 1, 1, 1), np.array(-2.0, dtype=np.float32), vec(5, 1)),
+        (x, vec(-1), vec(-7), vec(0), vec(-1), vec(1, 1, 1, 1), other_fill, vec(5, 1)),
         (x, vec(0), vec(6), vec(-1), vec(2), vec(2, 0, 0, 2), fill, vec(3, 3))])
     assert model.value_inputs == ["starts", "ends", "axes", "steps", "pads", "fill", "sizes"]
 
@@ -162,6 +162,31 @@ def test_loop_trip_count_from_inputs_stacks_scan_outputs(tmp_path):
                                      (np.array(5), np.array(True), start, step),
                                      (np.array(3), np.array(True), step, start)])
     assert model.value_inputs == ["trip", "cond"]
+
+
+def test_loop_slicing_at_its_iteration_number_unrolls(tmp_path):
+    """A Loop body that slices a tensor at its iteration number (starts =
+    i, ends = i + 2): kiln unrolls it for the trip count the input gives."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Unsqueeze", ["i", "zero"], ["start"]),
+         helper.make_node("Add", ["start", "two"], ["end"]),
+         helper.make_node("Slice", ["table", "start", "end", "zero"], ["rows"]),
+         helper.make_node("ReduceSum", ["rows", "zero"], ["row_sum"], keepdims=0),
+         helper.make_node("Add", ["acc", "row_sum"], ["acc_out"])],
+        "body", [int_input("i", []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                 x_input([3], "acc")],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), x_input([3], "acc_out"),
+         x_input([3], "row_sum")],
+        initializer=[helper.make_tensor("zero", I64, [1], [0]),
+                     helper.make_tensor("two", I64, [1], [2])])
+    loop = helper.make_node("Loop", ["trip", "", "acc0"], ["acc", "sums"], body=body)
+    path = model_file(tmp_path, [loop],
+                      [int_input("trip", []), x_input([3], "acc0"), x_input([8, 3], "table")],
+                      [out("acc"), out("sums")])
+    acc0, table = floats(3), floats(8, 3)
+    model = check_against_ort(path, [(np.array(n), acc0, table) for n in (1, 4, 7, 4)])
+    assert model.value_inputs == ["trip"] and model.num_specializations == 3
 
 
 def test_cache_is_bounded(tmp_path):

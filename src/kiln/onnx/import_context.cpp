@@ -145,6 +145,10 @@ jit::Value* ImportContext::value(const std::string& name) {
 jit::Value* ImportContext::capture(jit::Value* outer_value) {
   if (const Placeholder* held = outer_->placeholder(outer_value))
     return sizes_value(held->sizes, outer_value->dtype(), outer_value->shape().empty());
+  if (inline_) {
+    if (outer_->marked_nonnegative(outer_value)) mark_nonnegative(outer_value);
+    return outer_value;
+  }
   if (outer_->is_constant(outer_value))
     return graph_.add_constant(outer_value->data(), outer_value->type().wrapped_number);
   captures_.push_back(outer_value);
@@ -217,8 +221,15 @@ bool ImportContext::inputs_behind(const jit::Value* value, std::vector<std::stri
       if (!outer_->inputs_behind(captured->second, names)) return false;
       continue;
     }
+    if (iterations_.count(next)) {
+      outer_->unroll_requested_ = true;
+      return false;
+    }
     auto candidate = value_candidates_.find(next);
-    if (candidate == value_candidates_.end()) return false;  // a loop's iteration, a state
+    if (candidate == value_candidates_.end()) {
+      if (inline_) return outer_->inputs_behind(next, names);  // an input of the outer graph
+      return false;                                            // a loop's state
+    }
     if (std::find(names.begin(), names.end(), candidate->second) == names.end())
       names.push_back(candidate->second);
   }

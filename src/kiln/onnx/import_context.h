@@ -11,6 +11,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "kiln/jit/ir/graph.h"
@@ -38,6 +39,16 @@ class ImportContext {
   // which the control-flow node feeds with the outer value.
   ImportContext(jit::Graph& block, ImportContext& outer)
       : graph_(block), opset_(outer.opset_), folder_(outer.folder_), outer_(&outer) {}
+  // A scope of `outer` building into its own graph (an unrolled Loop's
+  // iteration): the names it defines stay its own, the outer values it
+  // reads are used as they are.
+  struct Inline {};
+  ImportContext(ImportContext& outer, Inline)
+      : graph_(outer.graph_),
+        opset_(outer.opset_),
+        folder_(outer.folder_),
+        outer_(&outer),
+        inline_(true) {}
 
   jit::Graph& graph() { return graph_; }
   // The model's graph, which holds the guards (graph() for the top context).
@@ -106,6 +117,12 @@ class ImportContext {
   // input decides (a loop's iteration number, a weight); constants are
   // skipped.
   bool request_at_import(const std::vector<const jit::Value*>& values) const;
+  // A Loop body's iteration number: a value needed at import that comes
+  // from it asks the enclosing context to unroll the Loop instead.
+  void mark_iteration(const jit::Value* input) { iterations_.insert(input); }
+  // Whether a translation of this context's Loop body asked for that (and
+  // forgets the request).
+  bool take_unroll_request() { return std::exchange(unroll_requested_, false); }
   // The model inputs requested so far, by any context of the import.
   const std::set<std::string>& requested_inputs() const { return root().requested_; }
   // After the last node: drops the placeholders; an output that is one is
@@ -139,7 +156,10 @@ class ImportContext {
   std::vector<jit::Value*> captures_;
   std::unordered_map<const jit::Value*, jit::Value*> captured_from_;     // lookups only
   std::unordered_map<const jit::Value*, std::string> value_candidates_;  // lookups only
-  mutable std::set<std::string> requested_;  // the root's: requests come from any context
+  mutable std::set<std::string> requested_;           // the root's: requests come from any context
+  std::unordered_set<const jit::Value*> iterations_;  // lookups only
+  mutable bool unroll_requested_ = false;
+  bool inline_ = false;
 };
 
 // The size of `axis` of input `input` of `node` where a translation needs

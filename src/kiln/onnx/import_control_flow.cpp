@@ -71,7 +71,10 @@ Block import_block(const Node& node, const std::string& attr, const std::vector<
   ImportContext sub(*block.graph, c);
   for (size_t i = 0; i < formal.size(); ++i)
     sub.define(body.input(int(i)).name(), block.graph->add_input(formal[i]));
-  if (node.op_type() == "Loop") sub.mark_nonnegative(block.graph->inputs().at(0));
+  if (node.op_type() == "Loop") {
+    sub.mark_nonnegative(block.graph->inputs().at(0));
+    sub.mark_iteration(block.graph->inputs().at(0));
+  }
   block.outputs = import_subgraph(body, sub);
   sub.finish(block.outputs);
   block.captures = sub.captures();
@@ -302,6 +305,72 @@ bool no_bound(Value* trip, ImportContext& c) {
          trip->data().to_vector<int64_t>()[0] == std::numeric_limits<int64_t>::max();
 }
 
+// The most iterations a Loop is unrolled to.
+constexpr int64_t kMaxUnrolledIterations = 256;
+
+// One iteration of an unrolled Loop, inline: the body's outputs for the
+// iteration number `i` and the carried values `carried`.
+std::vector<Value*> unrolled_iteration(const Node& node, ImportContext& c, int64_t i,
+                                       const std::vector<Value*>& carried) {
+  const pb::GraphProto& body = graph_attr(node, "body");
+  ImportContext scope(c, ImportContext::Inline{});
+  std::vector<Value*> formal = {c.constant(full({}, i, DType::Int64)),
+                                c.constant(full({}, true, DType::Bool))};
+  formal.insert(formal.end(), carried.begin(), carried.end());
+  KILN_CHECK(size_t(body.input_size()) == formal.size(), "onnx import: Loop's body takes ",
+             body.input_size(), " inputs, where the node gives it ", formal.size());
+  for (size_t k = 0; k < formal.size(); ++k)
+    scope.define(body.input(int(k)).name(), formal[k]);
+  std::vector<Value*> outputs = import_subgraph(body, scope);
+  scope.finish(outputs);
+  return outputs;
+}
+
+// A Loop whose body needs its iteration number at import (a Slice at
+// `i`): the body once per iteration, inline, with i a constant. The trip
+// count must be known then (from the model's inputs it is specialized
+// on), the condition true until the body makes it a constant false.
+void loop_unrolled(const Node& node, ImportContext& c, Value* trip, Value* first,
+                   const std::vector<Value*>& initial) {
+  const std::string why =
+      "Loop's body needs its iteration number at import, so kiln unrolls it, which needs ";
+  KILN_CHECK(trip, "onnx import: ", why, "a trip count");
+  if (!c.is_constant(trip) || (first && !c.is_constant(first)))
+    KILN_CHECK(!c.request_at_import({trip, first}), "onnx import: ", why,
+               "its trip count and condition; they come from the model's inputs, on which "
+               "onnx::Model (kiln.onnx.load) specializes the graph per call");
+  KILN_CHECK(c.is_constant(trip) && (!first || c.is_constant(first)), "onnx import: ", why,
+             "its trip count and condition known at import");
+  const int64_t count = std::max<int64_t>(trip->data().to_vector<int64_t>().at(0), 0);
+  KILN_CHECK(count <= kMaxUnrolledIterations, "onnx import: ", why, "at most ",
+             kMaxUnrolledIterations, " iterations, got a trip count of ", count);
+  std::vector<Value*> carried = initial;
+  std::vector<std::vector<Value*>> stacked;  // per scan output, per iteration
+  bool going = !first || is_true(first);
+  for (int64_t i = 0; i < count && going; ++i) {
+    std::vector<Value*> outputs = unrolled_iteration(node, c, i, carried);
+    KILN_CHECK(outputs.size() >= initial.size() + 1, "onnx import: Loop's body gives ",
+               outputs.size(), " outputs for ", initial.size(), " loop-carried values");
+    KILN_CHECK(c.is_constant(outputs[0]), "onnx import: ", why,
+               "a condition known at import, and the body computes it at run time");
+    going = is_true(outputs[0]);
+    for (size_t k = 0; k < initial.size(); ++k) {
+      check_carried(node, "body", initial[k], outputs[k + 1], node.input(int(k) + 2));
+      carried[k] = outputs[k + 1];
+    }
+    stacked.resize(outputs.size() - initial.size() - 1);
+    for (size_t k = 0; k < stacked.size(); ++k)
+      stacked[k].push_back(outputs[initial.size() + 1 + k]);
+  }
+  KILN_CHECK(!stacked.empty() || node.output_size() <= int(initial.size()), "onnx import: ", why,
+             "at least one iteration to type its scan outputs");
+  for (size_t k = 0; k < carried.size(); ++k)
+    c.define(node.output(int(k)), carried[k]);
+  for (size_t k = 0; k < stacked.size() && int(carried.size() + k) < node.output_size(); ++k)
+    c.define(node.output(int(carried.size() + k)),
+             c.emit("stack", stacked[k], {{"dim", int64_t(0)}}));
+}
+
 void loop(const Node& node, ImportContext& c) {
   Value* trip = c.input(node, 0);
   if (trip && no_bound(trip, c)) trip = nullptr;
@@ -315,7 +384,13 @@ void loop(const Node& node, ImportContext& c) {
   std::vector<TensorMeta> formal = {{DType::Int64, {}}, {DType::Bool, {}}};
   for (const Value* value : initial)
     formal.push_back(value->type());
-  Block body = import_block(node, "body", formal, c);
+  Block body;
+  try {
+    body = import_block(node, "body", formal, c);
+  } catch (const Error&) {
+    if (!c.take_unroll_request()) throw;
+    return loop_unrolled(node, c, trip, first, initial);
+  }
   KILN_CHECK(body.outputs.size() >= initial.size() + 1, "onnx import: Loop's body gives ",
              body.outputs.size(), " outputs for ", initial.size(), " loop-carried values");
   for (size_t k = 0; k < initial.size(); ++k)
