@@ -119,6 +119,18 @@ def test_one_to_one_ops_import_with_onnx_defaults_and_renamed_attributes(tmp_pat
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6, equal_nan=True, err_msg=o.name)
 
 
+def test_a_left_out_float_attribute_is_onnx_float32_default_on_doubles(tmp_path):
+    """ONNX's attributes are float32: LeakyRelu's default alpha on a double
+    input is 0.01f, bit for bit what ONNX Runtime multiplies by."""
+    nodes = [helper.make_node("LeakyRelu", ["x"], ["y"])]
+    path = tmp_path / "leaky.onnx"
+    onnx.save(model_with(nodes, [info("x", [64], TensorProto.DOUBLE)],
+                         [info("y", [64], TensorProto.DOUBLE)]), path)
+    x = -np.random.default_rng(1).random(64) * 100
+    want = run_ort(path, {"x": x})[0]
+    np.testing.assert_array_equal(kiln.onnx.load(path)(kiln.from_numpy(x)).numpy(), want)
+
+
 def test_bitwise_ops_import_from_opset_18(tmp_path):
     nodes = [helper.make_node("BitwiseAnd", ["a", "b"], ["and"]),
              helper.make_node("BitwiseNot", ["a"], ["not"])]

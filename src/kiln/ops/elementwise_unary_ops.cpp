@@ -435,7 +435,7 @@ void register_elementwise_unary_ops(OpRegistry& registry) {
                           GradReads::OutputOnly));
   registry.add(activation(
       elementwise("leaky_relu", infer_floating, floating_kernel<LeakyRelu>,
-                  onnx_op("LeakyRelu", {{"negative_slope", "alpha", 0.01}}),
+                  onnx_op("LeakyRelu", {{"negative_slope", "alpha", double(0.01f)}}),
                   {{"negative_slope", AttrKind::Float, 0.01}}, unary_grad<leaky_relu_grad>),
       GradReads::Input));
   registry.add(activation(

@@ -157,7 +157,8 @@ struct OnnxAttr {
   std::string kiln;
   std::string onnx;
   // The value ONNX means when a node leaves the attribute out (what the
-  // importer sets); None: kiln's default is ONNX's.
+  // importer sets); None: kiln's default is ONNX's. ONNX's float attributes
+  // are float32: its 0.01 is double(0.01f).
   AttrValue onnx_default = {};
 };
 
