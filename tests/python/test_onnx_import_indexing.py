@@ -27,7 +27,8 @@ BACKEND_CASES = [
     "node/test_gathernd_example_int32_batch_dim1", "node/test_maxunpool_export_with_output_shape",
     "node/test_maxunpool_export_without_output_shape", "node/test_onehot_negative_indices",
     "node/test_onehot_with_axis", "node/test_onehot_with_negative_axis",
-    "node/test_onehot_without_axis",
+    "node/test_onehot_without_axis", "node/test_range_float_type_positive_delta",
+    "node/test_range_int32_type_negative_delta",
     "node/test_reversesequence_batch", "node/test_reversesequence_time",
     "node/test_scatter_elements_with_axis", "node/test_scatter_elements_with_duplicate_indices",
     "node/test_scatter_elements_with_negative_indices", "node/test_scatter_elements_without_axis",
@@ -283,13 +284,18 @@ def test_range_up_to_a_symbolic_size(tmp_path):
                                    session.run(None, {"x": x})[0])
 
 
-def test_range_with_runtime_float_bounds_is_refused_by_name(tmp_path):
+def test_range_of_runtime_bounds_specializes_on_their_values(tmp_path):
     node = helper.make_node("Range", ["s", "l", "d"], ["y"])
-    model = model_with([node], [info("s", []), info("l", []), info("d", [])], [info("y", None)],
-                       opset=11)
-    onnx.save(model, tmp_path / "m.onnx")
-    with pytest.raises(RuntimeError, match="Range"):
-        kiln.onnx.load(tmp_path / "m.onnx")
+    model = model_with([node], [info(n, [], TensorProto.DOUBLE) for n in "sld"],
+                       [info("y", None, TensorProto.DOUBLE)], opset=11)
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path)
+    loaded = kiln.onnx.load(path)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for bounds in ((1.0, 2.5, 0.5), (4.0, -1.0, -1.5), (0.0, 0.0, 1.0), (1.0, 2.5, 0.5)):
+        feeds = {n: np.array(v) for n, v in zip("sld", bounds)}
+        got = loaded(*[kiln.from_numpy(v) for v in feeds.values()]).numpy()
+        np.testing.assert_allclose(got, session.run(None, feeds)[0])
 
 
 # ---- Einsum ----

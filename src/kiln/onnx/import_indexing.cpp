@@ -369,12 +369,19 @@ void range(const Node& node, ImportContext& c) {
   // Integer bounds that are sizes: the length is a size expression.
   std::optional<DimList> first = c.known_sizes(start), end = c.known_sizes(limit),
                          step = c.known_sizes(delta);
-  KILN_CHECK(first && end && step && first->size() == 1 && end->size() == 1 && step->size() == 1 &&
-                 (*first)[0].is_static() && (*step)[0].is_static() && (*step)[0].static_value() > 0,
-             "onnx import: Range '", node.name(),
-             "': its start, limit and delta must be known when the model is imported (a constant), "
-             "or be sizes with a static start and a positive static delta (kiln's tensors have "
-             "sizes known before an op runs)");
+  const bool sizes = first && end && step && first->size() == 1 && end->size() == 1 &&
+                     step->size() == 1 && (*first)[0].is_static() && (*step)[0].is_static() &&
+                     (*step)[0].static_value() > 0;
+  if (!sizes) {
+    // Bounds computed at run time: the length must be a number at import,
+    // so the model is specialized on the inputs they come from (Note
+    // [Value inputs] in import_context.cpp), all three asked for at once.
+    c.request_at_import({start, limit, delta});
+    for (Value* bound : {start, limit, delta})
+      if (!known_data(c, bound)) c.constant_data(bound, "Range's bounds (its length)");
+    KILN_CHECK(false, "onnx import: Range '", node.name(), "' with a delta of 0 or below ",
+               "and a symbolic limit");
+  }
   const int64_t s0 = (*first)[0].static_value(), d = (*step)[0].static_value();
   Dim n = floordiv((*end)[0] - s0 + (d - 1), d);
   if (n.is_static()) n = std::max<int64_t>(n.static_value(), 0);
