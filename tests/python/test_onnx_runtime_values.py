@@ -189,6 +189,27 @@ def test_loop_slicing_at_its_iteration_number_unrolls(tmp_path):
     assert model.value_inputs == ["trip"] and model.num_specializations == 3
 
 
+@pytest.mark.parametrize("directions", [[0], [1]], ids=["forward", "reverse"])
+def test_scan_of_opset_8_with_sequence_lens_from_an_input(tmp_path, directions):
+    """Scan-8: a batch axis first, per-element lengths (an input, so
+    specialized on); outputs past a length are zeros, as ONNX Runtime's."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s", "x"], ["s_out"]),
+         helper.make_node("Mul", ["s_out", "x"], ["y"])], "body",
+        [x_input([2], "s"), x_input([2], "x")], [x_input([2], "s_out"), x_input([2], "y")])
+    scan = helper.make_node("Scan", ["lens", "init", "xs"], ["final", "ys"], body=body,
+                            num_scan_inputs=1, directions=directions)
+    graph = helper.make_graph([scan], "g", [int_input("lens", [3]), x_input([3, 2], "init"),
+                                            x_input([3, 4, 2], "xs")], [out("final"), out("ys")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 8)])
+    model.ir_version = 3
+    path = tmp_path / "scan8.onnx"
+    onnx.save(model, str(path))
+    init, xs = floats(3, 2), floats(3, 4, 2)
+    check_against_ort(path, [(vec(4, 2, 1), init, xs), (vec(4, 4, 4), init, xs),
+                             (vec(1, 3, 4), init, xs)])
+
+
 def test_cache_is_bounded(tmp_path):
     path = model_file(tmp_path, [helper.make_node("Reshape", ["x", "shape"], ["y"])],
                       [x_input([4, 6]), int_input("shape", [2])], [out()])
