@@ -355,3 +355,55 @@ def test_random_ops_draw_anew_on_every_call(tmp_path):
     first, second = loaded(), loaded()
     for a, b in zip(first, second):
         assert not np.array_equal(a.numpy(), b.numpy())
+
+
+# ---- symbolic sizes ----
+
+# (node, opset, {input: (make(n) -> array, [(axis, symbol)])}): each input
+# made at two sizes n, its listed axes symbolic in the file.
+SYMBOLIC = [
+    (helper.make_node("Hardmax", ["x"], ["y"], axis=0), 13,
+     {"x": (lambda n: normal(n, 4, seed=n), [(0, "N")])}),
+    (helper.make_node("Hardmax", ["x"], ["y"], axis=1), 11,
+     {"x": (lambda n: normal(3, n, 2, seed=n), [(1, "N")])}),
+    (helper.make_node("EyeLike", ["x"], ["y"], k=-1), 13,
+     {"x": (lambda n: normal(n, n + 1), [(0, "N"), (1, "M")])}),
+    (helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"]), 13,
+     {"x": (lambda n: normal(2, 3, n, seed=n), [(2, "N")]),
+      "s": (lambda n: normal(3, seed=7), []), "b": (lambda n: normal(3, seed=8), [])}),
+    (helper.make_node("MeanVarianceNormalization", ["x"], ["y"]), 13,
+     {"x": (lambda n: normal(n, 3, 2, n, seed=n), [(0, "N"), (3, "M")])}),
+    (helper.make_node("LpNormalization", ["x"], ["y"], p=1), 13,
+     {"x": (lambda n: normal(n, 3, seed=n), [(0, "N")])}),
+    (helper.make_node("NegativeLogLikelihoodLoss", ["x", "t", "w"], ["y"], reduction="none",
+                      ignore_index=1), 13,
+     {"x": (lambda n: normal(n, 3, n + 1, seed=n), [(0, "N"), (2, "D")]),
+      "t": (lambda n: class_targets((n, n + 1), 3, seed=n), [(0, "N"), (1, "D")]),
+      "w": (lambda n: np.linspace(0.5, 1.5, 3).astype(np.float32), [])}),
+    (helper.make_node("ReduceLogSumExp", ["x"], ["y"], keepdims=1), 13,
+     {"x": (lambda n: normal(n, 3, seed=n), [(0, "N")])}),
+    (helper.make_node("ReduceLogSumExp", ["x"], ["y"], keepdims=0), 13,
+     {"x": (lambda n: normal(n, n, seed=n), [(0, "N"), (1, "M")])}),
+    (helper.make_node("ReduceLogSumExp", ["x"], ["y"], axes=[0, 2], keepdims=0), 13,
+     {"x": (lambda n: normal(n, 2, n, seed=n), [(0, "N"), (2, "M")])}),
+    (helper.make_node("ReduceL2", ["x"], ["y"], keepdims=1), 13,
+     {"x": (lambda n: normal(n, 3, seed=n), [(0, "N")])}),
+]
+
+
+@pytest.mark.parametrize("node,opset,inputs", SYMBOLIC,
+                         ids=[f"{n.op_type}-{i}" for i, (n, _, _) in enumerate(SYMBOLIC)])
+def test_symbolic_sizes_import_once_and_run_at_several(tmp_path, node, opset, inputs):
+    symbolic = [(name, axis, symbol) for name, (_, axes) in inputs.items()
+                for axis, symbol in axes]
+    feeds = {name: make(2) for name, (make, _) in inputs.items()}
+    path = tmp_path / "model.onnx"
+    onnx.save(one_node_model(node, feeds, opset, symbolic=symbolic), path)
+    loaded = kiln.onnx.load(path)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for n in (2, 5):
+        feeds = {name: make(n) for name, (make, _) in inputs.items()}
+        got = loaded(*[kiln.from_numpy(v) for v in feeds.values()]).numpy()
+        want = session.run(None, feeds)[0]
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -7,6 +7,8 @@
 //   ReduceL1, ReduceSumSquare  -> sum of abs(x), of x * x
 //   ReduceL2, ReduceLogSum     -> sqrt, log of a sum
 //   ReduceLogSumExp            -> max + log(sum(exp(x - max)))
+#include <algorithm>
+
 #include "kiln/core/factory.h"
 #include "kiln/onnx/import_context.h"
 #include "kiln/onnx/import_util.h"
@@ -163,24 +165,29 @@ void reduce_log_sum(const Node& node, ImportContext& c) {
 
 // log(sum(exp(x))) computed as m + log(sum(exp(x - m))) with m the max over
 // the axes, so that large x does not overflow; an infinite max (all -inf,
-// or +inf) shifts by 0 instead, giving what the plain formula gives.
+// or +inf) shifts by 0 instead, giving what the plain formula gives. Over
+// every axis m is 0-D (a scalar broadcast, cheapest for the fusion pass),
+// and the result gets its kept axes back at the end.
 void reduce_log_sum_exp(const Node& node, ImportContext& c) {
   Value* input = c.input(node, 0);
   ReduceForm form = reduce_form(node, c);
   if (form.noop) return define(node, c, input);
   Value* x = as_floating(c, input);
-  Value* max = c.emit("amax", {x}, {{"dims", form.axes}, {"keepdim", true}});
+  int64_t rank = rank_of(x);
+  IntList axes = form.axes.empty() ? all_axes(rank) : form.axes;
+  for (int64_t& axis : axes)
+    axis = wrap(axis, rank);
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  bool everything = int64_t(axes.size()) == rank;
+  Attrs reduce = {{"dims", axes}, {"keepdim", !everything}};
+  Value* max = c.emit("amax", {x}, reduce);
   max = c.emit("where", {c.emit("isfinite", {max}), max, scalar(c, 0.0, x->dtype())});
   Value* shifted = c.emit("exp", {c.emit("sub", {x, max})});
-  Value* log_total =
-      c.emit("log", {c.emit("sum", {shifted}, {{"dims", form.axes}, {"keepdim", true}})});
-  Value* result = c.emit("add", {log_total, max});
-  if (!form.keepdim && rank_of(x) > 0) {
-    IntList axes = form.axes.empty() ? all_axes(rank_of(x)) : form.axes;
-    for (int64_t& axis : axes)
-      axis = wrap(axis, rank_of(x));
-    result = c.emit("squeeze", {result}, {{"dims", axes}});
-  }
+  Value* result = c.emit("add", {c.emit("log", {c.emit("sum", {shifted}, reduce)}), max});
+  if (everything && form.keepdim && rank > 0)
+    result = c.emit("reshape", {result}, {{"shape", DimList(size_t(rank), Dim(1))}});
+  if (!everything && !form.keepdim) result = c.emit("squeeze", {result}, {{"dims", axes}});
   define_as(node, c, result, input->dtype());
 }
 
