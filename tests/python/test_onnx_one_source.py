@@ -144,6 +144,11 @@ def test_bitwise_ops_import_from_opset_18(tmp_path):
     got = kiln.onnx.load(path)(kiln.from_numpy(a), kiln.from_numpy(b))
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g.numpy(), w)
+    # Before opset 18 ONNX has no BitwiseAnd: the declared opset range says so.
+    onnx.save(model_with(nodes, inputs, outputs, opset=17), tmp_path / "old.onnx")
+    with pytest.raises(RuntimeError, match=r"BitwiseAnd at opset 17 is not one kiln reads "
+                                           r"\(it reads opset 18 on\)"):
+        kiln.onnx.load(tmp_path / "old.onnx")
 
 
 # ---- the generic exporter, against ONNX Runtime ----

@@ -45,8 +45,8 @@ void export_one_to_one(const Node& node, ExportContext& c) {
   const OpDef& def = node.op();
   const OnnxInfo& info = def.onnx;
   KILN_CHECK(c.opset() >= info.min_opset && c.opset() <= info.max_opset, "onnx export: ", def.name,
-             " is written as ONNX's ", info.op_type, " at opsets ", info.min_opset, " to ",
-             info.max_opset, ", exporting at ", c.opset());
+             " is written as ONNX's ", info.op_type, ", which holds at ", info.opsets(),
+             "; exporting at opset ", c.opset());
   // A binary op over bools computes as int32 (ONNX's arithmetic and ordering
   // take no bools: add is or, mul is and) and casts back.
   bool bools_as_int = false;

@@ -62,8 +62,7 @@ void import_one_to_one(const Node& node, ImportContext& c) {
   const OnnxInfo& info = def.onnx;
   KILN_CHECK(c.opset() >= info.min_opset && c.opset() <= info.max_opset,
              "onnx import: ", node.op_type(), " at opset ", c.opset(),
-             " is not one kiln reads (it reads opsets ", info.min_opset, " to ", info.max_opset,
-             ")");
+             " is not one kiln reads (it reads ", info.opsets(), ")");
   std::vector<jit::Value*> inputs;
   for (int i = 0; i < node.input_size(); ++i)
     inputs.push_back(c.input(node, i));

@@ -174,6 +174,9 @@ enum class OnnxOperand {
 
 enum class OnnxDirection { Both, ExportOnly, ImportOnly };
 
+// An opset beyond any ONNX has published: "no upper bound".
+inline constexpr int64_t kLatestOnnxOpset = 1000;
+
 struct OnnxInfo {
   std::string op_type;      // the ONNX op ("": none)
   bool one_to_one = false;  // translated by the generic exporter and importer
@@ -184,11 +187,16 @@ struct OnnxInfo {
   // The opsets (of the model, import; of the export) the translation holds
   // for: ONNX changed the op's form outside them.
   int64_t min_opset = 1;
-  int64_t max_opset = 1000;
+  int64_t max_opset = kLatestOnnxOpset;
   std::string not_exportable = {};  // why the op has no ONNX form
 
   bool exports_generically() const { return one_to_one && direction != OnnxDirection::ImportOnly; }
   bool imports_generically() const { return one_to_one && direction != OnnxDirection::ExportOnly; }
+  // "opsets 13 to 17", or "opset 18 on" when open-ended, for errors.
+  std::string opsets() const {
+    if (max_opset >= kLatestOnnxOpset) return "opset " + std::to_string(min_opset) + " on";
+    return "opsets " + std::to_string(min_opset) + " to " + std::to_string(max_opset);
+  }
   OnnxOperand operand(size_t i) const {
     if (operands.empty()) return OnnxOperand::AsIs;
     return operands[std::min(i, operands.size() - 1)];
