@@ -254,3 +254,15 @@ def test_a_data_dependent_size_is_reported_at_the_users_line():
         kiln.jit.trace(positives, kiln.randn(4, 3), dynamic_shapes=[{0: "b"}])
     with pytest.raises(kiln.jit.TraceError, match="boolean-mask indexing"):
         kiln.jit.trace(positives, kiln.randn(4, 3), dynamic_shapes=[{0: "b"}], strict=True)
+
+
+def test_fused_chain_over_a_symbolic_input_and_a_keepdim_scalar():
+    # Regression: x - x.amax(keepdim) -> exp fused into one op whose infer
+    # compared [1, 1] with [n, 3] dim by dim and could not decide 1 == n.
+    def f(x):
+        return (x - x.amax(dim=(0, 1), keepdim=True)).exp()
+
+    traced = kiln.jit.trace(f, kiln.randn(4, 3), dynamic_shapes=[{0: "n"}])
+    for rows in (4, 1, 7):
+        x = kiln.randn(rows, 3)
+        np.testing.assert_allclose(traced(x).numpy(), f(x).numpy(), rtol=1e-6)
