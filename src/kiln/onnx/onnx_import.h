@@ -31,8 +31,8 @@ struct ImportOptions {
   // ones: a static graph.
   std::map<std::string, IntList> input_shapes = {};
   // Inputs bound to fixed values at import: they become constants and leave
-  // the model's inputs. For models that take shapes, axes or bounds as
-  // inputs, which kiln needs to know when it builds the graph.
+  // the model's inputs. onnx::Model binds a model's value inputs (shapes,
+  // axes, bounds given as inputs) this way per call.
   std::map<std::string, Tensor> constant_inputs = {};
 };
 
