@@ -2,6 +2,7 @@
 // (onnx_model.h).
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -21,8 +22,7 @@ std::string read_file(const std::string& path) {
 }
 
 std::string folder_of(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  return slash == std::string::npos ? "" : path.substr(0, slash);
+  return std::filesystem::path(path).parent_path().string();
 }
 
 }  // namespace
