@@ -29,6 +29,7 @@ CASE_MODULES = [
     "cases_sort_scan",
     "cases_tensor_misc",
     "cases_resample_pad",
+    "cases_sampling",
     "cases_math_more",
 ]
 

@@ -1,9 +1,10 @@
 """ONNX import of the gather, scatter and rearranging ops (GatherND,
 ScatterND, ScatterElements, Scatter, OneHot, ReverseSequence, DepthToSpace,
-SpaceToDepth, MaxUnpool, Range, Einsum): ONNX's own backend cases for them,
-and hand-written models with the variants those cases leave out (batch
-dims, negative indices, reductions, symbolic sizes, broadcasting
-equations), each run in kiln and in ONNX Runtime."""
+SpaceToDepth, MaxUnpool, Range, Einsum, GridSample): ONNX's own backend
+cases for them, and hand-written models with the variants those cases
+leave out (batch dims, negative indices, reductions, symbolic sizes,
+broadcasting equations, every GridSample mode), each run in kiln and in
+ONNX Runtime."""
 import pathlib
 import sys
 
@@ -24,7 +25,11 @@ BACKEND_CASES = [
     "node/test_einsum_batch_diagonal", "node/test_einsum_batch_matmul",
     "node/test_einsum_inner_prod", "node/test_einsum_sum", "node/test_einsum_transpose",
     "node/test_gathernd_example_float32", "node/test_gathernd_example_int32",
-    "node/test_gathernd_example_int32_batch_dim1", "node/test_maxunpool_export_with_output_shape",
+    "node/test_gathernd_example_int32_batch_dim1", "node/test_gridsample",
+    "node/test_gridsample_aligncorners_true", "node/test_gridsample_bicubic",
+    "node/test_gridsample_bilinear", "node/test_gridsample_border_padding",
+    "node/test_gridsample_nearest", "node/test_gridsample_reflection_padding",
+    "node/test_gridsample_zeros_padding", "node/test_maxunpool_export_with_output_shape",
     "node/test_maxunpool_export_without_output_shape", "node/test_onehot_negative_indices",
     "node/test_onehot_with_axis", "node/test_onehot_with_negative_axis",
     "node/test_onehot_without_axis", "node/test_range_float_type_positive_delta",
@@ -334,3 +339,26 @@ def test_einsum_with_a_symbolic_batch(tmp_path):
         a, b = rand(n, 3, 4), rand(n, 4, 2)
         np.testing.assert_allclose(loaded(kiln.from_numpy(a), kiln.from_numpy(b)).numpy(),
                                    session.run(None, {"a": a, "b": b})[0], rtol=1e-5, atol=1e-6)
+
+
+# ---- GridSample ----
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [0, 1])
+def test_grid_sample_against_onnx_runtime(tmp_path, mode, padding, align_corners):
+    node = helper.make_node("GridSample", ["x", "grid"], ["y"], mode=mode, padding_mode=padding,
+                            align_corners=align_corners)
+    model = model_with([node], [info("x", ["n", 3, 5, 6]), info("grid", ["n", 4, 7, 2])],
+                       [info("y", None)], opset=16)
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path)
+    loaded = kiln.onnx.load(path)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(3)
+    for n in (2, 1):
+        x = rng.standard_normal((n, 3, 5, 6)).astype(np.float32)
+        grid = rng.uniform(-1.6, 1.6, (n, 4, 7, 2)).astype(np.float32)
+        want = session.run(None, {"x": x, "grid": grid})[0]
+        got = loaded(kiln.from_numpy(x), kiln.from_numpy(grid)).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
