@@ -31,6 +31,7 @@ Model::Model(const std::string& path, ImportOptions options, Compile compile,
              size_t max_specializations) try
     : Model(read_file(path), folder_of(path), std::move(options), std::move(compile),
             max_specializations) {
+  path_ = path;
 } catch (const Error& e) {
   throw Error(e.kind(), path + ": " + e.what());
 }
@@ -114,6 +115,15 @@ Imported Model::specialize(const std::vector<Tensor>& inputs) {
 }
 
 Model::Entry& Model::entry_for(const std::vector<Tensor>& inputs) {
+  try {
+    return find_or_import(inputs);
+  } catch (const Error& e) {
+    if (path_.empty()) throw;
+    throw Error(e.kind(), path_ + ": " + e.what());
+  }
+}
+
+Model::Entry& Model::find_or_import(const std::vector<Tensor>& inputs) {
   std::string key = key_of(inputs);
   for (auto it = cache_.begin(); it != cache_.end(); ++it) {
     if (it->key != key) continue;

@@ -74,12 +74,15 @@ class Model {
     std::shared_ptr<const Imported> imported;
     Runner run;  // made on the entry's first call
   };
+  // The cached entry for `inputs`, or a new one (errors name the file).
   Entry& entry_for(const std::vector<Tensor>& inputs);
+  Entry& find_or_import(const std::vector<Tensor>& inputs);
   std::string key_of(const std::vector<Tensor>& inputs) const;
   Imported specialize(const std::vector<Tensor>& inputs);
   void check_arity(const std::vector<Tensor>& inputs) const;
 
   std::string bytes_, folder_;
+  std::string path_;  // the file's, for errors; "" for bytes
   ImportOptions options_;
   Compile compile_;
   size_t max_specializations_;
