@@ -71,6 +71,10 @@ const std::map<std::string, Decision> kDecidesOnN = {
     {"conv2d_backward_input/f64_stride_skips_edge", {OnN::Pins, kFixedElsewhere}},
     {"conv2d_backward_input/empty_batch", {OnN::Pins, kFixedElsewhere}},
     {"conv2d_backward_weight/unbatched", {OnN::Pins, kFixedElsewhere}},
+    {"conv3d/f64_unbatched", {OnN::Pins, kFixedElsewhere}},
+    {"conv3d_backward_input/stride_groups", {OnN::Pins, kFixedElsewhere}},
+    {"conv3d_backward_input/f64_dilation_skips_edge", {OnN::Pins, kFixedElsewhere}},
+    {"conv3d_backward_input/empty_batch", {OnN::Pins, kFixedElsewhere}},
     {"layer_norm/f64_no_lead_dims", {OnN::Pins, kFixedElsewhere}},
     // grad_output's dims are the forward's output at input_size
     {"upsample_nearest2d_backward/double", {OnN::Pins, kFixedElsewhere}},

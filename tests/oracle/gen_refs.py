@@ -22,6 +22,7 @@ CASE_MODULES = [
     "cases_shape",
     "cases_linalg",
     "cases_conv_pool",
+    "cases_conv_pool3d",
     "cases_nn",
     "cases_random",
     "cases_fused",

@@ -5,17 +5,21 @@ from kiln.nn import functional, init, utils
 from kiln.nn.activation import ELU, Hardsigmoid, Hardswish, Hardtanh, Mish, ReLU6, SiLU, Softplus
 from kiln.nn.containers import ModuleDict, ParameterDict, ParameterList
 from kiln.nn.conv_resample import (
+    AvgPool3d,
     CircularPad1d,
     CircularPad2d,
     ConstantPad1d,
     ConstantPad2d,
     Conv1d,
     Conv2d,
+    Conv3d,
     ConvTranspose1d,
     ConvTranspose2d,
+    ConvTranspose3d,
     GroupNorm,
     InstanceNorm1d,
     InstanceNorm2d,
+    MaxPool3d,
     PixelShuffle,
     PixelUnshuffle,
     ReflectionPad1d,
@@ -139,6 +143,7 @@ __all__ = ["functional", "init", "utils", "Module", "Parameter", "AdaptiveAvgPoo
            "FeatureAlphaDropout", "RMSNorm", "LocalResponseNorm", "Unflatten", "ChannelShuffle",
            "EmbeddingBag", "PairwiseDistance", "CosineSimilarity", "MultiLabelSoftMarginLoss",
            "MarginRankingLoss", "TripletMarginLoss", "GaussianNLLLoss", "PoissonNLLLoss",
-           "SoftMarginLoss", "HingeEmbeddingLoss", "MultiMarginLoss"]
+           "SoftMarginLoss", "HingeEmbeddingLoss", "MultiMarginLoss", "Conv3d",
+           "ConvTranspose3d", "MaxPool3d", "AvgPool3d"]
 
 __getattr__ = module_getattr("kiln.nn", "torch.nn")

@@ -22,7 +22,8 @@ from kiln.nn import init
 from kiln.nn.module import Module
 from kiln.nn.parameter import Parameter
 
-__all__ = ["Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "GroupNorm", "InstanceNorm1d",
+__all__ = ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+           "ConvTranspose3d", "MaxPool3d", "AvgPool3d", "GroupNorm", "InstanceNorm1d",
            "InstanceNorm2d", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d",
            "PixelShuffle", "PixelUnshuffle", "ZeroPad1d", "ZeroPad2d", "ConstantPad1d",
            "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d",
@@ -156,6 +157,11 @@ class Conv2d(_Conv):
     _functional = staticmethod(F.conv2d)
 
 
+class Conv3d(_Conv):
+    _spatial = 3
+    _functional = staticmethod(F.conv3d)
+
+
 class _ConvTransposeNd(_ConvNd):
     """ConvTranspose1d / ConvTranspose2d (torch's argument order: groups,
     bias and dilation after output_padding); forward's output_size picks
@@ -196,6 +202,52 @@ class ConvTranspose1d(_ConvTransposeNd):
 class ConvTranspose2d(_ConvTransposeNd):
     _spatial = 2
     _functional = staticmethod(F.conv_transpose2d)
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    _spatial = 3
+    _functional = staticmethod(F.conv_transpose3d)
+
+
+# -- 3-D pooling ----------------------------------------------------------------
+
+class MaxPool3d(Module):
+    def __init__(self, kernel_size: IntOrSeq, stride: IntOrSeq | None = None,
+                 padding: IntOrSeq = 0, dilation: IntOrSeq = 1, return_indices: bool = False,
+                 ceil_mode: bool = False) -> None:
+        super().__init__()
+        if return_indices:
+            raise NotImplementedError("MaxPool3d: return_indices is not supported yet")
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding, self.dilation = padding, dilation
+        self.return_indices, self.ceil_mode = return_indices, ceil_mode
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.max_pool3d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            self.ceil_mode)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, ceil_mode={self.ceil_mode}")
+
+
+class AvgPool3d(Module):
+    def __init__(self, kernel_size: IntOrSeq, stride: IntOrSeq | None = None,
+                 padding: IntOrSeq = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+                 divisor_override: int | None = None) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding, self.ceil_mode = padding, ceil_mode
+        self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 # -- normalization ------------------------------------------------------------

@@ -12,7 +12,8 @@ from kiln import _ops as K
 from kiln._C import Tensor
 from kiln._C import dtype as DType
 from kiln._missing import module_getattr
-from kiln.nn import _functional_layers, _functional_more
+from kiln.nn import _functional_3d, _functional_layers, _functional_more
+from kiln.nn._functional_3d import *  # noqa: F403  (conv3d, max_pool3d, ...)
 from kiln.nn._functional_attention import *  # noqa: F403  (attention, re-exported)
 from kiln.nn._functional_layers import *  # noqa: F403  (conv1d, pad, interpolate, ...)
 from kiln.nn._functional_more import *  # noqa: F403  (prelu, max_pool1d, embedding_bag, ...)
@@ -26,7 +27,7 @@ __all__ = ["flatten", "relu", "sigmoid", "tanh", "gelu", "leaky_relu", "elu", "s
            "batch_norm", "layer_norm", "embedding", "one_hot", "nll_loss", "cross_entropy",
            "mse_loss", "l1_loss", "binary_cross_entropy_with_logits", "binary_cross_entropy",
            "smooth_l1_loss", "huber_loss", "kl_div", "cosine_embedding_loss",
-           "cosine_similarity", "normalize", *_functional_layers.__all__,
+           "cosine_similarity", "normalize", *_functional_layers.__all__, *_functional_3d.__all__,
            *_functional_more.__all__]
 
 

@@ -13,20 +13,27 @@ namespace {
 using jit::Node;
 using Table = std::unordered_map<std::string, ExportFn>;
 
-// kiln's 2-D attributes may hold one number for both dimensions.
-std::vector<int64_t> pair(const IntList& values) {
-  if (values.size() == 1) return {values[0], values[0]};
+// The number of spatial dims of a conv or pooling op: its 2d or 3d form.
+size_t spatial_dims(const Node& node) {
+  const std::string& name = node.op().name;
+  return name.size() > 2 && name.compare(name.size() - 2, 2, "3d") == 0 ? 3 : 2;
+}
+
+// kiln's window attributes may hold one number for every spatial dim.
+std::vector<int64_t> spatial(const IntList& values, size_t k) {
+  if (values.size() == 1) return std::vector<int64_t>(k, values[0]);
   return values;
 }
 
-// [h, w] padding as ONNX's [h_begin, w_begin, h_end, w_end].
-std::vector<int64_t> pads_of(const IntList& padding) {
-  std::vector<int64_t> hw = pair(padding);
-  return {hw[0], hw[1], hw[0], hw[1]};
+// Padding per spatial dim as ONNX's [begins..., ends...].
+std::vector<int64_t> pads_of(const IntList& padding, size_t k) {
+  std::vector<int64_t> begins = spatial(padding, k), pads = begins;
+  pads.insert(pads.end(), begins.begin(), begins.end());
+  return pads;
 }
 
-// kiln's conv and pooling take unbatched [C, H, W] inputs too; ONNX's do not.
-// The op runs on [1, C, H, W] and the result loses the leading 1 again.
+// kiln's conv and pooling take unbatched [C, spatial...] inputs too; ONNX's
+// do not. The op runs on [1, C, ...] and the result loses the leading 1.
 struct Unbatched {
   bool active;
   std::string input;
@@ -36,7 +43,7 @@ Unbatched batched_input(const Node& node, ExportContext& c) {
   KILN_CHECK(is_floating(node.input(0)->dtype()), "onnx export: ", node.op().name, " of ",
              node.input(0)->dtype(), " (ONNX's Conv and pooling ops take floating types)");
   std::string input = c.name(node.input(0));
-  if (node.input(0)->shape().size() != 3) return {false, input};
+  if (node.input(0)->shape().size() != spatial_dims(node) + 1) return {false, input};
   return {true, c.temp("Unsqueeze", {input, c.ints({0})})};
 }
 
@@ -64,17 +71,19 @@ void only_first_output_read(const Node& node) {
   }
 }
 
-void conv2d(const Node& node, ExportContext& c) {
+// conv2d and conv3d.
+void conv(const Node& node, ExportContext& c) {
+  const size_t k = spatial_dims(node);
   Unbatched unbatched = batched_input(node, c);
   std::vector<std::string> inputs = {c.name(node.input(1))};
   if (node.inputs().size() > 2 && node.input(2)) inputs.push_back(c.name(node.input(2)));
   IntList weight = static_shape(node, node.input(1));
   std::string pending;
   auto& made = spatial_node(node, c, unbatched, "Conv", inputs, &pending);
-  set_attr(made, "kernel_shape", std::vector<int64_t>{weight[2], weight[3]});
-  set_attr(made, "strides", pair(node.attrs().get_ints("stride")));
-  set_attr(made, "pads", pads_of(node.attrs().get_ints("padding")));
-  set_attr(made, "dilations", pair(node.attrs().get_ints("dilation")));
+  set_attr(made, "kernel_shape", std::vector<int64_t>(weight.begin() + 2, weight.end()));
+  set_attr(made, "strides", spatial(node.attrs().get_ints("stride"), k));
+  set_attr(made, "pads", pads_of(node.attrs().get_ints("padding"), k));
+  set_attr(made, "dilations", spatial(node.attrs().get_ints("dilation"), k));
   set_attr(made, "group", node.attrs().get_int("groups"));
   finish_spatial(node, c, pending);
 }
@@ -85,20 +94,26 @@ void conv2d(const Node& node, ExportContext& c) {
 // allows it below the dilation): the extra rows are then written as less
 // padding at the end, and past what the padding covers, as zeros padded on
 // (no input reaches them) with the bias added after.
-void conv_transpose2d(const Node& node, ExportContext& c) {
+void conv_transpose(const Node& node, ExportContext& c) {
   const Attrs& a = node.attrs();
-  std::vector<int64_t> stride = pair(a.get_ints("stride")), padding = pair(a.get_ints("padding"));
-  std::vector<int64_t> output_padding = pair(a.get_ints("output_padding"));
-  bool refused = output_padding[0] >= stride[0] || output_padding[1] >= stride[1];
-  std::vector<int64_t> pads = pads_of(padding), extra = {0, 0, 0, 0, 0, 0, 0, 0};
+  const size_t k = spatial_dims(node);
+  std::vector<int64_t> stride = spatial(a.get_ints("stride"), k);
+  std::vector<int64_t> padding = spatial(a.get_ints("padding"), k);
+  std::vector<int64_t> output_padding = spatial(a.get_ints("output_padding"), k);
+  bool refused = false;
+  for (size_t i = 0; i < k; ++i)
+    refused = refused || output_padding[i] >= stride[i];
+  // Pad's pads over [N, C, spatial...]: begins, then ends.
+  std::vector<int64_t> pads = pads_of(padding, k), extra(2 * (k + 2), 0);
+  bool padded_on = false;
   if (refused) {
-    for (size_t i = 0; i < 2; ++i) {
-      pads[2 + i] = std::max<int64_t>(padding[i] - output_padding[i], 0);
-      extra[6 + i] = std::max<int64_t>(output_padding[i] - padding[i], 0);
+    for (size_t i = 0; i < k; ++i) {
+      pads[k + i] = std::max<int64_t>(padding[i] - output_padding[i], 0);
+      extra[k + 4 + i] = std::max<int64_t>(output_padding[i] - padding[i], 0);
+      padded_on = padded_on || extra[k + 4 + i] > 0;
       output_padding[i] = 0;
     }
   }
-  bool padded_on = extra[6] > 0 || extra[7] > 0;
   bool has_bias = node.inputs().size() > 2 && node.input(2);
   Unbatched unbatched = batched_input(node, c);
   std::vector<std::string> inputs = {c.name(node.input(1))};
@@ -107,16 +122,18 @@ void conv_transpose2d(const Node& node, ExportContext& c) {
   pb::NodeProto* made = nullptr;
   std::string y = c.temp("ConvTranspose", {unbatched.input, inputs[0]}, &made);
   if (inputs.size() > 1) made->add_input(inputs[1]);
-  set_attr(*made, "kernel_shape", std::vector<int64_t>{weight[2], weight[3]});
+  set_attr(*made, "kernel_shape", std::vector<int64_t>(weight.begin() + 2, weight.end()));
   set_attr(*made, "strides", stride);
   set_attr(*made, "pads", pads);
   set_attr(*made, "output_padding", output_padding);
-  set_attr(*made, "dilations", pair(a.get_ints("dilation")));
+  set_attr(*made, "dilations", spatial(a.get_ints("dilation"), k));
   set_attr(*made, "group", a.get_int("groups"));
   if (padded_on) {
     y = c.temp("Pad", {y, c.ints(extra)});
     if (has_bias) {
-      std::string bias = c.temp("Reshape", {c.name(node.input(2)), c.ints({-1, 1, 1})});
+      std::vector<int64_t> channel_shape(k + 1, 1);
+      channel_shape[0] = -1;
+      std::string bias = c.temp("Reshape", {c.name(node.input(2)), c.ints(channel_shape)});
       y = c.temp("Add", {y, bias});
     }
   }
@@ -132,25 +149,27 @@ IntList stride_or_kernel(const Node& node) {
   return stride.empty() ? node.attrs().get_ints("kernel_size") : stride;
 }
 
-void max_pool2d(const Node& node, ExportContext& c) {
+void max_pool(const Node& node, ExportContext& c) {
+  const size_t k = spatial_dims(node);
   Unbatched unbatched = batched_input(node, c);
   std::string pending;
   auto& made = spatial_node(node, c, unbatched, "MaxPool", {}, &pending);
-  set_attr(made, "kernel_shape", pair(node.attrs().get_ints("kernel_size")));
-  set_attr(made, "strides", pair(stride_or_kernel(node)));
-  set_attr(made, "pads", pads_of(node.attrs().get_ints("padding")));
-  set_attr(made, "dilations", pair(node.attrs().get_ints("dilation")));
+  set_attr(made, "kernel_shape", spatial(node.attrs().get_ints("kernel_size"), k));
+  set_attr(made, "strides", spatial(stride_or_kernel(node), k));
+  set_attr(made, "pads", pads_of(node.attrs().get_ints("padding"), k));
+  set_attr(made, "dilations", spatial(node.attrs().get_ints("dilation"), k));
   set_attr(made, "ceil_mode", int64_t(node.attrs().get_bool("ceil_mode")));
   finish_spatial(node, c, pending);
 }
 
-void avg_pool2d(const Node& node, ExportContext& c) {
+void avg_pool(const Node& node, ExportContext& c) {
+  const size_t k = spatial_dims(node);
   Unbatched unbatched = batched_input(node, c);
   std::string pending;
   auto& made = spatial_node(node, c, unbatched, "AveragePool", {}, &pending);
-  set_attr(made, "kernel_shape", pair(node.attrs().get_ints("kernel_size")));
-  set_attr(made, "strides", pair(stride_or_kernel(node)));
-  set_attr(made, "pads", pads_of(node.attrs().get_ints("padding")));
+  set_attr(made, "kernel_shape", spatial(node.attrs().get_ints("kernel_size"), k));
+  set_attr(made, "strides", spatial(stride_or_kernel(node), k));
+  set_attr(made, "pads", pads_of(node.attrs().get_ints("padding"), k));
   set_attr(made, "ceil_mode", int64_t(node.attrs().get_bool("ceil_mode")));
   set_attr(made, "count_include_pad", int64_t(node.attrs().get_bool("count_include_pad")));
   finish_spatial(node, c, pending);
@@ -246,10 +265,14 @@ void layer_norm(const Node& node, ExportContext& c) {
 }  // namespace
 
 void add_nn_exporters(Table& table) {
-  table["conv2d"] = conv2d;
-  table["conv_transpose2d"] = conv_transpose2d;
-  table["max_pool2d"] = max_pool2d;
-  table["avg_pool2d"] = avg_pool2d;
+  table["conv2d"] = conv;
+  table["conv3d"] = conv;
+  table["conv_transpose2d"] = conv_transpose;
+  table["conv_transpose3d"] = conv_transpose;
+  table["max_pool2d"] = max_pool;
+  table["max_pool3d"] = max_pool;
+  table["avg_pool2d"] = avg_pool;
+  table["avg_pool3d"] = avg_pool;
   table["adaptive_avg_pool2d"] = adaptive_avg_pool2d;
   table["dropout"] = dropout;
   table["batch_norm"] = batch_norm;

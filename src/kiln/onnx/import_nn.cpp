@@ -1,6 +1,5 @@
-// Translations of ONNX's convolution (and its transpose), pooling,
-// normalization, softmax and dropout ops (two spatial dimensions, symmetric
-// padding: what kiln's ops compute).
+// Translations of ONNX's normalization, softmax and dropout ops and a few
+// activations (convolution and pooling: import_conv_pool.cpp).
 #include "kiln/core/factory.h"
 #include "kiln/onnx/import_context.h"
 #include "kiln/util/error.h"
@@ -16,220 +15,44 @@ void define(const Node& node, ImportContext& c, Value* value) {
   c.define(node.output(0), value);
 }
 
-// The [h, w] padding of a 2-D window op over `x`; ONNX's pads are
-// [h0, w0, h1, w1] and auto_pad may ask for "same" padding, which with
-// stride 1 pads (kernel - 1) * dilation whatever the size.
-IntList padding_of(const Node& node, const IntList& kernel, const IntList& stride,
-                   const IntList& dilation, const Value* x) {
-  std::string auto_pad = attr_string(node, "auto_pad", "NOTSET");
-  if (auto_pad == "VALID") return {0, 0};
-  IntList pads = attr_ints(node, "pads", {0, 0, 0, 0});
-  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    for (size_t i = 0; i < 2; ++i) {
-      int64_t total = (kernel[i] - 1) * dilation[i];
-      if (stride[i] != 1) {
-        int64_t axis = int64_t(x->shape().size() - 2 + i);
-        int64_t size = concrete_size(
-            node, 0, x, axis,
-            str(node.op_type(), " with auto_pad ", auto_pad, " and stride ", stride[i]));
-        int64_t out = (size + stride[i] - 1) / stride[i];
-        total =
-            std::max<int64_t>(0, (out - 1) * stride[i] + (kernel[i] - 1) * dilation[i] + 1 - size);
-      }
-      pads[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      pads[i + 2] = total - pads[i];
-    }
-  }
-  KILN_CHECK(pads.size() == 4 && pads[0] == pads[2] && pads[1] == pads[3],
-             "onnx import: ", node.op_type(), " with pads ", pads, " (kiln pads both sides alike)");
-  return {pads[0], pads[1]};
+Value* constant_like(ImportContext& c, double value, DType dtype) {
+  return c.constant(full({}, value, dtype));
 }
 
-void check_2d(const Node& node, const Value* x) {
-  KILN_CHECK(x->shape().size() == 4, "onnx import: ", node.op_type(), " over a ", x->shape().size(),
-             "-D input (kiln has the 1-D and 2-D forms)");
-}
-
-// The 1-D forms ([N, C, L]) run as 2-D ones over [N, C, 1, L]: every window
-// attribute gets a leading 1 (a 0 for padding) and the result loses the
-// height again.
-bool is_1d(const Value* x) {
-  return x->shape().size() == 3;
-}
-
-Value* as_2d(ImportContext& c, Value* x) {
-  DimList shape = x->shape();
-  shape.insert(shape.end() - 1, 1);
-  return c.emit("reshape", {x}, {{"shape", shape}});
-}
-
-// ONNX pads of a 1-D op ([begin, end]) as a 2-D op's [0, begin, 0, end].
-pb::NodeProto widened_node(const Node& node) {
-  pb::NodeProto copy = node;
-  for (pb::AttributeProto& attr : *copy.mutable_attribute()) {
-    if (attr.ints_size() == 0) continue;
-    std::vector<int64_t> values(attr.ints().begin(), attr.ints().end());
-    attr.clear_ints();
-    if (attr.name() == "pads" && values.size() == 2) values = {0, values[0], 0, values[1]};
-    if (attr.name() != "pads" && values.size() == 1) values.insert(values.begin(), 1);
-    for (int64_t value : values)
-      attr.add_ints(value);
-  }
-  return copy;
-}
-
-Value* back_to_1d(ImportContext& c, Value* y) {
-  DimList shape = y->shape();
-  shape.erase(shape.end() - 2);
-  return c.emit("reshape", {y}, {{"shape", shape}});
-}
-
-// A window op's node and input, widened to the 2-D form when 1-D.
-struct Windowed {
-  pb::NodeProto node;
-  Value* x;
-  bool one_d;
-
-  // The op's result under the node's ONNX name, narrowed back when 1-D.
-  void define_result(ImportContext& c, Value* y) const {
-    c.define(node.output(0), one_d ? back_to_1d(c, y) : y);
-  }
-};
-
-Windowed windowed(const Node& raw, ImportContext& c) {
-  Value* x = c.input(raw, 0);
-  bool one_d = is_1d(x);
-  Windowed w{one_d ? widened_node(raw) : raw, one_d ? as_2d(c, x) : x, one_d};
-  check_2d(w.node, w.x);
-  return w;
-}
-
-void conv(const Node& raw, ImportContext& c) {
-  Windowed w = windowed(raw, c);
-  const pb::NodeProto& node = w.node;
-  Value* x = w.x;
-  Value* weight = w.one_d ? as_2d(c, c.input(raw, 1)) : c.input(raw, 1);
-  IntList weight_shape = to_static(weight->shape(), "onnx import");
-  IntList kernel = {weight_shape[2], weight_shape[3]};
-  IntList stride = attr_ints(node, "strides", {1, 1});
-  IntList dilation = attr_ints(node, "dilations", {1, 1});
-  IntList padding = padding_of(node, kernel, stride, dilation, x);
-  std::vector<Value*> inputs = {x, weight};
-  if (Value* bias = c.input(node, 2)) inputs.push_back(bias);
-  Value* y = c.emit("conv2d", inputs,
-                    {{"stride", stride},
-                     {"padding", padding},
-                     {"dilation", dilation},
-                     {"groups", attr_int(node, "group", 1)}});
-  w.define_result(c, y);
-}
-
-// ConvTranspose's [h0, w0, h1, w1] pads: given, or derived from
-// output_shape (or, with auto_pad SAME_*, input * stride) as ONNX's spec
-// says: the total padding that size leaves, split between the two ends.
-IntList conv_transpose_pads(const Node& node, const Value* x, const IntList& weight_shape) {
-  std::string auto_pad = attr_string(node, "auto_pad", "NOTSET");
-  bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
-  if (auto_pad == "VALID") return {0, 0, 0, 0};
-  if (!same && !has_attr(node, "output_shape")) return attr_ints(node, "pads", {0, 0, 0, 0});
-  IntList stride = attr_ints(node, "strides", {1, 1}),
-          dilation = attr_ints(node, "dilations", {1, 1});
-  IntList output_padding = attr_ints(node, "output_padding", {0, 0});
-  IntList wanted = attr_ints(node, "output_shape", {});
-  if (wanted.size() > 2) wanted.erase(wanted.begin(), wanted.end() - 2);
-  IntList pads(4, 0);
-  for (size_t i = 0; i < 2; ++i) {
-    int64_t in = concrete_size(node, 0, x, int64_t(2 + i), "ConvTranspose's derived padding");
-    int64_t out = wanted.empty() ? in * stride[i] : wanted.at(i);
-    int64_t total = stride[i] * (in - 1) + output_padding[i] +
-                    (weight_shape[2 + i] - 1) * dilation[i] + 1 - out;
-    bool upper = auto_pad == "SAME_UPPER";
-    pads[i] = upper ? total / 2 : total - total / 2;
-    pads[i + 2] = total - pads[i];
-  }
-  return pads;
-}
-
-// Less padding at the end than at the start is more output at the end:
-// kiln's output_padding (the form kiln's export writes when ONNX Runtime
-// refuses an output_padding).
-void conv_transpose(const Node& node, ImportContext& c) {
-  Value* x = c.input(node, 0);
-  check_2d(node, x);
-  Value* weight = c.input(node, 1);
-  IntList pads = conv_transpose_pads(node, x, to_static(weight->shape(), "onnx import"));
-  IntList output_padding = attr_ints(node, "output_padding", {0, 0});
-  KILN_CHECK(
-      pads.size() == 4 && pads[2] >= 0 && pads[3] >= 0 && pads[0] >= pads[2] && pads[1] >= pads[3],
-      "onnx import: ConvTranspose with pads ", pads,
-      " (kiln pads the end no more than the start, and not below 0)");
-  for (size_t i = 0; i < 2; ++i)
-    output_padding[i] += pads[i] - pads[i + 2];
-  std::vector<Value*> inputs = {x, weight};
-  if (Value* bias = c.input(node, 2)) inputs.push_back(bias);
-  define(node, c,
-         c.emit("conv_transpose2d", inputs,
-                {{"stride", attr_ints(node, "strides", {1, 1})},
-                 {"padding", IntList{pads[0], pads[1]}},
-                 {"output_padding", output_padding},
-                 {"groups", attr_int(node, "group", 1)},
-                 {"dilation", attr_ints(node, "dilations", {1, 1})}}));
-}
-
-void max_pool(const Node& raw, ImportContext& c) {
-  Windowed w = windowed(raw, c);
-  const pb::NodeProto& node = w.node;
-  Value* x = w.x;
-  KILN_CHECK(node.output_size() == 1 || node.output(1).empty(),
-             "onnx import: MaxPool's indices output");
-  KILN_CHECK(attr_int(node, "storage_order", 0) == 0, "onnx import: MaxPool with storage_order=1");
-  IntList kernel = attr_ints(node, "kernel_shape", {});
-  IntList stride = attr_ints(node, "strides", {1, 1});
-  IntList dilation = attr_ints(node, "dilations", {1, 1});
-  Value* y = c.emit("max_pool2d", {x},
-                    {{"kernel_size", kernel},
-                     {"stride", stride},
-                     {"padding", padding_of(node, kernel, stride, dilation, x)},
-                     {"dilation", dilation},
-                     {"ceil_mode", attr_int(node, "ceil_mode", 0) != 0}});
-  w.define_result(c, y);
-}
-
-void average_pool(const Node& raw, ImportContext& c) {
-  Windowed w = windowed(raw, c);
-  const pb::NodeProto& node = w.node;
-  Value* x = w.x;
-  IntList kernel = attr_ints(node, "kernel_shape", {});
-  IntList stride = attr_ints(node, "strides", {1, 1});
-  Value* y = c.emit("avg_pool2d", {x},
-                    {{"kernel_size", kernel},
-                     {"stride", stride},
-                     {"padding", padding_of(node, kernel, stride, {1, 1}, x)},
-                     {"ceil_mode", attr_int(node, "ceil_mode", 0) != 0},
-                     {"count_include_pad", attr_int(node, "count_include_pad", 0) != 0}});
-  w.define_result(c, y);
-}
-
-void global_average_pool(const Node& node, ImportContext& c) {
-  Value* x = c.input(node, 0);
-  check_2d(node, x);
-  define(node, c, c.emit("adaptive_avg_pool2d", {x}, {{"output_size", IntList{1, 1}}}));
-}
-
-void global_max_pool(const Node& node, ImportContext& c) {
-  Value* x = c.input(node, 0);
-  check_2d(node, x);
-  define(node, c, c.emit("amax", {x}, {{"dims", IntList{2, 3}}, {"keepdim", true}}));
-}
-
+// Training mode (opset 14's training_mode; before, asking for more than Y)
+// normalizes with the batch's statistics per channel (the mean and the
+// biased variance) and gives the running statistics updated with them as
+// running * momentum + batch * (1 - momentum): ONNX's momentum is what
+// PyTorch calls 1 - momentum.
 void batch_normalization(const Node& node, ImportContext& c) {
-  KILN_CHECK(attr_int(node, "training_mode", 0) == 0 && node.output_size() == 1,
-             "onnx import: BatchNormalization in training mode");
-  std::vector<Value*> outputs = c.emit_multi(
-      "batch_norm",
-      {c.input(node, 0), c.input(node, 1), c.input(node, 2), c.input(node, 3), c.input(node, 4)},
-      {{"training", false}, {"eps", double(attr_float(node, "epsilon", 1e-5f))}});
+  Value* x = c.input(node, 0);
+  double eps = attr_float(node, "epsilon", 1e-5f);
+  bool training = c.opset() >= 14 ? attr_int(node, "training_mode", 0) != 0
+                                  : node.output_size() > 1 && !node.output(1).empty();
+  Value *mean = c.input(node, 3), *var = c.input(node, 4);
+  if (training) {
+    KILN_CHECK(node.output_size() <= 3, "onnx import: BatchNormalization's saved_mean and ",
+               "saved_var outputs (training before opset 14)");
+    IntList dims;
+    for (int64_t d = 0; d < int64_t(x->shape().size()); ++d)
+      if (d != 1) dims.push_back(d);
+    mean = c.emit("mean", {x}, {{"dims", dims}, {"keepdim", false}});
+    var = c.emit("var", {x}, {{"dims", dims}, {"correction", int64_t(0)}, {"keepdim", false}});
+  }
+  std::vector<Value*> outputs =
+      c.emit_multi("batch_norm", {x, c.input(node, 1), c.input(node, 2), mean, var},
+                   {{"training", false}, {"eps", eps}});
   define(node, c, outputs[0]);
+  if (!training) return;
+  double momentum = attr_float(node, "momentum", 0.9f);
+  for (int i = 1; i < std::min(node.output_size(), 3); ++i) {
+    if (node.output(i).empty()) continue;
+    Value* running = c.input(node, 2 + i);
+    Value* batch = i == 1 ? mean : var;
+    Value* kept = c.emit("mul", {running, constant_like(c, momentum, running->dtype())});
+    Value* added = c.emit("mul", {batch, constant_like(c, 1.0 - momentum, batch->dtype())});
+    c.define(node.output(i), c.emit("add", {kept, added}));
+  }
 }
 
 // The optional Mean and InvStdDev outputs keep the normalized dimensions
@@ -322,29 +145,51 @@ void selu(const Node& node, ImportContext& c) {
 
 // Inference: dropout passes its input through, and its mask keeps
 // everything (all true).
-void dropout(const Node& node, ImportContext& c) {
-  if (jit::Value* training = c.input(node, 2)) {
-    KILN_CHECK(!c.constant_data(training, "Dropout's training_mode").item<bool>(),
-               "onnx import: Dropout in training mode");
-  }
+void dropout_inference(const Node& node, ImportContext& c) {
   Value* x = c.input(node, 0);
   define(node, c, x);
-  if (node.output_size() < 2) return;
+  if (node.output_size() < 2 || node.output(1).empty()) return;
   if (is_static(x->shape()))
     return c.define(node.output(1), c.constant(full(to_static(x->shape()), true, DType::Bool)));
   Value* keep = c.constant(full({}, true, DType::Bool));
   c.define(node.output(1), c.emit("expand", {keep}, {{"size", x->shape()}}));
 }
 
+// Training (opset 12's training_mode input, which may be known only at run
+// time): each element is kept where a uniform draw in [0, 1) is at least
+// the ratio (so a ratio of 0 keeps all, exactly), and scaled by
+// 1 / (1 - ratio). With training_mode false at run time the mask keeps all
+// and the scale is 1.
+void dropout(const Node& node, ImportContext& c) {
+  Value* training = c.opset() >= 12 ? c.input(node, 2) : nullptr;
+  if (!training || (c.is_constant(training) &&
+                    !c.constant_data(training, "Dropout's training_mode").item<bool>())) {
+    return dropout_inference(node, c);
+  }
+  Value* x = c.input(node, 0);
+  const DType dtype = x->dtype();
+  Value* ratio = c.input(node, 1);
+  if (!ratio) ratio = constant_like(c, 0.5, dtype);
+  ratio = c.emit("cast", {ratio}, {{"dtype", dtype}});
+  Value* draw = c.emit("uniform_like", {x});
+  Value* keep = c.emit("ge", {draw, ratio});
+  Value* scale = c.emit("reciprocal", {c.emit("sub", {constant_like(c, 1.0, dtype), ratio})});
+  if (!c.is_constant(training)) {
+    keep = c.emit("where", {training, keep, c.constant(full({}, true, DType::Bool))});
+    scale = c.emit("where", {training, scale, constant_like(c, 1.0, dtype)});
+  }
+  Value* scaled = c.emit("mul", {x, scale});
+  define(node, c, c.emit("where", {keep, scaled, constant_like(c, 0.0, dtype)}));
+  if (node.output_size() > 1 && !node.output(1).empty()) c.define(node.output(1), keep);
+}
+
 }  // namespace
 
+// import_conv_pool.cpp: Conv, ConvTranspose and the pools.
+void add_conv_pool_importers(Table& table);
+
 void add_nn_importers(Table& table) {
-  table["Conv"] = conv;
-  table["ConvTranspose"] = conv_transpose;
-  table["MaxPool"] = max_pool;
-  table["AveragePool"] = average_pool;
-  table["GlobalAveragePool"] = global_average_pool;
-  table["GlobalMaxPool"] = global_max_pool;
+  add_conv_pool_importers(table);
   table["BatchNormalization"] = batch_normalization;
   table["LayerNormalization"] = layer_normalization;
   table["Softmax"] = softmax_op;

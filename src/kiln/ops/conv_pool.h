@@ -26,6 +26,28 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const Tensor& b = {},
                         IntList output_padding = {0, 0}, int64_t groups = 1,
                         IntList dilation = {1, 1});
 
+// The 3-D forms over (N, C, D, H, W) inputs (a 4-D input is one sample),
+// with PyTorch's rules and argument orders; one-element lists mean "same for
+// all three spatial dims".
+Tensor conv3d(const Tensor& x, const Tensor& w, const Tensor& b = {}, IntList stride = {1, 1, 1},
+              IntList padding = {0, 0, 0}, IntList dilation = {1, 1, 1}, int64_t groups = 1);
+Tensor conv_transpose3d(const Tensor& x, const Tensor& w, const Tensor& b = {},
+                        IntList stride = {1, 1, 1}, IntList padding = {0, 0, 0},
+                        IntList output_padding = {0, 0, 0}, int64_t groups = 1,
+                        IntList dilation = {1, 1, 1});
+Tensor max_pool3d(const Tensor& x, IntList kernel_size, IntList stride = {},
+                  IntList padding = {0, 0, 0}, IntList dilation = {1, 1, 1},
+                  bool ceil_mode = false);
+Tensor avg_pool3d(const Tensor& x, IntList kernel_size, IntList stride = {},
+                  IntList padding = {0, 0, 0}, bool ceil_mode = false,
+                  bool count_include_pad = true);
+Tensor conv3d_backward_input(const Tensor& grad_out, const Tensor& w, IntList input_size,
+                             IntList stride = {1, 1, 1}, IntList padding = {0, 0, 0},
+                             IntList dilation = {1, 1, 1}, int64_t groups = 1);
+Tensor conv3d_backward_weight(const Tensor& grad_out, const Tensor& x, IntList weight_size,
+                              IntList stride = {1, 1, 1}, IntList padding = {0, 0, 0},
+                              IntList dilation = {1, 1, 1}, int64_t groups = 1);
+
 // Backward ops (what conv2d's and the pools' gradient rules call): the
 // gradient with respect to the input of the given size, or to the weight,
 // from grad_out, with the forward's attributes.

@@ -51,6 +51,14 @@ DimList output_shape(const TensorMeta& x, const Dim& channels, const Dim& oh, co
 
 }  // namespace
 
+Dim pooled_size(const Dim& in, int64_t kernel, int64_t pad, int64_t stride, int64_t dilation,
+                bool ceil_mode) {
+  const Dim span = in + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  Dim out = floordiv(span, stride) + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad) out -= 1;
+  return out;
+}
+
 cpu::Conv2dParams conv_params(const Attrs& attrs, const char* op) {
   cpu::Conv2dParams p;
   auto stride = pair_of(attrs.get_ints("stride"), op, "stride");
@@ -147,16 +155,6 @@ struct PoolGeometry {
   cpu::Pool2dParams params;
   Dim out_h = 0, out_w = 0;
 };
-
-// PyTorch's pooling_output_shape: with ceil_mode the last window may be
-// partial, but must start inside the input or its left padding.
-Dim pooled_size(const Dim& in, int64_t kernel, int64_t pad, int64_t stride, int64_t dilation,
-                bool ceil_mode) {
-  const Dim span = in + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
-  Dim out = floordiv(span, stride) + 1;
-  if (ceil_mode && (out - 1) * stride >= in + pad) out -= 1;
-  return out;
-}
 
 PoolGeometry pool_geometry(const InferArgs& args, const char* op, bool has_dilation) {
   const TensorMeta& x = args.inputs[0];
@@ -314,6 +312,8 @@ void register_conv_pool_ops(OpRegistry& registry) {
                      .onnx = {"GlobalAveragePool"}});
   register_backward_ops(registry);
   register_conv_transpose_ops(registry);
+  register_conv3d_ops(registry);
+  register_pool3d_ops(registry);
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, IntList stride, IntList padding,

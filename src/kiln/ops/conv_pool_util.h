@@ -23,6 +23,22 @@ cpu::Conv2dParams conv_params(const Attrs& attrs, const char* op = "conv2d");
 cpu::Pool2dParams params_for(const OpDef& def, const cpu::StridedView& x, const Attrs& attrs,
                              bool has_dilation);
 
+// PyTorch's pooling_output_shape: with ceil_mode the last window may be
+// partial, but must start inside the input or its left padding.
+Dim pooled_size(const Dim& in, int64_t kernel, int64_t pad, int64_t stride, int64_t dilation,
+                bool ceil_mode);
+
+// The 3-D family (conv3d_ops.cpp, pool3d_ops.cpp): a one-element list means
+// the same value for depth, height and width.
+std::array<int64_t, 3> triple_of(const IntList& values, const char* op, const char* name);
+void check_volume_input(const TensorMeta& x, const char* op);
+// x as [N, C, D, H, W] (a 4-D input is one sample).
+cpu::StridedView batched5(const cpu::StridedView& v);
+// [N,] channels, spatial... (N when x is batched).
+DimList volume_output_shape(const TensorMeta& x, const Dim& channels, const DimList& spatial);
+void register_conv3d_ops(OpRegistry& registry);
+void register_pool3d_ops(OpRegistry& registry);
+
 // Backward rules (conv_pool_grads.cpp).
 std::vector<Tensor> conv2d_grad(const GradContext& ctx);
 std::vector<Tensor> max_pool2d_grad(const GradContext& ctx);
