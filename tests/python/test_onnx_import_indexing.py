@@ -1,10 +1,10 @@
 """ONNX import of the gather, scatter and rearranging ops (GatherND,
 ScatterND, ScatterElements, Scatter, OneHot, ReverseSequence, DepthToSpace,
-SpaceToDepth, MaxUnpool, Range, Einsum, GridSample): ONNX's own backend
-cases for them, and hand-written models with the variants those cases
-leave out (batch dims, negative indices, reductions, symbolic sizes,
-broadcasting equations, every GridSample mode), each run in kiln and in
-ONNX Runtime."""
+SpaceToDepth, MaxUnpool, Range, Einsum, GridSample, RoiAlign): ONNX's own
+backend cases for them, and hand-written models with the variants those
+cases leave out (batch dims, negative indices, reductions, symbolic sizes,
+broadcasting equations, every GridSample and RoiAlign mode), each run in
+kiln and in ONNX Runtime."""
 import pathlib
 import sys
 
@@ -34,7 +34,8 @@ BACKEND_CASES = [
     "node/test_onehot_with_axis", "node/test_onehot_with_negative_axis",
     "node/test_onehot_without_axis", "node/test_range_float_type_positive_delta",
     "node/test_range_int32_type_negative_delta",
-    "node/test_reversesequence_batch", "node/test_reversesequence_time",
+    "node/test_reversesequence_batch", "node/test_roialign_aligned_false",
+    "node/test_roialign_aligned_true", "node/test_reversesequence_time",
     "node/test_scatter_elements_with_axis", "node/test_scatter_elements_with_duplicate_indices",
     "node/test_scatter_elements_with_negative_indices", "node/test_scatter_elements_without_axis",
     "node/test_scatter_with_axis", "node/test_scatter_without_axis", "node/test_scatternd",
@@ -362,3 +363,39 @@ def test_grid_sample_against_onnx_runtime(tmp_path, mode, padding, align_corners
         want = session.run(None, {"x": x, "grid": grid})[0]
         got = loaded(kiln.from_numpy(x), kiln.from_numpy(grid)).numpy()
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+# ---- RoiAlign ----
+
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("transform", ["half_pixel", "output_half_pixel"])
+def test_roi_align_against_onnx_runtime(tmp_path, mode, transform):
+    node = helper.make_node("RoiAlign", ["x", "rois", "batch"], ["y"], mode=mode,
+                            coordinate_transformation_mode=transform, output_height=3,
+                            output_width=2, sampling_ratio=2, spatial_scale=0.5)
+    model = model_with([node], [info("x", [2, 3, 8, 10]), info("rois", ["r", 4]),
+                                info("batch", ["r"], TensorProto.INT64)], [info("y", None)],
+                       opset=16)
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path)
+    loaded = kiln.onnx.load(path)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    x = rand(2, 3, 8, 10)
+    # Regions inside, reaching past the borders, tiny, and far outside.
+    rois = np.array([[0, 0, 19, 15], [-6, 3, 8, 30], [5, 5, 5.5, 6], [30, 30, 40, 44],
+                     [2.2, 1.1, 11.7, 9.4]], dtype=np.float32)
+    for count in (5, 2):
+        feeds = {"x": x, "rois": rois[:count], "batch": np.array([1, 0, 1, 0, 1][:count])}
+        want = session.run(None, feeds)[0]
+        got = loaded(*[kiln.from_numpy(v) for v in feeds.values()]).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_roi_align_with_adaptive_sampling_is_refused_by_name(tmp_path):
+    node = helper.make_node("RoiAlign", ["x", "rois", "batch"], ["y"])
+    model = model_with([node], [info("x", [1, 1, 4, 4]), info("rois", [1, 4]),
+                                info("batch", [1], TensorProto.INT64)], [info("y", None)],
+                       opset=16)
+    onnx.save(model, tmp_path / "m.onnx")
+    with pytest.raises(RuntimeError, match="sampling_ratio 0"):
+        kiln.onnx.load(tmp_path / "m.onnx")
