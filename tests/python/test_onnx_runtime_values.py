@@ -210,6 +210,33 @@ def test_scan_of_opset_8_with_sequence_lens_from_an_input(tmp_path, directions):
                              (vec(1, 3, 4), init, xs)])
 
 
+@pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
+def test_recurrent_sequence_lens_from_an_input(tmp_path, op):
+    """sequence_lens shorter than the sequence, given at call time: each
+    sequence stops at its length in both directions, Y zeros past it."""
+    steps, batch, size, hidden = 4, 3, 2, 3
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[op]
+    weights = [helper.make_tensor(name, F, shape, floats(*shape).ravel() * 0.5)
+               for name, shape in [("w", [2, gates * hidden, size]),
+                                   ("r", [2, gates * hidden, hidden]),
+                                   ("b", [2, 2 * gates * hidden])]]
+    outputs = ["y", "y_h"] + (["y_c"] if op == "LSTM" else [])
+    node = helper.make_node(op, ["x", "w", "r", "b", "lens"], outputs, hidden_size=hidden,
+                            direction="bidirectional")
+    graph = helper.make_graph([node], "g", [x_input([steps, batch, size]),
+                                            helper.make_tensor_value_info("lens", TensorProto.INT32,
+                                                                          [batch])],
+                              [out(name) for name in outputs], initializer=weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    path = tmp_path / "rnn.onnx"
+    onnx.save(model, str(path))
+    x = floats(steps, batch, size)
+    lens = [np.array(v, dtype=np.int32) for v in ([4, 2, 1], [4, 4, 4], [1, 3, 4])]
+    model = check_against_ort(path, [(x, v) for v in lens], rtol=1e-4, atol=1e-5)
+    assert model.value_inputs == ["lens"]
+
+
 def test_cache_is_bounded(tmp_path):
     path = model_file(tmp_path, [helper.make_node("Reshape", ["x", "shape"], ["y"])],
                       [x_input([4, 6]), int_input("shape", [2])], [out()])

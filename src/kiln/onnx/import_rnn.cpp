@@ -18,12 +18,14 @@
 // resets h before its product, n = tanh(gi_n + (r h) R_nᵀ + Rb_n), so its
 // step is plain ops. layout=1 (batch first) transposes in and out.
 //
-// An LSTM with peepholes (P) runs its step as plain ops. Refused, naming
-// the node and attribute: activations other than the defaults, clip,
-// activation_alpha/beta, input_forget, and sequence_lens other than the
-// full length for every sequence.
+// An LSTM with peepholes (P) runs its step as plain ops. sequence_lens
+// shorter than the sequence (known at import, or specialized on) run one
+// scan per batch element. Refused, naming the node and attribute:
+// activations other than the defaults, clip, activation_alpha/beta and
+// input_forget.
 #include <algorithm>
 #include <cctype>
+#include <optional>
 
 #include "kiln/core/factory.h"
 #include "kiln/jit/ir/control_flow.h"
@@ -145,18 +147,24 @@ Value* rows(ImportContext& c, Value* x, int64_t start, int64_t length) {
   return c.emit("narrow", {x}, {{"dim", int64_t(0)}, {"start", start}, {"length", length}});
 }
 
-// sequence_lens: every sequence the full length, or refused.
-void check_sequence_lens(const Node& node, ImportContext& c, const Dim& steps) {
+// sequence_lens where some sequence is shorter than the steps; nothing
+// when absent or all full. Known at import: a constant, or specialized on
+// the model input it comes from (Note [Value inputs]).
+std::optional<IntList> sequence_lengths(const Node& node, ImportContext& c, const Dim& steps,
+                                        const Dim& batch) {
   Value* lens = c.input(node, 4);
-  if (!lens) return;
-  // Known at import (a constant, or an input bound by constant_inputs).
+  if (!lens) return std::nullopt;
   IntList values = c.constant_ints(lens, node.op_type() + "'s sequence_lens");
-  bool full = steps.is_static() && std::all_of(values.begin(), values.end(), [&](int64_t v) {
-                return v == steps.static_value();
-              });
-  KILN_CHECK(full, "onnx import: ", node.op_type(), "'s sequence_lens ", values,
-             " are not all the sequence length ", steps,
-             " (kiln runs every sequence for all steps)");
+  if (steps.is_static() && std::all_of(values.begin(), values.end(),
+                                       [&](int64_t v) { return v == steps.static_value(); }))
+    return std::nullopt;
+  KILN_CHECK(steps.is_static() && batch.is_static() && int64_t(values.size()) == batch,
+             "onnx import: ", node.op_type(), "'s sequence_lens ", values, " for ", steps,
+             " steps and a batch of ", batch, " (shorter sequences need both static)");
+  for (int64_t v : values)
+    KILN_CHECK(v >= 1 && v <= steps.static_value(), "onnx import: ", node.op_type(),
+               "'s sequence_lens ", values, " must lie in [1, ", steps, "]");
+  return values;
 }
 
 // A state of direction d: from initial_h / initial_c, or zeros.
@@ -286,6 +294,36 @@ std::vector<Value*> direction_scan(ImportContext& c, const Spec& s, int64_t d, V
   return made->outputs();
 }
 
+// One direction where sequences end early: each batch element's scan
+// over its own steps, its Y zeros past them (as ONNX Runtime gives) and
+// its final states those of its last step; joined along the batch.
+std::vector<Value*> scan_by_length(ImportContext& c, const Spec& s, int64_t d, Value* x, Value* w,
+                                   Value* wb, const std::vector<Value*>& states, Value* r,
+                                   Value* rb, Value* peephole, const IntList& lengths) {
+  auto narrow = [&](Value* v, int64_t dim, int64_t start, int64_t length) {
+    return c.emit("narrow", {v}, {{"dim", dim}, {"start", start}, {"length", length}});
+  };
+  const int64_t steps = x->shape()[0].static_value();
+  std::vector<std::vector<Value*>> parts(states.size() + 1);
+  for (int64_t b = 0; b < int64_t(lengths.size()); ++b) {
+    Value* x_b = narrow(narrow(x, 1, b, 1), 0, 0, lengths[size_t(b)]);
+    std::vector<Value*> states_b;
+    for (Value* state : states)
+      states_b.push_back(narrow(state, 0, b, 1));
+    std::vector<Value*> out =
+        direction_scan(c, s, d, c.emit("linear", {x_b, w, wb}), states_b, r, rb, peephole);
+    IntList pad(6, 0);  // kiln's pad lists the last dim first: Y_b's steps are last
+    pad.back() = steps - lengths[size_t(b)];
+    out.back() = c.emit("pad", {out.back()}, {{"pad", pad}, {"mode", std::string("constant")}});
+    for (size_t k = 0; k < out.size(); ++k)
+      parts[k].push_back(out[k]);
+  }
+  std::vector<Value*> joined;
+  for (size_t k = 0; k < parts.size(); ++k)  // states [batch, H], Y [T, batch, H]
+    joined.push_back(c.emit("cat", parts[k], {{"dim", int64_t(k + 1 == parts.size())}}));
+  return joined;
+}
+
 // A stacked state [num_directions, batch, H], or [batch, num_directions, H]
 // batch first.
 Value* stacked_state(ImportContext& c, const Spec& s, const std::vector<Value*>& per_direction) {
@@ -314,7 +352,7 @@ void recurrent(const Node& node, ImportContext& c, Cell cell) {
              s.num_directions, ", ", s.gates * s.hidden, ", ", x->shape()[2], "]");
   if (s.batch_first) x = c.emit("transpose", {x}, {{"dim0", int64_t(0)}, {"dim1", int64_t(1)}});
   const Dim batch = x->shape()[1];
-  check_sequence_lens(node, c, x->shape()[0]);
+  std::optional<IntList> lengths = sequence_lengths(node, c, x->shape()[0], batch);
   const int64_t width = s.gates * s.hidden;
   std::vector<Value*> ys, h_n, c_n;
   for (int64_t d = 0; d < s.num_directions; ++d) {
@@ -327,12 +365,15 @@ void recurrent(const Node& node, ImportContext& c, Cell cell) {
       wb = reorder(c, s, rows(c, bias, 0, width));
       rb = reorder(c, s, rows(c, bias, width, width));
     }
-    Value* gi = c.emit("linear", {x, reorder(c, s, pick(w)), wb});
+    Value* w_d = reorder(c, s, pick(w));
+    Value* r_d = reorder(c, s, pick(r));
+    Value* p_d = peepholes ? pick(peepholes) : nullptr;
     std::vector<Value*> states = {initial_state(c, s, c.input(node, 5), d, batch, x->dtype())};
     if (cell == Cell::Lstm)
       states.push_back(initial_state(c, s, c.input(node, 6), d, batch, x->dtype()));
-    std::vector<Value*> out = direction_scan(c, s, d, gi, states, reorder(c, s, pick(r)), rb,
-                                             peepholes ? pick(peepholes) : nullptr);
+    std::vector<Value*> out =
+        lengths ? scan_by_length(c, s, d, x, w_d, wb, states, r_d, rb, p_d, *lengths)
+                : direction_scan(c, s, d, c.emit("linear", {x, w_d, wb}), states, r_d, rb, p_d);
     h_n.push_back(out[0]);
     if (cell == Cell::Lstm) c_n.push_back(out[1]);
     ys.push_back(out.back());
