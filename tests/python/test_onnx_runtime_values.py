@@ -185,8 +185,8 @@ def test_loop_slicing_at_its_iteration_number_unrolls(tmp_path):
                       [int_input("trip", []), x_input([3], "acc0"), x_input([8, 3], "table")],
                       [out("acc"), out("sums")])
     acc0, table = floats(3), floats(8, 3)
-    model = check_against_ort(path, [(np.array(n), acc0, table) for n in (1, 4, 7, 4)])
-    assert model.value_inputs == ["trip"] and model.num_specializations == 3
+    model = check_against_ort(path, [(np.array(n), acc0, table) for n in (1, 4, 7, 4, 0)])
+    assert model.value_inputs == ["trip"] and model.num_specializations == 4
 
 
 @pytest.mark.parametrize("directions", [[0], [1]], ids=["forward", "reverse"])

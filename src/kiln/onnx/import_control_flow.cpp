@@ -331,6 +331,33 @@ std::vector<Value*> unrolled_iteration(const Node& node, ImportContext& c, int64
   return outputs;
 }
 
+// The scan outputs of an unrolled Loop that runs no iteration, empty:
+// their types from the body imported once aside.
+std::vector<Value*> no_iterations(const Node& node, ImportContext& c,
+                                  const std::vector<Value*>& initial) {
+  const pb::GraphProto& body = graph_attr(node, "body");
+  if (body.output_size() <= int(initial.size()) + 1) return {};
+  jit::Graph aside_graph;
+  ImportContext aside(aside_graph, c);
+  std::vector<Value*> formal = {aside.constant(full({}, int64_t(0), DType::Int64)),
+                                aside.constant(full({}, true, DType::Bool))};
+  for (const Value* value : initial)
+    formal.push_back(aside_graph.add_input(value->type()));
+  for (size_t k = 0; k < formal.size() && int(k) < body.input_size(); ++k)
+    aside.define(body.input(int(k)).name(), formal[k]);
+  std::vector<Value*> outputs = import_subgraph(body, aside);
+  std::vector<Value*> empty;
+  for (size_t k = initial.size() + 1; k < outputs.size(); ++k) {
+    KILN_CHECK(is_static(outputs[k]->shape()), "onnx import: Loop of no iterations whose scan ",
+               "output '", body.output(int(k)).name(), "' has the symbolic shape ",
+               to_string(outputs[k]->shape()));
+    IntList shape = to_static(outputs[k]->shape());
+    shape.insert(shape.begin(), 0);
+    empty.push_back(c.constant(zeros(shape, outputs[k]->dtype())));
+  }
+  return empty;
+}
+
 // A Loop whose body needs its iteration number at import (a Slice at
 // `i`): the body once per iteration, inline, with i a constant. The trip
 // count must be known then (from the model's inputs it is specialized
@@ -367,13 +394,14 @@ void loop_unrolled(const Node& node, ImportContext& c, Value* trip, Value* first
     for (size_t k = 0; k < stacked.size(); ++k)
       stacked[k].push_back(outputs[initial.size() + 1 + k]);
   }
-  KILN_CHECK(!stacked.empty() || node.output_size() <= int(initial.size()), "onnx import: ", why,
-             "at least one iteration to type its scan outputs");
+  std::vector<Value*> ys;
+  for (const std::vector<Value*>& per_iteration : stacked)
+    ys.push_back(c.emit("stack", per_iteration, {{"dim", int64_t(0)}}));
+  if (stacked.empty()) ys = no_iterations(node, c, initial);
   for (size_t k = 0; k < carried.size(); ++k)
     c.define(node.output(int(k)), carried[k]);
-  for (size_t k = 0; k < stacked.size() && int(carried.size() + k) < node.output_size(); ++k)
-    c.define(node.output(int(carried.size() + k)),
-             c.emit("stack", stacked[k], {{"dim", int64_t(0)}}));
+  for (size_t k = 0; k < ys.size() && int(carried.size() + k) < node.output_size(); ++k)
+    c.define(node.output(int(carried.size() + k)), ys[k]);
 }
 
 void loop(const Node& node, ImportContext& c) {
