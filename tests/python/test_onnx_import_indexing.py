@@ -1,10 +1,11 @@
 """ONNX import of the gather, scatter and rearranging ops (GatherND,
 ScatterND, ScatterElements, Scatter, OneHot, ReverseSequence, DepthToSpace,
-SpaceToDepth, MaxUnpool, Range, Einsum, GridSample, RoiAlign): ONNX's own
-backend cases for them, and hand-written models with the variants those
-cases leave out (batch dims, negative indices, reductions, symbolic sizes,
-broadcasting equations, every GridSample and RoiAlign mode), each run in
-kiln and in ONNX Runtime."""
+SpaceToDepth, MaxUnpool, Range, Einsum, GridSample, RoiAlign,
+TfIdfVectorizer): ONNX's own backend cases for them, and hand-written
+models with the variants those cases leave out (batch dims, negative
+indices, reductions, symbolic sizes, broadcasting equations, every
+GridSample, RoiAlign and TfIdfVectorizer mode), each run in kiln and in
+ONNX Runtime."""
 import pathlib
 import sys
 
@@ -40,7 +41,13 @@ BACKEND_CASES = [
     "node/test_scatter_elements_with_negative_indices", "node/test_scatter_elements_without_axis",
     "node/test_scatter_with_axis", "node/test_scatter_without_axis", "node/test_scatternd",
     "node/test_scatternd_add", "node/test_scatternd_multiply", "node/test_spacetodepth",
-    "node/test_spacetodepth_example"]
+    "node/test_spacetodepth_example", "node/test_tfidfvectorizer_tf_batch_onlybigrams_skip0",
+    "node/test_tfidfvectorizer_tf_batch_onlybigrams_skip5",
+    "node/test_tfidfvectorizer_tf_batch_uniandbigrams_skip5",
+    "node/test_tfidfvectorizer_tf_only_bigrams_skip0",
+    "node/test_tfidfvectorizer_tf_onlybigrams_levelempty",
+    "node/test_tfidfvectorizer_tf_onlybigrams_skip5",
+    "node/test_tfidfvectorizer_tf_uniandbigrams_skip5"]
 
 
 @pytest.mark.parametrize("name", BACKEND_CASES)
@@ -399,3 +406,38 @@ def test_roi_align_with_adaptive_sampling_is_refused_by_name(tmp_path):
     onnx.save(model, tmp_path / "m.onnx")
     with pytest.raises(RuntimeError, match="sampling_ratio 0"):
         kiln.onnx.load(tmp_path / "m.onnx")
+
+
+# ---- TfIdfVectorizer ----
+
+# (mode, min and max n-gram length, max_skip_count, ngram_counts, pool,
+# ngram_indexes, weights): trigrams, weights, an output index order of its own.
+TFIDFS = [
+    ("TFIDF", 1, 3, 2, [0, 3, 7], [4, 9, 2, 9, 9, 4, 2, 7, 4, 9, 9, 2, 7],
+     [6, 0, 2, 1, 3, 5, 4], [0.5, 2.0, 1.0, 3.0, 0.25, 1.5, 4.0]),
+    ("IDF", 2, 2, 1, [0, 2], [4, 9, 9, 4, 2, 7], [1, 0, 3, 2], [1.0, 2.0, 3.0, 4.0]),
+    ("TF", 1, 1, 3, [0, 2], [7, 2, 2, 7], [0, 1, 2], None),
+]
+
+
+@pytest.mark.parametrize("mode, min_n, max_n, skip, counts, pool, indexes, weights", TFIDFS)
+@pytest.mark.parametrize("rows", [False, True])
+def test_tfidf_vectorizer_against_onnx_runtime(tmp_path, mode, min_n, max_n, skip, counts, pool,
+                                               indexes, weights, rows):
+    attrs = {"mode": mode, "min_gram_length": min_n, "max_gram_length": max_n,
+             "max_skip_count": skip, "ngram_counts": counts, "pool_int64s": pool,
+             "ngram_indexes": indexes}
+    if weights is not None:
+        attrs["weights"] = weights
+    node = helper.make_node("TfIdfVectorizer", ["x"], ["y"], **attrs)
+    shape = [3, "c"] if rows else ["c"]
+    model = model_with([node], [info("x", shape, TensorProto.INT32)], [info("y", None)], opset=9)
+    path = tmp_path / "model.onnx"
+    onnx.save(model, path)
+    loaded = kiln.onnx.load(path)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(5)
+    for c in (12, 2):  # rows shorter than a trigram's span too
+        x = rng.choice([2, 4, 7, 9, 11], size=(3, c) if rows else (c,)).astype(np.int32)
+        want = session.run(None, {"x": x})[0]
+        np.testing.assert_allclose(loaded(kiln.from_numpy(x)).numpy(), want)

@@ -397,10 +397,12 @@ void range(const Node& node, ImportContext& c) {
 
 void add_einsum_importers(Table& table);     // import_einsum.cpp
 void add_detection_importers(Table& table);  // import_detection.cpp
+void add_tfidf_importers(Table& table);      // import_tfidf.cpp
 
 void add_indexing_importers(Table& table) {
   add_einsum_importers(table);
   add_detection_importers(table);
+  add_tfidf_importers(table);
   table["GatherND"] = gather_nd;
   table["ScatterND"] = scatter_nd;
   table["ScatterElements"] = scatter_elements;
