@@ -1,5 +1,5 @@
 // The export driver: unfuse, name the inputs and weights, translate node by
-// node (export_ops tables), name the outputs, serialize.
+// node (the export_*.cpp tables), name the outputs, serialize.
 #include <algorithm>
 #include <fstream>
 #include <map>

@@ -1,4 +1,4 @@
-// What the exporters of single ops (export_ops*.cpp) write through: the
+// What the exporters of single ops (export_*.cpp) write through: the
 // names of kiln values in the ONNX graph, new nodes, and initializers.
 #pragma once
 

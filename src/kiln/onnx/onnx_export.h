@@ -7,7 +7,7 @@
 // Parameters become initializers under their state_dict names, graph inputs
 // keep their names. Fused ops (linear_act, conv2d_act, fused_elementwise)
 // are written as the ops they stand for. Every op of the table either has a
-// translation (export_ops*.cpp) or export fails naming it.
+// translation (export_*.cpp, export_generic.cpp) or export fails naming it.
 //
 // A graph with symbolic sizes (issue 21) exports as it is: its symbolic
 // dims become dim_params named by their text (`batch`, `seq`, `2*batch`),
