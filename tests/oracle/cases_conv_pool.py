@@ -98,6 +98,26 @@ MAX_POOL = [
          error="max_pool2d: expected 3-D (unbatched) or 4-D (batched) input"),
 ]
 
+def max_pool_indices(k, s=None, p=0, d=1, ceil=False):
+    return lambda x: F.max_pool2d(x, k, s, p, d, ceil_mode=ceil, return_indices=True)
+
+
+# Indices count ih * W + iw within each (n, c) plane; ties keep the first.
+MAX_POOL_INDICES = [
+    Case("max_pool2d_with_indices", [randn(2, 3, 6, 5)], max_pool_indices(2),
+         attrs={"kernel_size": [2, 2]}, name="k2"),
+    Case("max_pool2d_with_indices", [randn(1, 2, 7, 6, dtype="float64", layout="transposed")],
+         max_pool_indices((3, 2), (2, 1), (1, 1), (1, 2), True),
+         attrs={"kernel_size": [3, 2], "stride": [2, 1], "padding": [1, 1], "dilation": [1, 2],
+                "ceil_mode": True}, name="f64_ceil_dilation_transposed"),
+    Case("max_pool2d_with_indices", [values([[[1.0, 1.0, 0.0], [1.0, 0.5, 2.0], [2.0, 2.0, 2.0]]])],
+         max_pool_indices(2, 1), attrs={"kernel_size": [2, 2], "stride": [1, 1]},
+         name="ties_unbatched", fd=False),
+    Case("max_pool2d_with_indices", [randn(1, 1, 4, 4)],
+         attrs={"kernel_size": [2, 2], "padding": [2, 2]}, name="pad_too_big",
+         error="pad should be at most half of effective kernel size"),
+]
+
 AVG_POOL = [
     Case("avg_pool2d", [randn(2, 6, 28, 28)], avg_pool(2, 2),
          attrs={"kernel_size": [2, 2], "stride": [2, 2]}, name="lenet", reduce_len=4),
@@ -287,4 +307,4 @@ BACKWARD_OPS = [
          name="rank_mismatch", error="expected grad_output with the input's number of dims"),
 ]
 
-CASES = CONV + MAX_POOL + AVG_POOL + ADAPTIVE + GRAD_ROWS + BACKWARD_OPS
+CASES = CONV + MAX_POOL + MAX_POOL_INDICES + AVG_POOL + ADAPTIVE + GRAD_ROWS + BACKWARD_OPS

@@ -1,6 +1,6 @@
 """nn.Conv3d, nn.ConvTranspose3d, nn.MaxPool3d, nn.AvgPool3d and their
 functional forms against torch: values and gradients, float64 and float32,
-batched and unbatched."""
+batched and unbatched; and F.max_pool2d's indices."""
 import numpy as np
 import pytest
 import torch
@@ -126,3 +126,17 @@ def test_refusals_name_the_op_and_shapes():
         F.max_pool3d(kiln.randn(1, 1, 4, 4, 4), 2, padding=2)
     with pytest.raises(ValueError, match="padding='same' is not supported for strided"):
         F.conv3d(kiln.randn(1, 1, 4, 4, 4), kiln.randn(1, 1, 3, 3, 3), stride=2, padding="same")
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 7, 6), (3, 5, 5)])
+def test_max_pool2d_return_indices_matches_torch(shape):
+    x = np.round(np.random.default_rng(4).standard_normal(shape) * 2)  # ties
+    kx, tx = kiln.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    values, indices = F.max_pool2d(kx, (3, 2), (2, 1), 1, (1, 2), True, return_indices=True)
+    want_values, want_indices = torch.nn.functional.max_pool2d(tx, (3, 2), (2, 1), 1, (1, 2),
+                                                               True, return_indices=True)
+    np.testing.assert_array_equal(values.detach().numpy(), want_values.detach().numpy())
+    np.testing.assert_array_equal(indices.numpy(), want_indices.numpy())
+    values.sum().backward()
+    want_values.sum().backward()
+    np.testing.assert_array_equal(kx.grad.numpy(), tx.grad.numpy())

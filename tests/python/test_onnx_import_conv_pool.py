@@ -36,7 +36,9 @@ BACKEND_CASES = [
     "pytorch-converted/test_Conv3d_dilated_strided", "pytorch-converted/test_Conv3d_groups",
     "pytorch-converted/test_Conv3d_no_bias", "pytorch-converted/test_Conv3d_stride",
     "pytorch-converted/test_Conv3d_stride_padding", "pytorch-converted/test_MaxPool3d",
-    "pytorch-converted/test_MaxPool3d_stride", "pytorch-converted/test_MaxPool3d_stride_padding"]
+    "pytorch-converted/test_MaxPool3d_stride", "pytorch-converted/test_MaxPool3d_stride_padding",
+    "node/test_maxpool_with_argmax_2d_precomputed_pads",
+    "node/test_maxpool_with_argmax_2d_precomputed_strides"]
 
 
 @pytest.mark.parametrize("name", BACKEND_CASES)
@@ -78,12 +80,15 @@ def check(tmp_path, model, feeds, rtol=1e-5, atol=1e-5):
 
 
 def one_node(tmp_path, op, x, attrs, extra=(), n_outputs=1, opset=17):
-    """`op` over input x (and extra inputs), run in kiln and ONNX Runtime."""
+    """`op` over input x (and extra inputs), run in kiln and ONNX Runtime
+    (MaxPool's second output: int64 indices)."""
     names = ["x"] + [f"in{i}" for i in range(len(extra))]
     node = helper.make_node(op, names, [f"y{i}" for i in range(n_outputs)], **attrs)
     feeds = dict(zip(names, [x, *extra], strict=True))
+    types = [TensorProto.INT64 if op == "MaxPool" and i == 1 else TensorProto.FLOAT
+             for i in range(n_outputs)]
     model = model_with([node], [info(n, list(v.shape)) for n, v in feeds.items()],
-                       [info(f"y{i}", None) for i in range(n_outputs)], opset=opset)
+                       [info(f"y{i}", None, t) for i, t in enumerate(types)], opset=opset)
     check(tmp_path, model, feeds)
 
 
@@ -123,6 +128,20 @@ def test_average_pool(tmp_path, shape, attrs, include_pad):
 ])
 def test_max_pool_with_dilations(tmp_path, shape, attrs):
     one_node(tmp_path, "MaxPool", rand(*shape), attrs)
+
+
+@pytest.mark.parametrize("storage_order", [0, 1])
+@pytest.mark.parametrize("shape, attrs", [
+    ((2, 3, 9), {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}),
+    ((2, 3, 7, 6), {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 1, 1, 1],
+                    "dilations": [1, 2], "ceil_mode": 1}),
+])
+def test_max_pool_indices(tmp_path, shape, attrs, storage_order):
+    """Indices over the whole tensor (row- or column-major within a plane),
+    ties and all: integer inputs rounded to tie often."""
+    x = np.round(rand(*shape) * 2).astype(np.float32)
+    one_node(tmp_path, "MaxPool", x, {**attrs, "storage_order": storage_order}, n_outputs=2,
+             opset=12)
 
 
 @pytest.mark.parametrize("x_shape, w_shape, attrs", [

@@ -136,9 +136,13 @@ def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Pa
 
 def max_pool2d(input: Tensor, kernel_size: Pair, stride: Pair | None = None, padding: Pair = 0,
                dilation: Pair = 1, ceil_mode: bool = False,
-               return_indices: bool = False) -> Tensor:
-    if return_indices:
-        raise NotImplementedError("max_pool2d: return_indices is not supported yet")
+               return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    if return_indices:  # (values, ih * W + iw within each plane)
+        return _C.dispatch("max_pool2d_with_indices", [input],
+                           {"kernel_size": list(_pair(kernel_size)),
+                            "stride": [] if stride is None else list(_pair(stride)),
+                            "padding": list(_pair(padding)), "dilation": list(_pair(dilation)),
+                            "ceil_mode": ceil_mode})
     # stride=None (PyTorch's default) is the kernel size: an empty list to the op.
     return _C.max_pool2d(input, _pair(kernel_size), () if stride is None else _pair(stride),
                          _pair(padding), _pair(dilation), ceil_mode)

@@ -5,6 +5,7 @@
 // pooling window, negative) becomes an explicit pad (or crop) step.
 #include <limits>
 
+#include "kiln/core/factory.h"
 #include "kiln/onnx/import_util.h"
 #include "kiln/util/error.h"
 
@@ -302,19 +303,45 @@ PoolWindow pool_window(const Windowed& w, ImportContext& c, double pad_value) {
   return p;
 }
 
+// MaxPool's indices count over the whole input [N, C, H, W]: the plane's
+// offset plus h * W + w (storage_order 0) or h + w * H (1); kiln's count
+// h * W + w within each plane.
+Value* onnx_indices(ImportContext& c, const Node& node, Value* within_plane, const Value* x) {
+  IntList shape = to_static(x->shape(), "onnx import: MaxPool's indices");
+  const int64_t planes = shape[0] * shape[1], H = shape[2], W = shape[3];
+  Value* index = within_plane;
+  if (attr_int(node, "storage_order", 0) == 1) {
+    Value* width = c.constant(full({}, W, DType::Int64));
+    Value* h = c.emit("floor_divide", {index, width});
+    Value* w = c.emit("remainder", {index, width});
+    index = c.emit("add", {h, c.emit("mul", {w, c.constant(full({}, H, DType::Int64))})});
+  }
+  std::vector<int64_t> offsets(static_cast<size_t>(planes));
+  for (int64_t i = 0; i < planes; ++i)
+    offsets[size_t(i)] = i * H * W;
+  Tensor offset =
+      tensor_from_data(offsets.data(), DType::Int64, {shape[0], shape[1], 1, 1}, DType::Int64);
+  return c.emit("add", {index, c.constant(offset)});
+}
+
 void max_pool(const Node& raw, ImportContext& c) {
   Windowed w = windowed(raw, c);
   const Node& node = w.node;
-  KILN_CHECK(node.output_size() == 1 || node.output(1).empty(),
-             "onnx import: MaxPool's indices output");
   PoolWindow p = pool_window(w, c, lowest_of(w.x->dtype()));
-  Value* y = c.emit(op_for("max_pool", w.k), {p.x},
-                    {{"kernel_size", p.kernel},
-                     {"stride", p.stride},
-                     {"padding", p.padding},
-                     {"dilation", p.dilation},
-                     {"ceil_mode", attr_int(node, "ceil_mode", 0) != 0}});
-  w.define_result(c, y);
+  Attrs attrs = {{"kernel_size", p.kernel},
+                 {"stride", p.stride},
+                 {"padding", p.padding},
+                 {"dilation", p.dilation},
+                 {"ceil_mode", attr_int(node, "ceil_mode", 0) != 0}};
+  if (node.output_size() < 2 || node.output(1).empty())
+    return w.define_result(c, c.emit(op_for("max_pool", w.k), {p.x}, attrs));
+  KILN_CHECK(w.k == 2 && !p.padded_explicitly, "onnx import: MaxPool's indices output ",
+             w.k == 3 ? "over a 3-D input" : "with pads kiln's max_pool2d cannot take",
+             " (kiln has indices for 1-D and 2-D pools padded alike at both ends, at most half "
+             "the window)");
+  std::vector<Value*> outputs = c.emit_multi("max_pool2d_with_indices", {p.x}, attrs);
+  w.define_result(c, outputs[0]);
+  w.define_result(c, onnx_indices(c, node, outputs[1], w.x), 1);
 }
 
 // With explicit zero padding and padding not counted, the sum of each

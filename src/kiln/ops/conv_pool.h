@@ -3,6 +3,8 @@
 // spatial dims"; an empty pooling stride means "= kernel_size".
 #pragma once
 
+#include <utility>
+
 #include "kiln/core/tensor.h"
 
 namespace kiln {
@@ -11,6 +13,11 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b = {}, IntList st
               IntList padding = {0, 0}, IntList dilation = {1, 1}, int64_t groups = 1);
 Tensor max_pool2d(const Tensor& x, IntList kernel_size, IntList stride = {},
                   IntList padding = {0, 0}, IntList dilation = {1, 1}, bool ceil_mode = false);
+// max_pool2d's values and each one's index ih * W + iw within its plane.
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, IntList kernel_size,
+                                                  IntList stride = {}, IntList padding = {0, 0},
+                                                  IntList dilation = {1, 1},
+                                                  bool ceil_mode = false);
 Tensor avg_pool2d(const Tensor& x, IntList kernel_size, IntList stride = {},
                   IntList padding = {0, 0}, bool ceil_mode = false, bool count_include_pad = true);
 Tensor adaptive_avg_pool2d(const Tensor& x, IntList output_size);

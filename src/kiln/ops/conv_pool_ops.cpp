@@ -314,6 +314,7 @@ void register_conv_pool_ops(OpRegistry& registry) {
   register_conv_transpose_ops(registry);
   register_conv3d_ops(registry);
   register_pool3d_ops(registry);
+  register_max_pool_indices_ops(registry);
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, IntList stride, IntList padding,

@@ -38,6 +38,8 @@ cpu::StridedView batched5(const cpu::StridedView& v);
 DimList volume_output_shape(const TensorMeta& x, const Dim& channels, const DimList& spatial);
 void register_conv3d_ops(OpRegistry& registry);
 void register_pool3d_ops(OpRegistry& registry);
+// max_pool2d_with_indices (max_pool_indices_ops.cpp).
+void register_max_pool_indices_ops(OpRegistry& registry);
 
 // Backward rules (conv_pool_grads.cpp).
 std::vector<Tensor> conv2d_grad(const GradContext& ctx);

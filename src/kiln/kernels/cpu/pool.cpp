@@ -10,6 +10,7 @@
 
 #include "kiln/kernels/cpu/loops.h"
 #include "kiln/kernels/cpu/onednn.h"
+#include "kiln/kernels/cpu/parallel.h"
 
 namespace kiln::cpu {
 namespace {
@@ -46,6 +47,43 @@ void max_pool_reference_typed(const StridedView& out, const StridedView& x, cons
           }
         }
         dst[oh * OW + ow] = best;
+      }
+    }
+  });
+}
+
+// As max_pool_reference_typed, remembering where each max was; a window's
+// first in-bounds element starts it, so a window of -inf points there.
+template <typename T>
+void max_pool_indices_typed(const StridedView& out, const StridedView& indices,
+                            const StridedView& x, const Pool2dParams& p) {
+  const int64_t C = out.shape[1], H = x.shape[2], W = x.shape[3];
+  const int64_t OH = out.shape[2], OW = out.shape[3], sh = x.strides[2], sw = x.strides[3];
+  const bool work_is_large = out.numel() * p.kernel[0] * p.kernel[1] > kParallelGrain;
+  parallel_for(out.shape[0] * C, work_is_large, [&](int64_t plane) {
+    const T* src = x.ptr<const T>() + (plane / C) * x.strides[0] + (plane % C) * x.strides[1];
+    T* dst = out.ptr<T>() + plane * OH * OW;
+    int64_t* where = indices.ptr<int64_t>() + plane * OH * OW;
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        int64_t best_at = -1;
+        T best = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                      : std::numeric_limits<T>::lowest();
+        for (int64_t kh = 0; kh < p.kernel[0]; ++kh) {
+          const int64_t ih = oh * p.stride[0] - p.padding[0] + kh * p.dilation[0];
+          if (ih < 0 || ih >= H) continue;
+          for (int64_t kw = 0; kw < p.kernel[1]; ++kw) {
+            const int64_t iw = ow * p.stride[1] - p.padding[1] + kw * p.dilation[1];
+            if (iw < 0 || iw >= W) continue;
+            const T v = src[ih * sh + iw * sw];
+            if (best_at < 0 || v > best || v != v) {
+              best = v;
+              best_at = ih * W + iw;
+            }
+          }
+        }
+        dst[oh * OW + ow] = best;
+        where[oh * OW + ow] = best_at;
       }
     }
   });
@@ -289,6 +327,13 @@ void avg_pool_2x2_f32(const StridedView& out, const StridedView& x) {
 
 void max_pool2d_reference(const StridedView& out, const StridedView& x, const Pool2dParams& p) {
   visit_numeric(out.dtype, [&](auto tag) { max_pool_reference_typed<decltype(tag)>(out, x, p); });
+}
+
+void max_pool2d_with_indices(const StridedView& out, const StridedView& indices,
+                             const StridedView& x, const Pool2dParams& p) {
+  if (out.numel() == 0) return;
+  visit_numeric(out.dtype,
+                [&](auto tag) { max_pool_indices_typed<decltype(tag)>(out, indices, x, p); });
 }
 
 void avg_pool2d_reference(const StridedView& out, const StridedView& x, const Pool2dParams& p) {

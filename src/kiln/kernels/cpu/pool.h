@@ -41,6 +41,11 @@ inline AvgWindow avg_pool_window(int64_t oh, int64_t ow, int64_t H, int64_t W,
 // x: [N, C, H, W], any strides; out: [N, C, OH, OW], contiguous. The output
 // size already says whether ceil_mode added a last, partial window.
 void max_pool2d(const StridedView& out, const StridedView& x, const Pool2dParams& p);
+// max_pool2d's values and, in `indices` (int64, contiguous, out's shape),
+// where each came from: ih * W + iw within its (n, c) plane, as PyTorch's
+// return_indices (the first max; NaN wins).
+void max_pool2d_with_indices(const StridedView& out, const StridedView& indices,
+                             const StridedView& x, const Pool2dParams& p);
 void avg_pool2d(const StridedView& out, const StridedView& x, const Pool2dParams& p);
 // Window i covers [floor(i * H / OH), ceil((i + 1) * H / OH)).
 void adaptive_avg_pool2d(const StridedView& out, const StridedView& x);
