@@ -2,7 +2,7 @@
 dropout in the forms kiln's ops do not take directly: 1-D and 3-D inputs,
 pads that differ at the two ends or exceed half a window, negative
 ConvTranspose pads, auto_pad, global pools of any rank, BatchNormalization
-and Dropout in training mode. ONNX's own backend cases for them, then
+and Dropout in training mode, MaxPool's indices, LpPool. ONNX's own backend cases for them, then
 hand-written models run in kiln and in ONNX Runtime, and kiln's 3-D layers
 exported and run in ONNX Runtime."""
 import pathlib
@@ -177,6 +177,22 @@ def test_conv_transpose(tmp_path, x_shape, w_shape, attrs, with_bias):
 @pytest.mark.parametrize("shape", [(2, 3, 7), (2, 3, 4, 5), (1, 2, 3, 4, 5)])
 def test_global_pools_of_any_rank(tmp_path, op, shape):
     one_node(tmp_path, op, rand(*shape), {})
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+@pytest.mark.parametrize("shape, attrs", [
+    ((2, 3, 9), {"kernel_shape": [3], "strides": [2], "pads": [1, 2]}),
+    ((1, 2, 7, 8), {"kernel_shape": [3, 2], "strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    ((1, 2, 5, 6, 7), {"kernel_shape": [2, 3, 2], "pads": [0, 1, 1, 1, 0, 1]}),
+])
+def test_lp_pool(tmp_path, p, shape, attrs):
+    one_node(tmp_path, "LpPool", rand(*shape), {**attrs, "p": p}, opset=11)
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+@pytest.mark.parametrize("shape", [(2, 3, 7), (2, 3, 4, 5), (1, 2, 3, 4, 5)])
+def test_global_lp_pool(tmp_path, p, shape):
+    one_node(tmp_path, "GlobalLpPool", rand(*shape), {"p": p})
 
 
 @pytest.mark.parametrize("shape", [(4, 3), (2, 3, 5), (2, 3, 4, 5), (2, 3, 2, 3, 4)])

@@ -371,6 +371,50 @@ void average_pool(const Node& raw, ImportContext& c) {
   w.define_result(c, y);
 }
 
+// |x|^p, and its p-th root, for the Lp pools (p = 1 and 2 without pow).
+Value* abs_pow(ImportContext& c, Value* x, int64_t p) {
+  Value* magnitude = c.emit("abs", {x});
+  if (p == 1) return magnitude;
+  if (p == 2) return c.emit("mul", {magnitude, magnitude});
+  return c.emit("pow", {magnitude, c.constant(full({}, double(p), x->dtype()))});
+}
+
+Value* root(ImportContext& c, Value* sum, int64_t p) {
+  if (p == 1) return sum;
+  if (p == 2) return c.emit("sqrt", {sum});
+  return c.emit("pow", {sum, c.constant(full({}, 1.0 / double(p), sum->dtype()))});
+}
+
+// LpPool: (sum of |x|^p over each window)^(1/p), zero padding adding
+// nothing: an average pool of |x|^p over the padded input, times the
+// window's size (every window lies inside it without ceil_mode).
+void lp_pool(const Node& raw, ImportContext& c) {
+  Windowed w = windowed(raw, c);
+  const Node& node = w.node;
+  const int64_t p = attr_int(node, "p", 2);
+  KILN_CHECK(p > 0, "onnx import: LpPool with p ", p);
+  KILN_CHECK(attr_int(node, "ceil_mode", 0) == 0, "onnx import: LpPool with ceil_mode");
+  IntList kernel = spatial_attr(node, "kernel_shape", w.k, 1);
+  IntList stride = spatial_attr(node, "strides", w.k, 1);
+  IntList dilation = spatial_attr(node, "dilations", w.k, 1);
+  for (int64_t d : dilation) {
+    KILN_CHECK(d == 1, "onnx import: LpPool with dilations ", dilation);
+  }
+  IntList pads = onnx_pads(node, kernel, stride, dilation, w.x);
+  Value* powered = pad_spatial(c, abs_pow(c, w.x, p), pads, 0.0);
+  Value* mean = c.emit(op_for("avg_pool", w.k), {powered},
+                       {{"kernel_size", kernel},
+                        {"stride", stride},
+                        {"padding", IntList(w.k, 0)},
+                        {"ceil_mode", false},
+                        {"count_include_pad", true}});
+  int64_t size = 1;
+  for (int64_t k : kernel)
+    size *= k;
+  Value* sum = c.emit("mul", {mean, c.constant(full({}, double(size), mean->dtype()))});
+  w.define_result(c, root(c, sum, p));
+}
+
 IntList spatial_dims_of(const Value* x) {
   IntList dims;
   for (int64_t d = 2; d < rank_of(x); ++d)
@@ -388,6 +432,15 @@ void global_average_pool(const Node& node, ImportContext& c) {
   define(node, c, c.emit("mean", {x}, {{"dims", spatial_dims_of(x)}, {"keepdim", true}}));
 }
 
+void global_lp_pool(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
+  const int64_t p = attr_int(node, "p", 2);
+  KILN_CHECK(p > 0, "onnx import: GlobalLpPool with p ", p);
+  if (rank_of(x) <= 2) return define(node, c, c.emit("abs", {x}));
+  Value* sum = c.emit("sum", {abs_pow(c, x, p)}, {{"dims", spatial_dims_of(x)}, {"keepdim", true}});
+  define(node, c, root(c, sum, p));
+}
+
 void global_max_pool(const Node& node, ImportContext& c) {
   Value* x = c.input(node, 0);
   if (rank_of(x) <= 2) return define(node, c, x);
@@ -403,6 +456,8 @@ void add_conv_pool_importers(Table& table) {
   table["AveragePool"] = average_pool;
   table["GlobalAveragePool"] = global_average_pool;
   table["GlobalMaxPool"] = global_max_pool;
+  table["LpPool"] = lp_pool;
+  table["GlobalLpPool"] = global_lp_pool;
 }
 
 }  // namespace kiln::onnx
