@@ -129,6 +129,24 @@ def test_gather_nd_with_a_symbolic_batch(tmp_path):
         np.testing.assert_array_equal(loaded(kiln.from_numpy(x), kiln.from_numpy(i)).numpy(), want)
 
 
+@pytest.mark.parametrize("op", ["GatherND", "ScatterND"])
+@pytest.mark.parametrize("index", [[0, 7], [3, 0], [-4, 1]])
+def test_nd_index_outside_its_axis_is_an_error(tmp_path, op, index):
+    # [0, 7] of a [3, 4] would land inside the flattened data: still refused,
+    # as ONNX Runtime refuses it.
+    names = ["x", "i"] if op == "GatherND" else ["x", "i", "u"]
+    inputs = [info("x", [3, 4]), info("i", [1, 2], TensorProto.INT64)]
+    if op == "ScatterND":
+        inputs.append(info("u", [1]))
+    model = model_with([helper.make_node(op, names, ["y"])], inputs, [info("y", None)])
+    onnx.save(model, tmp_path / "m.onnx")
+    loaded = kiln.onnx.load(tmp_path / "m.onnx")
+    args = [kiln.randn(3, 4), kiln.from_numpy(np.array([index]))] + (
+        [kiln.randn(1)] if op == "ScatterND" else [])
+    with pytest.raises(IndexError, match="out of"):
+        loaded(*args)
+
+
 # ---- ScatterND, ScatterElements, Scatter ----
 
 @pytest.mark.parametrize("reduction", ["none", "add", "mul"])

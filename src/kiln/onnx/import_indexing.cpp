@@ -80,7 +80,8 @@ IntList indexed_sizes(const Node& node, const Value* x, int64_t from, int64_t to
 
 // Indices into axes of `sizes` (the last dim of `indices` picks the axis):
 // wrapped from the end where negative, then as one linear index of the axes
-// flattened in row-major order. int64, of indices' shape without its last dim.
+// flattened in row-major order (-1 for a row with an index out of range).
+// int64, of indices' shape without its last dim.
 Value* linear_index(ImportContext& c, Value* indices, const IntList& sizes) {
   indices = as_int64(c, indices);
   const int64_t k = int64_t(sizes.size());
@@ -95,7 +96,17 @@ Value* linear_index(ImportContext& c, Value* indices, const IntList& sizes) {
   Value* wrapped =
       c.emit("where", {negative, c.emit("add", {indices, c.constant(size_data)}), indices});
   Value* scaled = c.emit("mul", {wrapped, c.constant(stride_data)});
-  return c.emit("sum", {scaled}, {{"dims", IntList{-1}}, {"keepdim", false}});
+  Value* linear = c.emit("sum", {scaled}, {{"dims", IntList{-1}}, {"keepdim", false}});
+  // An index outside its axis could still land inside the flattened data
+  // ([0, 7] of a [3, 4] is row 1's last): such rows get -1, which the
+  // index_select or scatter reading them refuses, as ONNX Runtime does.
+  Value* last = c.emit("sub", {c.constant(size_data), int64_constant(c, 1)});
+  Value* clamped = c.emit("minimum", {c.emit("maximum", {wrapped, int64_constant(c, 0)}), last});
+  Value* outside = c.emit(
+      "amax", {c.emit("cast", {c.emit("ne", {clamped, wrapped})}, {{"dtype", DType::Int64}})},
+      {{"dims", IntList{-1}}, {"keepdim", false}});
+  Value* bad = c.emit("gt", {outside, int64_constant(c, 0)});
+  return c.emit("where", {bad, int64_constant(c, -1), linear});
 }
 
 // ONNX indices along one axis may count from the end: where(i < 0, i + size, i).
