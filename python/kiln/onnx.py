@@ -252,15 +252,58 @@ def export(model: Module | TracedModule | Callable[..., Any], args: Any = (),
             _verify(f, traced, inputs)
 
 
+# How an input or output is given flat to kiln._C.onnx.Model.call: one
+# tensor, an absent optional (None), or a list of n tensors (n).
+_TENSOR_FORM, _ABSENT_FORM = -1, -2
+
+
+def _flatten(args: Sequence[Any]) -> tuple[list[Tensor], list[int]]:
+    """The tensors of a call's inputs, flat, and each input's form."""
+    tensors: list[Tensor] = []
+    forms: list[int] = []
+    for arg in args:
+        if arg is None:
+            forms.append(_ABSENT_FORM)
+        elif isinstance(arg, (list, tuple)):
+            forms.append(len(arg))
+            tensors.extend(arg)
+        else:
+            forms.append(_TENSOR_FORM)
+            tensors.append(arg)
+    return tensors, forms
+
+
+def _regroup(tensors: Sequence[Tensor], forms: Sequence[int]) -> list[Any]:
+    """The outputs from their tensors, flat, and forms: a tensor, None or a list."""
+    outputs: list[Any] = []
+    at = 0
+    for form in forms:
+        if form == _ABSENT_FORM:
+            outputs.append(None)
+        elif form == _TENSOR_FORM:
+            outputs.append(tensors[at])
+            at += 1
+        else:
+            outputs.append(list(tensors[at:at + form]))
+            at += form
+    return outputs
+
+
 class SpecializedModel:
     """An ONNX model some of whose inputs decide its graph (a Reshape's
     shape, a TopK's k, a Slice's starts, a Loop's trip count fed from a
-    graph input): kiln.onnx.load returns it for such a model. Call it with
-    every input, as ONNX Runtime is called; each call reads the value
-    inputs (`value_inputs`) and runs the graph imported for those values,
-    the other inputs being its inputs. Graphs are cached per distinct tuple
-    of values, at most `max_specializations` (the least recently used is
+    graph input), or which takes or gives ONNX sequences or optionals:
+    kiln.onnx.load returns it for such a model. Call it with every input,
+    as ONNX Runtime is called; each call reads the value inputs
+    (`value_inputs`) and runs the graph imported for those values, the
+    other inputs being its inputs. Graphs are cached per distinct tuple of
+    values, at most `max_specializations` (the least recently used is
     dropped), as torch.compile specializes on Python ints.
+
+    A sequence is given and returned as a list of tensors, an optional as
+    a tensor (or list) or None; kiln's graph holds a sequence as its
+    tensors, so graphs are also cached per number and shapes of the
+    tensors of the sequence and optional inputs.
 
     There is no one graph to save or export: `specialize(*inputs)` gives
     the TracedModule of one tuple of values (taking the other inputs),
@@ -269,10 +312,12 @@ class SpecializedModel:
     def __init__(self, model: Any, name: str) -> None:
         self._model = model
         self._name = name
-        self._single = model.num_outputs == 1
+        self._single = len(model.output_names) == 1
 
-    def __call__(self, *args: Tensor) -> Any:
-        out = self._model.run(list(args))
+    def __call__(self, *args: Any) -> Any:
+        tensors, forms = _flatten(args)
+        flat, output_forms = self._model.call(tensors, forms)
+        out = _regroup(flat, output_forms)
         return out[0] if self._single else tuple(out)
 
     @property
@@ -298,11 +343,12 @@ class SpecializedModel:
     def max_specializations(self) -> int:
         return self._model.max_specializations
 
-    def specialize(self, *args: Tensor) -> TracedModule:
+    def specialize(self, *args: Any) -> TracedModule:
         """The TracedModule a call with `args` runs: the graph imported for
-        the value inputs' values in `args`, taking the other inputs."""
+        the value inputs' values in `args`, taking the other inputs (the
+        tensors of sequences and optionals, flat)."""
         from kiln.jit import TracedModule, _outputs_spec
-        compiled = self._model.compiled_for(list(args))
+        compiled = self._model.compiled_for(*_flatten(args))
         return TracedModule(compiled, _outputs_spec(compiled.num_outputs), self._name)
 
     def save(self, path: str | os.PathLike[str], *args: Any) -> None:
@@ -335,14 +381,16 @@ def load(path: str | os.PathLike[str], input_shapes: Mapping[str, Sequence[int]]
     A model that feeds a shape, axes, a k or a trip count from its inputs
     gives a SpecializedModel instead: called with every input, it imports
     one graph per distinct tuple of those inputs' values (at most
-    max_specializations kept). constant_inputs: {name: tensor} binds
-    inputs to fixed values at load; they leave the model's inputs."""
+    max_specializations kept), as does one that takes or gives ONNX
+    sequences (lists of tensors) or optionals (None when empty).
+    constant_inputs: {name: tensor} binds inputs to fixed values at load;
+    they leave the model's inputs."""
     from kiln.jit import TracedModule, _outputs_spec
     shapes = {name: list(shape) for name, shape in (input_shapes or {}).items()}
     model = _C.onnx.Model(os.fspath(path), shapes, dict(constant_inputs or {}),
                           int(max_specializations))
     name = os.path.basename(path)
-    if model.value_inputs:
+    if model.value_inputs or model.has_composites:
         return SpecializedModel(model, name)
     compiled = model.compiled()
     return TracedModule(compiled, _outputs_spec(compiled.num_outputs), name)

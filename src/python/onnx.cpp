@@ -78,6 +78,19 @@ void bind_onnx(nb::module_& m) {
             return model(inputs);
           },
           nb::arg("inputs"))
+      // A call with inputs of sequence or optional type: their tensors
+      // flat, one form per input (onnx_model.h); gives the outputs'
+      // tensors and forms.
+      .def(
+          "call",
+          [](onnx::Model& model, const std::vector<Tensor>& tensors,
+             const std::vector<int64_t>& forms) {
+            nb::gil_scoped_release released;
+            onnx::Model::Flat outputs = model.call(tensors, forms);
+            return std::make_tuple(outputs.tensors, outputs.forms);
+          },
+          nb::arg("tensors"), nb::arg("forms"))
+      .def_prop_ro("has_composites", &onnx::Model::has_composites)
       // The graph of a model without value inputs, compiled.
       .def("compiled",
            [](const onnx::Model& model) {
@@ -90,11 +103,12 @@ void bind_onnx(nb::module_& m) {
       // less the value inputs.
       .def(
           "compiled_for",
-          [](onnx::Model& model, const std::vector<Tensor>& inputs) {
+          [](onnx::Model& model, const std::vector<Tensor>& inputs,
+             const std::vector<int64_t>& forms) {
             nb::gil_scoped_release released;
-            return compiled(*model.import_for(inputs));
+            return compiled(*model.import_for(inputs, forms));
           },
-          nb::arg("inputs"));
+          nb::arg("inputs"), nb::arg("forms") = std::vector<int64_t>());
   m.def("importable_ops", &onnx::importable_ops);
 }
 

@@ -36,15 +36,57 @@ def cases():
                 yield f"{group}/{folder.name}", folder
 
 
-def read_tensor(path):
-    return numpy_helper.to_array(onnx.load_tensor(str(path)))
+def read_value(path, value_type):
+    """A tensor, or for a sequence (optional) the list (None or value) it holds,
+    read as the model declares the value."""
+    kind = value_type.WhichOneof("value") if value_type is not None else "tensor_type"
+    if kind == "tensor_type":
+        return numpy_helper.to_array(onnx.load_tensor(str(path)))
+    proto = {"sequence_type": onnx.SequenceProto, "optional_type": onnx.OptionalProto}[kind]()
+    proto.ParseFromString(pathlib.Path(path).read_bytes())
+    if kind == "sequence_type":
+        return numpy_helper.to_list(proto)
+    return numpy_helper.to_optional(proto)
 
 
-def read_all(data_set, prefix):
-    """The data set's tensors in index order (input_0, input_1, ..., input_10)."""
+def read_all(data_set, prefix, values):
+    """The data set's values in index order (input_0, input_1, ..., input_10),
+    each read as `values` (the graph's inputs or outputs) declares it."""
     paths = glob.glob(f"{data_set}/{prefix}_*.pb")
     paths.sort(key=lambda p: int(pathlib.Path(p).stem.split("_")[-1]))
-    return [read_tensor(p) for p in paths]
+    return [read_value(p, values[i].type if i < len(values) else None)
+            for i, p in enumerate(paths)]
+
+
+def to_kiln(value):
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return [to_kiln(element) for element in value]
+    return kiln.from_numpy(np.array(value, copy=True))
+
+
+def compare(got, want):
+    """None when `got` (kiln's) matches `want`, else (status, detail)."""
+    if want is None or isinstance(want, list):
+        if want is None:
+            return None if got is None else ("mismatch", "a value where None is expected")
+        if not isinstance(got, list) or len(got) != len(want):
+            return "mismatch", f"{type(got).__name__} vs a list of {len(want)}"
+        for g, w in zip(got, want):
+            if (failed := compare(g, w)) is not None:
+                return failed
+        return None
+    if got is None or isinstance(got, list):
+        return "mismatch", f"{type(got).__name__} vs a tensor"
+    got = got.detach().numpy()
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return "mismatch", f"{got.dtype}{list(got.shape)} vs {want.dtype}{list(want.shape)}"
+    if want.dtype.kind in "biu":
+        return None if np.array_equal(got, want) else ("mismatch", "values differ")
+    if not np.allclose(got, want, rtol=1e-3, atol=1e-7, equal_nan=True):
+        return "mismatch", f"max abs diff {np.nanmax(np.abs(got - want))}"
+    return None
 
 
 UNSUPPORTED = ("has no kiln translation", "which kiln does not have", "symbolic dimension",
@@ -57,11 +99,15 @@ def load(folder):
 
 def run_case(folder):
     """("pass" | "unsupported" | "error" | "mismatch", detail)."""
+    graph = onnx.load(str(folder / "model.onnx"), load_external_data=False).graph
+    initialized = {proto.name for proto in graph.initializer}
+    graph_inputs = [value for value in graph.input if value.name not in initialized]
     for data_set in sorted(glob.glob(str(folder / "test_data_set_*"))):
         try:
-            inputs, wants = read_all(data_set, "input"), read_all(data_set, "output")
-        except Exception:  # noqa: BLE001  (sequences, optionals: not tensors)
-            return "unsupported", "inputs or outputs that are not tensors"
+            inputs = read_all(data_set, "input", graph_inputs)
+            wants = read_all(data_set, "output", graph.output)
+        except Exception:  # noqa: BLE001  (maps and other types kiln does not read)
+            return "unsupported", "inputs or outputs that are not tensors, sequences or optionals"
         try:
             model = load(folder)
         except Exception as e:  # noqa: BLE001
@@ -69,19 +115,13 @@ def run_case(folder):
             unsupported = any(reason in text for reason in UNSUPPORTED)
             return ("unsupported" if unsupported else "error"), text.split("\n")[0][:300]
         try:
-            got = model(*[kiln.from_numpy(np.array(a, copy=True)) for a in inputs])
+            got = model(*[to_kiln(a) for a in inputs])
         except Exception as e:  # noqa: BLE001  (any kiln error fails the case)
             return "error", str(e).split("\n")[0][:300]
         got = list(got) if isinstance(got, tuple) else [got]
         for g, want in zip(got, wants):
-            g = g.detach().numpy()
-            if g.shape != want.shape or g.dtype != want.dtype:
-                return "mismatch", f"{g.dtype}{list(g.shape)} vs {want.dtype}{list(want.shape)}"
-            if want.dtype.kind in "biu":
-                if not np.array_equal(g, want):
-                    return "mismatch", "values differ"
-            elif not np.allclose(g, want, rtol=1e-3, atol=1e-7, equal_nan=True):
-                return "mismatch", f"max abs diff {np.nanmax(np.abs(g - want))}"
+            if (failed := compare(g, want)) is not None:
+                return failed
     return "pass", ""
 
 

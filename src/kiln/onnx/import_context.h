@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kiln/jit/ir/graph.h"
+#include "kiln/onnx/onnx_import.h"
 
 namespace kiln::onnx {
 
@@ -125,6 +126,25 @@ class ImportContext {
   bool take_unroll_request() { return std::exchange(unroll_requested_, false); }
   // The model inputs requested so far, by any context of the import.
   const std::set<std::string>& requested_inputs() const { return root().requested_; }
+  // ---- ONNX sequences and optionals (import_sequences.cpp) ----
+  // A sequence or an optional is a list of values known at import (an
+  // optional's of none or one); a handle value, which no node reads,
+  // stands for it wherever a translation passes values on (Identity, a
+  // Loop's carried values).
+  struct Composite {
+    bool optional = false;
+    std::vector<jit::Value*> elements;
+  };
+  jit::Value* composite(Composite parts);
+  // The parts a handle stands for (in this or an enclosing scope); null
+  // for any other value.
+  const Composite* composite_of(const jit::Value* value) const;
+  // A sub-graph's translation that meets a sequence it cannot hold (a
+  // Loop's carried one) asks the enclosing Loop to unroll instead.
+  void request_unroll() {
+    if (outer_) outer_->unroll_requested_ = true;
+  }
+
   // After the last node: drops the placeholders; an output that is one is
   // an error (the graph's outputs, or `outputs` for a sub-graph's).
   void finish();
@@ -159,6 +179,7 @@ class ImportContext {
   mutable std::set<std::string> requested_;           // the root's: requests come from any context
   std::unordered_set<const jit::Value*> iterations_;  // lookups only
   mutable bool unroll_requested_ = false;
+  std::unordered_map<const jit::Value*, Composite> composites_;  // lookups only
   bool inline_ = false;
 };
 
@@ -193,6 +214,15 @@ void add_rnn_importers(std::unordered_map<std::string, ImportFn>& table);
 void add_loss_importers(std::unordered_map<std::string, ImportFn>& table);
 void add_indexing_importers(std::unordered_map<std::string, ImportFn>& table);
 void add_activation_importers(std::unordered_map<std::string, ImportFn>& table);
+void add_sequence_importers(std::unordered_map<std::string, ImportFn>& table);
+// Model inputs and outputs of ONNX sequence or optional type
+// (import_sequences.cpp): the input's tensors as graph inputs, from its
+// form in `options` (false, adding none, where they lack it); the tensors
+// the model's outputs hold, each output's form in `forms`.
+bool add_composite_input(const pb::ValueInfoProto& input, const ImportOptions& options,
+                         ImportContext& context);
+std::vector<jit::Value*> flat_outputs(const pb::GraphProto& graph, ImportContext& context,
+                                      std::vector<int64_t>& forms);
 // Imports a sub-graph's initializers (as constants) and nodes into
 // `context` (import.cpp); returns the values of its outputs.
 std::vector<jit::Value*> import_subgraph(const pb::GraphProto& graph, ImportContext& context);

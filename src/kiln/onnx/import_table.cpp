@@ -27,6 +27,7 @@ const Table& importers() {
     add_loss_importers(all);
     add_indexing_importers(all);
     add_activation_importers(all);
+    add_sequence_importers(all);
     add_generic_importers(all);  // last: refuses an op type a file above translates
     return all;
   }();

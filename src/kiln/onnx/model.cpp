@@ -67,16 +67,53 @@ size_t Model::num_specializations() const {
   return cache_.size();
 }
 
-void Model::check_arity(const std::vector<Tensor>& inputs) const {
-  KILN_CHECK_VALUE(inputs.size() == first_.input_names.size(), "onnx::Model: the model takes ",
-                   first_.input_names.size(), " inputs, got ", inputs.size());
+bool Model::has_composites() const {
+  return !first_.composite_inputs.empty() ||
+         std::any_of(first_.output_forms.begin(), first_.output_forms.end(),
+                     [](int64_t form) { return form != kTensorForm; });
 }
 
-std::string Model::key_of(const std::vector<Tensor>& inputs) const {
+namespace {
+
+size_t count_of(int64_t form) {
+  return form == kAbsentForm ? 0 : form == kTensorForm ? 1 : size_t(form);
+}
+
+}  // namespace
+
+Model::Given Model::given(const std::vector<Tensor>& tensors,
+                          const std::vector<int64_t>& forms) const {
+  const std::vector<std::string>& names = first_.input_names;
+  KILN_CHECK_VALUE(!forms.empty() || tensors.size() == names.size(),
+                   "onnx::Model: the model takes ", names.size(), " inputs, got ", tensors.size());
+  Given inputs{
+      tensors, forms.empty() ? std::vector<int64_t>(names.size(), kTensorForm) : forms, {}};
+  KILN_CHECK_VALUE(inputs.forms.size() == names.size(), "onnx::Model: the model takes ",
+                   names.size(), " inputs, got ", inputs.forms.size());
+  size_t offset = 0;
+  for (size_t k = 0; k < names.size(); ++k) {
+    const int64_t form = inputs.forms[k];
+    KILN_CHECK_VALUE(form >= kAbsentForm, "onnx::Model: input '", names[k], "' has the form ",
+                     form);
+    bool composite = std::find(first_.composite_inputs.begin(), first_.composite_inputs.end(),
+                               names[k]) != first_.composite_inputs.end();
+    KILN_CHECK_VALUE(composite || form == kTensorForm, "onnx::Model: input '", names[k],
+                     "' is a tensor; got ", form == kAbsentForm ? "None" : "a list");
+    inputs.offsets.push_back(offset);
+    offset += count_of(form);
+  }
+  KILN_CHECK_VALUE(offset == tensors.size(), "onnx::Model: the inputs hold ", offset,
+                   " tensors, got ", tensors.size());
+  return inputs;
+}
+
+std::string Model::key_of(const Given& inputs) const {
   std::string key;
   for (size_t position : positions_) {
     const std::string& name = first_.input_names[position];
-    const Tensor& value = inputs[position];
+    KILN_CHECK_VALUE(inputs.forms[position] == kTensorForm, "onnx::Model: input '", name,
+                     "' decides the graph and must be a tensor");
+    const Tensor& value = inputs.tensors[inputs.offsets[position]];
     KILN_CHECK_VALUE(value.defined(), "onnx::Model: input '", name, "' is missing");
     KILN_CHECK_VALUE(value.numel() <= kMaxValueInputElements, "onnx::Model: input '", name,
                      "' decides the graph (its values are needed at import), and holds ",
@@ -89,14 +126,36 @@ std::string Model::key_of(const std::vector<Tensor>& inputs) const {
     key += ":";
     key.append(static_cast<const char*>(data.data_ptr()), size_t(data.numel()) * data.itemsize());
   }
+  // Sequences and optionals: their forms and their tensors' shapes.
+  for (size_t k = 0; k < inputs.forms.size(); ++k) {
+    if (inputs.forms[k] == kTensorForm) continue;
+    key += "|" + std::to_string(k) + ":" + std::to_string(inputs.forms[k]) + ":";
+    for (size_t j = 0; j < count_of(inputs.forms[k]); ++j) {
+      const Tensor& tensor = inputs.tensors[inputs.offsets[k] + j];
+      KILN_CHECK_VALUE(tensor.defined(), "onnx::Model: input '", first_.input_names[k],
+                       "' holds a missing tensor");
+      for (int64_t size : tensor.shape())
+        key += std::to_string(size) + ",";
+      key += ";";
+    }
+  }
   return key;
 }
 
-Imported Model::specialize(const std::vector<Tensor>& inputs) {
+Imported Model::specialize(const Given& inputs) {
   for (;;) {
     ImportOptions options = options_;
     for (size_t position : positions_)  // a copy: the caller may write into its tensor later
-      options.constant_inputs[first_.input_names[position]] = clone(inputs[position]);
+      options.constant_inputs[first_.input_names[position]] =
+          clone(inputs.tensors[inputs.offsets[position]]);
+    for (const std::string& name : first_.composite_inputs) {
+      size_t k = size_t(std::find(first_.input_names.begin(), first_.input_names.end(), name) -
+                        first_.input_names.begin());
+      CompositeInput& form = options.composite_inputs[name];
+      form.form = inputs.forms[k];
+      for (size_t j = 0; j < count_of(form.form); ++j)
+        form.shapes.push_back(inputs.tensors[inputs.offsets[k] + j].shape());
+    }
     Imported imported = try_import_model_bytes(bytes_, folder_, options);
     if (imported.graph) return imported;
     size_t known = positions_.size();
@@ -114,7 +173,7 @@ Imported Model::specialize(const std::vector<Tensor>& inputs) {
   }
 }
 
-Model::Entry& Model::entry_for(const std::vector<Tensor>& inputs) {
+Model::Entry& Model::entry_for(const Given& inputs) {
   try {
     return find_or_import(inputs);
   } catch (const Error& e) {
@@ -123,7 +182,7 @@ Model::Entry& Model::entry_for(const std::vector<Tensor>& inputs) {
   }
 }
 
-Model::Entry& Model::find_or_import(const std::vector<Tensor>& inputs) {
+Model::Entry& Model::find_or_import(const Given& inputs) {
   std::string key = key_of(inputs);
   for (auto it = cache_.begin(); it != cache_.end(); ++it) {
     if (it->key != key) continue;
@@ -136,28 +195,35 @@ Model::Entry& Model::find_or_import(const std::vector<Tensor>& inputs) {
   return cache_.front();
 }
 
-std::shared_ptr<const Imported> Model::import_for(const std::vector<Tensor>& inputs) {
-  check_arity(inputs);
+std::shared_ptr<const Imported> Model::import_for(const std::vector<Tensor>& inputs,
+                                                  const std::vector<int64_t>& forms) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return entry_for(inputs).imported;
+  return entry_for(given(inputs, forms)).imported;
 }
 
 std::vector<Tensor> Model::operator()(const std::vector<Tensor>& inputs) {
-  check_arity(inputs);
+  return call(inputs, {}).tensors;
+}
+
+Model::Flat Model::call(const std::vector<Tensor>& tensors, const std::vector<int64_t>& forms) {
   Runner run;
-  std::vector<size_t> positions;
+  Flat outputs;
+  std::vector<Tensor> graph_inputs;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    Given inputs = given(tensors, forms);
     Entry& entry = entry_for(inputs);
     if (!entry.run) entry.run = compile_(*entry.imported);
     run = entry.run;
-    positions = positions_;
+    outputs.forms = entry.imported->output_forms;
+    for (size_t k = 0; k < inputs.forms.size(); ++k) {
+      if (std::find(positions_.begin(), positions_.end(), k) != positions_.end()) continue;
+      for (size_t j = 0; j < count_of(inputs.forms[k]); ++j)
+        graph_inputs.push_back(tensors[inputs.offsets[k] + j]);
+    }
   }
-  std::vector<Tensor> graph_inputs;
-  for (size_t k = 0; k < inputs.size(); ++k)
-    if (std::find(positions.begin(), positions.end(), k) == positions.end())
-      graph_inputs.push_back(inputs[k]);
-  return run(graph_inputs);
+  outputs.tensors = run(graph_inputs);
+  return outputs;
 }
 
 }  // namespace kiln::onnx

@@ -26,6 +26,19 @@
 
 namespace kiln::onnx {
 
+// How a model input or output is given at a call, flat: one tensor
+// (kTensorForm), an absent optional (kAbsentForm, no tensor), or a
+// sequence of n >= 0 tensors (n).
+constexpr int64_t kTensorForm = -1;
+constexpr int64_t kAbsentForm = -2;
+
+// What a call gives for an input of ONNX sequence or optional type: its
+// form and the shapes of its tensors.
+struct CompositeInput {
+  int64_t form = kTensorForm;
+  std::vector<IntList> shapes;
+};
+
 struct ImportOptions {
   // Fixed shapes for inputs, by name, in place of the file's (symbolic)
   // ones: a static graph.
@@ -34,6 +47,9 @@ struct ImportOptions {
   // the model's inputs. onnx::Model binds a model's value inputs (shapes,
   // axes, bounds given as inputs) this way per call.
   std::map<std::string, Tensor> constant_inputs = {};
+  // The values given for inputs of ONNX sequence or optional type, which
+  // kiln's graph holds as tensors known in number (import_sequences.cpp).
+  std::map<std::string, CompositeInput> composite_inputs = {};
 };
 
 struct Imported {
@@ -49,6 +65,13 @@ struct Imported {
   // model per distinct tuple of their values.
   std::vector<std::string> value_inputs;
   std::string value_inputs_reason;
+  // The inputs of ONNX sequence or optional type, in input order: the
+  // graph takes their tensors (none when absent) where the model takes
+  // each, and without their forms (composite_inputs) the import gives no
+  // graph. Per output, its form (kTensorForm, ...): the graph's outputs are
+  // the outputs' tensors in order.
+  std::vector<std::string> composite_inputs;
+  std::vector<int64_t> output_forms;
 };
 
 // The most elements an input may hold to be specialized on.

@@ -23,6 +23,12 @@
 // `compile` turns an import into what runs it, once per specialization.
 // A specialized model has no one graph to save or export: save the graph
 // of one tuple of values (import_for) instead.
+//
+// Inputs and outputs of ONNX sequence or optional type are given flat
+// (call): each one's form (kTensorForm, kAbsentForm, or a sequence's
+// length) and the tensors it holds, in order. A graph is imported per
+// distinct forms and shapes of the sequence and optional inputs, as per
+// tuple of values.
 #pragma once
 
 #include <functional>
@@ -61,9 +67,22 @@ class Model {
   const Imported* single() const { return first_.graph ? &first_ : nullptr; }
 
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs);
+  // A call with inputs and outputs of sequence or optional type: `forms`
+  // has one entry per input; the outputs' tensors come back with theirs.
+  struct Flat {
+    std::vector<Tensor> tensors;
+    std::vector<int64_t> forms;
+  };
+  Flat call(const std::vector<Tensor>& tensors, const std::vector<int64_t>& forms);
   // The import a call with `inputs` runs (imported now unless cached): its
-  // graph's inputs are the call's inputs less the value inputs.
-  std::shared_ptr<const Imported> import_for(const std::vector<Tensor>& inputs);
+  // graph's inputs are the call's inputs' tensors less the value inputs.
+  // No forms: every input a tensor.
+  std::shared_ptr<const Imported> import_for(const std::vector<Tensor>& inputs,
+                                             const std::vector<int64_t>& forms = {});
+  // The inputs of sequence or optional type, and whether any input or
+  // output is of such a type (calls then go through call()).
+  const std::vector<std::string>& composite_inputs() const { return first_.composite_inputs; }
+  bool has_composites() const;
   // The graphs cached now, and the most kept.
   size_t num_specializations() const;
   size_t max_specializations() const { return max_specializations_; }
@@ -74,12 +93,18 @@ class Model {
     std::shared_ptr<const Imported> imported;
     Runner run;  // made on the entry's first call
   };
+  // A call's inputs: the tensors, each input's form and first tensor.
+  struct Given {
+    const std::vector<Tensor>& tensors;
+    std::vector<int64_t> forms;
+    std::vector<size_t> offsets;
+  };
+  Given given(const std::vector<Tensor>& tensors, const std::vector<int64_t>& forms) const;
   // The cached entry for `inputs`, or a new one (errors name the file).
-  Entry& entry_for(const std::vector<Tensor>& inputs);
-  Entry& find_or_import(const std::vector<Tensor>& inputs);
-  std::string key_of(const std::vector<Tensor>& inputs) const;
-  Imported specialize(const std::vector<Tensor>& inputs);
-  void check_arity(const std::vector<Tensor>& inputs) const;
+  Entry& entry_for(const Given& inputs);
+  Entry& find_or_import(const Given& inputs);
+  std::string key_of(const Given& inputs) const;
+  Imported specialize(const Given& inputs);
 
   std::string bytes_, folder_;
   std::string path_;  // the file's, for errors; "" for bytes
