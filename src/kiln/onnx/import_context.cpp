@@ -149,6 +149,13 @@ jit::Value* ImportContext::capture(jit::Value* outer_value) {
     if (outer_->marked_nonnegative(outer_value)) mark_nonnegative(outer_value);
     return outer_value;
   }
+  // An outer sequence or optional: its elements, captured one by one.
+  if (const Composite* parts = outer_->composite_of(outer_value)) {
+    Composite local{parts->optional, {}};
+    for (jit::Value* element : parts->elements)
+      local.elements.push_back(capture(element));
+    return composite(std::move(local));
+  }
   if (outer_->is_constant(outer_value))
     return graph_.add_constant(outer_value->data(), outer_value->type().wrapped_number);
   captures_.push_back(outer_value);

@@ -64,6 +64,24 @@ struct Block {
   std::vector<Value*> captures;  // outer values, one per input after the formal ones
 };
 
+// A sub-graph that gives a sequence or an optional (held at import as its
+// elements) is taken inline: a Loop unrolled, an If's condition known at
+// import (specialized on, where the model's inputs give it).
+void refuse_composites(const Node& node, const std::string& attr,
+                       const std::vector<Value*>& outputs, ImportContext& sub, ImportContext& c) {
+  bool composite = std::any_of(outputs.begin(), outputs.end(),
+                               [&](const Value* value) { return sub.composite_of(value); });
+  if (!composite) return;
+  if (node.op_type() == "Loop") sub.request_unroll();
+  bool specialized = node.op_type() == "If" && c.request_at_import({c.input(node, 0)});
+  KILN_CHECK(false, "onnx import: ", node.op_type(), "'s ", attr,
+             " gives a sequence or an optional, which kiln holds as its elements, known at import",
+             node.op_type() == "If" ? ": the If's condition must be known then" : "",
+             specialized ? "; it comes from the model's inputs, on which onnx::Model "
+                           "(kiln.onnx.load) specializes the graph per call"
+                         : "");
+}
+
 // The sub-graph `attr` of `node`, its formal inputs typed `formal` (ONNX's
 // declared types are often looser than what flows in).
 Block import_block(const Node& node, const std::string& attr, const std::vector<TensorMeta>& formal,
@@ -81,6 +99,7 @@ Block import_block(const Node& node, const std::string& attr, const std::vector<
     sub.mark_iteration(block.graph->inputs().at(0));
   }
   block.outputs = import_subgraph(body, sub);
+  refuse_composites(node, attr, block.outputs, sub, c);
   sub.finish(block.outputs);
   block.captures = sub.captures();
   return block;

@@ -225,6 +225,14 @@ void optional(const Node& node, ImportContext& c) {
 void optional_has_element(const Node& node, ImportContext& c) {
   Value* value = c.input(node, 0);
   const Composite* parts = value ? c.composite_of(value) : nullptr;
+  // A sub-graph's own input (a Loop's carried value) may be an optional
+  // known only at run time: the Loop is asked to unroll.
+  if (value && !parts && value->kind() == jit::ValueKind::Input && &c.graph() != &c.root_graph()) {
+    c.request_unroll();
+    KILN_CHECK(false, "onnx import: OptionalHasElement of '", node.input(0),
+               "', an input of a sub-graph, which kiln knows as an optional only at import (a "
+               "Loop carrying one is unrolled)");
+  }
   bool present = value && (!parts || !parts->optional || !parts->elements.empty());
   define(node, c, c.constant(full({}, present, DType::Bool)));
 }
