@@ -398,6 +398,14 @@ void ImportContext::finish(const std::vector<jit::Value*>& outputs) {
     if (value->uses().empty()) graph_.remove_unused(value);
   placeholder_sizes_.clear();
   placeholders_.clear();
+  // Sequences' and optionals' handles: none may be read as a tensor.
+  for (const auto& [handle, parts] : composites_) {
+    KILN_CHECK(handle->uses().empty() &&
+                   std::find(outputs.begin(), outputs.end(), handle) == outputs.end(),
+               "onnx import: a sequence or an optional is read where a tensor is needed");
+    graph_.remove_unused(const_cast<jit::Value*>(handle));
+  }
+  composites_.clear();
 }
 
 int64_t concrete_size(const pb::NodeProto& node, int input, const jit::Value* value, int64_t axis,
