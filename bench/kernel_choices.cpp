@@ -18,6 +18,12 @@
 //    matmuls): cpu::gemm_f32 (packs b per call, as eager does) and
 //    cpu::gemm_f32_packed (b packed once, as compiled plans keep weights)
 //    against oneDNN's matmul, with bias; GFLOP/s beside the times.
+// 5. A float32 LSTM layer at batch 1 (W4's layers: 64 steps, H = 256, and
+//    smaller): what a scan's step plan runs per step, cpu::matvec_f32 for
+//    h W_hhᵀ + b_hh (walking the other way on every other call, as the
+//    prepared product does) and then lstm_cell_pointwise, against
+//    cpu::lstm_recurrent_scan_f32, one fused kernel per step over W_hh
+//    packed once. µs per step; ratio > 1 means the fused kernel is faster.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -28,6 +34,7 @@
 #include "kiln/kernels/cpu/gemm_f32.h"
 #include "kiln/kernels/cpu/matmul.h"
 #include "kiln/kernels/cpu/pool.h"
+#include "kiln/kernels/cpu/rnn.h"
 
 namespace {
 
@@ -176,6 +183,53 @@ void bench_gemm(int64_t m, int64_t k, int64_t n) {
       prepacked, gflop / prepacked, onednn / per_call, onednn / prepacked);
 }
 
+// One LSTM layer of `steps` steps at batch 1, both ways (see 5. above).
+void bench_lstm(int64_t hidden, int64_t steps) {
+  const int64_t G = 4 * hidden;
+  std::mt19937 rng(0);
+  std::uniform_real_distribution<float> uniform(-0.1f, 0.1f);
+  auto floats = [](int64_t n) { return std::vector<float>(size_t(n)); };
+  std::vector<float> w = floats(G * hidden), b = floats(G), gi = floats(steps * G);
+  for (auto* v : {&w, &b, &gi}) {
+    for (float& e : *v)
+      e = uniform(rng);
+  }
+  std::vector<float> ys = floats(steps * hidden), h = floats(hidden), c = floats(hidden);
+  std::vector<float> gh = floats(G), c_next = floats(hidden), h_n = floats(hidden);
+  const double plan = time_us([&] {
+    std::fill(h.begin(), h.end(), 0.0f);
+    std::fill(c.begin(), c.end(), 0.0f);
+    for (int64_t t = 0; t < steps; ++t) {
+      kiln::cpu::matvec_f32(gh.data(), t ? ys.data() + (t - 1) * hidden : h.data(), w.data(),
+                            hidden, b.data(), 1, G, hidden, {.bottom_up = bool(t & 1)});
+      kiln::cpu::lstm_cell_pointwise(gi.data() + t * G, gh.data(), c.data(), ys.data() + t * hidden,
+                                     c_next.data(), 1, hidden);
+      std::swap(c, c_next);
+    }
+  });
+  kiln::cpu::LstmRecurrentWeights packed;
+  packed.pack(w.data(), hidden, hidden, hidden);
+  const kiln::cpu::LstmScanArgs args{.gi = gi.data(),
+                                     .gi_step = G,
+                                     .ys = ys.data(),
+                                     .ys_step = hidden,
+                                     .h0 = h.data(),
+                                     .c0 = c.data(),
+                                     .b_hh = b.data(),
+                                     .h_n = h_n.data(),
+                                     .c_n = c_next.data(),
+                                     .steps = steps};
+  std::fill(h.begin(), h.end(), 0.0f);
+  std::fill(c.begin(), c.end(), 0.0f);
+  const double fused = time_us([&] { kiln::cpu::lstm_recurrent_scan_f32(packed, args); });
+  const double pack = time_us([&] { packed.pack(w.data(), hidden, hidden, hidden); });
+  std::printf(
+      "lstm batch 1  H %4lld, %3lld steps   matvec + cell %7.2f us/step   fused %7.2f "
+      "us/step   %4.2fx   (packing W_hh: %.1f us)\n",
+      (long long)hidden, (long long)steps, plan / double(steps), fused / double(steps),
+      plan / fused, pack);
+}
+
 }  // namespace
 
 int main() {
@@ -197,4 +251,6 @@ int main() {
     bench_gemm(m, 256, 128);
   }
   bench_gemm(1024, 1024, 1024);
+  for (int64_t hidden : {256, 128, 100, 512})
+    bench_lstm(hidden, 64);
 }

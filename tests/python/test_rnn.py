@@ -267,3 +267,37 @@ def test_double_backward_matches_torch(kind):
     t2 = torch.autograd.grad([(g * g).sum() for g in tg], [tx, tmod.weight_ih, tmod.weight_hh])
     for name, k, t in zip(["input", "weight_ih", "weight_hh"], k2, t2):
         np.testing.assert_allclose(k.numpy(), t.numpy(), err_msg=name, **TOL["float64"])
+
+
+@pytest.mark.parametrize("hidden", [13, 256])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_traced_lstm_at_batch_one_matches_torch(hidden, bias, bidirectional, monkeypatch):
+    """At batch 1 a traced LSTM's scans run the fused recurrent kernel
+    (kiln/jit/exec/lstm_scan.h): hidden 13 leaves a partial block of units
+    (KILN_UNROLL=0 keeps its small scans loops), 256 (W4's layer) splits the
+    blocks between threads when there are two. Outputs and final states
+    against torch's, with initial states given, then again after the
+    weights change (the packed W_hh is redone)."""
+    monkeypatch.setenv("KILN_UNROLL", "0")
+    kmod, tmod = _pair("LSTM", "float32", input_size=IN, hidden_size=hidden, num_layers=2,
+                       bias=bias, batch_first=True, bidirectional=bidirectional)
+    kmod.eval()
+    directions = 2 if bidirectional else 1
+    kx, tx = _tensors((1, T, IN), "float32", 11)
+    states = [_tensors((2 * directions, 1, hidden), "float32", 12 + i) for i in range(2)]
+    kstates, tstates = tuple(k.detach() for k, _ in states), tuple(t.detach() for _, t in states)
+    with kiln.no_grad():
+        traced = kiln.jit.trace(kmod, (kx.detach(), kstates))
+    for round_ in range(2):
+        with kiln.no_grad():
+            got = _flatten(traced(kx.detach(), kstates))
+        with torch.no_grad():
+            want = _flatten(tmod(tx.detach(), tstates))
+        for k, t in zip(got, want):
+            np.testing.assert_allclose(k.numpy(), t.numpy(), rtol=1e-4, atol=1e-5,
+                                       err_msg=f"round {round_}")
+        with kiln.no_grad(), torch.no_grad():
+            for (_, kp), (_, tp) in zip(kmod.named_parameters(), tmod.named_parameters()):
+                kp.mul_(0.5)
+                tp.mul_(0.5)

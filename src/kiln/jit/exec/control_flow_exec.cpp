@@ -4,6 +4,7 @@
 
 #include "kiln/core/factory.h"
 #include "kiln/jit/exec/executable.h"
+#include "kiln/jit/exec/lstm_scan.h"
 #include "kiln/jit/ir/control_flow.h"
 #include "kiln/kernels/cpu/copy.h"
 #include "kiln/ops/control_flow.h"
@@ -152,12 +153,14 @@ class ScanKernel final : public ControlFlowKernel {
   explicit ScanKernel(const Node& node)
       : step_(executable_of(node.block(0))),
         layout_(scan_layout(node)),
-        reverse_(node.attrs().get_bool("reverse")) {}
+        reverse_(node.attrs().get_bool("reverse")),
+        lstm_(LstmScan::match(node)) {}
 
   // inputs: init, xs, captures; outputs: carry, ys, a second set of carry.
   void run_keyed(const KernelArgs& args, std::span<const uint64_t> outer_keys) const override {
     const size_t n = layout_.num_carry, k = layout_.num_xs, p = layout_.num_ys;
     const Keys keys = loop_keys(n + k, args.inputs.size(), outer_keys, 0);
+    if (lstm_ && lstm_->run(args, keys)) return;
     std::span<const cpu::StridedView> carry = args.outputs.first(n);
     std::span<const cpu::StridedView> ys = args.outputs.subspan(n, p);
     Views a(carry.begin(), carry.end()),
@@ -201,6 +204,7 @@ class ScanKernel final : public ControlFlowKernel {
   std::unique_ptr<Executable> step_;
   ScanLayout layout_;
   bool reverse_;
+  std::unique_ptr<LstmScan> lstm_;  // an LSTM layer's step: fused at batch 1
 };
 
 }  // namespace
