@@ -226,6 +226,7 @@ void gather_elements(const Node& node, ImportContext& c) {
 // Bounds this large (INT64_MAX, INT32_MAX as exporters write them) mean
 // "to the end", and as negative ones "from the start".
 constexpr int64_t kToEnd = INT32_MAX;
+constexpr int64_t kPastAnySize = 1'000'000'000;
 
 // A bound of a slice along an axis of symbolic size, as a size. ONNX
 // clamps bounds to the axis; the import assumes they lie within it (a
@@ -240,6 +241,12 @@ Dim slice_bound(ImportContext& c, const Dim& bound, const Dim& size, const std::
   int64_t value = bound.static_value();
   if (value >= kToEnd) return size;
   if (value <= -kToEnd) return 0;
+  // Past any size an axis has (jax2tf writes 10^9 for "to the end"): the
+  // clamped bound, assuming the axis is no longer.
+  if (std::abs(value) >= kPastAnySize) {
+    c.assume(size, Relation::Le, std::abs(value), reason);
+    return value < 0 ? Dim(0) : size;
+  }
   if (value != 0) c.assume(std::abs(value), Relation::Le, size, reason);
   return value < 0 ? size + value : Dim(value);
 }
