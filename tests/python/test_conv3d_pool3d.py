@@ -140,3 +140,11 @@ def test_max_pool2d_return_indices_matches_torch(shape):
     values.sum().backward()
     want_values.sum().backward()
     np.testing.assert_array_equal(kx.grad.numpy(), tx.grad.numpy())
+
+
+def test_max_pool2d_layer_returns_indices_as_torch():
+    x = np.random.default_rng(6).standard_normal((2, 3, 8, 7))
+    values, indices = nn.MaxPool2d(3, 2, 1, return_indices=True)(kiln.tensor(x))
+    want_values, want_indices = torch.nn.MaxPool2d(3, 2, 1, return_indices=True)(torch.tensor(x))
+    np.testing.assert_array_equal(values.numpy(), want_values.numpy())
+    np.testing.assert_array_equal(indices.numpy(), want_indices.numpy())

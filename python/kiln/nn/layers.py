@@ -133,11 +133,14 @@ class MaxPool2d(_Pool2d):
                  dilation: Pair = 1, return_indices: bool = False,
                  ceil_mode: bool = False) -> None:
         super().__init__(kernel_size, stride, padding)
-        if return_indices:
-            raise NotImplementedError("MaxPool2d: return_indices is not supported yet")
         self.dilation, self.return_indices, self.ceil_mode = dilation, return_indices, ceil_mode
 
-    def forward(self, input: Tensor) -> Tensor:
+    def forward(self, input: Tensor) -> Any:
+        if self.return_indices:  # (values, indices), as torch's
+            from kiln.nn import functional as F
+
+            return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                                self.ceil_mode, return_indices=True)
         return _C.max_pool2d(input, _pair(self.kernel_size), _pair(self.stride),
                              _pair(self.padding), _pair(self.dilation), self.ceil_mode)
 
