@@ -194,3 +194,15 @@ def test_a_list_for_a_tensor_input_is_an_error(tmp_path):
     loaded = kiln.onnx.load(path)
     with pytest.raises(ValueError, match="input 't' is a tensor"):
         loaded([kiln.from_numpy(rand(3))], [kiln.from_numpy(rand(3))])
+
+
+def test_split_from_an_input_of_a_symbolic_axis(tmp_path):
+    """A 1-D split given at call time is specialized on; the axis may stay
+    symbolic (that the split sums to it is a guard)."""
+    nodes = [helper.make_node("SplitToSequence", ["x", "split"], ["s"]),
+             helper.make_node("SequenceLength", ["s"], ["n"])]
+    model = model_with(nodes, [info("x", ["len", 2]), info("split", [3], TensorProto.INT64)],
+                       [seq_info("s"), info("n", [], TensorProto.INT64)])
+    for x, split in ((rand(6, 2), [1, 2, 3]), (rand(4, 2), [0, 3, 1])):
+        got, want = run_both(model, tmp_path, {"x": x, "split": np.array(split, np.int64)})
+        assert_same(got, want)

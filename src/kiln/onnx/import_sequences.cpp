@@ -130,29 +130,37 @@ void sequence_length(const Node& node, ImportContext& c) {
   define(node, c, c.constant(full({}, int64_t(elements.size()), DType::Int64)));
 }
 
-// The lengths SplitToSequence cuts `size` into: `split`'s (a scalar: equal
-// parts, the last shorter), or parts of one.
-IntList split_lengths(const Node& node, ImportContext& c, int64_t size) {
+// The lengths SplitToSequence cuts axis `axis` of `x` into: `split`'s (a
+// scalar: equal parts, the last shorter), or parts of one. A 1-D split
+// needs no static size: that it sums to the size is a guard.
+IntList split_lengths(const Node& node, ImportContext& c, Value* x, int64_t axis) {
   Value* split = c.input(node, 1);
+  if (split && split->shape().size() == 1) {
+    IntList held = c.constant_ints(split, "SplitToSequence's split");
+    int64_t total = 0;
+    for (int64_t length : held) {
+      KILN_CHECK_VALUE(length >= 0, "onnx import: SplitToSequence's split ", held,
+                       " holds a negative length");
+      total += length;
+    }
+    const Dim& size = x->shape()[size_t(axis)];
+    KILN_CHECK_VALUE(!size.is_static() || total == size.static_value(),
+                     "onnx import: SplitToSequence's split ", held, " sums to ", total,
+                     ", the axis has ", size);
+    if (!size.is_static())
+      c.assume(Dim(total), ShapeGuard::Relation::Eq, size,
+               "SplitToSequence's split sums to the size of the axis it splits");
+    return held;
+  }
+  const int64_t size = concrete_size(node, 0, x, axis, "SplitToSequence");
   if (!split) return IntList(size_t(size), 1);
   IntList held = c.constant_ints(split, "SplitToSequence's split");
-  if (split->shape().empty()) {
-    KILN_CHECK_VALUE(held[0] > 0, "onnx import: SplitToSequence's split must be positive, got ",
-                     held[0]);
-    IntList lengths;
-    for (int64_t start = 0; start < size; start += held[0])
-      lengths.push_back(std::min(held[0], size - start));
-    return lengths;
-  }
-  int64_t total = 0;
-  for (int64_t length : held) {
-    KILN_CHECK_VALUE(length >= 0, "onnx import: SplitToSequence's split ", held,
-                     " holds a negative length");
-    total += length;
-  }
-  KILN_CHECK_VALUE(total == size, "onnx import: SplitToSequence's split ", held, " sums to ", total,
-                   ", the axis has ", size);
-  return held;
+  KILN_CHECK_VALUE(held.size() == 1 && held[0] > 0,
+                   "onnx import: SplitToSequence's split must be one positive length, got ", held);
+  IntList lengths;
+  for (int64_t start = 0; start < size; start += held[0])
+    lengths.push_back(std::min(held[0], size - start));
+  return lengths;
 }
 
 void split_to_sequence(const Node& node, ImportContext& c) {
@@ -161,14 +169,14 @@ void split_to_sequence(const Node& node, ImportContext& c) {
   const int64_t axis = wrap(attr_int(node, "axis", 0), rank);
   KILN_CHECK_INDEX(axis >= 0 && axis < rank, "onnx import: SplitToSequence's axis ",
                    attr_int(node, "axis", 0), " is out of range for rank ", rank);
-  const int64_t size = concrete_size(node, 0, x, axis, "SplitToSequence");
   const bool squeeze = !c.input(node, 1) && attr_int(node, "keepdims", 1) == 0;
   std::vector<Value*> parts;
   int64_t start = 0;
-  for (int64_t length : split_lengths(node, c, size)) {
+  for (int64_t length : split_lengths(node, c, x, axis)) {
     parts.push_back(
         squeeze ? c.emit("select", {x}, {{"dim", axis}, {"index", start}})
-                : c.emit("narrow", {x}, {{"dim", axis}, {"start", start}, {"length", length}}));
+                : c.emit_under_guards("narrow", {x},
+                                      {{"dim", axis}, {"start", start}, {"length", length}}));
     start += length;
   }
   define(node, c, sequence(c, std::move(parts)));
