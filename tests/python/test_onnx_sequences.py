@@ -206,3 +206,20 @@ def test_split_from_an_input_of_a_symbolic_axis(tmp_path):
     for x, split in ((rand(6, 2), [1, 2, 3]), (rand(4, 2), [0, 3, 1])):
         got, want = run_both(model, tmp_path, {"x": x, "split": np.array(split, np.int64)})
         assert_same(got, want)
+
+
+def test_one_graph_per_length_and_specialize_takes_the_tensors_flat(tmp_path):
+    model = model_with([helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0)],
+                       [seq_info("s")], [info("y", ["n"])])
+    path = tmp_path / "model.onnx"
+    path.write_bytes(model.SerializeToString())
+    loaded = kiln.onnx.load(path)
+    a, b, c = (rand(2), rand(3), rand(2))
+    for parts in ([a, b], [a], [a, b], [c, a]):  # [c, a] has the shapes of [a, a]: a new graph
+        got = loaded([kiln.from_numpy(p) for p in parts])
+        np.testing.assert_array_equal(got.numpy(), np.concatenate(parts))
+    assert loaded.num_specializations == 3
+    traced = loaded.specialize([kiln.from_numpy(a), kiln.from_numpy(b)])
+    d = rand(3)  # the graph of [a, b] takes tensors of their shapes, flat
+    np.testing.assert_array_equal(traced(kiln.from_numpy(c), kiln.from_numpy(d)).numpy(),
+                                  np.concatenate([c, d]))
