@@ -223,3 +223,20 @@ def test_one_graph_per_length_and_specialize_takes_the_tensors_flat(tmp_path):
     d = rand(3)  # the graph of [a, b] takes tensors of their shapes, flat
     np.testing.assert_array_equal(traced(kiln.from_numpy(c), kiln.from_numpy(d)).numpy(),
                                   np.concatenate([c, d]))
+
+
+def test_if_giving_sequences_specializes_on_its_condition(tmp_path):
+    def branch(name, node_type):
+        return helper.make_graph([helper.make_node(node_type, ["x", "x"], ["e"]),
+                                  helper.make_node("SequenceConstruct", ["e", "x"], ["out"])],
+                                 name, [], [seq_info("out")])
+    node = helper.make_node("If", ["cond"], ["s"], then_branch=branch("then", "Add"),
+                            else_branch=branch("else", "Mul"))
+    model = model_with([node, helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0)],
+                       [info("cond", [], TensorProto.BOOL), info("x", [2])], [info("y", [4])])
+    x = rand(2)
+    for cond in (True, False):
+        got, want = run_both(model, tmp_path, {"cond": np.array(cond), "x": x})
+        assert_same(got, want)
+    path = tmp_path / "model.onnx"
+    assert kiln.onnx.load(path).value_inputs == ["cond"]
