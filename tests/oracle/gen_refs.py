@@ -31,6 +31,7 @@ CASE_MODULES = [
     "cases_tensor_misc",
     "cases_resample_pad",
     "cases_sampling",
+    "cases_scatter_reduce",
     "cases_math_more",
 ]
 

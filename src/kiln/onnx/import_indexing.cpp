@@ -123,14 +123,22 @@ Value* wrap_axis_index(const Node& node, ImportContext& c, Value* indices, const
   return c.emit("where", {negative, c.emit("add", {indices, int64_constant(c, size)}), indices});
 }
 
-// kiln's scatter reduces with none, add and multiply.
-std::string scatter_reduce(const Node& node) {
+// ONNX's scatter reductions: none, add and mul are kiln's scatter; max and
+// min (opset 18) its scatter_reduce, which keeps what data holds too.
+Value* scatter_with(const Node& node, ImportContext& c, Value* data, Value* index, Value* updates,
+                    int64_t dim) {
   const std::string reduction = attr_string(node, "reduction", "none");
-  if (reduction == "none" || reduction == "add") return reduction;
-  if (reduction == "mul") return "multiply";
-  KILN_CHECK(false, "onnx import: ", node.op_type(), " '", node.name(), "' with reduction '",
-             reduction, "', which kiln's scatter does not have (none, add, mul)");
-  return "";
+  if (reduction == "max" || reduction == "min")
+    return c.emit("scatter_reduce", {data, index, updates},
+                  {{"dim", dim},
+                   {"reduce", std::string(reduction == "max" ? "amax" : "amin")},
+                   {"include_self", true}});
+  KILN_CHECK(reduction == "none" || reduction == "add" || reduction == "mul",
+             "onnx import: ", node.op_type(), " '", node.name(), "' with reduction '", reduction,
+             "' (none, add, mul, max, min)");
+  return c.emit(
+      "scatter", {data, index, updates},
+      {{"dim", dim}, {"reduce", reduction == "mul" ? std::string("multiply") : reduction}});
 }
 
 // The one element of a 0-D (or one-element) constant.
@@ -142,15 +150,13 @@ double one_number(const Tensor& data, const std::string& what) {
 
 // ---- gather and scatter ----
 
-// ScatterElements (and Scatter before opset 11): torch.scatter with ONNX's
-// negative indices.
+// ScatterElements (and Scatter before opset 11): torch.scatter (or
+// scatter_reduce) with ONNX's negative indices.
 void scatter_elements(const Node& node, ImportContext& c) {
   Value* data = c.input(node, 0);
   int64_t axis = wrap(attr_int(node, "axis", 0), rank_of(data));
   Value* indices = wrap_axis_index(node, c, c.input(node, 1), data, axis);
-  define(node, c,
-         c.emit("scatter", {data, indices, c.input(node, 2)},
-                {{"dim", axis}, {"reduce", scatter_reduce(node)}}));
+  define(node, c, scatter_with(node, c, data, indices, c.input(node, 2), axis));
 }
 
 // GatherND: the last dim of indices (k) addresses axes [b, b + k) of data
@@ -208,10 +214,8 @@ void scatter_nd(const Node& node, ImportContext& c) {
   const Dim rest = numel_of(part(dshape, size_t(k), dshape.size()));
   Value* lin = reshape_to(c, linear_index(c, indices, sizes), {rows, Dim(1)});
   Value* index = c.emit("expand", {lin}, {{"size", DimList{rows, rest}}});
-  Value* scattered = c.emit(
-      "scatter",
-      {reshape_to(c, data, {numel_of(sizes), rest}), index, reshape_to(c, updates, {rows, rest})},
-      {{"dim", int64_t(0)}, {"reduce", scatter_reduce(node)}});
+  Value* scattered = scatter_with(node, c, reshape_to(c, data, {numel_of(sizes), rest}), index,
+                                  reshape_to(c, updates, {rows, rest}), 0);
   define(node, c, reshape_to(c, scattered, dshape));
 }
 

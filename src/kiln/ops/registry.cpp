@@ -51,6 +51,7 @@ void register_builtin_ops(OpRegistry& registry) {
   register_conv_pool_ops(registry);
   register_resample_ops(registry);
   register_grid_sample_ops(registry);
+  register_scatter_reduce_ops(registry);
   register_pad_ops(registry);
   register_nn_ops(registry);
   register_random_ops(registry);

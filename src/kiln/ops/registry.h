@@ -49,6 +49,7 @@ void register_reduction_ops(OpRegistry& registry);
 void register_copy_ops(OpRegistry& registry);  // cast, clone, contiguous, fill
 void register_view_ops(OpRegistry& registry);
 void register_grid_sample_ops(OpRegistry& registry);
+void register_scatter_reduce_ops(OpRegistry& registry);
 void register_shape_ops(OpRegistry& registry);      // cat, stack, gather, embedding, one_hot, ...
 void register_linalg_ops(OpRegistry& registry);     // matmul, linear, addmm
 void register_fused_ops(OpRegistry& registry);      // linear_act, conv2d_act, fused_elementwise
