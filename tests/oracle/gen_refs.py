@@ -30,6 +30,7 @@ CASE_MODULES = [
     "cases_sort_scan",
     "cases_tensor_misc",
     "cases_resample_pad",
+    "cases_resize",
     "cases_sampling",
     "cases_scatter_reduce",
     "cases_math_more",

@@ -66,7 +66,7 @@ def interpolate(input: Tensor, size: IntOrSeq | None = None,
                 align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
                 antialias: bool = False) -> Tensor:
     """Resizes [N, C, L] ("nearest", "nearest-exact", "linear") or
-    [N, C, H, W] ("nearest", "nearest-exact", "bilinear") to `size`, or by
+    [N, C, H, W] ("nearest", "nearest-exact", "bilinear", "bicubic") to `size`, or by
     `scale_factor` (the output size floored)."""
     dims = input.ndim - 2
     return _C.nn.interpolate(input, _per_dim(size, dims, int),

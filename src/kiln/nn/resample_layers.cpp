@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "kiln/core/factory.h"
 #include "kiln/core/sym_shape.h"
 #include "kiln/ops/view.h"
 
@@ -40,9 +41,12 @@ void check_mode_and_rank(const Tensor& x, const std::string& mode) {
                   mode, ")");
   KILN_CHECK_KIND(
       ErrorKind::NotImplemented,
-      mode == "nearest" || mode == "nearest-exact" || mode == "linear" || mode == "bilinear",
+      mode == "nearest" || mode == "nearest-exact" || mode == "linear" || mode == "bilinear" ||
+          mode == "bicubic",
       "interpolate: mode '", mode,
-      "' is not supported (kiln has nearest, nearest-exact, linear and bilinear)");
+      "' is not supported (kiln has nearest, nearest-exact, linear, bilinear and bicubic)");
+  KILN_CHECK_KIND(ErrorKind::NotImplemented, mode != "bicubic" || x.dim() == 4, "interpolate: got ",
+                  x.dim(), "D input, but bicubic mode needs 4D input");
   KILN_CHECK_KIND(ErrorKind::NotImplemented, mode != "bilinear" || x.dim() == 4,
                   "interpolate: got ", x.dim(), "D input, but bilinear mode needs 4D input");
   KILN_CHECK_KIND(ErrorKind::NotImplemented, mode != "linear" || x.dim() == 3, "interpolate: got ",
@@ -53,6 +57,28 @@ void check_mode_and_rank(const Tensor& x, const std::string& mode) {
 
 IntList spatial_shape(const Tensor& x) {
   return IntList(x.shape().begin() + 2, x.shape().end());
+}
+
+// PyTorch's bicubic (A = -0.75; indices clamped at the borders) is ONNX's
+// cubic resize: align_corners, or half_pixel with the scale factors where
+// given. Equal sizes copy (PyTorch's shortcut), whatever the scale factor.
+Tensor bicubic(const Tensor& x, const DimList& size, bool align_corners,
+               const std::vector<std::optional<double>>& scales) {
+  const DimList in = sym_shape(x);
+  const DimList out = {in[0], in[1], size[0], size[1]};
+  const bool same = in[2] == size[0] && in[3] == size[1];
+  Tensor scale_values;
+  if (!align_corners && !same && scales[0] && scales[1]) {
+    scale_values = empty({4}, DType::Float64);
+    double* s = scale_values.data<double>();
+    s[0] = s[1] = 1.0;
+    s[2] = *scales[0];
+    s[3] = *scales[1];
+  }
+  ResizeOptions options;
+  options.mode = "cubic";
+  options.coordinate_transformation_mode = align_corners ? "align_corners" : "half_pixel";
+  return resize(x, out, Tensor(), scale_values, options);
 }
 
 }  // namespace
@@ -95,6 +121,7 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
     size.push_back(scaled_size(sym_size(x, int64_t(2 + i)), scale));
     if (!recompute) scales[i] = scale;
   }
+  if (mode == "bicubic") return bicubic(x, size, o.align_corners.value_or(false), scales);
   // A 3-D input is a 4-D one of height 1, which both modes map to itself.
   const bool one_d = dims == 1;
   const Tensor input = one_d ? unsqueeze(x, 2) : x;

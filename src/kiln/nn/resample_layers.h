@@ -1,5 +1,5 @@
 // Resampling and padding layers: F.interpolate (nearest, nearest-exact,
-// linear, bilinear) and Upsample, F.pad, F.pixel_shuffle / pixel_unshuffle
+// linear, bilinear, bicubic) and Upsample, F.pad, F.pixel_shuffle / pixel_unshuffle
 // and their modules, with PyTorch's arguments, defaults and checks.
 // interpolate and pad are the ops of ops/resample.h (a 3-D input runs the
 // 2-D op over a height of 1); pixel (un)shuffle is a reshape, a permute and
@@ -23,7 +23,8 @@ struct InterpolateOptions {
   // (PyTorch's single number is that number repeated).
   std::optional<IntList> size = std::nullopt;
   std::optional<std::vector<double>> scale_factor = std::nullopt;
-  std::string mode = "nearest";  // "nearest", "nearest-exact", "linear" (3-D), "bilinear" (4-D)
+  // "nearest", "nearest-exact", "linear" (3-D), "bilinear" or "bicubic" (4-D)
+  std::string mode = "nearest";
   std::optional<bool> align_corners = std::nullopt;  // linear modes only; default false
   // true: the output size is computed from scale_factor, then the sizes alone
   // decide the source indices (as if size had been given).

@@ -13,6 +13,10 @@
 //   upsample_bilinear2d    -> Resize linear: align_corners, or half_pixel
 //                             (PyTorch's (dst + 0.5) * scale - 0.5, also at
 //                             an output size of 1)
+//   resize                 -> Resize, attributes by the same names; its
+//                             scales when it has them (whose floor(in *
+//                             scale) is its output size), else the output
+//                             shape as sizes
 //
 // PyTorch's source index uses 1 / scale_factor when one was given, else
 // input / output size; Resize's does the same with its scales input, else
@@ -160,9 +164,34 @@ void upsample_bilinear2d(const Node& node, ExportContext& c) {
   resize(node, c, "linear", corners ? "align_corners" : "half_pixel", !corners);
 }
 
+void resize_op(const Node& node, ExportContext& c) {
+  const Attrs& a = node.attrs();
+  const std::string& transform = a.get_string("coordinate_transformation_mode");
+  const bool antialias = a.get_bool("antialias");
+  const int64_t needs = antialias ? 18 : transform == "half_pixel_symmetric" ? 19 : 11;
+  KILN_CHECK(c.opset() >= needs, "onnx export: resize",
+             (antialias ? " with antialias" : " with " + transform), " needs opset ", needs,
+             " or later, exporting to ", c.opset());
+  std::vector<std::string> inputs = {c.name(node.input(0)), c.name(node.input(1))};
+  if (node.input(2)) {
+    inputs.push_back(c.as_dtype(node.input(2), DType::Float32));
+  } else {
+    inputs.push_back("");
+    inputs.push_back(c.sizes(node.output()->shape()));
+  }
+  auto& made = c.node_for(node.output(), "Resize", inputs);
+  for (const char* name : {"mode", "coordinate_transformation_mode", "nearest_mode"})
+    set_attr(made, name, a.get_string(name));
+  set_attr(made, "cubic_coeff_a", float(a.get_float("cubic_coeff_a")));
+  set_attr(made, "exclude_outside", int64_t(a.get_bool("exclude_outside")));
+  set_attr(made, "extrapolation_value", float(a.get_float("extrapolation_value")));
+  if (antialias) set_attr(made, "antialias", int64_t(1));
+}
+
 }  // namespace
 
 void add_resample_exporters(Table& table) {
+  table["resize"] = resize_op;
   table["pad"] = pad;
   table["upsample_nearest2d"] = upsample_nearest2d;
   table["upsample_bilinear2d"] = upsample_bilinear2d;

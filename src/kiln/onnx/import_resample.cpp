@@ -1,15 +1,15 @@
-// Translations of ONNX's Resize and Pad into kiln's upsampling and pad ops.
+// Translations of ONNX's Resize, Upsample and Pad into kiln's ops.
 //
-//   Resize nearest, asymmetric + floor             -> upsample_nearest2d
-//   Resize nearest, half_pixel + round_prefer_ceil -> upsample_nearest2d exact
-//   Resize linear, half_pixel / pytorch_half_pixel -> upsample_bilinear2d
-//   Resize linear, align_corners                   -> ... align_corners
-//   Pad constant / reflect / edge / wrap            -> pad constant / reflect /
-//                                                     replicate / circular
+//   Resize, Upsample                 -> resize (ONNX's semantics, any rank)
+//   Pad constant / reflect / edge / wrap -> pad constant / reflect /
+//                                          replicate / circular
 //
-// Resize scales only the last two dims of an [N, C, H, W] input; given as
-// scales, they become kiln's scale factors (which its source index uses,
-// as Resize's does).
+// resize's output size is an attribute, so Resize's scales or sizes must
+// be known at import (a constant, symbolic sizes, or a model input the
+// import specializes on); its roi may be a run-time value. Opset 10's
+// Resize and Upsample have no nearest_mode: they round as ONNX Runtime
+// does there, down when upscaling and up when downscaling (both
+// asymmetric).
 #include <cmath>
 #include <map>
 
@@ -25,86 +25,213 @@ using jit::Value;
 using Table = std::unordered_map<std::string, ImportFn>;
 using Node = pb::NodeProto;
 
-// The kiln op and attributes a Resize's modes stand for.
-struct Resampling {
-  std::string op;
-  Attrs attrs;
-};
-
-Resampling resampling_of(const Node& node) {
-  std::string mode = attr_string(node, "mode", "nearest");
-  std::string transform = attr_string(node, "coordinate_transformation_mode", "half_pixel");
-  std::string nearest = attr_string(node, "nearest_mode", "round_prefer_floor");
-  if (mode == "nearest" && transform == "asymmetric" && nearest == "floor")
-    return {"upsample_nearest2d", {{"exact", false}}};
-  if (mode == "nearest" && transform == "half_pixel" && nearest == "round_prefer_ceil")
-    return {"upsample_nearest2d", {{"exact", true}}};
-  bool half_pixel = transform == "half_pixel" || transform == "pytorch_half_pixel";
-  if (mode == "linear" && (half_pixel || transform == "align_corners"))
-    return {"upsample_bilinear2d", {{"align_corners", transform == "align_corners"}}};
-  KILN_CHECK(false, "onnx import: Resize with mode ", mode, ", coordinate_transformation_mode ",
-             transform, (mode == "nearest" ? " and nearest_mode " + nearest : std::string()),
-             " (kiln's upsampling is nearest with asymmetric + floor or half_pixel + "
-             "round_prefer_ceil, or linear with half_pixel or align_corners)");
-  return {};
+// An optional input given as an empty tensor (Resize's "" roi or scales).
+bool is_empty(const Value* value) {
+  return value && value->shape().size() == 1 && value->shape()[0] == Dim(0);
 }
 
-// kiln copies equal sizes and halves doubled ones (nearest), whatever the
-// scale; a scale that keeps or doubles a size must then say so.
-// (align_corners and nearest's exact form have no shortcut to differ by.)
-void check_shortcut(const Node& node, const Resampling& r, int64_t in, int64_t out, double scale) {
-  bool nearest = r.op == "upsample_nearest2d";
-  if (nearest ? r.attrs.get_bool("exact") : r.attrs.get_bool("align_corners")) return;
-  bool shortcut = (out == in && scale != 1.0) || (nearest && out == 2 * in && scale != 2.0);
-  KILN_CHECK(!shortcut, "onnx import: ", node.op_type(), " with scale ", scale, " from size ", in,
-             " to ", out, " (kiln reads that size change as scale ", double(out) / double(in), ")");
+Value* present(Value* value) {
+  return is_empty(value) ? nullptr : value;
+}
+
+// Resize's axes (opset 18): the dims its roi, scales and sizes name.
+IntList resized_axes(const Node& node, int64_t rank) {
+  IntList axes = attr_ints(node, "axes", {});
+  if (axes.empty()) {
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+    return axes;
+  }
+  for (int64_t& axis : axes) {
+    KILN_CHECK(axis >= -rank && axis < rank, "onnx import: Resize axis ", axis, " of a ", rank,
+               "-D input");
+    if (axis < 0) axis += rank;
+  }
+  return axes;
+}
+
+std::vector<double> doubles_of(const Tensor& data) {
+  return to(data, DType::Float64).to_vector<double>();
+}
+
+// A constant float64 vector.
+Value* constant_doubles(ImportContext& c, const std::vector<double>& values) {
+  Tensor data = empty({int64_t(values.size())}, DType::Float64);
+  std::copy(values.begin(), values.end(), data.data<double>());
+  return c.constant(data);
+}
+
+// The size of dim `d` (`in`) scaled by `scale`: floor(in * scale), in float
+// as ONNX Runtime computes it. A symbolic size stays symbolic where the
+// scale keeps it or multiplies it by a whole number.
+Dim scaled_size(const Node& node, const Value* x, int64_t d, double scale) {
+  const Dim& in = x->shape()[size_t(d)];
+  if (scale == 1.0) return in;
+  if (!in.is_static() && scale > 1.0 && scale == std::floor(scale)) return in * int64_t(scale);
+  const int64_t size = concrete_size(node, 0, x, d, "Resize by scales");
+  return int64_t(std::floor(double(float(size) * float(scale))));
+}
+
+// What one Resize or Upsample node computes, in resize's terms.
+struct ResizeCall {
+  Attrs attrs;
+  DimList output;
+  Value* roi = nullptr;
+  Value* scales = nullptr;
+  std::vector<double> scale_values;  // per dim when known, for opset 10's rounding
+};
+
+// sizes (per axis) -> the output, and the scales a keep_aspect_ratio_policy
+// gives (its one scale on every resized axis).
+void from_sizes(const Node& node, ImportContext& c, Value* x, Value* sizes, const IntList& axes,
+                ResizeCall& call) {
+  DimList given = c.constant_sizes(sizes, "Resize's sizes");
+  KILN_CHECK(given.size() == axes.size(), "onnx import: Resize with ", given.size(), " sizes for ",
+             axes.size(), " axes of a ", x->shape().size(), "-D input");
+  const std::string policy = attr_string(node, "keep_aspect_ratio_policy", "stretch");
+  if (policy == "stretch") {
+    for (size_t i = 0; i < axes.size(); ++i)
+      call.output[size_t(axes[i])] = given[i];
+    return;
+  }
+  KILN_CHECK(policy == "not_larger" || policy == "not_smaller",
+             "onnx import: Resize with keep_aspect_ratio_policy ", policy);
+  double scale = policy == "not_larger" ? INFINITY : 0.0;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const int64_t in = concrete_size(node, 0, x, axes[i], "Resize keeping the aspect ratio");
+    KILN_CHECK(given[i].is_static(), "onnx import: Resize keeping the aspect ratio to sizes ",
+               to_string(given), " (kiln needs them as numbers)");
+    const double ratio = double(given[i].static_value()) / double(in);
+    scale = policy == "not_larger" ? std::min(scale, ratio) : std::max(scale, ratio);
+  }
+  std::vector<double> scales(x->shape().size(), 1.0);
+  for (int64_t axis : axes) {
+    const int64_t in = concrete_size(node, 0, x, axis, "Resize keeping the aspect ratio");
+    call.output[size_t(axis)] = int64_t(std::floor(scale * double(in) + 0.5));  // half up
+    scales[size_t(axis)] = scale;
+  }
+  call.scales = constant_doubles(c, scales);
+}
+
+void from_scales(const Node& node, ImportContext& c, Value* x, Value* scales, const IntList& axes,
+                 ResizeCall& call) {
+  std::vector<double> given = doubles_of(c.constant_data(scales, "Resize's scales"));
+  KILN_CHECK(given.size() == axes.size(), "onnx import: Resize with ", given.size(), " scales for ",
+             axes.size(), " axes of a ", x->shape().size(), "-D input");
+  std::vector<double> all(x->shape().size(), 1.0);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    KILN_CHECK(given[i] > 0.0, "onnx import: Resize with a scale of ", given[i]);
+    all[size_t(axes[i])] = given[i];
+  }
+  for (size_t d = 0; d < all.size(); ++d)
+    call.output[d] = scaled_size(node, x, int64_t(d), all[d]);
+  call.scale_values = all;
+  call.scales = constant_doubles(c, all);
+}
+
+// tf_crop_and_resize's roi over every dim: [starts, ends], 0 and 1 on the
+// dims axes leaves out. A run-time roi must name every dim.
+Value* full_roi(const Node& node, ImportContext& c, Value* roi, const IntList& axes, int64_t rank) {
+  KILN_CHECK(roi, "onnx import: Resize with tf_crop_and_resize needs a roi");
+  const bool known =
+      c.is_constant(roi) || (roi->kind() == jit::ValueKind::Param && roi->data().defined());
+  if (!known) {
+    bool every_dim = int64_t(axes.size()) == rank;
+    for (size_t i = 0; i < axes.size() && every_dim; ++i)
+      every_dim = axes[i] == int64_t(i);
+    KILN_CHECK(every_dim, "onnx import: Resize with a run-time roi for axes ",
+               to_string(to_dims(axes)), " (kiln reads a run-time roi over every dim)");
+    return roi;
+  }
+  std::vector<double> given = doubles_of(c.constant_data(roi, "Resize's roi"));
+  const size_t n = axes.size();
+  KILN_CHECK(given.size() == 2 * n, "onnx import: Resize with a roi of ", given.size(),
+             " values for ", n, " axes");
+  std::vector<double> all(size_t(2 * rank), 0.0);
+  std::fill(all.begin() + rank, all.end(), 1.0);
+  for (size_t i = 0; i < n; ++i) {
+    all[size_t(axes[i])] = given[i];
+    all[size_t(axes[i] + rank)] = given[i + n];
+  }
+  return constant_doubles(c, all);
+}
+
+// Opset 10's rounding (ONNX Runtime's): floor where an axis grows, ceil
+// where it shrinks.
+std::string legacy_nearest_mode(const ResizeCall& call) {
+  bool grows = false, shrinks = false;
+  for (double s : call.scale_values) {
+    grows = grows || s > 1.0;
+    shrinks = shrinks || s < 1.0;
+  }
+  KILN_CHECK(!(grows && shrinks),
+             "onnx import: Resize (opset 10) or Upsample with nearest mode growing some axes and "
+             "shrinking others");
+  return shrinks ? "ceil" : "floor";
+}
+
+Attrs resize_attrs(const Node& node, bool legacy) {
+  std::string mode = attr_string(node, "mode", "nearest");
+  if (mode == "bilinear") mode = "linear";  // Upsample-7's old spelling
+  KILN_CHECK(mode == "nearest" || mode == "linear" || mode == "cubic",
+             "onnx import: ", node.op_type(), " with mode ", mode);
+  return {{"mode", mode},
+          {"coordinate_transformation_mode",
+           legacy ? std::string("asymmetric")
+                  : attr_string(node, "coordinate_transformation_mode", "half_pixel")},
+          {"nearest_mode", attr_string(node, "nearest_mode", "round_prefer_floor")},
+          {"cubic_coeff_a", double(attr_float(node, "cubic_coeff_a", -0.75f))},
+          {"exclude_outside", attr_int(node, "exclude_outside", 0) != 0},
+          {"extrapolation_value", double(attr_float(node, "extrapolation_value", 0.f))},
+          {"antialias", attr_int(node, "antialias", 0) != 0}};
+}
+
+void emit_resize(const Node& node, ImportContext& c, Value* x, ResizeCall& call, bool legacy) {
+  if (legacy) call.attrs.set("nearest_mode", legacy_nearest_mode(call));
+  call.attrs.set("output_size", canonical_attr(call.output));
+  c.define(node.output(0), c.emit("resize", {x, call.roi, call.scales}, call.attrs));
 }
 
 void resize(const Node& node, ImportContext& c) {
   Value* x = c.input(node, 0);
-  KILN_CHECK(x->shape().size() == 4, "onnx import: Resize of a ", x->shape().size(),
-             "-D input (kiln resizes the last two dims of [N, C, H, W])");
-  KILN_CHECK(attr_int(node, "antialias", 0) == 0 && !has_attr(node, "axes"),
-             "onnx import: Resize with antialias or axes");
-  Resampling r = resampling_of(node);
-  bool pytorch_half_pixel =
-      attr_string(node, "coordinate_transformation_mode", "") == "pytorch_half_pixel";
-  int scales_input = c.opset() >= 11 ? 2 : 1;
-  Value* scales = c.input(node, scales_input);
-  Value* sizes = c.opset() >= 11 ? c.input(node, 3) : nullptr;
-  if (scales && scales->shape().size() == 1 && scales->shape()[0] == Dim(0)) scales = nullptr;
-  DimList out(2);
+  const int64_t rank = int64_t(x->shape().size());
+  const bool legacy = c.opset() < 11;
+  ResizeCall call{resize_attrs(node, legacy), x->shape()};
+  const IntList axes = resized_axes(node, rank);
+  Value* scales = present(c.input(node, legacy ? 1 : 2));
+  Value* sizes = legacy ? nullptr : present(c.input(node, 3));
+  KILN_CHECK(!scales || !sizes, "onnx import: Resize with both scales and sizes");
+  KILN_CHECK(scales || sizes, "onnx import: Resize without scales or sizes");
   if (sizes) {
-    DimList all = c.constant_sizes(sizes, "Resize's sizes");
-    KILN_CHECK(all.size() == 4 && all[0] == x->shape()[0] && all[1] == x->shape()[1],
-               "onnx import: Resize to sizes ", to_string(all), " from ", to_string(x->shape()),
-               " (kiln resizes the last two dims)");
-    out = {all[2], all[3]};
+    from_sizes(node, c, x, sizes, axes, call);
   } else {
-    KILN_CHECK(scales, "onnx import: Resize without scales or sizes");
-    const Tensor& data = c.constant_data(scales, "Resize's scales");
-    Tensor values = to(data, DType::Float64);
-    const double* s = values.data<double>();
-    KILN_CHECK(values.numel() == 4 && s[0] == 1.0 && s[1] == 1.0, "onnx import: Resize scales ",
-               values.numel() == 4 ? str(s[0], ", ", s[1]) : str(values.numel(), " values"),
-               " (kiln resizes the last two dims)");
-    for (size_t i = 0; i < 2; ++i) {
-      int64_t in = concrete_size(node, 0, x, int64_t(2 + i), "Resize by scales");
-      // ONNX's output size is floor(input * scale), the scale a float.
-      int64_t size = int64_t(std::floor(double(float(in) * float(s[2 + i]))));
-      check_shortcut(node, r, in, size, s[2 + i]);
-      out[i] = size;
-    }
-    r.attrs.set("scales_h", s[2]);
-    r.attrs.set("scales_w", s[3]);
+    from_scales(node, c, x, scales, axes, call);
   }
-  if (pytorch_half_pixel) {
-    KILN_CHECK(!(out[0] == Dim(1)) && !(out[1] == Dim(1)),
-               "onnx import: Resize with pytorch_half_pixel to a size of 1 (kiln's bilinear "
-               "reads half_pixel there)");
+  if (call.attrs.get_string("coordinate_transformation_mode") == "tf_crop_and_resize")
+    call.roi = full_roi(node, c, present(c.input(node, 1)), axes, rank);
+  emit_resize(node, c, x, call, legacy);
+}
+
+// Upsample (opsets 7 to 9): Resize of opset 10, its scales an attribute
+// before opset 9.
+void upsample(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
+  const int64_t rank = int64_t(x->shape().size());
+  ResizeCall call{resize_attrs(node, true), x->shape()};
+  IntList axes;
+  for (int64_t d = 0; d < rank; ++d)
+    axes.push_back(d);
+  Value* scales = c.input(node, 1);
+  if (!scales) {
+    std::vector<float> given;
+    if (const pb::AttributeProto* attr = find_attr(node, "scales"))
+      given.assign(attr->floats().begin(), attr->floats().end());
+    Tensor data = empty({int64_t(given.size())}, DType::Float32);
+    std::copy(given.begin(), given.end(), data.data<float>());
+    scales = c.constant(data);
   }
-  r.attrs.set("output_size", out);
-  c.define(node.output(0), c.emit(r.op, {x}, r.attrs));
+  from_scales(node, c, x, scales, axes, call);
+  emit_resize(node, c, x, call, true);
 }
 
 // ONNX's pads are [begin of each dim, end of each dim]; kiln's are
@@ -154,6 +281,7 @@ void pad(const Node& node, ImportContext& c) {
 
 void add_resample_importers(Table& table) {
   table["Resize"] = resize;
+  table["Upsample"] = upsample;
   table["Pad"] = pad;
 }
 

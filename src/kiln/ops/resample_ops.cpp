@@ -110,7 +110,10 @@ std::vector<AttrSpec> with_input_size(std::vector<AttrSpec> specs) {
 
 }  // namespace
 
+void register_resize_ops(OpRegistry& registry);  // resize_ops.cpp
+
 void register_resample_ops(OpRegistry& registry) {
+  register_resize_ops(registry);
   const AttrSpec output_size{"output_size", AttrKind::Ints, {}};
   const AttrSpec scales_h{"scales_h", AttrKind::Float, {}, true};
   const AttrSpec scales_w{"scales_w", AttrKind::Float, {}, true};
