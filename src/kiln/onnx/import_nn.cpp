@@ -185,11 +185,7 @@ void dropout(const Node& node, ImportContext& c) {
 
 }  // namespace
 
-// import_conv_pool.cpp: Conv, ConvTranspose and the pools.
-void add_conv_pool_importers(Table& table);
-
 void add_nn_importers(Table& table) {
-  add_conv_pool_importers(table);
   table["BatchNormalization"] = batch_normalization;
   table["LayerNormalization"] = layer_normalization;
   table["Softmax"] = softmax_op;

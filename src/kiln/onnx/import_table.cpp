@@ -19,6 +19,7 @@ const Table& importers() {
     Table all;
     add_basic_importers(all);
     add_nn_importers(all);
+    add_conv_pool_importers(all);
     add_resample_importers(all);
     add_math_importers(all);
     add_shape_importers(all);
