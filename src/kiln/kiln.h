@@ -27,6 +27,7 @@
 #include "kiln/nn/nn.h"
 #include "kiln/onnx/onnx_export.h"
 #include "kiln/onnx/onnx_import.h"
+#include "kiln/onnx/onnx_model.h"
 #include "kiln/ops/conv_pool.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/data_dependent.h"
