@@ -93,12 +93,12 @@ InferResult infer_fused(const InferArgs& args) {
   }
   for (size_t i = 0; i < args.inputs.size(); ++i) {
     const TensorMeta& in = args.inputs[i];
-    // Structural comparisons, as the fusion pass's: `==` on dims of unlike
-    // symbols would ask the shape environment to decide (1 == n) and fail.
+    // A static single element first: comparing [1, 1] with [n, 3] by `==`
+    // would ask the shape environment whether 1 == n, which it may not know.
     const Dim numel = numel_of(in.shape);
     const bool single = numel.is_static() && numel.static_value() == 1;
-    KILN_CHECK_VALUE(single || same_dims(in.shape, out.shape), "fused_elementwise: input ", i,
-                     " of shape ", in.shape, " is neither the output's shape ", out.shape,
+    KILN_CHECK_VALUE(single || in.shape == out.shape, "fused_elementwise: input ", i, " of shape ",
+                     in.shape, " is neither the output's shape ", out.shape,
                      " nor a single element");
   }
   return InferResult{{TensorMeta{out.dtype, out.shape}}, {}};
