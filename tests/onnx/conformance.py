@@ -4,12 +4,15 @@ expected-output protobufs. kiln imports the model, runs every data set and
 compares at ONNX's default tolerance (rtol 1e-3, atol 1e-7). Models are
 called as ONNX Runtime calls them: every graph input given at call time,
 none bound as a constant; an input that carries a shape, axes or a bound
-is read by kiln.onnx.load's SpecializedModel on each call.
+is read by kiln.onnx.load's SpecializedModel on each call. A case whose
+outputs are random draws (Bernoulli, Dropout in training, ...) cannot match
+numpy's generator: when only its values differ it counts as "random", not
+as a pass and not as a wrong answer.
 
     python tests/onnx/conformance.py            # the report, per group
     python tests/onnx/conformance.py --update   # rewrite passing.txt
 
-tests/python/test_onnx_conformance.py runs it under pytest: every case in
+tests/python/test_onnx_import.py runs it under pytest: every case in
 passing.txt must still pass, so the pass rate can only grow."""
 import collections
 import glob
@@ -93,12 +96,28 @@ UNSUPPORTED = ("has no kiln translation", "which kiln does not have", "symbolic 
                "is not one kiln reads", "imports no version of the default ONNX op set")
 
 
+# Ops whose outputs are random draws: a case's expected values come from
+# numpy's generator, which no other runtime reproduces.
+RANDOM_OPS = {"Bernoulli", "RandomUniform", "RandomUniformLike", "RandomNormal",
+              "RandomNormalLike", "Multinomial", "Dropout"}
+
+
+def draws_random(graph):
+    for node in graph.node:
+        if node.op_type in RANDOM_OPS:
+            return True
+        for attribute in node.attribute:
+            if attribute.HasField("g") and draws_random(attribute.g):
+                return True
+    return False
+
+
 def load(folder):
     return kiln.onnx.load(folder / "model.onnx")
 
 
 def run_case(folder):
-    """("pass" | "unsupported" | "error" | "mismatch", detail)."""
+    """("pass" | "unsupported" | "error" | "mismatch" | "random", detail)."""
     graph = onnx.load(str(folder / "model.onnx"), load_external_data=False).graph
     initialized = {proto.name for proto in graph.initializer}
     graph_inputs = [value for value in graph.input if value.name not in initialized]
@@ -120,8 +139,12 @@ def run_case(folder):
             return "error", str(e).split("\n")[0][:300]
         got = list(got) if isinstance(got, tuple) else [got]
         for g, want in zip(got, wants):
-            if (failed := compare(g, want)) is not None:
-                return failed
+            if (failed := compare(g, want)) is None:
+                continue
+            values_only = failed[1] == "values differ" or failed[1].startswith("max abs diff")
+            if values_only and draws_random(graph):  # shapes and dtypes did match
+                return "random", "random draws: shapes and dtypes match, values cannot"
+            return failed
     return "pass", ""
 
 
@@ -156,10 +179,11 @@ def main():
     results = run_all()
     rows = summary(results)
     print(f"{'group':20} {'cases':>6} {'pass':>6} {'unsupported':>12} {'error':>6} "
-          f"{'mismatch':>9} {'rate':>6}")
+          f"{'mismatch':>9} {'random':>7} {'rate':>6}")
     for group, row in rows.items():
         print(f"{group:20} {row['total']:6} {row.get('pass', 0):6} {row.get('unsupported', 0):12} "
-              f"{row.get('error', 0):6} {row.get('mismatch', 0):9} {row['pass_rate']:6.1%}")
+              f"{row.get('error', 0):6} {row.get('mismatch', 0):9} {row.get('random', 0):7} "
+              f"{row['pass_rate']:6.1%}")
     if "--update" in sys.argv:
         passing = sorted(name for name, (status, _) in results.items() if status == "pass")
         header = "# ONNX backend cases kiln passes (tests/onnx/conformance.py --update).\n"
