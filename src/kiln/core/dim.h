@@ -93,6 +93,17 @@ inline bool operator>=(const Dim& a, const Dim& b) {
   return !(a < b);
 }
 
+// a == b where the graph is valid only if they are (the sizes broadcast or
+// cat match): true when provably equal or so decided by the ShapeEnv in
+// scope (example values, guards); false when provably different (3 vs 4, n
+// vs n + 1) or decided so. An equality nothing decides, where the ShapeEnv
+// builds a graph without example values (an ONNX import, see
+// ShapeEnv::set_assume_undecided), is assumed: recorded as a guard that
+// every call checks, as ONNX Runtime checks such sizes when it runs. With no
+// ShapeEnv, false, as ==.
+bool equal_or_assumed(const Dim& a, const Dim& b);
+bool equal_or_assumed(const DimList& a, const DimList& b);  // same rank, every dim
+
 // a < b provably, for every value of the symbols: a validity check that
 // holds for example values only is not a reason to reject a graph, so shape
 // checks that are not decisions use this and leave the rest to the call.
@@ -150,6 +161,17 @@ class ShapeEnv {
 
   // What the next decisions are for, kept in their guards' reasons.
   void set_context(std::string context) { context_ = std::move(context); }
+  const std::string& context() const { return context_; }
+
+  // For a graph built without example values (an ONNX import): an equality
+  // that equal_or_assumed() asks and no hint or guard decides becomes a
+  // guard (an assumption) and holds; any other equality nothing decides is
+  // false, as with no ShapeEnv (instead of an error, as while re-inferring
+  // a traced graph, where its guards must decide everything).
+  void set_assume_undecided(bool assume) { assume_undecided_ = assume; }
+  bool assumes_undecided() const { return assume_undecided_; }
+  // `lhs == rhs` as equal_or_assumed() needs it (see set_assume_undecided).
+  bool decide_or_assume_equal(const SizeExpr& lhs, const SizeExpr& rhs);
 
  private:
   // A guard `symbol == value` (a size read as an int) fixes the symbol:
@@ -158,6 +180,7 @@ class ShapeEnv {
   std::map<std::string, int64_t> hints_;
   std::vector<ShapeGuard> guards_;
   std::string context_;
+  bool assume_undecided_ = false;
 };
 
 // The ShapeEnv decisions on this thread go to, or null.

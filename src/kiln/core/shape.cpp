@@ -87,9 +87,16 @@ DimList broadcast_shapes(const DimList& a, const DimList& b, std::string_view op
       out[i] = da;
       continue;
     }
-    KILN_CHECK(da == 1, op, ": shapes ", a, " and ", b, " cannot be broadcast: size ", da, " vs ",
-               db, " at dim ", i, " of the broadcast shape");
-    out[i] = db;
+    if (da == 1) {
+      out[i] = db;
+      continue;
+    }
+    // Neither side is 1 as far as anything knows: they must be equal, which
+    // a graph built without example values may assume (equal_or_assumed).
+    KILN_CHECK(equal_or_assumed(da, db), op, ": shapes ", a, " and ", b,
+               " cannot be broadcast: size ", da, " vs ", db, " at dim ", i,
+               " of the broadcast shape");
+    out[i] = da;
   }
   return out;
 }

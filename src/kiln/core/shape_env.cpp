@@ -153,6 +153,8 @@ bool ShapeEnv::decide(const SizeExpr& given_lhs, Relation relation, const SizeEx
     if (std::find(guards_.begin(), guards_.end(), as_asked) != guards_.end()) return true;
     ShapeGuard opposite = negated(lhs, relation, rhs, "");
     if (std::find(guards_.begin(), guards_.end(), opposite) != guards_.end()) return false;
+    if (assume_undecided_ && relation == Relation::Eq) return false;
+    if (assume_undecided_ && relation == Relation::Ne) return true;
     throw_error(ErrorKind::Runtime,
                 str("cannot decide whether ", as_asked.to_string(),
                     " for every value of the size symbols, and no guard of the graph says"));
@@ -164,6 +166,19 @@ bool ShapeEnv::decide(const SizeExpr& given_lhs, Relation relation, const SizeEx
       result ? ShapeGuard{lhs, rhs, relation, context_} : negated(lhs, relation, rhs, context_);
   add_guard(std::move(guard));
   return result;
+}
+
+bool ShapeEnv::decide_or_assume_equal(const SizeExpr& given_lhs, const SizeExpr& given_rhs) {
+  if (!assume_undecided_) return decide(given_lhs, Relation::Eq, given_rhs);
+  const SizeExpr lhs = fixed_.empty() ? given_lhs : given_lhs.substitute(fixed_);
+  const SizeExpr rhs = fixed_.empty() ? given_rhs : given_rhs.substitute(fixed_);
+  if (lhs.is_constant() && rhs.is_constant()) return lhs.constant() == rhs.constant();
+  for (const ShapeGuard& guard : guards_) {
+    if (std::optional<bool> known = implied_by(guard, rhs - lhs, Relation::Eq)) return *known;
+  }
+  if (has_all_hints(*this, lhs) && has_all_hints(*this, rhs)) return decide(lhs, Relation::Eq, rhs);
+  add_guard(ShapeGuard{lhs, rhs, Relation::Eq, context_});
+  return true;
 }
 
 void ShapeEnv::add_guard(ShapeGuard guard) {

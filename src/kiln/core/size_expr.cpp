@@ -644,27 +644,45 @@ SizeExpr min(const SizeExpr& a, const SizeExpr& b) {
   return extremum(AtomKind::Min, a, b);
 }
 
+namespace {
+
+// The term t / d when d's monomial divides t's and its coefficient t's.
+std::optional<SizeTerm> divide_term(const SizeTerm& t, const SizeTerm& d) {
+  if (t.coeff % d.coeff != 0) return std::nullopt;
+  // The term's factors minus the divisor's, each exponent at least as high.
+  std::vector<SizeFactor> left;
+  size_t j = 0;
+  for (const SizeFactor& f : t.factors) {
+    if (j < d.factors.size() && compare_atoms(*f.atom, *d.factors[j].atom) == 0) {
+      int64_t exp = f.exp - d.factors[j++].exp;
+      if (exp < 0) return std::nullopt;
+      if (exp > 0) left.push_back({f.atom, exp});
+      continue;
+    }
+    left.push_back(f);
+  }
+  if (j != d.factors.size()) return std::nullopt;
+  return SizeTerm{t.coeff / d.coeff, std::move(left)};
+}
+
+}  // namespace
+
+// Long division: terms are sorted highest degree first (a monomial order),
+// so the first term of what remains, over b's first, is the next term of
+// the quotient; b divides a when nothing remains. 1024*n + 1024 over n + 1
+// is 1024, with n an atom as any other ((w - 1) // 8).
 std::optional<SizeExpr> exact_divide(const SizeExpr& a, const SizeExpr& b) {
   const std::vector<SizeTerm>& bt = b.node().terms;
-  if (bt.size() != 1) return std::nullopt;  // 0, or not a single term
-  const SizeTerm& divisor = bt[0];
+  if (bt.empty()) return std::nullopt;
+  constexpr int kMaxSteps = 64;  // each step removes a's leading term; a bound for safety
   std::vector<SizeTerm> quotient;
-  for (const SizeTerm& t : a.node().terms) {
-    if (t.coeff % divisor.coeff != 0) return std::nullopt;
-    // The term's factors minus the divisor's, each exponent at least as high.
-    std::vector<SizeFactor> left;
-    size_t j = 0;
-    for (const SizeFactor& f : t.factors) {
-      if (j < divisor.factors.size() && compare_atoms(*f.atom, *divisor.factors[j].atom) == 0) {
-        int64_t exp = f.exp - divisor.factors[j++].exp;
-        if (exp < 0) return std::nullopt;
-        if (exp > 0) left.push_back({f.atom, exp});
-        continue;
-      }
-      left.push_back(f);
-    }
-    if (j != divisor.factors.size()) return std::nullopt;
-    quotient.push_back({t.coeff / divisor.coeff, std::move(left)});
+  SizeExpr rest = a;
+  for (int step = 0; !rest.node().terms.empty(); ++step) {
+    if (step == kMaxSteps) return std::nullopt;
+    std::optional<SizeTerm> next = divide_term(rest.node().terms[0], bt[0]);
+    if (!next) return std::nullopt;
+    quotient.push_back(*next);
+    rest = rest - make_sum({std::move(*next)}) * b;
   }
   return make_sum(std::move(quotient));
 }

@@ -92,8 +92,9 @@ SizeExpr operator*(const SizeExpr& a, const SizeExpr& b);
 SizeExpr floordiv(const SizeExpr& a, int64_t d);
 SizeExpr mod(const SizeExpr& a, int64_t d);
 SizeExpr max(const SizeExpr& a, const SizeExpr& b);
-// a / b when b is one term (`2*seq`, `batch`) that divides every term of a
-// (`batch*seq*8 / seq` = `8*batch`); nothing otherwise.
+// a / b when b divides a as polynomials over the symbols and atoms
+// (`batch*seq*8 / seq` = `8*batch`, `(1024*n + 1024) / (n + 1)` = `1024`);
+// nothing otherwise.
 std::optional<SizeExpr> exact_divide(const SizeExpr& a, const SizeExpr& b);
 SizeExpr min(const SizeExpr& a, const SizeExpr& b);
 // Every coefficient (the constant too) rounded up to a multiple of m > 0:

@@ -112,7 +112,13 @@ void import_node(const pb::NodeProto& node, ImportContext& context) {
   KILN_CHECK(importer, "onnx import: op '", node.op_type(), "' (node '", node.name(),
              "') has no kiln translation");
   try {
+    // Sizes the model needs equal and kiln cannot prove so (after two
+    // resizes, `(h - 1) // 16 + 1` and `2*((h - 1) // 32) + 2`) are
+    // assumed, as guards every call checks: ONNX Runtime checks them when
+    // it runs, and so does the imported graph.
+    jit::GraphAssumptions assumptions(context.root_graph(), where);
     if (!import_on_sizes(node, context)) importer(node, context);
+    assumptions.commit();
   } catch (const Error& e) {
     std::string message = e.what();
     if (message.rfind("onnx import: ", 0) == 0) message = message.substr(13);

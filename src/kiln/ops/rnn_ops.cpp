@@ -42,9 +42,10 @@ const TensorMeta& check_cell(const InferArgs& args, int64_t gates, const char* s
   KILN_CHECK(s.dim() == 2, args.op.name, ": expected a ", state, " of 2 dims [batch, hidden], got ",
              s.shape);
   const DimList expected{s.shape[0], Dim(gates) * s.shape[1]};
-  KILN_CHECK(gi.shape == expected && gh.shape == expected, args.op.name, ": expected gi and gh of ",
-             "shape ", expected, " (", gates, " gates for the ", state, " of shape ", s.shape,
-             "), got ", gi.shape, " and ", gh.shape);
+  KILN_CHECK(equal_or_assumed(gi.shape, expected) && equal_or_assumed(gh.shape, expected),
+             args.op.name, ": expected gi and gh of shape ", expected, " (", gates,
+             " gates for the ", state, " of shape ", s.shape, "), got ", gi.shape, " and ",
+             gh.shape);
   return s;
 }
 
@@ -66,9 +67,9 @@ void check_states(const InferArgs& args, size_t first, const char* state,
   size_t k = first;
   for (const char* name : names) {
     const TensorMeta& m = args.inputs[k++];
-    KILN_CHECK(m.dtype == s.dtype && m.shape == s.shape, args.op.name, ": expected ", name,
-               " of dtype ", s.dtype, " and shape ", s.shape, " (the ", state, "'s), got ", m.dtype,
-               " ", m.shape);
+    KILN_CHECK(m.dtype == s.dtype && equal_or_assumed(m.shape, s.shape), args.op.name,
+               ": expected ", name, " of dtype ", s.dtype, " and shape ", s.shape, " (the ", state,
+               "'s), got ", m.dtype, " ", m.shape);
   }
 }
 

@@ -78,7 +78,7 @@ InferResult infer_cat(const InferArgs& args) {
                inputs[i].dim(), " (tensor number ", i, " has shape ", s, ", expected a shape like ",
                ref.shape, ")");
     for (size_t k = 0; k < s.size(); ++k) {
-      KILN_CHECK(int64_t(k) == d || s[k] == ref.shape[k],
+      KILN_CHECK(int64_t(k) == d || equal_or_assumed(s[k], ref.shape[k]),
                  "cat: Sizes of tensors must match except in dimension ", d, ". Expected size ",
                  ref.shape[k], " but got size ", s[k], " for tensor number ", i,
                  " in the list (shapes ", ref.shape, " and ", s, ", dim ", k, ")");

@@ -1,6 +1,7 @@
 #include "kiln/jit/ir/graph.h"
 
 #include <algorithm>
+#include <exception>
 #include <unordered_map>
 
 #include "kiln/ops/dispatch.h"
@@ -213,9 +214,34 @@ std::map<std::string, int64_t> Graph::fixed_symbols() const {
   return fixed;
 }
 
-GraphShapeScope::GraphShapeScope(const Graph& graph) : scope_(&env_) {
+GraphShapeScope::GraphShapeScope(const Graph& graph)
+    : outer_(current_shape_env()), exceptions_(std::uncaught_exceptions()), scope_(&env_) {
   for (const ShapeGuard& g : graph.guards())
     env_.add_guard(g);
+  if (!outer_ || !outer_->assumes_undecided()) return;
+  for (const ShapeGuard& g : outer_->guards())
+    env_.add_guard(g);
+  env_.set_assume_undecided(true);
+  env_.set_context(outer_->context());
+}
+
+GraphShapeScope::~GraphShapeScope() {
+  if (!env_.assumes_undecided() || std::uncaught_exceptions() > exceptions_) return;
+  for (const ShapeGuard& g : env_.guards())
+    outer_->add_guard(g);
+}
+
+GraphAssumptions::GraphAssumptions(Graph& graph, std::string reason)
+    : graph_(graph), scope_(&env_) {
+  for (const ShapeGuard& g : graph.guards())
+    env_.add_guard(g);
+  env_.set_assume_undecided(true);
+  env_.set_context(std::move(reason));
+}
+
+void GraphAssumptions::commit() {
+  for (const ShapeGuard& g : env_.guards())
+    graph_.add_guard(g);
 }
 
 Value* Graph::new_value(ValueKind kind, TensorMeta type) {

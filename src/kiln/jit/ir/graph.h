@@ -231,12 +231,38 @@ struct SymbolicSite {
 std::optional<SymbolicSite> first_symbolic(const Graph& graph);
 
 // A ShapeEnv holding a graph's guards as facts, for inferring its nodes
-// again: in scope for its lifetime.
+// again: in scope for its lifetime. Inside a GraphAssumptions scope it
+// assumes as that one does and hands its assumptions on to it.
 class GraphShapeScope {
  public:
   explicit GraphShapeScope(const Graph& graph);
+  ~GraphShapeScope();
+  GraphShapeScope(const GraphShapeScope&) = delete;
+  GraphShapeScope& operator=(const GraphShapeScope&) = delete;
 
  private:
+  ShapeEnv* outer_;  // the ShapeEnv in scope before
+  int exceptions_;   // in flight at construction: none new, the assumptions stand
+  ShapeEnv env_;
+  ShapeEnvScope scope_;
+};
+
+// Building `graph` without example values (an ONNX import): in scope, a
+// ShapeEnv holding the graph's guards as facts, in which an equality of
+// sizes that shape inference needs and nothing decides is assumed
+// (ShapeEnv::set_assume_undecided). commit() adds those assumptions to the
+// graph's guards, `reason` naming where they were taken, for every call to
+// check: `(h - 1) // 16 + 1 == 2*((h - 1) // 32) + 2` after two resizes of
+// a model that takes h a multiple of 32.
+class GraphAssumptions {
+ public:
+  GraphAssumptions(Graph& graph, std::string reason);
+  GraphAssumptions(const GraphAssumptions&) = delete;
+  GraphAssumptions& operator=(const GraphAssumptions&) = delete;
+  void commit();
+
+ private:
+  Graph& graph_;
   ShapeEnv env_;
   ShapeEnvScope scope_;
 };

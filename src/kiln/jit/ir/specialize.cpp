@@ -15,6 +15,16 @@ std::string input_label(const Graph& graph, size_t i) {
   return name.empty() ? str("input ", i) : str("input ", i, " ('", name, "')");
 }
 
+// "with h = 100, w = 64: (h - 1) // 16 + 1 = 7, 2*((h - 1) // 32) + 2 = 8".
+std::string broken(const ShapeGuard& guard, const SymbolBindings& bindings) {
+  std::string text = "with ";
+  std::vector<std::string> symbols = symbols_of({Dim(guard.lhs), Dim(guard.rhs)});
+  for (size_t i = 0; i < symbols.size(); ++i)
+    text += str(i ? ", " : "", symbols[i], " = ", bindings.at(symbols[i]));
+  return str(text, ": ", guard.lhs, " = ", guard.lhs.evaluate(bindings), ", ", guard.rhs, " = ",
+             guard.rhs.evaluate(bindings));
+}
+
 }  // namespace
 
 SymbolBindings bind_symbols(const Graph& graph, std::span<const IntList> input_shapes) {
@@ -66,9 +76,10 @@ SymbolBindings bind_symbols(const Graph& graph, std::span<const IntList> input_s
     KILN_CHECK_VALUE(value >= 0, "size ", symbol, " is ", value);
   }
   for (const ShapeGuard& guard : graph.guards()) {
-    KILN_CHECK_VALUE(guard.holds(bindings), "the graph was traced under the guard ",
-                     guard.to_string(), guard.reason.empty() ? "" : str(" (", guard.reason, ")"),
-                     ", which these sizes break");
+    if (guard.holds(bindings)) continue;
+    throw_error(ErrorKind::Value, str("the graph was built under the guard ", guard.to_string(),
+                                      guard.reason.empty() ? "" : str(" (", guard.reason, ")"),
+                                      ", which these sizes break: ", broken(guard, bindings)));
   }
   return bindings;
 }
