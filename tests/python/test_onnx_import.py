@@ -167,3 +167,14 @@ def test_onnx_backend_pass_rates():
     for row in rows.values():  # no case gives a wrong answer
         assert row.get("mismatch", 0) == 0 and row.get("error", 0) == 0, row
     assert len(PASSING) >= 900
+
+
+def test_untyped_outputs_are_tensors(tmp_path):
+    # ONNX lets a graph leave its outputs' types out, or empty; ORT runs it.
+    outputs = [helper.make_value_info("y", onnx.TypeProto()), onnx.ValueInfoProto(name="z")]
+    nodes = [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Neg", ["x"], ["z"])]
+    onnx.save(model_with(nodes, [float_info("x", [3])], outputs), tmp_path / "untyped.onnx")
+    x = np.array([-1.0, 0.5, 2.0], np.float32)
+    y, z = kiln.onnx.load(tmp_path / "untyped.onnx")(kiln.from_numpy(x))
+    np.testing.assert_array_equal(y.numpy(), np.maximum(x, 0))
+    np.testing.assert_array_equal(z.numpy(), -x)

@@ -321,7 +321,10 @@ std::vector<jit::Value*> flat_outputs(const pb::GraphProto& graph, ImportContext
   for (const pb::ValueInfoProto& output : graph.output()) {
     Value* value = context.value(output.name());
     const Composite* parts = context.composite_of(value);
-    if (output.type().has_tensor_type() || !output.has_type()) {
+    // ONNX lets an output go untyped (no type, or an empty one): a tensor.
+    const bool untyped =
+        !output.has_type() || output.type().value_case() == pb::TypeProto::VALUE_NOT_SET;
+    if (output.type().has_tensor_type() || untyped) {
       KILN_CHECK(!parts, "onnx import: output '", output.name(),
                  "' is declared a tensor and holds a sequence or an optional");
       tensors.push_back(value);
