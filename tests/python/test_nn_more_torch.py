@@ -282,13 +282,23 @@ def test_pool_errors_have_torchs_types(call, error):
         call(_KilnF)
 
 
-def test_max_pool1d_return_indices_says_it_is_missing():
-    with pytest.raises(NotImplementedError, match="max_pool1d: return_indices"):
-        F.max_pool1d(kiln.ones(1, 2, 4), 2, return_indices=True)
-    with pytest.raises(NotImplementedError, match="max_pool1d: return_indices"):
-        nn.MaxPool1d(2, return_indices=True)(kiln.ones(1, 2, 4))
-    with pytest.raises(NotImplementedError, match="MaxPool2d: return_indices"):
-        nn.MaxPool2d(2, 2, 0, 1, True)
+@pytest.mark.parametrize("shape, args", [((2, 3, 11), (3, 2, 1, 2, True)),
+                                         ((3, 9), (2, None, 0, 1, False))])
+def test_max_pool1d_returns_indices_as_torch(shape, args):
+    x = np.round(np.random.default_rng(3).standard_normal(shape) * 2)  # ties
+    kx, tx = kiln.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    kernel, stride, padding, dilation, ceil_mode = args
+    values, indices = F.max_pool1d(kx, kernel, stride, padding, dilation, ceil_mode, True)
+    want_values, want_indices = TF.max_pool1d(tx, kernel, stride, padding, dilation, ceil_mode,
+                                              True)
+    np.testing.assert_array_equal(values.detach().numpy(), want_values.detach().numpy())
+    np.testing.assert_array_equal(indices.numpy(), want_indices.numpy())
+    values.sum().backward()
+    want_values.sum().backward()
+    np.testing.assert_array_equal(kx.grad.numpy(), tx.grad.numpy())
+    layer_values, layer_indices = nn.MaxPool1d(kernel, stride, padding, dilation, True,
+                                               ceil_mode)(kiln.tensor(x))
+    np.testing.assert_array_equal(layer_indices.numpy(), want_indices.numpy())
 
 
 def test_max_pool2d_takes_torchs_argument_order():

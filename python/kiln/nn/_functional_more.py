@@ -111,9 +111,15 @@ def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
 
 def max_pool1d(input: Tensor, kernel_size: IntOrSeq, stride: IntOrSeq | None = None,
                padding: IntOrSeq = 0, dilation: IntOrSeq = 1, ceil_mode: bool = False,
-               return_indices: bool = False) -> Tensor:
-    if return_indices:
-        raise NotImplementedError("max_pool1d: return_indices is not supported yet")
+               return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    if return_indices:  # a 2-D pool over one row: its per-plane indices are torch's 1-D ones
+        stride_2d = [] if stride is None else [1, *_ints(stride)]
+        values, indices = _C.dispatch(
+            "max_pool2d_with_indices", [input.unsqueeze(-2)],
+            {"kernel_size": [1, *_ints(kernel_size)], "stride": stride_2d,
+             "padding": [0, *_ints(padding)], "dilation": [1, *_ints(dilation)],
+             "ceil_mode": ceil_mode})
+        return values.squeeze(-2), indices.squeeze(-2)
     return _C.nn.max_pool1d(input, _ints(kernel_size), _stride(stride, 1), _ints(padding),
                             _ints(dilation), ceil_mode)
 
