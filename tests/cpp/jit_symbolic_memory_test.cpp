@@ -190,3 +190,29 @@ TEST(JitSymbolicMemory, GuardsBoundTheBatch) {
 
 }  // namespace
 }  // namespace kiln::jit
+
+namespace kiln::jit {
+namespace {
+
+// Buffers live together whose sizes no proof orders (h // 2, h // 3, ...)
+// each go above all the others, their offsets max() of max() of ...: past a
+// bound the symbolic plan gives up (such expressions can double in cost per
+// level), and callers plan each size on its own. A few levels still plan.
+TEST(JitSymbolicMemory, DeeplyNestedOffsetsGiveUpTheSymbolicPlan) {
+  const SizeExpr h = SizeExpr::symbol("h"), w = SizeExpr::symbol("w");
+  std::vector<SymbolicBufferRequest> requests;
+  for (int64_t i = 0; i < 24; ++i)  // sizes no proof orders, all live at once
+    requests.push_back({(floordiv(h - 1, i + 2) + 1) * (floordiv(w - 1, 25 - i) + 1) * 64, 0, 10});
+  const std::vector<SymbolicBufferRequest> few(requests.begin(), requests.begin() + 3);
+  SymbolicMemoryPlan planned = plan_memory_symbolic(few, {{"h", 1024}, {"w", 1024}});
+  EXPECT_FALSE(planned.too_nested);
+  for (int64_t value : {1, 30, 97, 1024})
+    expect_valid_at(few, planned, {{"h", value}, {"w", 1031 - value}});
+  SymbolicMemoryPlan given_up = plan_memory_symbolic(requests, {{"h", 1024}, {"w", 1024}});
+  EXPECT_TRUE(given_up.too_nested);
+  EXPECT_TRUE(given_up.offsets.empty());
+  EXPECT_THROW(given_up.evaluate({{"h", 8}, {"w", 8}}), Error);
+}
+
+}  // namespace
+}  // namespace kiln::jit

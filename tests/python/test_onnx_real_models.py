@@ -27,9 +27,9 @@ values and the node.
 model (package)                 kind                       stops kiln today
 ------------------------------  -------------------------  ----------------------------------------
 PP-OCRv4 det (rapidocr)         OCR detector (DBNet)       loads (its feature maps' sizes assumed
-                                                           equal, as guards); the first call does
-                                                           not finish: symbolic memory planning
-                                                           (nested max() offsets) blows up
+                                                           equal, as guards); its offsets too
+                                                           nested for one symbolic memory plan,
+                                                           each size gets its own
 common (ddddocr)                OCR CNN + BiLSTM           loads
 common_det (ddddocr)            YOLO detector, 416x416     loads
 320n (nudenet)                  YOLOv8n detector           Cast to float of a size computed at
@@ -212,9 +212,6 @@ TEXT = ["Kiln reads ONNX models", "no one here wrote: 0123456789", "the quick br
 
 # ---- OCR ---------------------------------------------------------------------
 
-@pytest.mark.xfail(run=False, strict=True, reason=(
-    "loads; its first call does not finish: plan_memory_symbolic's offsets, nested max() of "
-    "the many floordiv sizes of h and w, grow exponentially"))
 def test_pp_ocr_v4_text_detector():
     # DBNet: a probability map of text at the input's size, H and W multiples of 32
     path = rapidocr_model("ch_PP-OCRv4_det_infer.onnx")

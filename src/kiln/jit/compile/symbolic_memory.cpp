@@ -167,6 +167,12 @@ MemoryPlan SymbolicPlacer::place(const Graph& specialized, const Plan& plan,
     placements_.push_back(made);
     placement = made;
   }
+  if (placement->plan.too_nested) {  // no formula: this size's own placement
+    std::vector<BufferRequest> requests;
+    for (const auto& buffer : plan.buffers)
+      requests.push_back({buffer.nbytes, buffer.first_step, buffer.last_step});
+    return plan_memory(requests);
+  }
   MemoryPlan memory = placement->plan.evaluate(bindings);
   // The expressions, evaluated, are the sizes this plan asked for.
   for (size_t b = 0; b < plan.buffers.size(); ++b) {
@@ -179,7 +185,7 @@ MemoryPlan SymbolicPlacer::place(const Graph& specialized, const Plan& plan,
 
 std::optional<MemoryFormula> SymbolicPlacer::formula() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (placements_.empty()) return std::nullopt;
+  if (placements_.empty() || placements_.front()->plan.too_nested) return std::nullopt;
   return placements_.front()->formula;
 }
 

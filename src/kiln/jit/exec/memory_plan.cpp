@@ -1,10 +1,12 @@
 #include "kiln/jit/exec/memory_plan.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <optional>
 
 #include "kiln/core/allocator.h"
+#include "kiln/util/error.h"
 
 namespace kiln::jit {
 namespace {
@@ -91,9 +93,27 @@ Bounded upper(const Bounded& a, const Bounded& b) {
   return {max(a.exact, b.exact), a.lo, a.hi + b.hi};
 }
 
+// A size at the reference sizes, which only orders buffers and candidate
+// offsets: a high-degree size (a product of several strided sizes) may pass
+// int64 there, and then orders as the largest.
+int64_t at_reference_sizes(const SizeExpr& size, const std::map<std::string, int64_t>& reference) {
+  try {
+    return size.evaluate(reference);
+  } catch (const Error&) {
+    return std::numeric_limits<int64_t>::max();
+  }
+}
+
+// The longest text of an offset the symbolic plan keeps. Offsets above
+// every live buffer are max() of ends that may hold maxes in turn; on a
+// detector's many strided sizes they doubled level after level, and planning
+// took minutes. Ordinary graphs stay far below.
+constexpr size_t kMaxOffsetText = 16384;
+
 }  // namespace
 
 MemoryPlan SymbolicMemoryPlan::evaluate(const std::map<std::string, int64_t>& bindings) const {
+  KILN_CHECK(!too_nested, "memory plan: a symbolic plan given up as too nested has no offsets");
   MemoryPlan plan;
   plan.offsets.reserve(offsets.size());
   for (const SizeExpr& offset : offsets)
@@ -112,7 +132,7 @@ SymbolicMemoryPlan plan_memory_symbolic(const std::vector<SymbolicBufferRequest>
   Bounded arena = zero, unshared = zero;
   for (const SymbolicBufferRequest& r : requests) {
     sizes.push_back(aligned(r.nbytes));
-    at_reference.push_back(r.nbytes.evaluate(reference));  // as plan_memory orders
+    at_reference.push_back(at_reference_sizes(r.nbytes, reference));  // as plan_memory orders
     unshared = unshared + sizes.back();
   }
   std::vector<size_t> order(n);
@@ -131,7 +151,7 @@ SymbolicMemoryPlan plan_memory_symbolic(const std::vector<SymbolicBufferRequest>
       candidates.push_back(ends[p]);
     std::vector<int64_t> candidate_values;
     for (const Bounded& c : candidates)
-      candidate_values.push_back(c.exact.evaluate(reference));
+      candidate_values.push_back(at_reference_sizes(c.exact, reference));
     std::vector<size_t> by_value(candidates.size());
     std::iota(by_value.begin(), by_value.end(), 0);
     std::stable_sort(by_value.begin(), by_value.end(),
@@ -153,6 +173,13 @@ SymbolicMemoryPlan plan_memory_symbolic(const std::vector<SymbolicBufferRequest>
       chosen = zero;
       for (size_t p : busy)
         chosen = upper(*chosen, ends[p]);
+      // Its text is what evaluating and comparing it walks (shared
+      // sub-expressions once per use): past a bound, give up.
+      if (chosen->exact.to_string().size() > kMaxOffsetText) {
+        SymbolicMemoryPlan refused;
+        refused.too_nested = true;
+        return refused;
+      }
     }
     offsets[i] = *chosen;
     ends[i] = *chosen + sizes[i];

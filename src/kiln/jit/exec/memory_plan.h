@@ -53,6 +53,11 @@ struct SymbolicMemoryPlan {
   std::vector<SizeExpr> offsets;  // one per request, each a multiple of kAlignment
   SizeExpr arena_bytes;
   SizeExpr unshared_bytes;
+  // Set, and nothing else, when an offset's expression (max() of max() of
+  // ...) grows past a bound: such expressions can double in cost with each
+  // level (a detector with many strided sizes took minutes), so the caller
+  // plans each size on its own (plan_memory) instead.
+  bool too_nested = false;
 
   // The plan at these sizes (every symbol of the requests bound).
   MemoryPlan evaluate(const std::map<std::string, int64_t>& bindings) const;
