@@ -1,8 +1,10 @@
 #include "kiln/kernels/cpu/scatter.h"
 
 #include <type_traits>
+#include <vector>
 
 #include "kiln/kernels/cpu/copy.h"
+#include "kiln/kernels/cpu/scatter_reduce.h"
 #include "kiln/util/error.h"
 
 namespace kiln::cpu {
@@ -51,6 +53,42 @@ void scatter(const StridedView& out, const StridedView& self, const StridedView&
       for (int d = 0; d < out.ndim; ++d)
         to += (d == dim ? at : coord[d]) * out.strides[d];
       dst[to] = combine(dst[to], from[offset_at(src, coord)], reduce);
+      for (int d = index.ndim - 1; d >= 0; --d) {
+        if (++coord[d] < index.shape[d]) break;
+        coord[d] = 0;
+      }
+    }
+  });
+}
+
+// ---- scatter_reduce's amax / amin (scatter_reduce.h) ----
+
+void scatter_extreme(const StridedView& out, const StridedView& self, const StridedView& index,
+                     const StridedView& src, int dim, ScatterExtreme extreme, bool include_self) {
+  KILN_ASSERT(out.is_contiguous(), "scatter_extreme: expects a contiguous output");
+  copy_convert(out, self);
+  const int64_t size = out.ndim == 0 ? 1 : out.shape[dim];
+  const int64_t numel = index.numel();
+  std::vector<char> written(include_self ? 0 : size_t(out.numel()), 0);
+  visit_dtype(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* dst = out.ptr<T>();
+    const T* from = src.ptr<const T>();
+    int64_t coord[kMaxDims] = {};
+    for (int64_t i = 0; i < numel; ++i) {
+      const int64_t at = read_index(index, offset_at(index, coord));
+      KILN_CHECK_INDEX(at >= 0 && at < size, "scatter_reduce: index ", at,
+                       " is out of bounds for dimension ", dim, " with size ", size);
+      int64_t to = 0;
+      for (int d = 0; d < out.ndim; ++d)
+        to += (d == dim ? at : coord[d]) * out.strides[d];
+      const T value = from[offset_at(src, coord)];
+      if (!include_self && !written[size_t(to)]) {
+        written[size_t(to)] = 1;
+        dst[to] = value;
+      } else if (extreme == ScatterExtreme::Max ? dst[to] < value : value < dst[to]) {
+        dst[to] = value;
+      }
       for (int d = index.ndim - 1; d >= 0; --d) {
         if (++coord[d] < index.shape[d]) break;
         coord[d] = 0;
