@@ -350,33 +350,27 @@ void register_conv3d_ops(OpRegistry& registry) {
 Tensor conv3d(const Tensor& x, const Tensor& w, const Tensor& b, IntList stride, IntList padding,
               IntList dilation, int64_t groups) {
   static const OpDef& conv_op = op("conv3d");
-  return dispatch1(conv_op, {x, w, b},
-                   {{"stride", std::move(stride)},
-                    {"padding", std::move(padding)},
-                    {"dilation", std::move(dilation)},
-                    {"groups", groups}});
+  return dispatch1(
+      conv_op, {x, w, b},
+      conv_pool::conv_attrs(std::move(stride), std::move(padding), std::move(dilation), groups));
 }
 
 Tensor conv3d_backward_input(const Tensor& grad_out, const Tensor& w, IntList input_size,
                              IntList stride, IntList padding, IntList dilation, int64_t groups) {
   static const OpDef& backward_op = op("conv3d_backward_input");
-  return dispatch1(backward_op, {grad_out, w},
-                   {{"input_size", std::move(input_size)},
-                    {"stride", std::move(stride)},
-                    {"padding", std::move(padding)},
-                    {"dilation", std::move(dilation)},
-                    {"groups", groups}});
+  return dispatch1(
+      backward_op, {grad_out, w},
+      conv_pool::conv_backward_attrs("input_size", std::move(input_size), std::move(stride),
+                                     std::move(padding), std::move(dilation), groups));
 }
 
 Tensor conv3d_backward_weight(const Tensor& grad_out, const Tensor& x, IntList weight_size,
                               IntList stride, IntList padding, IntList dilation, int64_t groups) {
   static const OpDef& backward_op = op("conv3d_backward_weight");
-  return dispatch1(backward_op, {grad_out, x},
-                   {{"weight_size", std::move(weight_size)},
-                    {"stride", std::move(stride)},
-                    {"padding", std::move(padding)},
-                    {"dilation", std::move(dilation)},
-                    {"groups", groups}});
+  return dispatch1(
+      backward_op, {grad_out, x},
+      conv_pool::conv_backward_attrs("weight_size", std::move(weight_size), std::move(stride),
+                                     std::move(padding), std::move(dilation), groups));
 }
 
 Tensor conv_transpose3d(const Tensor& x, const Tensor& w, const Tensor& b, IntList stride,

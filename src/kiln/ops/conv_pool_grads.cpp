@@ -207,34 +207,27 @@ void register_backward_ops(OpRegistry& registry) {
 Tensor conv2d_backward_input(const Tensor& grad_out, const Tensor& w, IntList input_size,
                              IntList stride, IntList padding, IntList dilation, int64_t groups) {
   static const OpDef& backward_op = op("conv2d_backward_input");
-  return dispatch1(backward_op, {grad_out, w},
-                   {{"input_size", std::move(input_size)},
-                    {"stride", std::move(stride)},
-                    {"padding", std::move(padding)},
-                    {"dilation", std::move(dilation)},
-                    {"groups", groups}});
+  return dispatch1(
+      backward_op, {grad_out, w},
+      conv_pool::conv_backward_attrs("input_size", std::move(input_size), std::move(stride),
+                                     std::move(padding), std::move(dilation), groups));
 }
 
 Tensor conv2d_backward_weight(const Tensor& grad_out, const Tensor& x, IntList weight_size,
                               IntList stride, IntList padding, IntList dilation, int64_t groups) {
   static const OpDef& backward_op = op("conv2d_backward_weight");
-  return dispatch1(backward_op, {grad_out, x},
-                   {{"weight_size", std::move(weight_size)},
-                    {"stride", std::move(stride)},
-                    {"padding", std::move(padding)},
-                    {"dilation", std::move(dilation)},
-                    {"groups", groups}});
+  return dispatch1(
+      backward_op, {grad_out, x},
+      conv_pool::conv_backward_attrs("weight_size", std::move(weight_size), std::move(stride),
+                                     std::move(padding), std::move(dilation), groups));
 }
 
 Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& x, IntList kernel_size,
                            IntList stride, IntList padding, IntList dilation, bool ceil_mode) {
   static const OpDef& backward_op = op("max_pool2d_backward");
   return dispatch1(backward_op, {grad_out, x},
-                   {{"kernel_size", std::move(kernel_size)},
-                    {"stride", std::move(stride)},
-                    {"padding", std::move(padding)},
-                    {"dilation", std::move(dilation)},
-                    {"ceil_mode", ceil_mode}});
+                   conv_pool::max_pool_attrs(std::move(kernel_size), std::move(stride),
+                                             std::move(padding), std::move(dilation), ceil_mode));
 }
 
 Tensor avg_pool2d_backward(const Tensor& grad_out, const Tensor& x, IntList kernel_size,
@@ -242,11 +235,8 @@ Tensor avg_pool2d_backward(const Tensor& grad_out, const Tensor& x, IntList kern
                            bool count_include_pad) {
   static const OpDef& backward_op = op("avg_pool2d_backward");
   return dispatch1(backward_op, {grad_out, x},
-                   {{"kernel_size", std::move(kernel_size)},
-                    {"stride", std::move(stride)},
-                    {"padding", std::move(padding)},
-                    {"ceil_mode", ceil_mode},
-                    {"count_include_pad", count_include_pad}});
+                   conv_pool::avg_pool_attrs(std::move(kernel_size), std::move(stride),
+                                             std::move(padding), ceil_mode, count_include_pad));
 }
 
 Tensor adaptive_avg_pool2d_backward(const Tensor& grad_out, const Tensor& x) {

@@ -320,33 +320,25 @@ void register_conv_pool_ops(OpRegistry& registry) {
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, IntList stride, IntList padding,
               IntList dilation, int64_t groups) {
   static const OpDef& conv_op = op("conv2d");
-  return dispatch1(conv_op, {x, w, b},
-                   {{"stride", std::move(stride)},
-                    {"padding", std::move(padding)},
-                    {"dilation", std::move(dilation)},
-                    {"groups", groups}});
+  return dispatch1(
+      conv_op, {x, w, b},
+      conv_pool::conv_attrs(std::move(stride), std::move(padding), std::move(dilation), groups));
 }
 
 Tensor max_pool2d(const Tensor& x, IntList kernel_size, IntList stride, IntList padding,
                   IntList dilation, bool ceil_mode) {
   static const OpDef& pool_op = op("max_pool2d");
   return dispatch1(pool_op, {x},
-                   {{"kernel_size", std::move(kernel_size)},
-                    {"stride", std::move(stride)},
-                    {"padding", std::move(padding)},
-                    {"dilation", std::move(dilation)},
-                    {"ceil_mode", ceil_mode}});
+                   conv_pool::max_pool_attrs(std::move(kernel_size), std::move(stride),
+                                             std::move(padding), std::move(dilation), ceil_mode));
 }
 
 Tensor avg_pool2d(const Tensor& x, IntList kernel_size, IntList stride, IntList padding,
                   bool ceil_mode, bool count_include_pad) {
   static const OpDef& pool_op = op("avg_pool2d");
   return dispatch1(pool_op, {x},
-                   {{"kernel_size", std::move(kernel_size)},
-                    {"stride", std::move(stride)},
-                    {"padding", std::move(padding)},
-                    {"ceil_mode", ceil_mode},
-                    {"count_include_pad", count_include_pad}});
+                   conv_pool::avg_pool_attrs(std::move(kernel_size), std::move(stride),
+                                             std::move(padding), ceil_mode, count_include_pad));
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, IntList output_size) {

@@ -36,6 +36,38 @@ void check_volume_input(const TensorMeta& x, const char* op);
 cpu::StridedView batched5(const cpu::StridedView& v);
 // [N,] channels, spatial... (N when x is batched).
 DimList volume_output_shape(const TensorMeta& x, const Dim& channels, const DimList& spatial);
+// The attributes of a convolution (conv2d, conv3d and their backward ops)
+// and of a pooling (max and avg, 2-D and 3-D), for their C++ wrappers.
+inline Attrs conv_attrs(IntList stride, IntList padding, IntList dilation, int64_t groups) {
+  return {{"stride", std::move(stride)},
+          {"padding", std::move(padding)},
+          {"dilation", std::move(dilation)},
+          {"groups", groups}};
+}
+inline Attrs max_pool_attrs(IntList kernel_size, IntList stride, IntList padding, IntList dilation,
+                            bool ceil_mode) {
+  return {{"kernel_size", std::move(kernel_size)},
+          {"stride", std::move(stride)},
+          {"padding", std::move(padding)},
+          {"dilation", std::move(dilation)},
+          {"ceil_mode", ceil_mode}};
+}
+inline Attrs avg_pool_attrs(IntList kernel_size, IntList stride, IntList padding, bool ceil_mode,
+                            bool count_include_pad) {
+  return {{"kernel_size", std::move(kernel_size)},
+          {"stride", std::move(stride)},
+          {"padding", std::move(padding)},
+          {"ceil_mode", ceil_mode},
+          {"count_include_pad", count_include_pad}};
+}
+// conv_attrs with the size a backward op gives (input_size, weight_size).
+inline Attrs conv_backward_attrs(const char* size_name, IntList size, IntList stride,
+                                 IntList padding, IntList dilation, int64_t groups) {
+  Attrs attrs = conv_attrs(std::move(stride), std::move(padding), std::move(dilation), groups);
+  attrs.set(size_name, std::move(size));
+  return attrs;
+}
+
 void register_conv3d_ops(OpRegistry& registry);
 void register_pool3d_ops(OpRegistry& registry);
 // max_pool2d_with_indices (max_pool_indices_ops.cpp).

@@ -173,22 +173,16 @@ Tensor max_pool3d(const Tensor& x, IntList kernel_size, IntList stride, IntList 
                   IntList dilation, bool ceil_mode) {
   static const OpDef& pool_op = op("max_pool3d");
   return dispatch1(pool_op, {x},
-                   {{"kernel_size", std::move(kernel_size)},
-                    {"stride", std::move(stride)},
-                    {"padding", std::move(padding)},
-                    {"dilation", std::move(dilation)},
-                    {"ceil_mode", ceil_mode}});
+                   conv_pool::max_pool_attrs(std::move(kernel_size), std::move(stride),
+                                             std::move(padding), std::move(dilation), ceil_mode));
 }
 
 Tensor avg_pool3d(const Tensor& x, IntList kernel_size, IntList stride, IntList padding,
                   bool ceil_mode, bool count_include_pad) {
   static const OpDef& pool_op = op("avg_pool3d");
   return dispatch1(pool_op, {x},
-                   {{"kernel_size", std::move(kernel_size)},
-                    {"stride", std::move(stride)},
-                    {"padding", std::move(padding)},
-                    {"ceil_mode", ceil_mode},
-                    {"count_include_pad", count_include_pad}});
+                   conv_pool::avg_pool_attrs(std::move(kernel_size), std::move(stride),
+                                             std::move(padding), ceil_mode, count_include_pad));
 }
 
 }  // namespace kiln
