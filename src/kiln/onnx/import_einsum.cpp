@@ -4,7 +4,8 @@
 // left to right with one batched matmul each, the result summed and
 // permuted into the output's order.
 //
-// This is the algorithm of kiln::einsum (ops/einsum.cpp) on graph values:
+// The equation is kiln::einsum's (ops/einsum_equation.h); the rest is the
+// algorithm of kiln::einsum (ops/einsum.cpp) on graph values:
 // that one is written on Tensors through dispatch, which an import cannot
 // call on values it only knows the types of.
 #include <algorithm>
@@ -12,6 +13,7 @@
 
 #include "kiln/onnx/import_context.h"
 #include "kiln/onnx/import_util.h"
+#include "kiln/ops/einsum_equation.h"
 #include "kiln/util/error.h"
 
 namespace kiln::onnx {
@@ -20,103 +22,32 @@ namespace {
 using jit::Value;
 using Node = pb::NodeProto;
 
-// 0..51 the letters in ASCII order (A-Z, then a-z), so sorted labels are the
-// implicit output's order; kLetters + k the k-th dim of the ellipsis.
-constexpr int kLetters = 52;
-using Labels = std::vector<int>;
-using LabelSet = std::vector<bool>;  // indexed by label
-
-struct Term {
-  Labels letters;
-  int ellipsis_at = -1;  // where "..." stands among the letters, or -1
-};
-
-struct Equation {
-  std::vector<Term> inputs;
-  std::optional<Term> output;  // absent: no "->"
-};
+using einsum_equation::contains, einsum_equation::Equation, einsum_equation::kLetters,
+    einsum_equation::labels_of, einsum_equation::LabelSet, einsum_equation::Labels,
+    einsum_equation::position_of, einsum_equation::Term;
 
 struct Operand {
   Value* v;
   Labels labels;  // one per dim of v
 };
 
-bool is_letter(char ch) {
-  return (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z');
-}
-
-bool contains(const Labels& labels, int label) {
-  return std::find(labels.begin(), labels.end(), label) != labels.end();
-}
-
-size_t position_of(const Labels& labels, int label) {
-  return size_t(std::find(labels.begin(), labels.end(), label) - labels.begin());
+// The equation's errors (torch's messages) with the node named.
+template <typename Fn>
+auto for_node(const Node& node, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const Error& e) {
+    throw Error(ErrorKind::Value, "onnx import: Einsum '" + node.name() + "': " + e.what());
+  }
 }
 
 Equation parse(const Node& node) {
   const std::string text = attr_string(node, "equation", "");
-  Equation eq;
-  Term* term = &eq.inputs.emplace_back();
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char ch = text[i];
-    if (ch == ' ') continue;
-    if (is_letter(ch)) {
-      term->letters.push_back(ch <= 'Z' ? ch - 'A' : ch - 'a' + 26);
-    } else if (ch == '.' && text.compare(i, 3, "...") == 0 && term->ellipsis_at < 0) {
-      term->ellipsis_at = int(term->letters.size());
-      i += 2;
-    } else if (ch == ',' && !eq.output) {
-      term = &eq.inputs.emplace_back();
-    } else if (ch == '-' && text.compare(i, 2, "->") == 0 && !eq.output) {
-      term = &eq.output.emplace();
-      ++i;
-    } else {
-      KILN_CHECK_VALUE(false, "onnx import: Einsum '", node.name(), "' equation '", text, "' has '",
-                       ch, "' at ", i, " (subscripts are letters, '...', ',', '->')");
-    }
-  }
-  return eq;
+  return for_node(node, [&] { return einsum_equation::parse(text); });
 }
 
-// The labels of an operand of `ndim` dims: its "..." stands for its own
-// count of dims, lined up from the right across operands.
-Labels labels_of(const Term& term, int64_t own_ellipsis, int64_t all_ellipsis) {
-  Labels labels;
-  for (size_t j = 0; j <= term.letters.size(); ++j) {
-    if (int(j) == term.ellipsis_at) {
-      for (int64_t k = all_ellipsis - own_ellipsis; k < all_ellipsis; ++k)
-        labels.push_back(kLetters + int(k));
-    }
-    if (j < term.letters.size()) labels.push_back(term.letters[j]);
-  }
-  return labels;
-}
-
-// Explicit: the output term's labels. Implicit: the ellipsis dims, then
-// the letters used exactly once, in ASCII order.
 Labels output_labels(const Node& node, const Equation& eq, int64_t all_ellipsis) {
-  std::vector<int> uses(kLetters, 0);
-  for (const Term& term : eq.inputs)
-    for (int label : term.letters)
-      ++uses[size_t(label)];
-  Labels out;
-  const bool implicit = !eq.output;
-  const Term term = implicit ? Term{{}, 0} : *eq.output;
-  for (size_t j = 0; j <= term.letters.size(); ++j) {
-    if (int(j) == term.ellipsis_at)
-      for (int64_t k = 0; k < all_ellipsis; ++k)
-        out.push_back(kLetters + int(k));
-    if (j == term.letters.size()) break;
-    const int label = term.letters[j];
-    KILN_CHECK_VALUE(uses[size_t(label)] > 0 && !contains(out, label), "onnx import: Einsum '",
-                     node.name(), "': output subscript ", j,
-                     " is repeated or names no input's subscript");
-    out.push_back(label);
-  }
-  if (implicit)
-    for (int label = 0; label < kLetters; ++label)
-      if (uses[size_t(label)] == 1) out.push_back(label);
-  return out;
+  return for_node(node, [&] { return einsum_equation::output_labels(eq, all_ellipsis); });
 }
 
 Value* permuted(ImportContext& c, const Operand& op, const Labels& order) {
