@@ -415,3 +415,23 @@ def test_hybridized_embedding_max_norm_renormalizes_as_eager():
                                    rtol=1e-6)
         np.testing.assert_allclose(compiled.weight.detach().numpy(),
                                    eager.weight.detach().numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_matches_torch(mode, padding_mode, align_corners):
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 3, 5, 6))
+    grid = rng.uniform(-1.2, 1.2, (2, 4, 7, 2))  # some points outside the input
+    got = F.grid_sample(kiln.tensor(x), kiln.tensor(grid), mode, padding_mode, align_corners)
+    want = TF.grid_sample(torch.tensor(x), torch.tensor(grid), mode, padding_mode, align_corners)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_grid_sample_says_what_it_lacks():
+    x = kiln.rand(1, 1, 3, 3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="derivative for 'grid_sample'"):
+        F.grid_sample(x, kiln.rand(1, 2, 2, 2), align_corners=False).sum().backward()
+    with pytest.raises(NotImplementedError, match="4-D inputs"):
+        F.grid_sample(kiln.rand(1, 1, 2, 3, 3), kiln.rand(1, 2, 2, 2, 3))

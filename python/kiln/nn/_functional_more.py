@@ -22,7 +22,7 @@ __all__ = ["prelu", "selu", "celu", "glu", "logsigmoid", "softsign", "tanhshrink
            "feature_alpha_dropout", "rms_norm", "local_response_norm", "channel_shuffle",
            "embedding_bag", "pairwise_distance", "multilabel_soft_margin_loss",
            "margin_ranking_loss", "triplet_margin_loss", "gaussian_nll_loss", "poisson_nll_loss",
-           "soft_margin_loss", "hinge_embedding_loss", "multi_margin_loss"]
+           "soft_margin_loss", "hinge_embedding_loss", "multi_margin_loss", "grid_sample"]
 
 IntOrSeq = int | Sequence[int]
 
@@ -351,3 +351,14 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     if p != 1 and p != 2:
         raise ValueError("only p == 1 and p == 2 supported")
     return _C.nn.multi_margin_loss(input, target, p, float(margin), weight, reduction)
+
+
+def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mode: str = "zeros",
+                align_corners: bool | None = None) -> Tensor:
+    """torch's F.grid_sample on 4-D inputs (no gradient yet: backward through
+    it is an error naming the op)."""
+    if input.ndim != 4:
+        raise NotImplementedError("grid_sample: kiln samples 4-D inputs (N, C, H, W) only")
+    return _C.dispatch("grid_sample", [input, grid],
+                       {"mode": mode, "padding_mode": padding_mode,
+                        "align_corners": bool(align_corners)})
