@@ -16,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import kiln
 from kiln import nn
+from onnx_test_models import info, model_with
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "onnx"))
 import conformance  # noqa: E402
@@ -45,17 +46,6 @@ BACKEND_CASES = [
 def test_onnx_backend_case_passes(name):
     status, detail = conformance.run_case(conformance.DATA / name)
     assert status == "pass", detail
-
-
-def model_with(nodes, inputs, outputs, initializers=(), opset=17):
-    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    return model
-
-
-def info(name, shape, dtype=TensorProto.FLOAT):
-    return helper.make_tensor_value_info(name, dtype, shape)
 
 
 def rand(*shape, seed=0, dtype=np.float32):

@@ -10,9 +10,10 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 import kiln
+from onnx_test_models import const, info, model_with
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "onnx"))
 import conformance  # noqa: E402
@@ -38,21 +39,6 @@ BACKEND_CASES = [
 def test_onnx_backend_case_passes(name):
     status, detail = conformance.run_case(conformance.DATA / name)
     assert status == "pass", detail
-
-
-def model_with(nodes, inputs, outputs, initializers=(), opset=17):
-    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    return model
-
-
-def info(name, shape, dtype=TensorProto.FLOAT):
-    return helper.make_tensor_value_info(name, dtype, shape)
-
-
-def const(name, values, dtype=np.int64):
-    return numpy_helper.from_array(np.array(values, dtype=dtype), name)
 
 
 def check_against_onnx_runtime(tmp_path, model, feeds, exact=False):

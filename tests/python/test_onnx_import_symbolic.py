@@ -12,6 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import kiln
+from onnx_test_models import model_with
 
 INT64_MAX = np.iinfo(np.int64).max
 
@@ -66,13 +67,6 @@ def test_pp_ocr_recognizer_imports_without_input_shapes_at_any_batch_and_width()
     # heights give: a guard every call checks, as ONNX Runtime fails then too
     with pytest.raises(ValueError, match="guard"):
         model(kiln.randn(1, 3, 96, 320))
-
-
-def model_with(nodes, inputs, outputs, initializers=(), opset=17):
-    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8  # what ONNX Runtime reads for opset 17
-    return model
 
 
 def ints(name, values):

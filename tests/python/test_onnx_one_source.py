@@ -9,15 +9,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import kiln
-
-
-def model_with(nodes, inputs, outputs, opset=17):
-    graph = helper.make_graph(nodes, "g", inputs, outputs)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
-
-
-def info(name, shape, dtype=TensorProto.FLOAT):
-    return helper.make_tensor_value_info(name, dtype, shape)
+from onnx_test_models import info, model_with
 
 
 def run_ort(path, feeds):
