@@ -206,11 +206,11 @@ void ImportContext::add_value_candidate(const jit::Value* input, const std::stri
 }
 
 bool ImportContext::inputs_behind(const jit::Value* value, std::vector<std::string>& names) const {
-  std::vector<const jit::Value*> todo = {value};
+  std::vector<const jit::Value*> pending = {value};
   std::unordered_set<const jit::Value*> seen;
-  while (!todo.empty()) {
-    const jit::Value* next = todo.back();
-    todo.pop_back();
+  while (!pending.empty()) {
+    const jit::Value* next = pending.back();
+    pending.pop_back();
     if (!next || !seen.insert(next).second) continue;
     switch (next->kind()) {
       case jit::ValueKind::Constant:
@@ -219,7 +219,7 @@ bool ImportContext::inputs_behind(const jit::Value* value, std::vector<std::stri
         return false;  // a weight decides no shape
       case jit::ValueKind::NodeOutput:
         for (const jit::Value* input : next->producer()->inputs())
-          todo.push_back(input);
+          pending.push_back(input);
         continue;
       case jit::ValueKind::Input:
         break;
