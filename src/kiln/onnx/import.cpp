@@ -104,12 +104,10 @@ bool may_hold_a_value(const TensorMeta& type) {
 
 void import_node(const pb::NodeProto& node, ImportContext& context) {
   std::string where = "onnx import: node '" + node.name() + "' (" + node.op_type() + ")";
-  KILN_CHECK(node.domain().empty() || node.domain() == "ai.onnx", where, ": op domain '",
-             node.domain(), "' is not one kiln reads");
   KILN_CHECK(context.opset() > 0, where,
              ": the model imports no version of the default ONNX op set, which the node is of");
-  ImportFn importer = find_importer(node.op_type());
-  KILN_CHECK(importer, "onnx import: op '", node.op_type(), "' (node '", node.name(),
+  ImportFn importer = find_importer(node);
+  KILN_CHECK(importer, "onnx import: op '", table_key(node), "' (node '", node.name(),
              "') has no kiln translation");
   try {
     // Sizes the model needs equal and kiln cannot prove so (after two

@@ -203,7 +203,10 @@ const pb::AttributeProto* find_attr(const pb::NodeProto& node, const std::string
 
 // Translates one node: defines its outputs in the context.
 using ImportFn = void (*)(const pb::NodeProto& node, ImportContext& context);
-ImportFn find_importer(const std::string& op_type);
+// The translation of `node`'s op (keyed "domain:type" outside the default
+// domain), or null.
+ImportFn find_importer(const pb::NodeProto& node);
+std::string table_key(const pb::NodeProto& node);
 void add_basic_importers(std::unordered_map<std::string, ImportFn>& table);
 void add_nn_importers(std::unordered_map<std::string, ImportFn>& table);
 void add_resample_importers(std::unordered_map<std::string, ImportFn>& table);
@@ -215,6 +218,14 @@ void add_loss_importers(std::unordered_map<std::string, ImportFn>& table);
 void add_indexing_importers(std::unordered_map<std::string, ImportFn>& table);
 void add_activation_importers(std::unordered_map<std::string, ImportFn>& table);
 void add_sequence_importers(std::unordered_map<std::string, ImportFn>& table);
+// Ops whose output sizes depend on input values: NonZero, Compress,
+// Unique, NonMaxSuppression (import_dynamic.cpp).
+void add_dynamic_importers(std::unordered_map<std::string, ImportFn>& table);
+// DFT, STFT, MelWeightMatrix, Det (import_signal.cpp).
+void add_signal_importers(std::unordered_map<std::string, ImportFn>& table);
+// The ai.onnx.preview.training domain: Adagrad, Adam, Momentum
+// (import_training.cpp).
+void add_training_importers(std::unordered_map<std::string, ImportFn>& table);
 // Conv, ConvTranspose and the pools (import_conv_pool.cpp).
 void add_conv_pool_importers(std::unordered_map<std::string, ImportFn>& table);
 // Model inputs and outputs of ONNX sequence or optional type

@@ -29,6 +29,9 @@ const Table& importers() {
     add_indexing_importers(all);
     add_activation_importers(all);
     add_sequence_importers(all);
+    add_dynamic_importers(all);
+    add_signal_importers(all);
+    add_training_importers(all);
     add_generic_importers(all);  // last: refuses an op type a file above translates
     return all;
   }();
@@ -38,6 +41,16 @@ const Table& importers() {
 bool default_domain(const pb::NodeProto& node) {
   return node.domain().empty() || node.domain() == "ai.onnx";
 }
+
+}  // namespace
+
+// An op of the default domain is keyed by its type alone, one of another
+// domain as "domain:type" (ai.onnx.preview.training:Adam).
+std::string table_key(const pb::NodeProto& node) {
+  return default_domain(node) ? node.op_type() : node.domain() + ":" + node.op_type();
+}
+
+namespace {
 
 // The nodes of one missing op, in the order the model lists them.
 struct Missing {
@@ -53,9 +66,8 @@ std::string label(const pb::NodeProto& node) {
 
 void collect_missing(const pb::GraphProto& graph, std::map<std::string, Missing>& missing) {
   for (const pb::NodeProto& node : graph.node()) {
-    bool known = default_domain(node) && importers().count(node.op_type()) > 0;
-    if (!known) {
-      std::string op = default_domain(node) ? node.op_type() : node.domain() + ":" + node.op_type();
+    std::string op = table_key(node);
+    if (importers().count(op) == 0) {
       auto [found, added] = missing.emplace(op, Missing{missing.size(), {}});
       found->second.nodes.push_back(label(node));
     }
@@ -81,8 +93,8 @@ std::string describe(const std::string& op, const Missing& where) {
 
 }  // namespace
 
-ImportFn find_importer(const std::string& op_type) {
-  auto found = importers().find(op_type);
+ImportFn find_importer(const pb::NodeProto& node) {
+  auto found = importers().find(table_key(node));
   return found == importers().end() ? nullptr : found->second;
 }
 
@@ -112,8 +124,7 @@ void check_every_op_translates(const pb::GraphProto& graph) {
   for (const auto& [op, where] : in_order)
     list += (list.empty() ? "" : ", ") + describe(op, *where);
   KILN_CHECK(false, "onnx import: each of these ops has no kiln translation: ", list,
-             " (kiln reads the default ONNX domain; kiln.onnx.importable_ops() lists what it "
-             "translates)");
+             " (kiln.onnx.importable_ops() lists what it translates)");
 }
 
 }  // namespace kiln::onnx
