@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 
+#include "kiln/util/profile_recorder.h"
+
 namespace kiln {
 namespace {
 
@@ -125,6 +127,18 @@ void notify(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& rec
   }
 }
 
+// The profiler's range of one op: its inputs' shapes when the session wants them.
+void record_shapes(profiler::Range& range, const std::vector<Tensor>& inputs) {
+  if (!range.wants_shapes()) return;
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) {
+      range.add_absent_input();
+      continue;
+    }
+    range.add_shape(t.shape().data(), t.shape().size());
+  }
+}
+
 bool can_cast(DType from, DType to) {
   return category(from) <= category(to);
 }
@@ -189,6 +203,8 @@ Attrs concrete_attrs(const OpDef& op, const Attrs& attrs) {
 }
 
 std::vector<Tensor> dispatch(const OpDef& op, std::vector<Tensor> inputs, const Attrs& given) {
+  profiler::Range range(profiler::EventKind::Op, op.name);
+  record_shapes(range, inputs);
   check_autograd_ready(op, inputs);
   const Attrs recorded = normalize_attrs(op, given);
   const Attrs attrs = concrete_attrs(op, recorded);
@@ -221,6 +237,8 @@ void dispatch_into(const OpDef& op, std::vector<Tensor> inputs, const Attrs& giv
                    const Tensor& out) {
   KILN_ASSERT(op.kind != OpKind::View && op.num_outputs == 1, op.name,
               " cannot write into an existing tensor");
+  profiler::Range range(profiler::EventKind::Op, op.name);
+  record_shapes(range, inputs);
   check_autograd_ready(op, inputs);
   const Attrs recorded = normalize_attrs(op, given);
   const Attrs attrs = concrete_attrs(op, recorded);

@@ -14,6 +14,7 @@
 #include "kiln/jit/ir/specialize.h"
 #include "kiln/jit/passes/pipeline.h"
 #include "kiln/ops/copy.h"
+#include "kiln/util/profile_recorder.h"
 
 namespace kiln::jit {
 namespace {
@@ -408,6 +409,8 @@ std::vector<Tensor> CompiledFunction::run(std::span<const Tensor> inputs) const 
 }
 
 std::vector<Tensor> CompiledFunction::run_matched(std::span<const Tensor> inputs) const {
+  // The profiler's range of the call: its plan's steps (or replayed ops) nest in it.
+  profiler::Range range(profiler::EventKind::Call, "CompiledFunction");
   // replays_through_dispatch(), decided once: needs_grad walks every input
   // and parameter, and grad_plan takes a lock.
   std::vector<Tensor> results;

@@ -5,9 +5,22 @@
 
 #include "kiln/jit/exec/control_flow_exec.h"
 #include "kiln/jit/exec/workspace.h"
+#include "kiln/util/profile_recorder.h"
 
 namespace kiln::jit {
 namespace {
+
+// A step's range in the profile, with its inputs' shapes when wanted.
+void record_step_shapes(profiler::Range& range, const KernelArgs& args) {
+  if (!range.wants_shapes()) return;
+  for (const cpu::StridedView& v : args.inputs) {
+    if (v.data == nullptr) {
+      range.add_absent_input();
+      continue;
+    }
+    range.add_shape(v.shape, size_t(v.ndim));
+  }
+}
 
 std::string input_label(const Value* v, size_t i) {
   return v->name().empty() ? str("input ", i) : str("input ", i, " ('", v->name(), "')");
@@ -199,10 +212,13 @@ void Executable::run_views(std::span<const cpu::StridedView> inputs,
 void Executable::run_steps(Workspace& ws, bool inputs_strided,
                            std::span<const uint64_t> input_keys) const {
   const cpu::StridedView* args = ws.args();
+  const bool profiling = profiler::recording();  // read once per run, not per step
   for (const Step& step : plan_.steps) {
     const cpu::StridedView* first = args + step.first_arg;
     KernelArgs kernel_args{
         {first, step.num_inputs}, {first + step.num_inputs, step.num_outputs}, *step.attrs};
+    profiler::Range range(profiling, profiler::EventKind::Step, step.op->name);
+    record_step_shapes(range, kernel_args);
     if (step.control_flow) {
       // It takes any strides itself.
       run_control_flow(step, kernel_args, ws, input_keys);

@@ -4,6 +4,7 @@
 
 #include "kiln/jit/exec/control_flow_exec.h"
 #include "kiln/ops/dispatch.h"
+#include "kiln/util/profile_recorder.h"
 
 namespace kiln::jit {
 
@@ -86,9 +87,15 @@ std::vector<Tensor> Interpreter::run_unchecked(std::span<const Tensor> inputs) c
     args.reserve(step.inputs.size());
     for (int s : step.inputs)
       args.push_back(s < 0 ? Tensor() : slots[size_t(s)]);
+    // dispatch records each op; a control-flow op's range holds its blocks' ops.
+    profiler::Range range;
+    if (!step.blocks.empty() && profiler::recording()) {
+      range.open(profiler::EventKind::Op, step.op->name);
+    }
     std::vector<Tensor> results = step.blocks.empty()
                                       ? dispatch(*step.op, std::move(args), step.attrs)
                                       : control_flow_(*step.node, args, step.blocks);
+    range.close();
     KILN_ASSERT(results.size() == step.outputs.size(), step.op->name, " gave ", results.size(),
                 " outputs, the graph has ", step.outputs.size());
     for (size_t i = 0; i < results.size(); ++i)
