@@ -130,6 +130,32 @@ def test_chrome_trace_loads_and_nests_per_thread(tmp_path):
     assert linear["args"]["Input Dims"] == [[2, 8], [16, 8], [16]]
 
 
+def test_backward_nodes_hold_their_gradient_ops_as_in_torch():
+    def run(lib, profiler_of):
+        x = lib.ones(4, 3, requires_grad=True)
+        w = lib.ones(3, requires_grad=True)
+        with profiler_of() as prof:
+            ((x * w).exp().sum()).backward()
+        return prof
+
+    prof = run(kiln, kiln.profiler.profile)
+    torch_prof = run(torch, torch.profiler.profile)
+    events = prof.events()
+    backward = [e.name for e in events if e.name.endswith("Backward0")]
+    assert backward == ["SumBackward0", "ExpBackward0", "MulBackward0"]
+    for node in backward:
+        torch_name = "autograd::engine::evaluate_function: " + node
+        assert any(e.key == torch_name for e in torch_prof.key_averages()), torch_name
+    # each node's gradient ops nest in it; the leaves' accumulations as in torch
+    node = next(e for e in events if e.name == "MulBackward0")
+    inside = [e for e in events if e.depth == node.depth + 1 and e.start_us >= node.start_us
+              and e.start_us + e.duration_us <= node.start_us + node.duration_us + 1e-3]
+    assert inside and all(e.kind == "op" for e in inside)
+    torch_accumulate = sum(e.count for e in torch_prof.key_averages()
+                           if e.key == "torch::autograd::AccumulateGrad")
+    assert sum(e.name == "AccumulateGrad" for e in events) == torch_accumulate == 2
+
+
 def test_record_function_as_decorator_and_only_while_profiling():
     @kiln.profiler.record_function("helper")
     def helper(t):
