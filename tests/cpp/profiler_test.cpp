@@ -9,6 +9,9 @@
 #include <thread>
 
 #include <nlohmann/json.hpp>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "kiln/core/factory.h"
 #include "kiln/jit/compile/trace.h"
@@ -188,6 +191,39 @@ TEST(Profiler, ThreadsRecordSideBySide) {
   ASSERT_EQ(muls.size(), 4u);
   for (const auto& [thread, n] : muls)
     EXPECT_EQ(n, 10) << "thread " << thread;
+}
+
+// Ops inside an OpenMP region (as a kernel's worker threads, or a caller's
+// parallel loop) record on their own threads, nested in their own ranges.
+TEST(Profiler, OpenMPThreadsRecordTheirOwnRanges) {
+#ifndef _OPENMP
+  GTEST_SKIP() << "built without OpenMP";
+#else
+  Tensor a = randn({16});
+  Profile prof;
+  int team = 0;
+#pragma omp parallel num_threads(3)
+  {
+#pragma omp single
+    team = omp_get_num_threads();
+    Range range(EventKind::User, "omp worker");
+    for (int i = 0; i < 5; ++i)
+      (void)(a + a);
+  }
+  prof.stop();
+  const Events& events = prof.events();
+  EXPECT_TRUE(well_nested(events));
+  ASSERT_EQ(team, 3);
+  EXPECT_EQ(count_named(events, "omp worker"), 3);
+  EXPECT_EQ(count_named(events, "add"), 15);
+  std::map<uint32_t, int> adds;
+  for (const Event& e : events) {
+    if (e.name != "add") continue;
+    adds[e.thread] += 1;
+    EXPECT_EQ(e.depth, 1u);
+  }
+  EXPECT_EQ(adds.size(), 3u);
+#endif
 }
 
 TEST(Profiler, CompiledCallHoldsItsSteps) {
