@@ -127,12 +127,9 @@ class profile:
         return EventList(session.events if session else [], self.profile_memory)
 
     def key_averages(self, group_by_input_shape: bool = False) -> EventList:
-        """One row per name (and input shapes): count, self_cpu_time_total,
+        """One row per name (and input shapes, which only
+        profile(record_shapes=True) records): count, self_cpu_time_total,
         cpu_time_total, cpu_time (average), memory; times in microseconds."""
-        if group_by_input_shape and not self.record_shapes:
-            raise ValueError(
-                "key_averages(group_by_input_shape=True) needs profile(record_shapes=True)"
-            )
         session = self._stopped()
         rows = session.key_averages(group_by_input_shape) if session else []
         return EventList(rows, self.profile_memory)

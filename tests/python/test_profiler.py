@@ -206,13 +206,15 @@ def test_compiled_function_steps_nest_in_their_call():
     assert "linear_act" in {s.name for s in steps}  # the fused Linear + ReLU
 
 
-def test_errors_are_pytorchs():
-    with pytest.raises(ValueError, match="group_by_input_shape"):
-        with kiln.profiler.profile() as prof:
-            pass
-        prof.key_averages(group_by_input_shape=True)
+def test_errors_and_edge_cases_are_pytorchs():
     with kiln.profiler.profile() as prof:
         kiln.ones(2) + 1
+    # no shapes recorded: grouping by them changes nothing, and no column shows
+    grouped = prof.key_averages(group_by_input_shape=True).table()
+    assert "Input Shapes" not in grouped
+    assert [r.key for r in prof.key_averages(group_by_input_shape=True)] == [
+        r.key for r in prof.key_averages()
+    ]
     with pytest.raises(ValueError, match="sort_by"):
         prof.key_averages().table(sort_by="speed")
     with pytest.raises(RuntimeError, match="already recording"):

@@ -154,8 +154,10 @@ std::string table(std::vector<EventAverage> rows, const TableOptions& options) {
     std::stable_sort(rows.begin(), rows.end(),
                      [&](const EventAverage& a, const EventAverage& b) { return key(a) > key(b); });
   }
-  const bool has_shapes = std::any_of(
-      rows.begin(), rows.end(), [](const EventAverage& r) { return !r.input_shapes.empty(); });
+  // As PyTorch: the column only when some row has an input ("[]" has none).
+  const bool has_shapes = std::any_of(rows.begin(), rows.end(), [](const EventAverage& r) {
+    return !r.input_shapes.empty() && r.input_shapes != "[]";
+  });
   size_t name_width = 0, shapes_width = 0;
   for (const EventAverage& r : rows) {
     name_width = std::max(name_width, r.name.size() + 4);
