@@ -36,7 +36,8 @@ void bind_profiler(nb::module_& m) {
       .def_prop_ro("cpu_time_total", [](const Event& e) { return us(e.duration_ns); })
       .def_ro("self_cpu_memory_usage", &Event::self_bytes)
       .def_ro("cpu_memory_usage", &Event::total_bytes)
-      .def_ro("input_shapes", &Event::shapes);
+      .def_ro("input_shapes", &Event::shapes)
+      .def_ro("attributes", &Event::attributes);
 
   nb::class_<EventAverage>(m, "EventAverage")
       .def_ro("key", &EventAverage::name)

@@ -18,6 +18,7 @@
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/random.h"
+#include "kiln/ops/reduction.h"
 
 namespace kiln::profiler {
 namespace {
@@ -137,10 +138,17 @@ TEST(Profiler, InputShapesOnlyWhenAsked) {
   std::vector<EventAverage> rows = with_shapes.key_averages(/*group_by_input_shape=*/true);
   EXPECT_EQ(rows.front().input_shapes, "[[2, 3], [3, 5]]");
 
+  Profile attributes({.record_shapes = true});
+  (void)softmax(a, 1);
+  attributes.stop();
+  EXPECT_EQ(attributes.events().front().attributes, "dim=1");
+
   Profile without;
   (void)matmul(a, b);
+  (void)softmax(a, 1);
   without.stop();
   EXPECT_TRUE(without.events().front().shapes.empty());
+  EXPECT_TRUE(without.events().back().attributes.empty());
 }
 
 TEST(Profiler, MemoryCountsBytesAllocatedLessFreedPerRange) {

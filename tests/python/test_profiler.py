@@ -206,6 +206,25 @@ def test_compiled_function_steps_nest_in_their_call():
     assert "linear_act" in {s.name for s in steps}  # the fused Linear + ReLU
 
 
+def test_record_shapes_also_records_attributes_such_as_a_fused_program(tmp_path):
+    x = kiln.randn(4, 8)
+    fused = kiln.jit.trace(lambda t: (t.sigmoid() * t).neg(), x)
+    with kiln.profiler.profile(record_shapes=True) as prof:
+        x.sum(dim=1, keepdim=True)
+        fused(x)
+    by_name = {e.name: e for e in prof.events()}
+    assert "dims=[1]" in by_name["sum"].attributes and "keepdim=true" in by_name["sum"].attributes
+    program = by_name["fused_elementwise"].attributes
+    assert program.startswith("program=") and "sigmoid" in program and "neg" in program
+    prof.export_chrome_trace(str(tmp_path / "t.json"))
+    trace = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    step = next(e for e in trace if e["name"] == "fused_elementwise")
+    assert step["args"]["Attributes"] == program
+    with kiln.profiler.profile() as plain:
+        fused(x)
+    assert all(e.attributes == "" for e in plain.events())
+
+
 def test_errors_and_edge_cases_are_pytorchs():
     with kiln.profiler.profile() as prof:
         kiln.ones(2) + 1

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "kiln/ops/attrs_text.h"
 #include "kiln/util/profile_recorder.h"
 
 namespace kiln {
@@ -207,6 +208,8 @@ std::vector<Tensor> dispatch(const OpDef& op, std::vector<Tensor> inputs, const 
   record_shapes(range, inputs);
   check_autograd_ready(op, inputs);
   const Attrs recorded = normalize_attrs(op, given);
+  if (range.wants_shapes() && !recorded.items().empty())
+    range.set_attributes(attrs_to_string(recorded));
   const Attrs attrs = concrete_attrs(op, recorded);
   std::vector<TensorMeta> metas = metas_of(op, inputs);
   InferResult inferred = infer_meta(op, metas, attrs);
@@ -241,6 +244,8 @@ void dispatch_into(const OpDef& op, std::vector<Tensor> inputs, const Attrs& giv
   record_shapes(range, inputs);
   check_autograd_ready(op, inputs);
   const Attrs recorded = normalize_attrs(op, given);
+  if (range.wants_shapes() && !recorded.items().empty())
+    range.set_attributes(attrs_to_string(recorded));
   const Attrs attrs = concrete_attrs(op, recorded);
   std::vector<TensorMeta> metas = metas_of(op, inputs);
   InferResult inferred = infer_meta(op, metas, attrs);

@@ -46,6 +46,7 @@ std::string metadata(const char* what, uint32_t tid, const std::string& name) {
 std::string complete_event(const Event& e) {
   std::string args = "\"kind\": \"" + std::string(to_string(e.kind)) + "\"";
   if (!e.shapes.empty()) args += ", \"Input Dims\": " + shapes_text(e.shapes);
+  if (!e.attributes.empty()) args += ", \"Attributes\": " + json_string(e.attributes);
   if (e.self_bytes != 0 || e.total_bytes != 0) {
     args += ", \"Self CPU Mem\": " + std::to_string(e.self_bytes) +
             ", \"CPU Mem\": " + std::to_string(e.total_bytes);

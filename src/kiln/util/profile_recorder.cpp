@@ -261,6 +261,11 @@ void Range::add_shape(const int64_t* dims, size_t ndim) {
   t_state->frames.back().event.shapes.emplace_back(dims, dims + ndim);
 }
 
+void Range::set_attributes(std::string text) {
+  if (!wants_shapes()) return;
+  t_state->frames.back().event.attributes = std::move(text);
+}
+
 void Range::add_absent_input() {
   if (!wants_shapes()) return;
   t_state->frames.back().event.shapes.emplace_back();

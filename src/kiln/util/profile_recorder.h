@@ -32,7 +32,7 @@ enum class EventKind : uint8_t {
 const char* to_string(EventKind kind);
 
 struct RecorderOptions {
-  bool record_shapes = false;   // the input shapes of ops and steps
+  bool record_shapes = false;   // the input shapes (and attributes) of ops and steps
   bool profile_memory = false;  // bytes allocated and freed inside each range
 };
 
@@ -51,6 +51,8 @@ struct Event {
   int64_t total_bytes = 0;
   // Each input's shape (record_shapes); empty for an absent input or a scalar.
   std::vector<std::vector<int64_t>> shapes;
+  // The op's attributes as text, "dim=1, keepdim=false" (record_shapes).
+  std::string attributes;
 };
 
 namespace detail {
@@ -103,6 +105,7 @@ class Range {
   bool wants_shapes() const { return active_ && shapes_; }
   void add_shape(const int64_t* dims, size_t ndim);
   void add_absent_input();
+  void set_attributes(std::string text);
 
  private:
   bool active_ = false;

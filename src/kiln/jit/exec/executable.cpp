@@ -5,12 +5,14 @@
 
 #include "kiln/jit/exec/control_flow_exec.h"
 #include "kiln/jit/exec/workspace.h"
+#include "kiln/ops/attrs_text.h"
 #include "kiln/util/profile_recorder.h"
 
 namespace kiln::jit {
 namespace {
 
-// A step's range in the profile, with its inputs' shapes when wanted.
+// A step's range in the profile, with its inputs' shapes and its attributes
+// (a fused_elementwise's program) when wanted.
 void record_step_shapes(profiler::Range& range, const KernelArgs& args) {
   if (!range.wants_shapes()) return;
   for (const cpu::StridedView& v : args.inputs) {
@@ -20,6 +22,7 @@ void record_step_shapes(profiler::Range& range, const KernelArgs& args) {
     }
     range.add_shape(v.shape, size_t(v.ndim));
   }
+  if (!args.attrs.items().empty()) range.set_attributes(attrs_to_string(args.attrs));
 }
 
 std::string input_label(const Value* v, size_t i) {
