@@ -128,8 +128,9 @@ void notify(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& rec
   }
 }
 
-// The profiler's range of one op: its inputs' shapes when the session wants them.
-void record_shapes(profiler::Range& range, const std::vector<Tensor>& inputs) {
+// The profiler's range of one op: its inputs' shapes and its attributes,
+// when the session wants them.
+void record_shapes(profiler::Range& range, const std::vector<Tensor>& inputs, const Attrs& attrs) {
   if (!range.wants_shapes()) return;
   for (const Tensor& t : inputs) {
     if (!t.defined()) {
@@ -138,6 +139,7 @@ void record_shapes(profiler::Range& range, const std::vector<Tensor>& inputs) {
     }
     range.add_shape(t.shape().data(), t.shape().size());
   }
+  if (!attrs.items().empty()) range.set_attributes(attrs_to_string(attrs));
 }
 
 bool can_cast(DType from, DType to) {
@@ -205,11 +207,9 @@ Attrs concrete_attrs(const OpDef& op, const Attrs& attrs) {
 
 std::vector<Tensor> dispatch(const OpDef& op, std::vector<Tensor> inputs, const Attrs& given) {
   profiler::Range range(profiler::EventKind::Op, op.name);
-  record_shapes(range, inputs);
   check_autograd_ready(op, inputs);
   const Attrs recorded = normalize_attrs(op, given);
-  if (range.wants_shapes() && !recorded.items().empty())
-    range.set_attributes(attrs_to_string(recorded));
+  record_shapes(range, inputs, recorded);
   const Attrs attrs = concrete_attrs(op, recorded);
   std::vector<TensorMeta> metas = metas_of(op, inputs);
   InferResult inferred = infer_meta(op, metas, attrs);
@@ -241,11 +241,9 @@ void dispatch_into(const OpDef& op, std::vector<Tensor> inputs, const Attrs& giv
   KILN_ASSERT(op.kind != OpKind::View && op.num_outputs == 1, op.name,
               " cannot write into an existing tensor");
   profiler::Range range(profiler::EventKind::Op, op.name);
-  record_shapes(range, inputs);
   check_autograd_ready(op, inputs);
   const Attrs recorded = normalize_attrs(op, given);
-  if (range.wants_shapes() && !recorded.items().empty())
-    range.set_attributes(attrs_to_string(recorded));
+  record_shapes(range, inputs, recorded);
   const Attrs attrs = concrete_attrs(op, recorded);
   std::vector<TensorMeta> metas = metas_of(op, inputs);
   InferResult inferred = infer_meta(op, metas, attrs);
