@@ -182,7 +182,7 @@ def cell(record):
         return "not run"
     if record.get("ms"):
         return fmt(median(record))
-    return record["status"].split(":")[0]  # the whole reason is in the notes
+    return record["status"].split(":")[0].split(" (")[0]  # the whole reason: in the notes
 
 
 def verdict(ratio, goal):
@@ -212,6 +212,8 @@ def print_modules(threads, cases, records, notes):
         goals += [(case["id"], f"<= {GOAL_ORT}x ONNX Runtime", to_ort, GOAL_ORT),
                   (case["id"], f"<= {GOAL_EAGER}x PyTorch eager", to_eager, GOAL_EAGER)]
         for mode, record in row.items():
+            if record and record.get("status", "ok").startswith("skipped"):
+                continue  # said once, below the tables
             if record and record.get("status", "ok") != "ok":
                 notes.append(f"{threads}t, {case['id']}, {mode}: {record['status']}")
             elif mode == COMPILE and record:
@@ -282,6 +284,8 @@ def measure_and_print(args):
         cases, absent = prepare(work, args)
         for threads in args.threads:
             records, affinity = run_children(threads, cases, args, work)
+            for case in (c for c in cases if c["kind"] == "module" and not args.torch_compile):
+                records[case["id"], COMPILE] = {"status": "skipped (--no-torch-compile)"}
             goals += [(threads, MODULE_GOALS, *g)
                       for g in print_modules(threads, cases, records, notes)]
             goals += [(threads, ONNX_GOALS, *g)
