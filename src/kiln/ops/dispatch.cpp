@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <atomic>
 
+#include "kiln/ops/data_dependent.h"
+
 namespace kiln {
 namespace {
 
@@ -125,6 +127,13 @@ void notify(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& rec
   }
 }
 
+// Concrete inputs give static output shapes, except where an op's output
+// size is a symbol its data binds (data_dependent.h).
+bool has_static_shapes(const std::vector<TensorMeta>& outputs) {
+  return std::all_of(outputs.begin(), outputs.end(),
+                     [](const TensorMeta& m) { return is_static(m.shape); });
+}
+
 bool can_cast(DType from, DType to) {
   return category(from) <= category(to);
 }
@@ -202,10 +211,12 @@ std::vector<Tensor> dispatch(const OpDef& op, std::vector<Tensor> inputs, const 
     for (ViewMeta& v : op.view(ViewArgs{inputs[0], attrs})) {
       outputs.push_back(make_view(inputs[0], std::move(v.shape), std::move(v.strides), v.offset));
     }
-  } else {
+  } else if (has_static_shapes(inferred.outputs)) {
     for (const TensorMeta& m : inferred.outputs)
       outputs.push_back(make_tensor(to_static(m.shape, op.name), m.dtype));
     run_kernel(op, inputs, outputs, attrs);
+  } else {  // sizes the data decides: Note [Data-dependent output shapes]
+    outputs = run_data_dependent(op, inputs, attrs);
   }
   notify(op, inputs, recorded, attrs, outputs);
   return outputs;

@@ -2,6 +2,8 @@
 
 #include <memory>
 
+#include "kiln/ops/data_dependent.h"
+
 namespace kiln {
 
 void OpRegistry::add(OpDef def) {
@@ -60,7 +62,8 @@ void register_builtin_ops(OpRegistry& registry) {
   register_sort_ops(registry);
   register_scan_ops(registry);
   register_mask_ops(registry);
-  register_fused_ops(registry);  // after the ops they fuse
+  register_data_dependent_ops(registry);  // nonzero, unique, non_max_suppression
+  register_fused_ops(registry);           // after the ops they fuse
   register_control_flow_ops(registry);
   register_custom_function_ops(registry);
 }
