@@ -35,6 +35,7 @@ CASE_MODULES = [
     "cases_scatter_reduce",
     "cases_math_more",
     "cases_dynamic",
+    "cases_spectral",
 ]
 
 
