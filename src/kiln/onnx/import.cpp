@@ -104,7 +104,8 @@ bool may_hold_a_value(const TensorMeta& type) {
 
 void import_node(const pb::NodeProto& node, ImportContext& context) {
   std::string where = "onnx import: node '" + node.name() + "' (" + node.op_type() + ")";
-  KILN_CHECK(context.opset() > 0, where,
+  const bool default_domain = node.domain().empty() || node.domain() == "ai.onnx";
+  KILN_CHECK(context.opset() > 0 || !default_domain, where,
              ": the model imports no version of the default ONNX op set, which the node is of");
   ImportFn importer = find_importer(node);
   KILN_CHECK(importer, "onnx import: op '", table_key(node), "' (node '", node.name(),
