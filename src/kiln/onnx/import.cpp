@@ -203,9 +203,12 @@ Imported try_import_model_bytes(const std::string& bytes, const std::string& fol
       import_node(node, context);
   } catch (const Error& e) {
     const std::set<std::string>& requested = context.requested_inputs();
-    if (requested.empty()) throw;
-    for (const std::string& name : result.input_names)
+    const std::set<std::string>& shapes = context.requested_shapes();
+    if (requested.empty() && shapes.empty()) throw;
+    for (const std::string& name : result.input_names) {
       if (requested.count(name)) result.value_inputs.push_back(name);
+      if (shapes.count(name)) result.shape_inputs.push_back(name);
+    }
     result.value_inputs_reason = e.what();
     result.graph = nullptr;
     return result;
