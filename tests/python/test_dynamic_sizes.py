@@ -156,3 +156,25 @@ def test_compiled_nonzero_serves_every_count_from_one_entry():
         for got, want in zip(compiled(x), nonzero_then_unique(x)):
             np.testing.assert_array_equal(got.numpy(), want.numpy())
     assert len(compiled.cache_info().misses) == 1, compiled.cache_info()
+
+
+def sum_of_nonzero_squares(x):
+    flat = x.reshape(-1)
+    picked = kiln.index_select(flat, 0, kiln.nonzero(flat).reshape(-1))
+    return (picked * picked).sum()
+
+
+def test_traced_graph_gives_eager_gradients_and_saves(tmp_path):
+    traced = kiln.jit.trace(sum_of_nonzero_squares, inputs_with_counts()[0])
+    path = tmp_path / "model.kiln"
+    traced.save(str(path))
+    loaded = kiln.jit.load(str(path))
+    for x in inputs_with_counts():
+        got_x = x.detach().clone().requires_grad_()
+        want_x = x.detach().clone().requires_grad_()
+        got, want = traced(got_x), sum_of_nonzero_squares(want_x)
+        got.backward()
+        want.backward()
+        np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+        np.testing.assert_array_equal(got_x.grad.numpy(), want_x.grad.numpy())
+        np.testing.assert_array_equal(loaded(x).numpy(), want.detach().numpy())
