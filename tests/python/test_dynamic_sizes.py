@@ -178,3 +178,24 @@ def test_traced_graph_gives_eager_gradients_and_saves(tmp_path):
         np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
         np.testing.assert_array_equal(got_x.grad.numpy(), want_x.grad.numpy())
         np.testing.assert_array_equal(loaded(x).numpy(), want.detach().numpy())
+
+
+def test_an_assumption_on_two_counts_is_checked_when_they_are_known(tmp_path):
+    # Add of two Compress results: the import assumes their counts agree (a
+    # guard nz0 == nz1), as ONNX Runtime requires when it runs.
+    nodes = [helper.make_node("Compress", ["x", "c1"], ["a"], axis=0),
+             helper.make_node("Compress", ["x", "c2"], ["b"], axis=0),
+             helper.make_node("Add", ["a", "b"], ["y"])]
+    model = model_with(nodes, [info("x", [4]), info("c1", [4], TensorProto.BOOL),
+                               info("c2", [4], TensorProto.BOOL)], [info("y", None)], opset=11)
+    x = np.arange(4, dtype=np.float32)
+    two = [x, np.array([1, 0, 1, 0], bool), np.array([0, 1, 0, 1], bool)]
+    loaded = check(model, tmp_path, [two])
+    assert "guard nz0 == nz1" in str(loaded.graph)
+    session = ort.InferenceSession(str(tmp_path / "model.onnx"),
+                                   providers=["CPUExecutionProvider"])
+    three = [x, np.array([1, 0, 1, 0], bool), np.array([0, 1, 1, 1], bool)]
+    with pytest.raises(Exception):  # noqa: B017  (ONNX Runtime's own error type)
+        session.run(None, dict(zip(["x", "c1", "c2"], three)))
+    with pytest.raises(ValueError, match=r"guard nz0 == nz1 .*nz0 = 2, nz1 = 3"):
+        loaded(*[kiln.from_numpy(a) for a in three])
