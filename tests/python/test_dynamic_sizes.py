@@ -199,3 +199,17 @@ def test_an_assumption_on_two_counts_is_checked_when_they_are_known(tmp_path):
         session.run(None, dict(zip(["x", "c1", "c2"], three)))
     with pytest.raises(ValueError, match=r"guard nz0 == nz1 .*nz0 = 2, nz1 = 3"):
         loaded(*[kiln.from_numpy(a) for a in three])
+
+
+def test_symbolic_input_sizes_and_counts_share_one_entry():
+    def columns_hit(x):
+        idx = kiln.nonzero(x)
+        values, counts = kiln.unique(idx[:, 1], return_counts=True)
+        return idx.float().sum(0), values, counts
+    compiled = kiln.compile(columns_hit, dynamic=True)
+    rng = np.random.RandomState(7)
+    for rows in (3, 5, 1, 8, 0):
+        x = kiln.tensor(rng.randint(0, 2, (rows, 4)).astype(np.float32))
+        for got, want in zip(compiled(x), columns_hit(x)):
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert len(compiled.cache_info().misses) == 1, compiled.cache_info()
