@@ -1,7 +1,7 @@
 #include "kiln/kernels/cpu/non_max_suppression.h"
 
 #include <algorithm>
-#include <numeric>
+#include <cmath>
 
 namespace kiln::cpu {
 namespace {
@@ -57,8 +57,10 @@ std::vector<int64_t> non_max_suppression_f32(const float* boxes, const float* sc
       for (int64_t i = 0; i < n; ++i) {
         if (!score_threshold || s[i] > *score_threshold) candidates.push_back(i);
       }
+      // NaN ranks last, so the order stays a strict weak one.
+      auto rank = [s](int64_t i) { return std::isnan(s[i]) ? -INFINITY : s[i]; };
       std::stable_sort(candidates.begin(), candidates.end(),
-                       [s](int64_t x, int64_t y) { return s[x] > s[y]; });
+                       [&](int64_t x, int64_t y) { return rank(x) > rank(y); });
       kept.clear();
       for (int64_t i : candidates) {
         if (int64_t(kept.size()) == max_per_class) break;
