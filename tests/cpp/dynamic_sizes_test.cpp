@@ -13,6 +13,7 @@
 #include "kiln/jit/ir/printer.h"
 #include "kiln/jit/ir/size_symbols.h"
 #include "kiln/jit/ir/verifier.h"
+#include "kiln/jit/passes/pipeline.h"
 #include "kiln/ops/data_dependent.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/registry.h"
@@ -147,6 +148,22 @@ TEST(DynamicSizes, TracedNonzeroAndUniqueMatchEagerAtOtherCounts) {
     for (size_t i = 0; i < got.size(); ++i)
       EXPECT_TRUE(bitwise_equal(got[i], want[i])) << "output " << i;
   }
+}
+
+// ones(idx.shape[0], 2): nonzero's output is unused, its count is not, so
+// the passes keep the node that binds it.
+TEST(DynamicSizes, ANodeReadOnlyForItsCountSurvivesThePasses) {
+  auto g = std::make_shared<Graph>();
+  Value* x = g->add_input(f32({5}), "x");
+  Node* nonzero = g->append(op("nonzero"), {x});
+  const Dim count = Dim::symbol(bound_symbol(*nonzero));
+  Value* one = g->add_constant(tensor(std::vector<float>{1.0f}, {}));
+  g->set_outputs({g->append(op("expand"), {one}, {{"size", DimList{count, 2}}})->output()});
+  optimize(*g);
+  ASSERT_EQ(count_op_runs(*g, "nonzero"), 1u) << to_text(*g);
+  CompiledFunction compiled(g, 1);
+  EXPECT_EQ(compiled({floats({0, 3, 0, 1, 1}, {5})})[0].shape(), (IntList{3, 2}));
+  EXPECT_EQ(compiled({floats({0, 0, 0, 0, 0}, {5})})[0].shape(), (IntList{0, 2}));
 }
 
 TEST(DynamicSizes, CompileReportSaysThereIsNoArena) {

@@ -70,6 +70,33 @@ std::string bound_symbol(const Node& node) {
   return node.attrs().get_string(kSizeSymbolAttr);
 }
 
+bool size_symbol_read_elsewhere(const Node& node) {
+  const std::string symbol = bound_symbol(node);
+  if (symbol.empty()) return false;
+  const Graph& root = root_of(node.graph());
+  bool read = false;
+  for_each_graph(root, [&](const Graph& g) {
+    for (const Node* other : g.nodes()) {
+      if (read || other == &node) continue;
+      std::set<std::string> used;
+      for (const Value* v : other->outputs())
+        add_symbols(used, v->shape());
+      for (const auto& [name, value] : other->attrs().items()) {
+        if (const auto* dim = std::get_if<Dim>(&value)) add_symbols(used, {*dim});
+        if (const auto* dims = std::get_if<DimList>(&value)) add_symbols(used, *dims);
+      }
+      read = used.count(symbol) > 0;
+    }
+  });
+  for (const ShapeGuard& guard : root.guards()) {
+    std::set<std::string> used;
+    add_symbols(used, guard.lhs);
+    add_symbols(used, guard.rhs);
+    read = read || used.count(symbol) > 0;
+  }
+  return read;
+}
+
 bool binds_size_symbols(const Graph& graph) {
   bool found = false;
   for_each_graph(graph, [&](const Graph& g) {

@@ -24,6 +24,10 @@ Attrs with_size_symbol(const Graph& graph, const OpDef& op, Attrs attrs);
 
 // The symbol `node` binds, or "" when its sizes follow from its inputs'.
 std::string bound_symbol(const Node& node);
+// Whether the symbol `node` binds is read by anything but its own outputs:
+// another value's type, an attribute, a guard (of the whole graph). Such a
+// node stays even when its outputs are unused, or the symbol has no value.
+bool size_symbol_read_elsewhere(const Node& node);
 // Whether a node of `graph` or of its blocks binds a symbol.
 bool binds_size_symbols(const Graph& graph);
 

@@ -43,21 +43,11 @@ bool has_foldable_inputs(const Node& node, bool frozen, const WrittenMemory& wri
 }
 
 // A data-dependent node read by nothing but the graph's outputs, whose
-// symbol no other node mentions.
-bool folds_with_its_symbol(const Graph& graph, const Node& node) {
-  const std::string symbol = bound_symbol(node);
-  if (symbol.empty()) return false;
-  for (const Value* out : node.outputs()) {
-    if (!out->uses().empty()) return false;
-  }
-  for (const Node* other : graph.nodes()) {
-    if (other == &node) continue;
-    for (const Value* out : other->outputs()) {
-      const std::vector<std::string> symbols = symbols_of(out->shape());
-      if (std::find(symbols.begin(), symbols.end(), symbol) != symbols.end()) return false;
-    }
-  }
-  return true;
+// symbol nothing else mentions.
+bool folds_with_its_symbol(const Node& node) {
+  if (bound_symbol(node).empty() || size_symbol_read_elsewhere(node)) return false;
+  return std::all_of(node.outputs().begin(), node.outputs().end(),
+                     [](const Value* out) { return out->uses().empty(); });
 }
 
 bool depends_on_sizes(const Node& node) {
@@ -163,7 +153,7 @@ bool constant_fold(Graph& graph, PassContext& context) {
   for (Node* node : graph.nodes()) {
     if (has_effects(*node) || !has_foldable_inputs(*node, frozen, written)) continue;
     if (node->num_blocks()) continue;  // control flow folds in its blocks, not whole
-    const bool with_symbol = folds_with_its_symbol(graph, *node);
+    const bool with_symbol = folds_with_its_symbol(*node);
     if (depends_on_sizes(*node) && !with_symbol) continue;
     if (is_dead(*node)) continue;  // dead code is dce's to remove, not worth computing
     if (!with_symbol && result_too_big(*node, limit)) {
