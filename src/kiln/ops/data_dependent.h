@@ -23,7 +23,13 @@
 //    falls back to the Interpreter, and says so in its stats and the compile
 //    report), every other graph as before.
 //  - Its lower bound is 0 (every size symbol is nonnegative); its upper bound
-//    (size_symbol_bound: numel for nonzero and unique) is checked when it is bound.
+//    (size_symbol_bound: numel for nonzero and unique) is checked when it is
+//    bound. A graph with such a node has no compiled backward: calls that
+//    need gradients replay through dispatch. dce keeps a node whose symbol
+//    something else reads (ones(idx.shape[0])); constant_fold folds one only
+//    when nothing but the graph's outputs reads it.
+//  - The recorder gives the symbol the traced call's count as its example
+//    value, so kiln.jit.trace and hybridize capture these ops.
 // bincount and repeat_interleave(tensor) stay C++ functions over concrete
 // data that refuse to run while a trace records. The integer outputs carry
 // no gradient (differentiable = false); unique's values are picked, not
