@@ -34,6 +34,8 @@ CASE_MODULES = [
     "cases_sampling",
     "cases_scatter_reduce",
     "cases_math_more",
+    "cases_dynamic",
+    "cases_spectral",
 ]
 
 

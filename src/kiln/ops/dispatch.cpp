@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "kiln/ops/attrs_text.h"
+#include "kiln/ops/data_dependent.h"
 #include "kiln/util/profile_recorder.h"
 
 namespace kiln {
@@ -128,6 +129,13 @@ void notify(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& rec
   }
 }
 
+// Concrete inputs give static output shapes, except where an op's output
+// size is a symbol its data binds (data_dependent.h).
+bool has_static_shapes(const std::vector<TensorMeta>& outputs) {
+  return std::all_of(outputs.begin(), outputs.end(),
+                     [](const TensorMeta& m) { return is_static(m.shape); });
+}
+
 // The profiler's range of one op: its inputs' shapes and its attributes,
 // when the session wants them.
 void record_shapes(profiler::Range& range, const std::vector<Tensor>& inputs, const Attrs& attrs) {
@@ -221,10 +229,12 @@ std::vector<Tensor> dispatch(const OpDef& op, std::vector<Tensor> inputs, const 
     for (ViewMeta& v : op.view(ViewArgs{inputs[0], attrs})) {
       outputs.push_back(make_view(inputs[0], std::move(v.shape), std::move(v.strides), v.offset));
     }
-  } else {
+  } else if (has_static_shapes(inferred.outputs)) {
     for (const TensorMeta& m : inferred.outputs)
       outputs.push_back(make_tensor(to_static(m.shape, op.name), m.dtype));
     run_kernel(op, inputs, outputs, attrs);
+  } else {  // sizes the data decides: Note [Data-dependent output shapes]
+    outputs = run_data_dependent(op, inputs, attrs);
   }
   notify(op, inputs, recorded, attrs, outputs);
   return outputs;

@@ -11,6 +11,7 @@
 #include "kiln/autograd/autograd.h"
 #include "kiln/jit/exec/executable.h"
 #include "kiln/jit/exec/interpreter.h"
+#include "kiln/jit/ir/size_symbols.h"
 #include "kiln/jit/ir/specialize.h"
 #include "kiln/jit/passes/pipeline.h"
 #include "kiln/ops/copy.h"
@@ -62,6 +63,16 @@ std::shared_ptr<const GraphRunner> make_runner(const std::shared_ptr<const Graph
     factory = g_runner_factory;
   }
   if (factory) return factory(graph);
+  if (binds_size_symbols(*graph)) {  // the Executable runs it at run time: say so
+    PassRecord record{
+        .name = "plan", .nodes_before = graph->num_nodes(), .nodes_after = graph->num_nodes()};
+    record.notes.push_back(
+        "no arena: a node's output size is bound only when it runs (Note [Data-dependent "
+        "output shapes]), so the graph runs node by node and allocates at run time");
+    report.passes.push_back(std::move(record));
+    report.nodes_before = report.nodes_after = graph->num_nodes();
+    report.reached_fixed_point = true;
+  }
   std::vector<std::pair<size_t, std::string>> by_name;
   for (const OutputIntoParam& i : into)
     by_name.emplace_back(i.output, i.param->name());

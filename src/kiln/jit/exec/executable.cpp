@@ -4,7 +4,9 @@
 #include <atomic>
 
 #include "kiln/jit/exec/control_flow_exec.h"
+#include "kiln/jit/exec/interpreter.h"
 #include "kiln/jit/exec/workspace.h"
+#include "kiln/jit/ir/size_symbols.h"
 #include "kiln/ops/attrs_text.h"
 #include "kiln/util/profile_recorder.h"
 
@@ -35,6 +37,12 @@ Executable::Executable(std::shared_ptr<const Graph> graph, std::span<const Outpu
                        const BufferPlacer& place)
     : graph_(std::move(graph)) {
   KILN_CHECK_VALUE(graph_ != nullptr, "Executable: no graph given");
+  if (binds_size_symbols(*graph_)) {  // sizes only the run decides: no plan
+    KILN_CHECK(into.empty(), "Executable: a graph whose sizes its data decides (",
+               "Note [Data-dependent output shapes]) cannot write its outputs into parameters");
+    runs_at_run_time_ = std::make_shared<Interpreter>(graph_);
+    return;
+  }
   plan_ = lower(*graph_, into, place);
   // One workspace up front, so a single-threaded caller allocates nothing
   // but results, from the first call on.
@@ -45,7 +53,13 @@ Executable::Executable(std::shared_ptr<const Graph> graph, std::span<const Outpu
 Executable::~Executable() = default;
 
 RunnerStats Executable::stats() const {
+  if (runs_at_run_time_) return {};
   return RunnerStats{plan_.memory.arena_bytes, plan_.memory.unshared_bytes, plan_.steps.size()};
+}
+
+void Executable::check_plan(const char* what) const {
+  KILN_CHECK(!runs_at_run_time_, "compiled graph: ", what, " needs a plan, and this graph has ",
+             "none: its data decides sizes (Note [Data-dependent output shapes])");
 }
 
 size_t Executable::num_workspaces() const {
@@ -111,6 +125,7 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
 std::vector<Tensor> Executable::run_unchecked(std::span<const Tensor> inputs) const {
   KILN_ASSERT(inputs.size() == graph_->inputs().size(), "compiled graph: ", inputs.size(),
               " inputs for ", graph_->inputs().size(), " (the caller skipped its check)");
+  if (runs_at_run_time_) return runs_at_run_time_->run_unchecked(inputs);
   std::vector<Tensor> outputs;
   outputs.reserve(graph_->outputs().size());
   for (size_t j = 0; j < graph_->outputs().size(); ++j) {
@@ -124,6 +139,7 @@ std::vector<Tensor> Executable::run_unchecked(std::span<const Tensor> inputs) co
 }
 
 void Executable::run_into(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const {
+  check_plan("run_into");
   check_inputs(inputs);
   check_outputs(outputs, inputs);
   execute(inputs, outputs);
@@ -185,6 +201,7 @@ uint64_t fresh_input_key() {
 void Executable::run_views(std::span<const cpu::StridedView> inputs,
                            std::span<const cpu::StridedView> outputs,
                            std::span<const uint64_t> input_keys) const {
+  check_plan("run_views");
   bool inputs_strided = false;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const cpu::StridedView& assumed = plan_.slots[size_t(plan_.input_slots[i])].view;
