@@ -63,6 +63,15 @@ class Conv2dPlan {
   void run(const StridedView& out, const StridedView& x, const StridedView& w,
            const StridedView& bias) const;
 
+  // Whether the weights go into a layout of oneDNN's own (blocked, for
+  // spatial kernels), which run() reorders them into on every call and
+  // run_packed() once per `version` of the weight tensor: a plan whose
+  // weights do not change between calls (frozen, or between optimizer
+  // steps) keeps them packed. Same bits as run().
+  bool packs_weights() const;
+  void run_packed(const StridedView& out, const StridedView& x, const StridedView& w,
+                  const StridedView& bias, uint64_t version) const;
+
  private:
   struct OneDnn;
   std::unique_ptr<const OneDnn> onednn_;  // null: nothing to do, our kernels, or the loop

@@ -54,9 +54,10 @@ class AlignedBuffer {
 
 }  // namespace
 
-dnnl::memory reorder_buffer(const dnnl::memory::desc& desc) {
-  thread_local AlignedBuffer buffer;
-  return dnnl::memory(desc, engine(), buffer.reserve(desc.get_size()));
+dnnl::memory reorder_buffer(const dnnl::memory::desc& desc, ReorderSlot slot) {
+  thread_local AlignedBuffer buffers[3];
+  void* data = buffers[static_cast<int>(slot)].reserve(desc.get_size());
+  return dnnl::memory(desc, engine(), data);
 }
 
 void execute(const dnnl::primitive& prim, std::initializer_list<ExecArg> args) {
@@ -70,6 +71,31 @@ void execute(const dnnl::primitive& prim, std::initializer_list<ExecArg> args) {
   dnnl::error::wrap_c_api(dnnl_primitive_execute(prim.get(), stream().get(), count, c_args),
                           "could not execute a primitive");
   stream().wait();
+}
+
+Reorder::Reorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to)
+    : from_(from), to_(to), needed_(from != to) {
+  if (!needed_) return;
+  dnnl::reorder::primitive_desc pd(engine(), from, engine(), to, default_attr());
+  reorder_ = dnnl::reorder(pd);
+  scratchpad_ = pd.scratchpad_desc();
+}
+
+dnnl::memory Reorder::run(const void* data, ReorderSlot slot) const {
+  if (!needed_) return wrap(to_, data);
+  dnnl::memory target = reorder_buffer(to_, slot);
+  run_into(wrap(from_, data), target);
+  return target;
+}
+
+void Reorder::run_into(const dnnl::memory& source, const dnnl::memory& target) const {
+  execute(reorder_, {{DNNL_ARG_FROM, source},
+                     {DNNL_ARG_TO, target},
+                     {DNNL_ARG_SCRATCHPAD, scratchpad(scratchpad_)}});
+}
+
+void Reorder::run_into(const dnnl::memory& source, void* data) const {
+  run_into(source, wrap(to_, data));
 }
 
 dnnl::memory::desc plain_desc(const dnnl::memory::dims& shape, const dnnl::memory::dims& strides) {

@@ -27,10 +27,36 @@ dnnl::primitive_attr default_attr();
 // A per-thread scratchpad buffer big enough for `desc` (grown on demand).
 dnnl::memory scratchpad(const dnnl::memory::desc& desc);
 
-// A second per-thread buffer, for weights reordered into the layout a
-// primitive chose: it must stay alive while the primitive (and its
-// scratchpad) runs. Valid until the next call on the same thread.
-dnnl::memory reorder_buffer(const dnnl::memory::desc& desc);
+// Per-thread buffers for data reordered into the layout a primitive chose
+// (weights, source, destination: one slot each): they must stay alive while
+// the primitive (and its scratchpad) runs. Valid until the next call on the
+// same thread with the same slot.
+enum class ReorderSlot { Weights, Source, Destination };
+dnnl::memory reorder_buffer(const dnnl::memory::desc& desc,
+                            ReorderSlot slot = ReorderSlot::Weights);
+
+// A reorder between two layouts of one tensor (kiln's plain one and the one
+// a primitive chose), or nothing when they are the same.
+class Reorder {
+ public:
+  Reorder() = default;
+  Reorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to);
+  bool needed() const { return needed_; }
+  const dnnl::memory::desc& from() const { return from_; }
+  const dnnl::memory::desc& to() const { return to_; }
+  // `data` (in `from`'s layout) in `to`'s layout: the same memory when no
+  // reorder is needed, else a copy in the per-thread buffer `slot`.
+  dnnl::memory run(const void* data, ReorderSlot slot) const;
+  // `source` (in `from`'s layout) reordered into `target`.
+  void run_into(const dnnl::memory& source, const dnnl::memory& target) const;
+  void run_into(const dnnl::memory& source, void* data) const;
+
+ private:
+  dnnl::memory::desc from_, to_;
+  bool needed_ = false;
+  dnnl::reorder reorder_;
+  dnnl::memory::desc scratchpad_;
+};
 
 // One argument of a primitive; an empty memory marks an absent one (no bias).
 struct ExecArg {
