@@ -309,9 +309,10 @@ class SpecializedModel:
     the TracedModule of one tuple of values (taking the other inputs),
     which can be."""
 
-    def __init__(self, model: Any, name: str) -> None:
+    def __init__(self, model: Any, name: str, exact: bool = False) -> None:
         self._model = model
         self._name = name
+        self._exact = exact
         self._single = len(model.output_names) == 1
 
     def __call__(self, *args: Any) -> Any:
@@ -355,7 +356,7 @@ class SpecializedModel:
         the value inputs' values in `args`, taking the other inputs (the
         tensors of sequences and optionals, flat)."""
         from kiln.jit import TracedModule, _outputs_spec
-        compiled = self._model.compiled_for(*_flatten(args))
+        compiled = self._model.compiled_for(*_flatten(args), exact=self._exact)
         return TracedModule(compiled, _outputs_spec(compiled.num_outputs), self._name)
 
     def save(self, path: str | os.PathLike[str], *args: Any) -> None:
@@ -373,17 +374,20 @@ class SpecializedModel:
 
 def load(path: str | os.PathLike[str], input_shapes: Mapping[str, Sequence[int]] | None = None,
          constant_inputs: Mapping[str, Tensor] | None = None,
-         max_specializations: int = 8) -> TracedModule | SpecializedModel:
-    """Imports the ONNX model at `path` into kiln and compiles it (default
-    passes): a TracedModule taking the model's inputs in order and returning
-    its output, or a tuple of its outputs. Initializers become parameters
-    under their ONNX names. A symbolic dimension in the file stays symbolic,
-    so the module runs at any size of it (one plan per size): a dim_param
-    names its size symbol (inputs that name the same one must agree), and a
-    dimension without one gets a symbol of its own. Shape arithmetic on
-    such sizes (Shape, Gather, Concat, Reshape, ...) is done at import.
-    input_shapes: {name: shape} fixes inputs' shapes instead (a static
-    import).
+         max_specializations: int = 8, exact: bool = False) -> TracedModule | SpecializedModel:
+    """Imports the ONNX model at `path` into kiln and compiles it for
+    inference (default passes, frozen: initializers fold as constants, and
+    batch normalization folds into the Conv before it, which may
+    change the last bits; exact=True keeps the model's order of operations
+    there, as kiln.jit.trace's exact): a TracedModule taking the model's
+    inputs in order and returning its output, or a tuple of its outputs.
+    Initializers become parameters under their ONNX names. A symbolic
+    dimension in the file stays symbolic, so the module runs at any size of
+    it (one plan per size): a dim_param names its size symbol (inputs that
+    name the same one must agree), and a dimension without one gets a symbol
+    of its own. Shape arithmetic on such sizes (Shape, Gather, Concat,
+    Reshape, ...) is done at import. input_shapes: {name: shape} fixes
+    inputs' shapes instead (a static import).
 
     A model that feeds a shape, axes, a k or a trip count from its inputs
     gives a SpecializedModel instead: called with every input, it imports
@@ -397,9 +401,9 @@ def load(path: str | os.PathLike[str], input_shapes: Mapping[str, Sequence[int]]
     from kiln.jit import TracedModule, _outputs_spec
     shapes = {name: list(shape) for name, shape in (input_shapes or {}).items()}
     model = _C.onnx.Model(os.fspath(path), shapes, dict(constant_inputs or {}),
-                          int(max_specializations))
+                          int(max_specializations), exact=exact)
     name = os.path.basename(path)
     if model.value_inputs or model.shape_inputs or model.has_composites:
-        return SpecializedModel(model, name)
-    compiled = model.compiled()
+        return SpecializedModel(model, name, exact)
+    compiled = model.compiled(exact=exact)
     return TracedModule(compiled, _outputs_spec(compiled.num_outputs), name)

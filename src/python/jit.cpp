@@ -51,10 +51,13 @@ std::vector<Tensor> run_compiled(const CompiledFunction& f, const std::vector<Te
   return f.run(inputs);
 }
 
-jit::CompileOptions compile_options(bool optimize, bool frozen, bool fast_math,
+jit::CompileOptions compile_options(bool optimize, bool frozen, bool fast_math, bool exact,
                                     std::vector<std::string> passes) {
-  return jit::CompileOptions{
-      .optimize = optimize, .frozen = frozen, .fast_math = fast_math, .passes = std::move(passes)};
+  return jit::CompileOptions{.optimize = optimize,
+                             .frozen = frozen,
+                             .exact = exact,
+                             .fast_math = fast_math,
+                             .passes = std::move(passes)};
 }
 
 // Calls a Python function taking a list of tensors and returning a list of
@@ -237,15 +240,16 @@ void bind_jit(nb::module_& m) {
       .def(
           "__init__",
           [](CompiledFunction* self, jit::Capture capture, bool optimize, bool frozen,
-             bool fast_math, std::vector<std::string> passes) {
+             bool fast_math, bool exact, std::vector<std::string> passes) {
             // The passes rewrite the graph in place: a copy, so the Python
             // Capture (and what else was compiled from it) keeps its own.
             capture.graph = capture.graph->clone();
-            new (self) CompiledFunction(std::move(capture),
-                                        compile_options(optimize, frozen, fast_math, passes));
+            new (self) CompiledFunction(
+                std::move(capture), compile_options(optimize, frozen, fast_math, exact, passes));
           },
           nb::arg("capture"), nb::arg("optimize") = true, nb::arg("frozen") = false,
-          nb::arg("fast_math") = false, nb::arg("passes") = std::vector<std::string>())
+          nb::arg("fast_math") = false, nb::arg("exact") = false,
+          nb::arg("passes") = std::vector<std::string>())
       .def_static(
           "from_graph",
           [](const GraphRef& graph, std::optional<size_t> num_outputs) {
@@ -298,12 +302,13 @@ void bind_jit(nb::module_& m) {
 
   // The options of tracing and hybridize, as keyword arguments: the
   // recording's (strict, bind_outside_state, input_names) and the
-  // compiler's (optimize, frozen, fast_math, passes).
+  // compiler's (optimize, frozen, fast_math, exact, passes).
   m.def(
       "trace",
       [](nb::object fn, std::vector<Tensor> inputs, nn::NamedTensors params, bool strict,
          bool bind_outside_state, std::vector<std::string> input_names, bool optimize, bool frozen,
-         bool fast_math, std::vector<std::string> passes, std::vector<DynamicDimTuple> dynamic) {
+         bool fast_math, bool exact, std::vector<std::string> passes,
+         std::vector<DynamicDimTuple> dynamic) {
         jit::RecordOptions record{.strict = strict,
                                   .params = std::move(params),
                                   .bind_outside_state = bind_outside_state,
@@ -311,13 +316,14 @@ void bind_jit(nb::module_& m) {
                                   .dynamic_dims = dynamic_dims_of(dynamic)};
         jit::TraceRun run = jit::trace_and_run(
             [&fn](const std::vector<Tensor>& in) { return call_traced(fn, in); }, std::move(inputs),
-            std::move(record), compile_options(optimize, frozen, fast_math, std::move(passes)));
+            std::move(record),
+            compile_options(optimize, frozen, fast_math, exact, std::move(passes)));
         return std::make_pair(std::move(run.compiled), std::move(run.outputs));
       },
       nb::arg("fn"), nb::arg("inputs"), nb::arg("params"), nb::arg("strict") = false,
       nb::arg("bind_outside_state") = false, nb::arg("input_names") = std::vector<std::string>(),
       nb::arg("optimize") = true, nb::arg("frozen") = false, nb::arg("fast_math") = false,
-      nb::arg("passes") = std::vector<std::string>(),
+      nb::arg("exact") = false, nb::arg("passes") = std::vector<std::string>(),
       nb::arg("dynamic_dims") = std::vector<DynamicDimTuple>());
 
   nb::class_<PythonHybridCache>(m, "HybridCache", nb::type_slots(hybrid_cache_slots))
@@ -325,8 +331,8 @@ void bind_jit(nb::module_& m) {
           "__init__",
           [](PythonHybridCache* self, std::string owner, nb::object fn, nb::object params,
              bool strict, bool bind_outside_state, std::vector<std::string> input_names,
-             bool optimize, bool frozen, bool fast_math, std::vector<std::string> passes,
-             std::optional<bool> dynamic) {
+             bool optimize, bool frozen, bool fast_math, bool exact,
+             std::vector<std::string> passes, std::optional<bool> dynamic) {
             PythonHybridCache* h = new (self) PythonHybridCache(std::move(fn), std::move(params));
             jit::RecordOptions record{.strict = strict,
                                       .bind_outside_state = bind_outside_state,
@@ -346,7 +352,7 @@ void bind_jit(nb::module_& m) {
             }
             h->cache = std::make_unique<HybridCache>(
                 std::move(owner), std::move(call_fn), std::move(record),
-                compile_options(optimize, frozen, fast_math, std::move(passes)),
+                compile_options(optimize, frozen, fast_math, exact, std::move(passes)),
                 std::move(call_params),
                 !dynamic ? jit::DynamicShapes::Automatic
                          : (*dynamic ? jit::DynamicShapes::Always : jit::DynamicShapes::Never));
@@ -354,7 +360,7 @@ void bind_jit(nb::module_& m) {
           nb::arg("owner"), nb::arg("fn"), nb::arg("params").none() = nb::none(),
           nb::arg("strict") = false, nb::arg("bind_outside_state") = false,
           nb::arg("input_names") = std::vector<std::string>(), nb::arg("optimize") = true,
-          nb::arg("frozen") = false, nb::arg("fast_math") = false,
+          nb::arg("frozen") = false, nb::arg("fast_math") = false, nb::arg("exact") = false,
           nb::arg("passes") = std::vector<std::string>(), nb::arg("dynamic").none() = nb::none())
       // The hot path of a hybridized call: lookup and run in one call; None
       // on a miss, or when an argument is not a tensor.

@@ -15,11 +15,14 @@
 namespace kiln::python {
 namespace {
 
-jit::CompiledFunction compiled(const onnx::Imported& imported) {
+// An imported model is an inference graph: compiled frozen (its weights
+// fold, batch-norm folds into the convolution before it), with eager's
+// rounding kept when `exact`.
+jit::CompiledFunction compiled(const onnx::Imported& imported, bool exact) {
   jit::Capture capture;
   capture.graph = imported.graph->clone();
   capture.num_outputs = imported.num_outputs;
-  return jit::CompiledFunction(std::move(capture));
+  return jit::CompiledFunction(std::move(capture), {.frozen = true, .exact = exact});
 }
 
 }  // namespace
@@ -45,26 +48,28 @@ void bind_onnx(nb::module_& m) {
       nb::arg("input_names") = std::vector<std::string>(), nb::arg("export_params") = true,
       nb::arg("keep_initializers_as_inputs") = false);
   m.def("can_export", &onnx::can_export, nb::arg("op"));
-  // onnx::Model; its graphs are compiled with the default passes, each
-  // from a copy (the passes rewrite the graph they compile).
+  // onnx::Model; its graphs are compiled frozen with the default passes,
+  // each from a copy (the passes rewrite the graph they compile).
   nb::class_<onnx::Model>(m, "Model")
       .def(
           "__init__",
           [](onnx::Model* self, const std::string& path,
              const std::map<std::string, IntList>& input_shapes,
-             const std::map<std::string, Tensor>& constant_inputs, size_t max_specializations) {
+             const std::map<std::string, Tensor>& constant_inputs, size_t max_specializations,
+             bool exact) {
             nb::gil_scoped_release released;
             new (self) onnx::Model(
                 path, {.input_shapes = input_shapes, .constant_inputs = constant_inputs},
-                [](const onnx::Imported& imported) -> onnx::Model::Runner {
-                  auto run = std::make_shared<jit::CompiledFunction>(compiled(imported));
+                [exact](const onnx::Imported& imported) -> onnx::Model::Runner {
+                  auto run = std::make_shared<jit::CompiledFunction>(compiled(imported, exact));
                   return [run](const std::vector<Tensor>& inputs) { return run->run(inputs); };
                 },
                 max_specializations);
           },
           nb::arg("path"), nb::arg("input_shapes") = std::map<std::string, IntList>(),
           nb::arg("constant_inputs") = std::map<std::string, Tensor>(),
-          nb::arg("max_specializations") = onnx::Model::kDefaultMaxSpecializations)
+          nb::arg("max_specializations") = onnx::Model::kDefaultMaxSpecializations,
+          nb::arg("exact") = false)
       .def_prop_ro("input_names", &onnx::Model::input_names)
       .def_prop_ro("output_names", &onnx::Model::output_names)
       .def_prop_ro("num_outputs", &onnx::Model::num_outputs)
@@ -93,23 +98,25 @@ void bind_onnx(nb::module_& m) {
           nb::arg("tensors"), nb::arg("forms"))
       .def_prop_ro("has_composites", &onnx::Model::has_composites)
       // The graph of a model without value inputs, compiled.
-      .def("compiled",
-           [](const onnx::Model& model) {
-             KILN_CHECK(model.single(), "onnx.Model.compiled: the model specializes on ",
-                        "its value inputs; use compiled_for(inputs)");
-             nb::gil_scoped_release released;
-             return compiled(*model.single());
-           })
+      .def(
+          "compiled",
+          [](const onnx::Model& model, bool exact) {
+            KILN_CHECK(model.single(), "onnx.Model.compiled: the model specializes on ",
+                       "its value inputs; use compiled_for(inputs)");
+            nb::gil_scoped_release released;
+            return compiled(*model.single(), exact);
+          },
+          nb::arg("exact") = false)
       // The graph a call with `inputs` runs, compiled: it takes the inputs
       // less the value inputs.
       .def(
           "compiled_for",
           [](onnx::Model& model, const std::vector<Tensor>& inputs,
-             const std::vector<int64_t>& forms) {
+             const std::vector<int64_t>& forms, bool exact) {
             nb::gil_scoped_release released;
-            return compiled(*model.import_for(inputs, forms));
+            return compiled(*model.import_for(inputs, forms), exact);
           },
-          nb::arg("inputs"), nb::arg("forms") = std::vector<int64_t>());
+          nb::arg("inputs"), nb::arg("forms") = std::vector<int64_t>(), nb::arg("exact") = false);
   m.def("importable_ops", &onnx::importable_ops);
 }
 

@@ -191,7 +191,9 @@ TEST(PassNumerics, W1AndLeNetWithAllPassesStayWithinTolerance) {
 }
 
 // Conv and linear layers followed by batch norm, with running statistics
-// from a few training steps: frozen and fast-math, both batch_norms fold.
+// from a few training steps: frozen (by default, or with fast-math), both
+// batch_norms fold; frozen and exact, neither does, and the result is
+// eager's to the bit.
 TEST(PassNumerics, BatchNormFoldsIntoConvAndLinearWithinTolerance) {
   using namespace nn;
   manual_seed(6);
@@ -208,12 +210,17 @@ TEST(PassNumerics, BatchNormFoldsIntoConvAndLinearWithinTolerance) {
   CompiledFunction traced = trace(*net, rand({2, 3, 8, 8}));
   std::shared_ptr<Graph> folded = optimized_copy(traced.graph(), all_passes());
   EXPECT_EQ(count_op_runs(*folded, "batch_norm"), 0u) << to_text(*folded);
-  std::shared_ptr<Graph> kept = optimized_copy(traced.graph(), checked(/*frozen=*/true));
-  EXPECT_EQ(count_op_runs(*kept, "batch_norm"), 2u) << "fast-math only";
+  std::shared_ptr<Graph> inference = optimized_copy(traced.graph(), checked(/*frozen=*/true));
+  EXPECT_EQ(count_op_runs(*inference, "batch_norm"), 0u) << "frozen folds by default";
+  PassOptions exact = checked(/*frozen=*/true);
+  exact.exact = true;
+  std::shared_ptr<Graph> kept = optimized_copy(traced.graph(), exact);
+  EXPECT_EQ(count_op_runs(*kept, "batch_norm"), 2u) << "exact keeps eager's rounding";
   Tensor x = rand({2, 3, 8, 8});
   NoGradGuard no_grad;
   Tensor eager = net->forward(x);
   EXPECT_TRUE(close_to(Executable(folded).run({x})[0], eager));
+  EXPECT_TRUE(close_to(Executable(inference).run({x})[0], eager));
   EXPECT_TRUE(bitwise_equal(Executable(kept).run({x})[0], eager));
 }
 

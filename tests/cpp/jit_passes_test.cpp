@@ -59,6 +59,10 @@ TEST(PassPipeline, DefaultPipelineHoldsOnlyPassesThatKeepRounding) {
       default_pipeline(/*fast_math=*/true),
       (std::vector<std::string>{"constant_fold", "peephole", "cse", "simplify_control_flow", "dce",
                                 "fold_batch_norm", "fuse_activations", "fuse_elementwise"}));
+  // Inference: frozen graphs also fold batch_norm, unless exact.
+  const std::vector<std::string> inference = default_pipeline(PassOptions{.frozen = true});
+  EXPECT_NE(std::find(inference.begin(), inference.end(), "fold_batch_norm"), inference.end());
+  EXPECT_EQ(default_pipeline(PassOptions{.frozen = true, .exact = true}), names);
 }
 
 // The list names every registered pass once, but unroll_loops (which
@@ -104,6 +108,8 @@ TEST(PassPipeline, OptionsFromArguments) {
   EXPECT_FALSE(o.fast_math);
   EXPECT_EQ(o.max_rounds, 3);
   EXPECT_TRUE(pass_options_from_args({"--fast-math"}).fast_math);
+  EXPECT_FALSE(o.exact);
+  EXPECT_TRUE(pass_options_from_args({"--frozen", "--exact"}).exact);
   EXPECT_TRUE(mentions(error_of([] { pass_options_from_args({"--fold"}); }),
                        "unknown pass option '--fold'"));
   EXPECT_TRUE(mentions(error_of([] { pass_options_from_args({"--passes=dce,fold"}); }),

@@ -55,8 +55,9 @@ __all__ = ["trace", "compile", "script", "ScriptError", "Dim", "from_graph", "sa
 
 
 def _compile_options(optimize: bool, frozen: bool, fast_math: bool,
-                     passes: Sequence[str] | None) -> dict[str, Any]:
-    return dict(optimize=optimize, frozen=frozen, fast_math=fast_math, passes=list(passes or []))
+                     passes: Sequence[str] | None, exact: bool = False) -> dict[str, Any]:
+    return dict(optimize=optimize, frozen=frozen, fast_math=fast_math, exact=exact,
+                passes=list(passes or []))
 
 
 class TracedModule:
@@ -266,7 +267,8 @@ def trace(fn: Callable[..., Any], example_inputs: Tensor | Sequence[Tensor] | No
           fast_math: bool = False, passes: Sequence[str] | None = None,
           dynamic_shapes: Any = None, *, check_trace: bool = False,
           check_inputs: Sequence[Any] | None = None, check_tolerance: float = 1e-5,
-          example_kwarg_inputs: dict[str, Any] | None = None) -> TracedModule:
+          example_kwarg_inputs: dict[str, Any] | None = None,
+          exact: bool = False) -> TracedModule:
     """Runs `fn` (a Module or a function) once on `example_inputs` (a tensor,
     or a tuple of tensors; () for none) while recording every op, and returns
     a TracedModule running the recorded graph.
@@ -278,7 +280,10 @@ def trace(fn: Callable[..., Any], example_inputs: Tensor | Sequence[Tensor] | No
     The result may hold None where the function returns None (an optional
     output). optimize: run the default passes (results stay bit for bit
     eager's); frozen: parameters are constants too (inference: subgraphs of
-    weights fold); fast_math: also passes that may change rounding; passes:
+    weights fold, and batch norm folds into the convolution or linear
+    before it, which may change the last bits: report() lists each fold);
+    exact: frozen, but keeping eager's rounding (no batch-norm folding);
+    fast_math: also passes that may change rounding; passes:
     the pass names to run instead of the default list. strict: what the
     trace cannot see (a tensor read as a Python number) raises TraceError
     instead of warning.
@@ -315,7 +320,7 @@ def trace(fn: Callable[..., Any], example_inputs: Tensor | Sequence[Tensor] | No
         target = _called_with_structure(target, in_spec)
         inputs = tuple(flat)
     _record.check_inputs(inputs, f"trace({name})")
-    options = _compile_options(optimize, frozen, fast_math, passes)
+    options = _compile_options(optimize, frozen, fast_math, passes, exact)
     params = list(fn.state_dict(keep_vars=True).items()) if isinstance(fn, Module) else []
     from kiln.autograd import function as custom
     outer, custom.inference_trace = custom.inference_trace, []
@@ -355,12 +360,13 @@ class CompiledFunction:
 
     def __init__(self, fn: Callable[..., Any], strict: bool = False, optimize: bool = True,
                  frozen: bool = False, fast_math: bool = False,
-                 passes: Sequence[str] | None = None, dynamic: bool | None = None) -> None:
+                 passes: Sequence[str] | None = None, dynamic: bool | None = None,
+                 exact: bool = False) -> None:
         functools.update_wrapper(self, fn)
         name = getattr(fn, "__name__", "function")
         self._hybrid = HybridCache(fn, f"compile({name})", strict=strict, bind_outside_state=True,
                                    dynamic=dynamic, values=lambda: _guards.function_values(fn),
-                                   **_compile_options(optimize, frozen, fast_math, passes))
+                                   **_compile_options(optimize, frozen, fast_math, passes, exact))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._hybrid(args, kwargs)
@@ -371,7 +377,8 @@ class CompiledFunction:
 
 def compile(fn: Callable[..., Any] | None = None, *, strict: bool = False, optimize: bool = True,
             frozen: bool = False, fast_math: bool = False,
-            passes: Sequence[str] | None = None, dynamic: bool | None = None) -> Any:
+            passes: Sequence[str] | None = None, dynamic: bool | None = None,
+            exact: bool = False) -> Any:
     """@kiln.compile (or kiln.compile(fn)): compile `fn` per input signature.
     Given a Module, hybridizes it and returns it. dynamic: None (default)
     makes a dim symbolic once it takes a second value, so one entry serves
@@ -385,7 +392,8 @@ def compile(fn: Callable[..., Any] | None = None, *, strict: bool = False, optim
     (schedulers work). A change records the code again, and cache_info()
     names the value, old -> new."""
     options: dict[str, Any] = dict(strict=strict, optimize=optimize, frozen=frozen,
-                                   fast_math=fast_math, passes=passes, dynamic=dynamic)
+                                   fast_math=fast_math, passes=passes, dynamic=dynamic,
+                                   exact=exact)
     if fn is None:
         return lambda f: compile(f, **options)
     from kiln.nn import Module

@@ -35,7 +35,7 @@ class HybridCache:
                  strict: bool = False, bind_outside_state: bool = False, optimize: bool = True,
                  frozen: bool = False, fast_math: bool = False,
                  passes: Sequence[str] | None = None, dynamic: bool | None = None,
-                 values: Values | None = None) -> None:
+                 values: Values | None = None, exact: bool = False) -> None:
         self._fn = fn
         self._owner = owner
         self._strict = strict
@@ -44,7 +44,7 @@ class HybridCache:
         self._settings: dict[str, Any] = dict(
             params=params, strict=strict, bind_outside_state=bind_outside_state,
             optimize=optimize, frozen=frozen, fast_math=fast_math, passes=passes,
-            dynamic=dynamic, values=values)
+            dynamic=dynamic, values=values, exact=exact)
         self._forms: dict[Any, HybridCache] = {}
         self._values = values
         self._guards: list[_guards.Guard] = []
@@ -58,7 +58,7 @@ class HybridCache:
         self._cache = _C.jit.HybridCache(
             owner, self._flat, params, strict=strict, bind_outside_state=bind_outside_state,
             input_names=_record.input_names(fn), optimize=optimize, frozen=frozen,
-            fast_math=fast_math, passes=list(passes or []), dynamic=dynamic)
+            fast_math=fast_math, exact=exact, passes=list(passes or []), dynamic=dynamic)
         # The hit path, for callers that inline it (Module.__call__): run(args,
         # training) gives the flat outputs or None; `single` says the result
         # is out[0], else unflatten(out).

@@ -389,7 +389,7 @@ class Module:
     def hybridize(self, active: bool = True, strict: bool = False, optimize: bool = True,
                   frozen: bool = False, fast_math: bool = False,
                   passes: Sequence[str] | None = None, dynamic: bool | None = None,
-                  script: bool = False) -> Self:
+                  script: bool = False, exact: bool = False) -> Self:
         """From the next call on, each new input signature (dtypes and shapes,
         grad mode, train/eval) runs forward once while recording it, and
         later calls with that signature run the compiled graph: one call into
@@ -411,7 +411,7 @@ class Module:
         # Kept so that a copy (deepcopy, pickle) hybridizes itself the same way.
         object.__setattr__(self, "_hybrid_options", dict(
             strict=strict, optimize=optimize, frozen=frozen, fast_math=fast_math,
-            passes=passes, dynamic=dynamic, script=script))
+            passes=passes, dynamic=dynamic, script=script, exact=exact))
         from kiln.jit import HybridCache
         if script:
             from kiln.jit import script as script_module
@@ -426,7 +426,7 @@ class Module:
         object.__setattr__(self, "_hybrid", HybridCache(
             self.forward, f"hybridize({type(self).__name__})", params, strict=strict,
             optimize=optimize, frozen=frozen, fast_math=fast_math, passes=list(passes or []),
-            dynamic=dynamic, values=values))
+            dynamic=dynamic, values=values, exact=exact))
         return self
 
     # -- copy.deepcopy and pickle ---------------------------------------------

@@ -2,6 +2,7 @@
 // arguments of Python's kiln.jit.trace, @kiln.compile and hybridize().
 //
 //   jit::trace(net, x, {}, {.frozen = true});         // inference: weights fold
+//   jit::trace(net, x, {}, {.frozen = true, .exact = true});  // ... eager's bits
 //   jit::hybridize(net, {}, {.fast_math = true});     // rounding may change
 #pragma once
 
@@ -17,8 +18,12 @@ struct CompileOptions {
   // Run the pass pipeline; off, the graph runs as recorded.
   bool optimize = true;
   // Parameters are read-only constants, so subgraphs of weights fold
-  // (inference).
+  // (inference), and batch-norm folds into the convolution or linear
+  // before it, which may change the last bits (the compile report lists
+  // each fold) unless `exact`.
   bool frozen = false;
+  // Keep eager's rounding in frozen graphs too (no batch-norm folding).
+  bool exact = false;
   // Also the passes and rules that may change floating-point rounding.
   bool fast_math = false;
   // The passes to run, in order, instead of the default pipeline.
@@ -30,6 +35,7 @@ struct CompileOptions {
     PassOptions options;
     options.passes = passes;
     options.frozen = frozen;
+    options.exact = exact;
     options.fast_math = fast_math;
     return options;
   }

@@ -8,8 +8,10 @@
 // weights of the op before it: one op less per call. The new weights are
 // computed with the table's ops (rsqrt, mul, sub, add) from the frozen
 // weights, but (w * s) @ x rounds differently from s * (w @ x): this pass
-// may change rounding and runs only with fast-math, and only on frozen
-// graphs, whose weights cannot change after compiling.
+// may change rounding. It runs only on frozen graphs, whose weights cannot
+// change after compiling: there by default (inference), unless the
+// options ask for eager's rounding (exact, without fast-math). Each fold
+// is noted in the report, naming the two nodes' weights.
 #include "kiln/core/factory.h"
 #include "kiln/jit/passes/pass_util.h"
 #include "kiln/jit/passes/passes.h"
@@ -20,6 +22,12 @@ namespace {
 
 Tensor run(const char* name, std::vector<Tensor> inputs, const Attrs& attrs = {}) {
   return dispatch1(op(name), std::move(inputs), attrs);
+}
+
+// Input i of `node`, or null when absent: trailing optional inputs may be
+// left out altogether (an imported Conv without bias has two inputs).
+Value* optional_input(const Node& node, size_t i) {
+  return i < node.inputs().size() ? node.input(i) : nullptr;
 }
 
 bool is_frozen_data(const Value* value) {
@@ -36,7 +44,7 @@ Node* foldable_batch_norm(const Node& producer, const WrittenMemory& written) {
   if (bn->op().name != "batch_norm" || y.uses()[0].index != 0) return nullptr;
   if (bn->attrs().get_bool("training") || has_effects(*bn)) return nullptr;
   if (is_used(*bn->output(1)) || is_used(*bn->output(2))) return nullptr;
-  if (!bn->input(3) || !bn->input(4)) return nullptr;  // no running statistics
+  if (!optional_input(*bn, 3) || !optional_input(*bn, 4)) return nullptr;  // no statistics
   if (!is_floating(y.dtype())) return nullptr;
   for (size_t i = 1; i < bn->inputs().size(); ++i) {
     if (!is_frozen_data(bn->input(i)) || (bn->input(i) && written.aliases(*bn->input(i)))) {
@@ -61,7 +69,8 @@ Node* foldable_batch_norm(const Node& producer, const WrittenMemory& written) {
 Tensor channel_scale(const Node& bn, DType dtype) {
   Tensor eps = full({}, Scalar(bn.attrs().get_float("eps")), TensorOptions{dtype});
   Tensor scale = run("rsqrt", {run("add", {plain_data(bn.input(4)), eps})});
-  return bn.input(1) ? run("mul", {scale, plain_data(bn.input(1))}) : scale;
+  const Value* gamma = optional_input(bn, 1);
+  return gamma ? run("mul", {scale, plain_data(gamma)}) : scale;
 }
 
 void fold(Graph& graph, Node* producer, Node* bn) {
@@ -76,9 +85,10 @@ void fold(Graph& graph, Node* producer, Node* bn) {
   scale_shape[0] = channels;
   const Tensor new_w = run("mul", {w, run("reshape", {scale}, {{"shape", scale_shape}})});
   // b' = (b - running_mean) * s + beta.
-  const Tensor b = producer->input(2) ? plain_data(producer->input(2)) : zeros({channels}, options);
+  const Value* bias = optional_input(*producer, 2);
+  const Tensor b = bias ? plain_data(bias) : zeros({channels}, options);
   Tensor new_b = run("mul", {run("sub", {b, plain_data(bn->input(3))}), scale});
-  if (bn->input(2)) new_b = run("add", {new_b, plain_data(bn->input(2))});
+  if (const Value* beta = optional_input(*bn, 2)) new_b = run("add", {new_b, plain_data(beta)});
   std::vector<Value*> inputs{producer->input(0), graph.add_constant(new_w),
                              graph.add_constant(new_b)};
   Node* folded = graph.insert_before(bn, producer->op(), inputs, producer->attrs());
@@ -87,10 +97,22 @@ void fold(Graph& graph, Node* producer, Node* bn) {
   graph.erase(producer);
 }
 
+// "batch_norm (weight 'bn1.weight') folded into conv2d (weight
+// 'conv1.weight'): ...", by the names a state_dict gives them.
+std::string fold_note(const Node& producer, const Node& bn) {
+  auto named = [](const Node& node) {
+    const Value* weight = node.inputs().size() > 1 ? node.input(1) : nullptr;
+    if (!weight || weight->name().empty()) return node.op().name;
+    return node.op().name + " (weight '" + weight->name() + "')";
+  };
+  return named(bn) + " folded into " + named(producer) +
+         ": rounding may differ from eager in the last bits (exact keeps it)";
+}
+
 }  // namespace
 
 bool fold_batch_norm(Graph& graph, PassContext& context) {
-  if (!context.frozen()) return false;
+  if (!context.frozen() || (context.exact() && !context.fast_math())) return false;
   const WrittenMemory written(graph);
   // Found first, folded after: folding erases nodes the walk has not reached.
   std::vector<std::pair<Node*, Node*>> pairs;
@@ -101,6 +123,7 @@ bool fold_batch_norm(Graph& graph, PassContext& context) {
   }
   for (auto [producer, bn] : pairs) {
     context.count_rule("fold batch_norm into " + producer->op().name);
+    context.note(fold_note(*producer, *bn));
     fold(graph, producer, bn);
   }
   return !pairs.empty();

@@ -102,6 +102,8 @@ PassOptions pass_options_from_args(const std::vector<std::string>& args) {
       options.fast_math = true;
     } else if (a == "--frozen") {
       options.frozen = true;
+    } else if (a == "--exact") {
+      options.exact = true;
     } else if (a.starts_with("--max-rounds=")) {
       std::string number(a.substr(13));
       char* end = nullptr;
@@ -111,7 +113,7 @@ PassOptions pass_options_from_args(const std::vector<std::string>& args) {
       options.max_rounds = int(rounds);
     } else {
       KILN_CHECK_VALUE(false, "unknown pass option '", arg,
-                       "' (known: --passes=a,b,c --fast-math --frozen --max-rounds=N)");
+                       "' (known: --passes=a,b,c --fast-math --frozen --exact --max-rounds=N)");
     }
   }
   return options;
@@ -207,7 +209,8 @@ void register_builtin_passes(PassRegistry& registry) {
                 .summary = "scans with a small static trip count become their steps, inline"});
   registry.add({.name = "fold_batch_norm",
                 .run = fold_batch_norm,
-                .summary = "frozen: batch_norm (eval) folds into the conv2d/linear before it",
+                .summary = "frozen: batch_norm (eval) folds into the conv2d/linear before it "
+                           "(not with exact)",
                 .may_change_rounding = true});
   registry.add({.name = "fuse_activations",
                 .run = fuse_activations,
@@ -237,7 +240,8 @@ const std::vector<PipelineStep>& default_pipeline_steps() {
       {"dce"},
       // Before fuse_activations: folding the batch_norm between a
       // conv2d/linear and its relu leaves a pair to fuse in the same round.
-      {"fold_batch_norm", /*fast_math_only=*/true},
+      // On by default in frozen graphs (inference), off with exact.
+      {"fold_batch_norm", /*fast_math_only=*/true, /*frozen_unless_exact=*/true},
       // Before fuse_elementwise, which would take the relu/sigmoid/tanh
       // after a linear/conv2d into an elementwise group instead.
       {"fuse_activations"},
@@ -248,9 +252,16 @@ const std::vector<PipelineStep>& default_pipeline_steps() {
 }
 
 std::vector<std::string> default_pipeline(bool fast_math) {
+  return default_pipeline(PassOptions{.fast_math = fast_math});
+}
+
+std::vector<std::string> default_pipeline(const PassOptions& options) {
+  const bool inference = options.frozen && !options.exact;
   std::vector<std::string> names;
   for (const PipelineStep& step : default_pipeline_steps()) {
-    if (fast_math || !step.fast_math_only) names.push_back(step.pass);
+    const bool runs =
+        !step.fast_math_only || options.fast_math || (step.frozen_unless_exact && inference);
+    if (runs) names.push_back(step.pass);
   }
   return names;
 }
@@ -259,7 +270,7 @@ std::vector<std::string> default_pipeline(bool fast_math) {
 
 PassReport optimize(Graph& graph, const PassOptions& options) {
   std::vector<std::string> names =
-      options.passes.empty() ? default_pipeline(options.fast_math) : options.passes;
+      options.passes.empty() ? default_pipeline(options) : options.passes;
   std::vector<const PassInfo*> passes;
   for (const std::string& name : names)
     passes.push_back(&pass_registry().get(name));

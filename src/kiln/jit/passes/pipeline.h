@@ -4,6 +4,7 @@
 //
 //   jit::PassReport report = jit::optimize(graph);              // the default pipeline
 //   jit::optimize(graph, {.frozen = true});                     // inference: fold weights too
+//   jit::optimize(graph, {.frozen = true, .exact = true});      // ... keeping eager's rounding
 //   jit::optimize(graph, {.passes = {"peephole", "dce"}});      // just these, in this order
 //   std::cerr << report.to_string();
 //
@@ -12,7 +13,10 @@
 // saying whether it may change floating-point rounding. The default pipeline
 // is an explicit list (default_pipeline_steps); its passes that may change
 // rounding are marked fast-math only, so by default optimized graphs give
-// eager's results bit for bit.
+// eager's results bit for bit. One exception, for inference: frozen graphs
+// fold batch-norm into the convolution or linear before it (as PyTorch's
+// freeze and ONNX Runtime do), which may change the last bits; the report
+// lists each fold, and `exact` keeps eager's rounding there too.
 //
 // Environment:
 //   KILN_DUMP_IR=<pass>[,<pass>...]  print the IR after each run of these
@@ -42,6 +46,9 @@ struct PassOptions {
   // For inference: parameters are read-only constants, so subgraphs of
   // parameters and constants fold (the state_dict keeps its parameters).
   bool frozen = false;
+  // Frozen graphs keep eager's rounding: no pass that may change it runs
+  // unless fast_math asks for it (batch-norm folding is then off).
+  bool exact = false;
   // Rerun the whole list until no pass changes anything, at most this many
   // rounds (one rewrite often enables another: a fold makes a peephole match).
   int max_rounds = 8;
@@ -68,6 +75,7 @@ class PassContext {
   const PassOptions& options() const { return options_; }
   bool frozen() const { return options_.frozen; }
   bool fast_math() const { return options_.fast_math; }
+  bool exact() const { return options_.exact; }
 
   // Counts one firing of a named rewrite under the pass now running.
   void count_rule(std::string_view rule, int64_t times = 1);
@@ -120,8 +128,10 @@ PassRegistry& pass_registry();
 // One place in the default pipeline.
 struct PipelineStep {
   std::string pass;
-  // A pass that may change rounding: it runs only with fast_math.
+  // A pass that may change rounding: it runs only with fast_math...
   bool fast_math_only = false;
+  // ...or, with this, also in frozen graphs that are not `exact`.
+  bool frozen_unless_exact = false;
 };
 
 // The default pipeline, in order; pipeline.cpp says why each pass stands
@@ -129,8 +139,10 @@ struct PipelineStep {
 const std::vector<PipelineStep>& default_pipeline_steps();
 
 // The default pipeline's pass names, in order: its steps, the fast-math-only
-// ones only with `fast_math`.
+// ones only with `fast_math` (or, frozen_unless_exact ones, frozen and not
+// exact).
 std::vector<std::string> default_pipeline(bool fast_math = false);
+std::vector<std::string> default_pipeline(const PassOptions& options);
 
 // Runs the passes of `options` over `graph`, in place. Throws kiln::Error
 // when a pass name is unknown, or (naming the pass) when verification fails
@@ -144,7 +156,7 @@ PassReport run_passes(Graph& graph, const std::vector<const PassInfo*>& passes,
 
 // Reads pass options from command-line style arguments, as kiln-opt and the
 // IR test files' RUN lines write them:
-//   --passes=a,b,c  --fast-math  --frozen  --max-rounds=N
+//   --passes=a,b,c  --fast-math  --frozen  --exact  --max-rounds=N
 // Throws kiln::Error naming an argument it does not know.
 PassOptions pass_options_from_args(const std::vector<std::string>& args);
 
