@@ -43,8 +43,15 @@ lint: setup
 # 1 and 64, W2 at batch 1), and W4, the LSTM language model, at batch 1 and
 # 32 against PyTorch (eager, jit.script, torch.compile) and ONNX Runtime at 1
 # and 2 threads (bench/rnn_w4.py, a process per thread count; it rewrites its
-# own section of bench/RESULTS.md). eager_python.py and hybrid_python.py run
-# alone.
+# own section of bench/RESULTS.md). Last, real models (bench/real_models.py):
+# W5 (transformer encoder) and W6 (ResNet-18, MobileNetV3-Small) at batch 1
+# and 8, kiln compiled (Python and the saved .kiln through `kiln bench`)
+# against PyTorch eager, torch.compile and ONNX Runtime on kiln's export, and
+# pretrained ONNX models (PP-OCR and those of .cache/onnx-models) against
+# ONNX Runtime, at 1 and 2 threads, each framework in a process pinned to
+# that many cores; goals <= 0.8x ONNX Runtime and <= 0.5x PyTorch eager
+# (its own section of bench/RESULTS.md; --quick to try it). run_all.py pins
+# its runners the same way. eager_python.py and hybrid_python.py run alone.
 bench: build
 	@OMP_NUM_THREADS=1 $(BUILD)/bench/kiln_bench_kernels
 	@echo
@@ -56,6 +63,8 @@ bench: build
 	@OMP_NUM_THREADS=1 $(PY) bench/symbolic_shapes.py
 	@echo
 	@$(PY) bench/rnn_w4.py --threads 1,2
+	@echo
+	@$(PY) bench/real_models.py --threads 1,2
 
 # The C++ suite under AddressSanitizer and UBSan: not part of make test, but
 # CI runs it last. From scratch on 2 cores without ccache it costs about 10.5

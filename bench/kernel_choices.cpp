@@ -24,10 +24,17 @@
 //    prepared product does) and then lstm_cell_pointwise, against
 //    cpu::lstm_recurrent_scan_f32, one fused kernel per step over W_hh
 //    packed once. µs per step; ratio > 1 means the fused kernel is faster.
+// 6. Depthwise float32 convolutions on NCHW at batch 1 (MobileNetV3-Small's
+//    3x3 and 5x5 layers, stride 1 and 2): cpu::conv2d_depthwise_f32 against
+//    oneDNN's convolution, which takes im2col + GEMM per channel on NCHW.
+//
+// `kiln_bench_kernels depthwise` (or matvec, pool, conv, gemm, lstm) runs one
+// section only.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kiln/kernels/cpu/conv.h"
@@ -165,6 +172,37 @@ void bench_conv(int64_t batch, int64_t c, int64_t size, int64_t oc, int64_t padd
       onednn / own);
 }
 
+// A depthwise convolution: x [1, c, size, size], w [c, 1, k, k], padding k / 2.
+void bench_depthwise(int64_t c, int64_t size, int64_t k, int64_t stride) {
+  const int64_t out_size = (size + 2 * (k / 2) - k) / stride + 1;
+  const int64_t x_shape[4] = {1, c, size, size}, w_shape[4] = {c, 1, k, k};
+  const int64_t y_shape[4] = {1, c, out_size, out_size};
+  std::mt19937 rng(0);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(size_t(c * size * size)), w(size_t(c * k * k)), b(static_cast<size_t>(c)),
+      y(size_t(c * out_size * out_size));
+  for (std::vector<float>* v : {&x, &w, &b}) {
+    for (float& e : *v)
+      e = normal(rng);
+  }
+  StridedView xv = view4(x.data(), x_shape), wv = view4(w.data(), w_shape);
+  StridedView yv = view4(y.data(), y_shape), bv;
+  bv.data = b.data();
+  bv.ndim = 1;
+  bv.shape[0] = c;
+  bv.strides[0] = 1;
+  kiln::cpu::Conv2dParams p;
+  p.groups = c;
+  p.padding[0] = p.padding[1] = k / 2;
+  p.stride[0] = p.stride[1] = stride;
+  double onednn = time_us([&] { kiln::cpu::conv2d_onednn_f32(yv, xv, wv, bv, p); });
+  double own = time_us([&] { kiln::cpu::conv2d_depthwise_f32(yv, xv, wv, bv, p); });
+  std::printf(
+      "depthwise %3lldx%3lldx%3lld k%lld s%lld   onednn %8.2f us   ours %8.2f us   %5.1fx\n",
+      (long long)c, (long long)size, (long long)size, (long long)k, (long long)stride, onednn, own,
+      onednn / own);
+}
+
 // kiln's GEMM against oneDNN on a linear layer at batch m.
 void bench_gemm(int64_t m, int64_t k, int64_t n) {
   LinearProblem p(m, k, n);
@@ -232,25 +270,39 @@ void bench_lstm(int64_t hidden, int64_t steps) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const std::string only = argc > 1 ? argv[1] : "";
+  auto wanted = [&](const char* section) { return only.empty() || only == section; };
   std::printf("oneDNN vs kiln's own kernels; ratio > 1 means ours is faster\n");
   const int64_t shapes[][2] = {{512, 256}, {256, 128}, {128, 2}, {1024, 1024}};
-  for (const auto& s : shapes)
-    bench(s[0], s[1]);
+  for (const auto& s : shapes) {
+    if (wanted("matvec")) bench(s[0], s[1]);
+  }
   for (bool average : {true, false}) {
+    if (!wanted("pool")) break;
     bench_pool(1, 6, 28, average);
     bench_pool(64, 6, 28, average);
     bench_pool(64, 16, 10, average);
   }
   for (int64_t batch : {1, 8, 64}) {
+    if (!wanted("conv")) break;
     bench_conv(batch, 1, 28, 6, 2);
     bench_conv(batch, 6, 14, 16, 0);
   }
-  for (int64_t m : {64, 1024}) {
-    bench_gemm(m, 512, 256);
-    bench_gemm(m, 256, 128);
+  if (wanted("gemm")) {
+    for (int64_t m : {64, 1024}) {
+      bench_gemm(m, 512, 256);
+      bench_gemm(m, 256, 128);
+    }
+    bench_gemm(1024, 1024, 1024);
   }
-  bench_gemm(1024, 1024, 1024);
-  for (int64_t hidden : {256, 128, 100, 512})
-    bench_lstm(hidden, 64);
+  for (int64_t hidden : {256, 128, 100, 512}) {
+    if (wanted("lstm")) bench_lstm(hidden, 64);
+  }
+  // MobileNetV3-Small's depthwise layers (channels, size, kernel, stride).
+  const int64_t depthwise[][4] = {{16, 112, 3, 2}, {72, 56, 3, 2},  {88, 28, 3, 1},
+                                  {96, 28, 5, 2},  {240, 14, 5, 1}, {576, 7, 5, 1}};
+  for (const auto& d : depthwise) {
+    if (wanted("depthwise")) bench_depthwise(d[0], d[1], d[2], d[3]);
+  }
 }

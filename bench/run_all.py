@@ -17,7 +17,10 @@ that is not installed shows as such in the table. Each mode: warm-up, then
 ~0.2 s at batch > 1 or ~1 s at batch 1; the JSON has the count), the modes
 of a framework interleaved; median and best per call. Everything at 1
 thread, then at 2 (a second table): OMP, MKL, TF, XLA, MXNet and tinygrad
-thread settings are set in each runner's environment before it starts.
+thread settings are set in each runner's environment before it starts, and
+the runner is pinned to that many cores by CPU affinity (harness/pinning.py),
+as thread settings alone do not hold every library: JAX's XLA ran two
+threads under OMP_NUM_THREADS=1.
 
 This machine's FP32 FMA peak and L1/L2/L3/DRAM read bandwidth are measured
 (bench/fma_peak.cpp, bench/bandwidth.cpp) for a roofline bound per case:
@@ -43,7 +46,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from harness import frameworks as fw  # noqa: E402
-from harness import machine, report, results_md  # noqa: E402
+from harness import machine, pinning, report, results_md  # noqa: E402
 from harness.reference import check_outputs, make_data, reference_outputs  # noqa: E402
 from harness.workloads import CASES, CASES_BY_ID  # noqa: E402
 
@@ -190,10 +193,12 @@ def run_framework(framework, threads, cases, args, reference):
         log = work / "logs" / f"run-{framework.name}-{threads}t.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
-        print(f"-- {framework.label}, {threads} thread(s)", file=sys.stderr, flush=True)
+        print(f"-- {framework.label}, {threads} thread(s), {pinning.describe(threads)}",
+              file=sys.stderr, flush=True)
+        info["cores"] = pinning.cores(threads)
         try:
-            done = subprocess.run(argv, cwd=ROOT, env=fw.thread_env(framework, threads,
-                                                                    args.venv_root),
+            done = subprocess.run(pinning.pinned(argv, threads), cwd=ROOT,
+                                  env=fw.thread_env(framework, threads, args.venv_root),
                                   capture_output=True, text=True, timeout=args.timeout_s)
             log.write_text(done.stdout + done.stderr)
             if done.returncode != 0:
@@ -206,6 +211,7 @@ def run_framework(framework, threads, cases, args, reference):
         if result_path.exists():
             result = json.loads(result_path.read_text())
             info["versions"] = result.get("versions", {})
+            info["affinity"] = result.get("affinity")  # what the runner saw (C++: not told)
             outputs = load_outputs(prefix)
             for record in result["records"]:
                 rows[record["case"], record["mode"]] = accept(

@@ -8,6 +8,7 @@
 //   kiln bench mlp.kiln --threads 4              # latency percentiles and throughput
 //   kiln bench mlp.kiln --batch 64               # at another batch than the saved one
 //   kiln bench bert.kiln --size seq=128          # a symbolic model at chosen sizes
+//   kiln bench mlp.kiln --profile [--trace t.json] # then the per-step profile table
 //   kiln dot mlp.kiln -o mlp.dot                 # then: dot -Tsvg mlp.dot -o mlp.svg
 //   kiln --version
 //
@@ -36,6 +37,7 @@
 #include "kiln/kernels/cpu/parallel.h"
 #include "kiln/ops/random.h"
 #include "kiln/ops/registry.h"
+#include "kiln/profiler/profiler.h"
 
 namespace {
 
@@ -331,6 +333,8 @@ struct BenchArgs {
   int threads = 1;
   int iterations = 1000;
   int warmup = 100;
+  bool profile = false;
+  std::string trace;  // a Chrome trace of the profiled calls
   bool batch_given = false, iterations_given = false, warmup_given = false;
 };
 
@@ -451,6 +455,20 @@ void print_latency(std::vector<double> times, int64_t batch) {
             << " samples/s\n";
 }
 
+// The per-step table of `calls` more calls (after the timed ones, which
+// ran without the profiler), sorted by self time.
+void print_profile(const CompiledFunction& model, const std::vector<Tensor>& inputs, int calls,
+                   const std::string& trace) {
+  kiln::profiler::Profile profile({.record_shapes = false, .profile_memory = true});
+  for (int i = 0; i < calls; ++i)
+    model(inputs);
+  profile.stop();
+  std::cout << "\nprofile of " << calls << " calls\n"
+            << kiln::profiler::table(profile.key_averages(),
+                                     {.row_limit = -1, .profile_memory = true});
+  if (!trace.empty()) profile.export_chrome_trace(trace);
+}
+
 int run_bench(const BenchArgs& args) {
   KILN_CHECK_VALUE(args.threads >= 1, "--threads must be at least 1, got ", args.threads);
   ModelFile file = kiln::jit::read_model_file(args.model);
@@ -471,6 +489,8 @@ int run_bench(const BenchArgs& args) {
   std::cout << "model        " << args.model << " (batch " << batch << at << ", " << args.threads
             << " threads, " << warm.size() << " warm-up calls)\n";
   print_latency(std::move(times), batch);
+  KILN_CHECK_VALUE(args.profile || args.trace.empty(), "--trace needs --profile");
+  if (args.profile) print_profile(model, inputs, std::clamp(iterations, 1, 100), args.trace);
   return 0;
 }
 
@@ -549,6 +569,9 @@ void add_bench(CLI::App& app, Commands& c) {
                                      "timed calls (default: up to 1000, about 10 s at most)");
   c.warmup = c.bench->add_option("--warmup", a.warmup,
                                  "untimed calls first (default: up to 100, about 2 s at most)");
+  c.bench->add_flag("--profile", a.profile,
+                    "then profile up to 100 more calls and print the per-step table");
+  c.bench->add_option("--trace", a.trace, "with --profile: write a Chrome trace (JSON) here");
 }
 
 void add_dot(CLI::App& app, Commands& c) {

@@ -166,4 +166,4 @@ def main(framework, versions, build_modes):
     np.savez(job.out + ".npz", **outputs)
     with open(job.out + ".json", "w") as f:
         json.dump({"framework": framework, "versions": versions(), "threads": job.threads,
-                   "records": records}, f, indent=1)
+                   "affinity": sorted(os.sched_getaffinity(0)), "records": records}, f, indent=1)

@@ -5,7 +5,7 @@ Basic indices (ints, slices, None, ...) compose select/slice/unsqueeze, so a
 read is a view of the tensor and a write goes through that view with copy_ or
 fill_ (an in-place write: the version counter moves). One advanced index (an
 integer tensor or list, or a boolean mask) reads with index_select, a copy, as
-in PyTorch; a mask's positions come from NumPy's flatnonzero (the result's
+in PyTorch; a mask's positions come from the nonzero op (the result's
 shape depends on the data). Several advanced indices in one subscript
 (x[rows, cols]) broadcast together as in NumPy and PyTorch: the indexed dims
 are moved to the front, merged into one and read with one index_select of
@@ -24,8 +24,9 @@ from kiln._C import Tensor
 # of ints, or a tensor (integer or boolean); a subscript is one or a tuple.
 Index = Any
 
-# How a trace reports the read of a mask: the result's size is the number of
-# True positions, data the graph cannot know; the positions are frozen.
+# How a trace reports a mask read on the host, among several advanced
+# indices (x[mask, idx]): the positions are frozen into the graph. A mask
+# alone goes through the nonzero op, which a trace records.
 _MASK_READ = "boolean-mask indexing x[mask] (its result's size depends on the data)"
 _BAD_INDEX = ("only integers, slices (`:`), ellipsis (`...`), None and long or byte "
               "Variables are valid indices (got {})")
@@ -235,10 +236,15 @@ def _checked_positions(positions: np.ndarray, size: int, dim: int) -> np.ndarray
 
 
 def _mask_positions(x: Tensor, dim: int, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """x with the mask's dims merged into one, and the flat positions of the
+    mask's True elements: through the nonzero op, so a trace records the
+    count as a size the data decides rather than freezing the positions."""
     _check_mask_shape(x, dim, mask)
-    positions = np.flatnonzero(mask.detach()._numpy_as(_MASK_READ)).astype(np.int64)
+    flat_mask = _C.dispatch("reshape", [mask.detach()], {"shape": [-1]})
+    positions = _C.dispatch("nonzero", [flat_mask], {})  # [n, 1]
+    positions = _C.dispatch("reshape", [positions], {"shape": [-1]})
     merged = list(x.shape[:dim]) + [-1] + list(x.shape[dim + mask.ndim:])
-    return _C.dispatch("reshape", [x], {"shape": merged}), _C.from_numpy(positions)
+    return _C.dispatch("reshape", [x], {"shape": merged}), positions
 
 
 def _index_tensor(x: Tensor, dim: int, index: Tensor) -> tuple[Tensor, Tensor]:

@@ -1,8 +1,8 @@
 """What kiln does not have says so. A PyTorch program ported to kiln that
 reaches for a name kiln lacks gets an AttributeError naming the PyTorch
 feature and where to look, instead of Python's bare "has no attribute"
-with a "did you mean" guess at some other name (which misleads: kiln.fft
-is not a misspelling of kiln.flip)."""
+with a "did you mean" guess at some other name (which misleads:
+kiln.fft.fftn is not a misspelling of kiln.fft.fft)."""
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -1,5 +1,6 @@
 """kiln.linalg: the norms of torch.linalg, composed of kiln's ops in C++
-(ops/norms.h), so they trace, compile and differentiate like any op. The
+(ops/norms.h), so they trace, compile and differentiate like any op, and
+det (kiln's op det: LU with partial pivoting). The
 decompositions and solvers of torch.linalg (svd, qr, solve, ...) are not
 here, and neither are the norms that need singular values (matrix ord
 "nuc", 2 and -2, which raise NotImplementedError)."""
@@ -8,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kiln import _C, _missing
+from kiln import _C, _missing, _ops
 from kiln._C import Tensor
 
-__all__ = ["vector_norm", "matrix_norm", "norm"]
+__all__ = ["vector_norm", "matrix_norm", "norm", "det"]
 
 
 def _dims(dim: int | Sequence[int] | None) -> list[int] | None:
@@ -49,6 +50,12 @@ def norm(A: Tensor, ord: float | str | None = None, dim: int | Sequence[int] | N
     2-norm of every element when ord is None, else by A's dimension (1-D:
     vector, 2-D: matrix)."""
     return _C.linalg_norm(A, _ord(ord), _dims(dim), keepdim, dtype)
+
+
+def det(A: Tensor) -> Tensor:
+    """The determinants of the square matrices A [..., n, n] (float32 or
+    float64). Its gradient is the cofactor matrix, exact at singular A too."""
+    return _ops.det(A)
 
 
 __getattr__ = _missing.module_getattr("kiln.linalg", "torch.linalg")

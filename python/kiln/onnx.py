@@ -327,6 +327,13 @@ class SpecializedModel:
         return self._model.value_inputs
 
     @property
+    def shape_inputs(self) -> list[str]:
+        """The inputs whose shapes calls specialize on: a comparison of their
+        symbolic sizes decides the graph's form (silero VAD squeezes an axis
+        when it has one frame)."""
+        return self._model.shape_inputs
+
+    @property
     def input_names(self) -> list[str]:
         return self._model.input_names
 
@@ -381,7 +388,9 @@ def load(path: str | os.PathLike[str], input_shapes: Mapping[str, Sequence[int]]
     A model that feeds a shape, axes, a k or a trip count from its inputs
     gives a SpecializedModel instead: called with every input, it imports
     one graph per distinct tuple of those inputs' values (at most
-    max_specializations kept), as does one that takes or gives ONNX
+    max_specializations kept), as does one whose graph's form depends on a
+    comparison of symbolic sizes (per shape of the inputs holding them,
+    `shape_inputs`), and one that takes or gives ONNX
     sequences (lists of tensors) or optionals (None when empty).
     constant_inputs: {name: tensor} binds inputs to fixed values at load;
     they leave the model's inputs."""
@@ -390,7 +399,7 @@ def load(path: str | os.PathLike[str], input_shapes: Mapping[str, Sequence[int]]
     model = _C.onnx.Model(os.fspath(path), shapes, dict(constant_inputs or {}),
                           int(max_specializations))
     name = os.path.basename(path)
-    if model.value_inputs or model.has_composites:
+    if model.value_inputs or model.shape_inputs or model.has_composites:
         return SpecializedModel(model, name)
     compiled = model.compiled()
     return TracedModule(compiled, _outputs_spec(compiled.num_outputs), name)

@@ -51,3 +51,4 @@
 #include "kiln/optim/rmsprop.h"
 #include "kiln/optim/scheduler.h"
 #include "kiln/optim/sgd.h"
+#include "kiln/profiler/profiler.h"

@@ -22,6 +22,7 @@ void bind_autograd(nb::module_ m);       // autograd.cpp
 void bind_nn_utils(nb::module_& m);      // nn_utils.cpp
 void bind_nn_layers(nb::module_& m);     // nn_layers.cpp
 void bind_nn_more(nb::module_& m);       // nn_more.cpp
+void bind_profiler(nb::module_& m);      // profiler.cpp
 
 namespace {
 
@@ -316,6 +317,8 @@ NB_MODULE(_C, m) {
   bind_io(io, jit);
   nb::module_ onnx = m.def_submodule("onnx", "ONNX export and import");
   bind_onnx(onnx);
+  nb::module_ profiler = m.def_submodule("profiler", "profiles: events, averages, tables, traces");
+  bind_profiler(profiler);
 
   // An entry of the op table, by reference (the table lives as long as the
   // process): kiln._ops looks each op up once and dispatches through it.

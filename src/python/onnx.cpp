@@ -69,6 +69,7 @@ void bind_onnx(nb::module_& m) {
       .def_prop_ro("output_names", &onnx::Model::output_names)
       .def_prop_ro("num_outputs", &onnx::Model::num_outputs)
       .def_prop_ro("value_inputs", &onnx::Model::value_inputs)
+      .def_prop_ro("shape_inputs", &onnx::Model::shape_inputs)
       .def_prop_ro("num_specializations", &onnx::Model::num_specializations)
       .def_prop_ro("max_specializations", &onnx::Model::max_specializations)
       .def(

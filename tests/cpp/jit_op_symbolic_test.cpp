@@ -76,6 +76,9 @@ const std::map<std::string, Decision> kDecidesOnN = {
     {"conv3d_backward_input/f64_dilation_skips_edge", {OnN::Pins, kFixedElsewhere}},
     {"conv3d_backward_input/empty_batch", {OnN::Pins, kFixedElsewhere}},
     {"layer_norm/f64_no_lead_dims", {OnN::Pins, kFixedElsewhere}},
+    // a single matrix: its leading dim is a row count that must equal the column count
+    {"det/2x2", {OnN::Pins, kFixedElsewhere}},
+    {"det_cofactor/3x3_f64", {OnN::Pins, kFixedElsewhere}},
     // grad_output's dims are the forward's output at input_size
     {"upsample_nearest2d_backward/double", {OnN::Pins, kFixedElsewhere}},
     {"upsample_nearest2d_backward/scales", {OnN::Pins, kFixedElsewhere}},

@@ -16,6 +16,7 @@
 #include "kiln/jit/ir/printer.h"
 #include "kiln/ops/control_flow.h"
 #include "kiln/ops/copy.h"
+#include "kiln/ops/data_dependent.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/random.h"
@@ -197,6 +198,29 @@ TEST(JitUnroll, StepWithRandomDrawsStaysALoop) {
   };
   CompiledFunction compiled = trace(fn, {telling({3}), telling({2, 3})});
   EXPECT_EQ(count_scans((*compiled.lowered_graph())), 1u) << to_text((*compiled.lowered_graph()));
+}
+
+// A step's nonzero binds a size symbol on every run; copies of it would
+// share one symbol, each run overwriting the count the others' values were
+// sized by. So such a step stays a loop, and every step counts its own.
+TEST(JitUnroll, StepBindingASizeSymbolStaysALoop) {
+  auto fn = [](const Tensors& in) {
+    ScanResult r = scan(
+        [](const Tensors& h, const Tensors& x) {
+          Tensor count = sum(nonzero(x[0]));
+          return std::pair<Tensors, Tensors>({add(h[0], count)}, {count});
+        },
+        {in[0]}, {in[1]});
+    return Tensors{r.carry[0], r.ys[0]};
+  };
+  Tensor xs = telling({3, 5});
+  Tensor init = zeros({}, TensorOptions(DType::Int64));
+  CompiledFunction compiled = trace(fn, {init, xs});
+  EXPECT_EQ(count_scans((*compiled.lowered_graph())), 1u) << to_text((*compiled.lowered_graph()));
+  std::vector<Tensor> eager = fn({init, xs}), got = compiled({init, xs});
+  ASSERT_EQ(got.size(), eager.size());
+  for (size_t i = 0; i < eager.size(); ++i)
+    EXPECT_TRUE(bitwise_equal(got[i], eager[i])) << "output " << i;
 }
 
 // A scan whose plan runs unrolled still differentiates as a scan (gradient

@@ -35,6 +35,8 @@ CASE_MODULES = [
     "cases_scatter_reduce",
     "cases_math_more",
     "cases_small_int",
+    "cases_dynamic",
+    "cases_spectral",
 ]
 
 

@@ -245,15 +245,29 @@ def test_a_compiled_loss_serves_every_batch_from_one_entry(probabilities):
     assert len(compiled.cache_info().entries) == 1, compiled.cache_info()
 
 
-def test_a_data_dependent_size_is_reported_at_the_users_line():
+def test_a_boolean_mask_read_is_captured_with_a_size_the_data_decides():
     def positives(x):
-        return x[x > 0].sum()  # the result's size depends on the data
+        return x[x > 0].sum() + x[x < 0].abs().max()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing is frozen, so nothing is reported
+        traced = kiln.jit.trace(positives, kiln.randn(4, 3), dynamic_shapes=[{0: "b"}],
+                                strict=True)
+    for rows in (4, 1, 7, 4):
+        x = kiln.randn(rows, 3)
+        np.testing.assert_allclose(traced(x).numpy(), positives(x).numpy(), rtol=1e-6)
+
+
+def test_a_mask_among_several_indices_is_reported_at_the_users_line():
+    def first_column_where_positive(x):
+        return x[x[:, 0] > 0, kiln.tensor([0])].sum()  # positions read on the host
 
     with pytest.warns(kiln.jit.TracerWarning,
                       match=r"boolean-mask indexing x\[mask\].*test_jit_dynamic\.py:\d+"):
-        kiln.jit.trace(positives, kiln.randn(4, 3), dynamic_shapes=[{0: "b"}])
+        kiln.jit.trace(first_column_where_positive, kiln.randn(4, 3), dynamic_shapes=[{0: "b"}])
     with pytest.raises(kiln.jit.TraceError, match="boolean-mask indexing"):
-        kiln.jit.trace(positives, kiln.randn(4, 3), dynamic_shapes=[{0: "b"}], strict=True)
+        kiln.jit.trace(first_column_where_positive, kiln.randn(4, 3), dynamic_shapes=[{0: "b"}],
+                       strict=True)
 
 
 def test_fused_chain_over_a_symbolic_input_and_a_keepdim_scalar():

@@ -54,6 +54,21 @@ def test_export_of_a_traced_module_with_several_outputs(tmp_path):
         np.testing.assert_allclose(g, want.numpy(), rtol=1e-5, atol=1e-6)
 
 
+def test_export_writes_only_the_initializers_nodes_read(tmp_path):
+    # A batch norm's num_batches_tracked is a buffer of the module that an
+    # eval-mode graph never reads: ONNX Runtime warns about each unused
+    # initializer, so the file must not hold it (torch.onnx drops them too).
+    net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU()).eval()
+    path = tmp_path / "bn.onnx"
+    kiln.onnx.export(net, kiln.randn(1, 3, 8, 8), path)
+    check(path)
+    graph = onnx.load(str(path)).graph
+    read = {name for node in graph.node for name in node.input}
+    unread = [init.name for init in graph.initializer if init.name not in read]
+    assert unread == []
+    assert not any("num_batches_tracked" in init.name for init in graph.initializer)
+
+
 def test_ops_without_a_translation_fail_naming_the_op(tmp_path):
     def f(grad):  # a backward op: inference graphs do not hold them
         return kiln._C.dispatch("pad_backward", [grad],

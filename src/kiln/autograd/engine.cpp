@@ -10,6 +10,7 @@
 #include "kiln/autograd/engine.h"
 #include "kiln/autograd/hooks.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/util/profile_recorder.h"
 
 namespace kiln {
 namespace {
@@ -134,7 +135,10 @@ std::vector<Tensor> run_backward(const std::vector<Edge>& roots,
       bool skip = capturing && (dynamic_cast<AccumulateGrad*>(node) != nullptr ||
                                 std::none_of(node->next_edges.begin(), node->next_edges.end(),
                                              [&](const Edge& e) { return kept(e.node.get()); }));
+      profiler::Range range;  // the node's gradient ops nest in it
+      if (!skip && profiler::recording()) range.open(profiler::EventKind::Op, node->name());
       std::vector<Tensor> input_grads = skip ? std::vector<Tensor>{} : node->apply(grads);
+      range.close();
       if (!retain_graph && !skip) node->release();  // a skipped node is not ours to free
       for (size_t i = 0; i < node->next_edges.size(); ++i) {
         const Edge& e = node->next_edges[i];

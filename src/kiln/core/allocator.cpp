@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kiln/util/error.h"
+#include "kiln/util/profile_recorder.h"
 
 namespace kiln {
 namespace {
@@ -175,6 +176,7 @@ void* cpu_allocate(size_t nbytes) {
   raise_peak(live);
   g_live_blocks.fetch_add(1);
   g_total_allocations.fetch_add(1);
+  if (profiler::recording()) profiler::record_memory(int64_t(nbytes));
   return ptr;
 }
 
@@ -188,6 +190,7 @@ void cpu_free(void* ptr, size_t nbytes) {
   }
   g_live_bytes.fetch_sub(int64_t(nbytes));
   g_live_blocks.fetch_sub(1);
+  if (profiler::recording()) profiler::record_memory(-int64_t(nbytes));
 }
 
 AllocatorStats allocator_stats() {

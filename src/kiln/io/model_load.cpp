@@ -10,6 +10,7 @@
 #include "kiln/io/model_format.h"
 #include "kiln/io/tensor_records.h"
 #include "kiln/jit/ir/parser.h"
+#include "kiln/jit/ir/size_symbols.h"
 #include "kiln/jit/ir/specialize.h"
 #include "kiln/jit/ir/text_format.h"
 #include "kiln/jit/ir/verifier.h"
@@ -275,6 +276,8 @@ void check_symbols_are_bound(const ModelFile& model) {
   for (const Value* input : graph.inputs())
     check(symbols_of(input->shape()), str("graph input %", input->id()));
   for (const Node* node : graph.nodes()) {
+    // Or one a node binds when it runs (nonzero's count, jit/ir/size_symbols.h).
+    if (std::string name = bound_symbol(*node); !name.empty()) bound.insert(name);
     for (const Value* output : node->outputs())
       check(symbols_of(output->shape()), str("graph value %", output->id()));
     for (const auto& [name, value] : node->attrs().items())

@@ -19,6 +19,7 @@
 #include "kiln/ops/reduction.h"
 #include "kiln/ops/shape.h"
 #include "kiln/ops/view.h"
+#include "kiln/util/profile_recorder.h"
 
 namespace kiln::nn::functional {
 
@@ -241,6 +242,7 @@ Tensor static_kv(const Tensor& given, const char* name, int64_t batch_heads, int
 
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const ScaledDotProductAttentionOptions& options) {
+  profiler::Range range(profiler::EventKind::Op, kSdpa);  // a composite: its ops nest
   check_sdpa_inputs(query, key, value, options);
   Tensor k = key, v = value;
   if (options.enable_gqa && query.dim() >= 3) {

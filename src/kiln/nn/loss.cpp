@@ -8,6 +8,7 @@
 #include "kiln/nn/functional.h"
 #include "kiln/nn/loss_util.h"
 #include "kiln/ops/copy.h"
+#include "kiln/util/profile_recorder.h"
 
 namespace kiln::nn::functional {
 
@@ -95,6 +96,7 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions&
 // label-smoothing and probability-target variants).
 Tensor cross_entropy(const Tensor& input, const Tensor& target,
                      const CrossEntropyLossOptions& options) {
+  profiler::Range range(profiler::EventKind::Op, "cross_entropy");  // a composite: its ops nest
   check_reduction(options.reduction, "cross_entropy");
   double smoothing = options.label_smoothing;
   KILN_CHECK_VALUE(smoothing >= 0.0 && smoothing <= 1.0,

@@ -140,8 +140,12 @@ void add_subgraph_reads(const pb::NodeProto& node, std::unordered_set<std::strin
 
 // Drops the model graph's nodes nothing reads: what a translation made
 // redundant (the input projection an LSTM op computes itself,
-// export_rnn.cpp). Initializers stay (a model's weights keep their names).
-void remove_dead_nodes(pb::GraphProto& graph) {
+// export_rnn.cpp). Then the initializers no kept node reads (a module's
+// buffers an inference graph never uses, such as a batch norm's
+// num_batches_tracked: ONNX Runtime warns about each). Initializers that are
+// also graph inputs (keep_initializers_as_inputs) stay, being the
+// signature.
+void remove_dead_nodes(pb::GraphProto& graph, bool prune_initializers) {
   std::unordered_set<std::string> read;
   for (const pb::ValueInfoProto& output : graph.output())
     read.insert(output.name());
@@ -160,6 +164,11 @@ void remove_dead_nodes(pb::GraphProto& graph) {
   for (int k = 0; k < graph.node_size(); ++k)
     if (live[size_t(k)]) kept_nodes.add_node()->Swap(graph.mutable_node(k));
   graph.mutable_node()->Swap(kept_nodes.mutable_node());
+  if (!prune_initializers) return;
+  pb::GraphProto kept_initializers;
+  for (pb::TensorProto& initializer : *graph.mutable_initializer())
+    if (read.count(initializer.name()) > 0) kept_initializers.add_initializer()->Swap(&initializer);
+  graph.mutable_initializer()->Swap(kept_initializers.mutable_initializer());
 }
 
 std::string output_name(const ExportOptions& options, size_t i) {
@@ -239,7 +248,7 @@ std::string export_model_bytes(const Graph& source, size_t num_outputs,
     info->set_name(name);
     set_type(*info, value, dynamic_batch && !value->shape().empty(), pinned);
   }
-  remove_dead_nodes(onnx_graph);
+  remove_dead_nodes(onnx_graph, !options.keep_initializers_as_inputs);
   std::string bytes;
   KILN_CHECK(model.SerializeToString(&bytes),
              "onnx export: the model does not serialize "

@@ -104,7 +104,8 @@ bool may_hold_a_value(const TensorMeta& type) {
 
 void import_node(const pb::NodeProto& node, ImportContext& context) {
   std::string where = "onnx import: node '" + node.name() + "' (" + node.op_type() + ")";
-  KILN_CHECK(context.opset() > 0, where,
+  const bool default_domain = node.domain().empty() || node.domain() == "ai.onnx";
+  KILN_CHECK(context.opset() > 0 || !default_domain, where,
              ": the model imports no version of the default ONNX op set, which the node is of");
   ImportFn importer = find_importer(node);
   KILN_CHECK(importer, "onnx import: op '", table_key(node), "' (node '", node.name(),
@@ -202,9 +203,12 @@ Imported try_import_model_bytes(const std::string& bytes, const std::string& fol
       import_node(node, context);
   } catch (const Error& e) {
     const std::set<std::string>& requested = context.requested_inputs();
-    if (requested.empty()) throw;
-    for (const std::string& name : result.input_names)
+    const std::set<std::string>& shapes = context.requested_shapes();
+    if (requested.empty() && shapes.empty()) throw;
+    for (const std::string& name : result.input_names) {
       if (requested.count(name)) result.value_inputs.push_back(name);
+      if (shapes.count(name)) result.shape_inputs.push_back(name);
+    }
     result.value_inputs_reason = e.what();
     result.graph = nullptr;
     return result;

@@ -1,6 +1,7 @@
 #include "kiln/onnx/import_context.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -268,6 +269,30 @@ bool ImportContext::request_at_import(const std::vector<const jit::Value*>& valu
   return !names.empty();
 }
 
+// Note [Shape inputs]: a fact about symbolic sizes that only a call
+// decides, and that the graph's form depends on (silero VAD squeezes its
+// frames' axis when `(n - 192) // 512 + 1 == 1`, changing the rank of what
+// follows), cannot be a guard of one graph: the import asks for the shapes
+// of the model inputs that hold the symbols, and onnx::Model imports the
+// file again per distinct tuple of those shapes, fixed (input_shapes), as
+// torch.compile specializes on a size that decides control flow.
+
+bool ImportContext::request_shapes_at_import(const std::vector<std::string>& symbols) const {
+  const ImportContext& top = root();
+  bool found = false;
+  for (const jit::Value* input : top.graph_.inputs()) {
+    if (input->name().empty()) continue;
+    std::vector<std::string> held = symbols_of(input->shape());
+    bool holds = std::any_of(symbols.begin(), symbols.end(), [&](const std::string& symbol) {
+      return std::find(held.begin(), held.end(), symbol) != held.end();
+    });
+    if (!holds) continue;
+    top.requested_shapes_.insert(input->name());
+    found = true;
+  }
+  return found;
+}
+
 IntList ImportContext::constant_ints(const jit::Value* value, const std::string& what) const {
   return constant_data(value, what).to_vector<int64_t>();
 }
@@ -370,6 +395,14 @@ std::optional<DimList> ImportContext::known_sizes(const jit::Value* value) const
     for (bool flag : data.to_vector<bool>())
       flags.push_back(int64_t(flag));
     return flags;
+  }
+  if (is_floating(data.dtype())) {  // whole numbers, as a size cast to float (Range's bounds)
+    DimList whole;
+    for (double number : data.to_vector<double>()) {
+      if (number != std::trunc(number) || std::abs(number) > 9.0e15) return std::nullopt;
+      whole.push_back(int64_t(number));
+    }
+    return whole;
   }
   if (data.dtype() != DType::Int64 && data.dtype() != DType::Int32) return std::nullopt;
   return to_dims(data.to_vector<int64_t>());

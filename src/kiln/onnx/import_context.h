@@ -88,8 +88,8 @@ class ImportContext {
 
   // ---- sizes known at import time ----
   // The elements of a 0-D or 1-D integer or bool value known at import, as
-  // Dims: a constant's, or the symbolic sizes of a placeholder. Nothing
-  // for values computed at run time.
+  // Dims: a constant's (a float one's when all are whole numbers), or the
+  // symbolic sizes of a placeholder. Nothing for values computed at run time.
   std::optional<DimList> known_sizes(const jit::Value* value) const;
   // Whether `value` is a placeholder for sizes that mention a symbol.
   bool holds_symbols(const jit::Value* value) const;
@@ -126,6 +126,12 @@ class ImportContext {
   bool take_unroll_request() { return std::exchange(unroll_requested_, false); }
   // The model inputs requested so far, by any context of the import.
   const std::set<std::string>& requested_inputs() const { return root().requested_; }
+  // Where translating needs a fact about sizes that only a call decides
+  // (Note [Shape inputs]): records the model inputs whose shapes hold
+  // `symbols`, so that the model is imported again with their shapes
+  // fixed. False, recording nothing, when no input holds them.
+  bool request_shapes_at_import(const std::vector<std::string>& symbols) const;
+  const std::set<std::string>& requested_shapes() const { return root().requested_shapes_; }
   // ---- ONNX sequences and optionals (import_sequences.cpp) ----
   // A sequence or an optional is a list of values known at import (an
   // optional's of none or one); a handle value, which no node reads,
@@ -177,6 +183,7 @@ class ImportContext {
   std::unordered_map<const jit::Value*, jit::Value*> captured_from_;     // lookups only
   std::unordered_map<const jit::Value*, std::string> value_candidates_;  // lookups only
   mutable std::set<std::string> requested_;           // the root's: requests come from any context
+  mutable std::set<std::string> requested_shapes_;    // the root's, as requested_
   std::unordered_set<const jit::Value*> iterations_;  // lookups only
   mutable bool unroll_requested_ = false;
   std::unordered_map<const jit::Value*, Composite> composites_;  // lookups only

@@ -10,6 +10,7 @@
 
 #include "kiln/core/factory.h"
 #include "kiln/onnx/import_context.h"
+#include "kiln/onnx/import_run_time_bounds.h"
 #include "kiln/onnx/import_util.h"
 #include "kiln/util/error.h"
 
@@ -381,13 +382,24 @@ void range(const Node& node, ImportContext& c) {
     Value* values = c.constant(data);
     return define(node, c, c.emit("cast", {values}, {{"dtype", dtype}}));
   }
-  // Integer bounds that are sizes: the length is a size expression.
-  std::optional<DimList> first = c.known_sizes(start), end = c.known_sizes(limit),
-                         step = c.known_sizes(delta);
+  // Whole-number bounds that are sizes (float ones too: Range(0.0,
+  // float(w), 1.0)): the length is a size expression.
+  auto bound = [&](Value* value) -> std::optional<DimList> {
+    if (std::optional<DimList> sizes = c.known_sizes(value)) return sizes;
+    const Tensor* data = known_data(c, value);  // a weight of 0.0 or 1.0
+    if (!data || data->numel() != 1) return std::nullopt;
+    const double number = one_number(*data, "Range's bound");
+    if (number != std::trunc(number)) return std::nullopt;
+    return DimList{int64_t(number)};
+  };
+  std::optional<DimList> first = bound(start), end = bound(limit), step = bound(delta);
   const bool sizes = first && end && step && first->size() == 1 && end->size() == 1 &&
                      step->size() == 1 && (*first)[0].is_static() && (*step)[0].is_static() &&
                      (*step)[0].static_value() > 0;
   if (!sizes) {
+    // Bounds computed at run time whose difference is not (Note [Bounds at
+    // run time] in import_run_time_bounds.cpp).
+    if (Value* values = range_at_run_time(c, start, limit, delta)) return define(node, c, values);
     // Bounds computed at run time: the length must be a number at import,
     // so the model is specialized on the inputs they come from (Note
     // [Value inputs] in import_context.cpp), all three asked for at once.

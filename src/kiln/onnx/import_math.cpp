@@ -103,18 +103,18 @@ void top_k(const Node& node, ImportContext& c) {
 }
 
 // x as [1, s0, 1, s1, ...], expanded to [r0, s0, r1, s1, ...], merged
-// pairwise into [r0 s0, r1 s1, ...].
+// pairwise into [r0 s0, r1 s1, ...]; the repeats may be sizes (a batch).
 void tile(const Node& node, ImportContext& c) {
   Value* x = c.input(node, 0);
-  IntList repeats = c.constant_ints(c.input(node, 1), "Tile's repeats");
+  DimList repeats = c.constant_sizes(c.input(node, 1), "Tile's repeats");
   const DimList& shape = x->shape();
-  KILN_CHECK(repeats.size() == shape.size(), "onnx import: Tile with ", repeats.size(),
+  KILN_CHECK(repeats.size() == shape.size(), "onnx import: Tile with ", to_string(repeats),
              " repeats for a ", shape.size(), "-D input");
   DimList spread, expanded, merged;
   for (size_t i = 0; i < shape.size(); ++i) {
     spread.insert(spread.end(), {Dim(1), shape[i]});
-    expanded.insert(expanded.end(), {Dim(repeats[i]), shape[i]});
-    merged.push_back(Dim(repeats[i]) * shape[i]);
+    expanded.insert(expanded.end(), {repeats[i], shape[i]});
+    merged.push_back(repeats[i] * shape[i]);
   }
   Value* spread_x = c.emit("reshape", {x}, {{"shape", spread}});
   Value* wide = c.emit("expand", {spread_x}, {{"size", expanded}});

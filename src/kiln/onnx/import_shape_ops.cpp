@@ -3,12 +3,14 @@
 // ONNX passes as tensors must be known at import: constants, or sizes
 // computed from symbolic input shapes (Note [Known sizes] in
 // import_sizes.cpp), which become symbolic attributes (a reshape to
-// [batch, 512]).
+// [batch, 512]); a Slice's bounds may be computed at run time where its
+// length is not (Note [Bounds at run time] in import_run_time_bounds.cpp).
 #include <algorithm>
 #include <climits>
 
 #include "kiln/core/factory.h"
 #include "kiln/onnx/import_context.h"
+#include "kiln/onnx/import_run_time_bounds.h"
 #include "kiln/onnx/import_util.h"
 #include "kiln/util/error.h"
 
@@ -286,9 +288,24 @@ Value* slice_backward(ImportContext& c, Value* x, int64_t axis, int64_t first, i
                  {"step", -step}});
 }
 
+// One axis whose bounds are computed at run time, the end a constant past
+// the start (Note [Bounds at run time]); null when the Slice is not that.
+Value* slice_of_run_time_bounds(const Node& node, ImportContext& c, Value* x) {
+  Value *starts = c.input(node, 1), *ends = c.input(node, 2);
+  if (!starts || !ends || (c.known_sizes(starts) && c.known_sizes(ends))) return nullptr;
+  IntList axes = {0};
+  if (c.input(node, 3)) axes = c.constant_ints(c.input(node, 3), "Slice's axes");
+  if (c.input(node, 4) && c.constant_ints(c.input(node, 4), "Slice's steps") != IntList{1})
+    return nullptr;
+  if (axes.size() != 1) return nullptr;
+  return slice_at_run_time(c, x, wrap(axes[0], rank_of(x)), starts, ends);
+}
+
 void slice(const Node& node, ImportContext& c) {
   Value* x = c.input(node, 0);
   bool inputs = c.input(node, 1) != nullptr;
+  if (Value* sliced = inputs ? slice_of_run_time_bounds(node, c, x) : nullptr)
+    return define(node, c, sliced);
   DimList starts = inputs ? c.constant_sizes(c.input(node, 1), "Slice's starts")
                           : to_dims(attr_ints(node, "starts", {}));
   DimList ends = inputs ? c.constant_sizes(c.input(node, 2), "Slice's ends")

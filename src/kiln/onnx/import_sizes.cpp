@@ -6,11 +6,14 @@
 // constant of the right dtype and shape, standing for elements that are
 // Dims. This file evaluates the ops of such chains on the Dims at import,
 // and the translations that take a shape read them (a reshape to
-// [batch, 512]). No node ever reads a placeholder: an op that needs the
-// sizes as a tensor at run time, or a step this file cannot take on Dims
-// (whether `batch == 1`, which only a call knows), is an error naming the
-// input and the symbols.
+// [batch, 512]). Sizes cast to float stay sizes while they are whole
+// numbers (Range's bounds). No node ever reads a placeholder: an op that
+// needs the sizes as a tensor at run time is an error naming the input and
+// the symbols. A comparison only a call decides (whether `batch == 1`)
+// makes the model imported per shape of the inputs those symbols come from
+// (Note [Shape inputs] in import_context.cpp).
 #include <algorithm>
+#include <optional>
 
 #include "kiln/onnx/import_context.h"
 #include "kiln/util/error.h"
@@ -81,21 +84,17 @@ Dim divide(const Dim& a, const Dim& b) {
 }
 
 // Which way a comparison goes when every value of the symbols agrees;
-// otherwise only a call knows, and the import cannot.
-bool less(const Dim& a, const Dim& b) {
+// nothing where only a call knows.
+std::optional<bool> less(const Dim& a, const Dim& b) {
   if (definitely_less(a, b)) return true;
   if (definitely_less(b, a + 1)) return false;
-  KILN_CHECK(false, "onnx import: whether ", a, " < ", b,
-             " depends on the values of the symbolic sizes, which kiln needs at import here");
-  return false;
+  return std::nullopt;
 }
 
-bool equal(const Dim& a, const Dim& b) {
+std::optional<bool> equal(const Dim& a, const Dim& b) {
   if (a.same_as(b)) return true;
   if (definitely_less(a, b) || definitely_less(b, a)) return false;
-  KILN_CHECK(false, "onnx import: whether ", a, " == ", b,
-             " depends on the values of the symbolic sizes, which kiln needs at import here");
-  return false;
+  return std::nullopt;
 }
 
 bool add(const Node& node, ImportContext& c) {
@@ -107,8 +106,20 @@ bool sub(const Node& node, ImportContext& c) {
 bool mul(const Node& node, ImportContext& c) {
   return define(node, c, elementwise(node, c, c.input(node, 0)->dtype(), std::multiplies<Dim>()));
 }
+// A float Div of sizes (cast to float) is a size only where it divides exactly.
+Dim divide_exactly(const Dim& a, const Dim& b) {
+  std::optional<Dim> quotient = exact_divide(a, b);
+  if (!quotient && a.is_static() && b.is_static() && b.static_value() != 0 &&
+      a.static_value() % b.static_value() == 0)
+    quotient = a.static_value() / b.static_value();
+  KILN_CHECK(quotient, "onnx import: float Div of the size ", a, " by ", b,
+             ", which is not a whole number for every value of the symbols");
+  return *quotient;
+}
+
 bool div(const Node& node, ImportContext& c) {
-  return define(node, c, elementwise(node, c, c.input(node, 0)->dtype(), divide));
+  DType dtype = c.input(node, 0)->dtype();
+  return define(node, c, elementwise(node, c, dtype, is_floating(dtype) ? divide_exactly : divide));
 }
 bool neg(const Node& node, ImportContext& c) {
   return define(
@@ -126,20 +137,38 @@ bool min(const Node& node, ImportContext& c) {
                             [](const Dim& a, const Dim& b) { return kiln::min(a, b); }));
 }
 
-template <bool (*Compare)(const Dim&, const Dim&)>
-bool compare(const Node& node, ImportContext& c) {
-  return define(node, c, elementwise(node, c, DType::Bool, [](const Dim& a, const Dim& b) {
-                  return Dim(int64_t(Compare(a, b)));
-                }));
-}
-bool greater(const Dim& a, const Dim& b) {
+std::optional<bool> greater(const Dim& a, const Dim& b) {
   return less(b, a);
 }
-bool less_or_equal(const Dim& a, const Dim& b) {
-  return !less(b, a);
+std::optional<bool> less_or_equal(const Dim& a, const Dim& b) {
+  std::optional<bool> above = less(b, a);
+  return above ? std::optional<bool>(!*above) : std::nullopt;
 }
-bool greater_or_equal(const Dim& a, const Dim& b) {
-  return !less(a, b);
+std::optional<bool> greater_or_equal(const Dim& a, const Dim& b) {
+  std::optional<bool> below = less(a, b);
+  return below ? std::optional<bool>(!*below) : std::nullopt;
+}
+
+// A comparison only a call decides (silero VAD's `(n - 192) // 512 + 1 ==
+// 1`, which picks the rank of what follows): the model is imported per
+// shape of the inputs the symbols come from (Note [Shape inputs] in
+// import_context.cpp), where it is a number.
+[[noreturn]] void undecided(const Node& node, ImportContext& c, const Dim& a, const Dim& b) {
+  bool specialized = c.request_shapes_at_import(symbols_of(DimList{a, b}));
+  KILN_CHECK(false, "onnx import: ", node.op_type(), " of the sizes ", a, " and ", b,
+             " depends on the values of the symbolic sizes, which kiln needs at import here",
+             specialized ? "; they come from the shapes of the model's inputs, on which "
+                           "onnx::Model (kiln.onnx.load) specializes the graph per call"
+                         : "");
+}
+
+template <std::optional<bool> (*Compare)(const Dim&, const Dim&)>
+bool compare(const Node& node, ImportContext& c) {
+  return define(node, c, elementwise(node, c, DType::Bool, [&](const Dim& a, const Dim& b) {
+                  std::optional<bool> known = Compare(a, b);
+                  if (!known) undecided(node, c, a, b);
+                  return Dim(int64_t(*known));
+                }));
 }
 
 bool where(const Node& node, ImportContext& c) {
@@ -154,11 +183,28 @@ bool where(const Node& node, ImportContext& c) {
   return define(node, c, {values, condition.scalar && a.scalar && b.scalar, a.dtype});
 }
 
+// Sizes stay sizes through a Cast to an integer type, and to a float one
+// (YOLOv8 computes Range(0.0, float(w), 1.0) for its anchor grid): a whole
+// number of float32 is exact up to 2^24, which the import assumes of each
+// symbolic size (a guard), as ONNX Runtime would round past it.
 bool cast(const Node& node, ImportContext& c) {
   int64_t to = attr_int(node, "to", 0);
-  if (to != pb::TensorProto_DataType_INT64 && to != pb::TensorProto_DataType_INT32) return false;
+  const bool to_float =
+      to == pb::TensorProto_DataType_FLOAT || to == pb::TensorProto_DataType_DOUBLE;
+  if (to != pb::TensorProto_DataType_INT64 && to != pb::TensorProto_DataType_INT32 && !to_float)
+    return false;
   Sizes x = sizes_of(node, c, 0);
   x.dtype = dtype_from_onnx(to, "Cast's target");
+  if (x.dtype == DType::Float32) {
+    constexpr int64_t kExactInFloat = int64_t(1) << 24;
+    std::string reason = str("Cast '", node.name(), "' of sizes to float32, exact up to 2^24");
+    for (const Dim& value : x.values) {
+      if (value.is_static()) continue;
+      c.assume(value, ShapeGuard::Relation::Le, kExactInFloat, reason);
+      if (!value.expr().provably_nonnegative())
+        c.assume(-kExactInFloat, ShapeGuard::Relation::Le, value, reason);
+    }
+  }
   return define(node, c, x);
 }
 

@@ -49,9 +49,22 @@ Model::Model(std::string bytes, std::string folder, ImportOptions options, Compi
   KILN_CHECK(compile_, "onnx::Model: no compile function");
   first_ = try_import_model_bytes(bytes_, folder_, options_);
   for (const std::string& name : first_.value_inputs)
-    positions_.push_back(
-        size_t(std::find(first_.input_names.begin(), first_.input_names.end(), name) -
-               first_.input_names.begin()));
+    positions_.push_back(position_of(name));
+  for (const std::string& name : first_.shape_inputs)
+    shape_positions_.push_back(position_of(name));
+}
+
+size_t Model::position_of(const std::string& name) const {
+  return size_t(std::find(first_.input_names.begin(), first_.input_names.end(), name) -
+                first_.input_names.begin());
+}
+
+std::vector<std::string> Model::shape_inputs() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::string> names;
+  for (size_t position : shape_positions_)
+    names.push_back(first_.input_names[position]);
+  return names;
 }
 
 std::vector<std::string> Model::value_inputs() const {
@@ -126,6 +139,15 @@ std::string Model::key_of(const Given& inputs) const {
     key += ":";
     key.append(static_cast<const char*>(data.data_ptr()), size_t(data.numel()) * data.itemsize());
   }
+  // Inputs whose shapes decide the graph (Note [Shape inputs]).
+  for (size_t position : shape_positions_) {
+    const Tensor& value = inputs.tensors[inputs.offsets[position]];
+    KILN_CHECK_VALUE(inputs.forms[position] == kTensorForm && value.defined(),
+                     "onnx::Model: input '", first_.input_names[position], "' is missing");
+    key += "#" + std::to_string(position) + ":";
+    for (int64_t size : value.shape())
+      key += std::to_string(size) + ",";
+  }
   // Sequences and optionals: their forms and their tensors' shapes.
   for (size_t k = 0; k < inputs.forms.size(); ++k) {
     if (inputs.forms[k] == kTensorForm) continue;
@@ -148,6 +170,9 @@ Imported Model::specialize(const Given& inputs) {
     for (size_t position : positions_)  // a copy: the caller may write into its tensor later
       options.constant_inputs[first_.input_names[position]] =
           clone(inputs.tensors[inputs.offsets[position]]);
+    for (size_t position : shape_positions_)
+      options.input_shapes[first_.input_names[position]] =
+          inputs.tensors[inputs.offsets[position]].shape();
     for (const std::string& name : first_.composite_inputs) {
       size_t k = size_t(std::find(first_.input_names.begin(), first_.input_names.end(), name) -
                         first_.input_names.begin());
@@ -158,16 +183,18 @@ Imported Model::specialize(const Given& inputs) {
     }
     Imported imported = try_import_model_bytes(bytes_, folder_, options);
     if (imported.graph) return imported;
-    size_t known = positions_.size();
-    for (const std::string& name : imported.value_inputs) {
-      size_t position =
-          size_t(std::find(first_.input_names.begin(), first_.input_names.end(), name) -
-                 first_.input_names.begin());
-      if (std::find(positions_.begin(), positions_.end(), position) == positions_.end())
-        positions_.push_back(position);
-    }
-    if (positions_.size() == known) throw Error(ErrorKind::Runtime, imported.value_inputs_reason);
+    size_t known = positions_.size() + shape_positions_.size();
+    for (const std::string& name : imported.value_inputs)
+      if (std::find(positions_.begin(), positions_.end(), position_of(name)) == positions_.end())
+        positions_.push_back(position_of(name));
+    for (const std::string& name : imported.shape_inputs)
+      if (std::find(shape_positions_.begin(), shape_positions_.end(), position_of(name)) ==
+          shape_positions_.end())
+        shape_positions_.push_back(position_of(name));
+    if (positions_.size() + shape_positions_.size() == known)
+      throw Error(ErrorKind::Runtime, imported.value_inputs_reason);
     std::sort(positions_.begin(), positions_.end());
+    std::sort(shape_positions_.begin(), shape_positions_.end());
     cache_.clear();  // keyed on fewer inputs
     key_of(inputs);  // checks the new value inputs' sizes
   }

@@ -65,6 +65,10 @@ struct Imported {
   // model per distinct tuple of their values.
   std::vector<std::string> value_inputs;
   std::string value_inputs_reason;
+  // The same for inputs whose shapes the translation needs as numbers (a
+  // comparison of sizes that decides the graph's form): onnx::Model
+  // imports such a model per distinct tuple of their shapes (input_shapes).
+  std::vector<std::string> shape_inputs;
   // The inputs of ONNX sequence or optional type, in input order: the
   // graph takes their tensors (none when absent) where the model takes
   // each, and without their forms (composite_inputs) the import gives no

@@ -10,7 +10,10 @@
 // staying an input of that graph (symbolic sizes included); graphs are
 // cached per distinct tuple of values, at most max_specializations of them
 // (the least recently used is dropped), as torch.compile specializes on
-// Python ints. A model without value inputs is imported once, here.
+// Python ints. A model without value inputs is imported once, here. Where
+// a comparison of symbolic sizes decides the graph's form, the inputs whose
+// shapes hold those sizes are specialized on the same way, their shapes
+// fixed per import (Note [Shape inputs] in import_context.cpp).
 //
 //   onnx::Model model("model.onnx", {}, [](const onnx::Imported& imported) {
 //     auto run = std::make_shared<jit::CompiledFunction>(
@@ -63,6 +66,10 @@ class Model {
   // call: a translation can ask for an input only once those it asked for
   // first have values (the cache is then emptied).
   std::vector<std::string> value_inputs() const;
+  // The inputs whose shapes a call specializes on (a comparison of sizes
+  // that decides the graph's form), in input order; it may grow as
+  // value_inputs.
+  std::vector<std::string> shape_inputs() const;
   // The import of a model without value inputs; null for one with them.
   const Imported* single() const { return first_.graph ? &first_ : nullptr; }
 
@@ -105,15 +112,17 @@ class Model {
   Entry& find_or_import(const Given& inputs);
   std::string key_of(const Given& inputs) const;
   Imported specialize(const Given& inputs);
+  size_t position_of(const std::string& name) const;  // among input_names()
 
   std::string bytes_, folder_;
   std::string path_;  // the file's, for errors; "" for bytes
   ImportOptions options_;
   Compile compile_;
   size_t max_specializations_;
-  Imported first_;                 // the import without values
-  std::vector<size_t> positions_;  // of the value inputs among input_names()
-  std::list<Entry> cache_;         // the most recently used first
+  Imported first_;                       // the import without values
+  std::vector<size_t> positions_;        // of the value inputs among input_names()
+  std::vector<size_t> shape_positions_;  // of the inputs whose shapes are specialized on
+  std::list<Entry> cache_;               // the most recently used first
   mutable std::mutex mutex_;
 };
 

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "kiln/core/shape.h"
+#include "kiln/kernels/cpu/non_max_suppression.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/repeat.h"
@@ -70,41 +71,70 @@ Groups group_sorted(const std::vector<int64_t>& order, Equal equal) {
   return g;
 }
 
-// The inverse (for each item, its group) and counts of a unique().
-void add_inverse_and_counts(UniqueResult& r, const std::vector<int64_t>& order, const Groups& g,
-                            const IntList& inverse_shape, bool return_inverse, bool return_counts) {
-  if (return_inverse) {
-    std::vector<int64_t> inverse(order.size());
-    for (size_t k = 0; k < order.size(); ++k)
-      inverse[size_t(order[k])] = g.of_position[k];
-    r.inverse = int64_tensor(inverse, inverse_shape);
-  }
-  if (return_counts) r.counts = int64_tensor(g.count, {int64_t(g.count.size())});
+// The groups in output order: ascending (as sorted), or by first occurrence
+// (the smallest position in a group is its first, the sort being stable).
+std::vector<int64_t> output_order(const std::vector<int64_t>& order, const Groups& g, bool sorted) {
+  std::vector<int64_t> groups(g.first.size(), 0);
+  std::iota(groups.begin(), groups.end(), 0);
+  if (sorted) return groups;
+  std::sort(groups.begin(), groups.end(), [&](int64_t a, int64_t b) {
+    return order[size_t(g.first[size_t(a)])] < order[size_t(g.first[size_t(b)])];
+  });
+  return groups;
 }
 
-UniqueResult unique_elements(const Tensor& x, bool return_inverse, bool return_counts) {
+// Everything of a unique() but the values: the first position of each
+// output group, its count, and the output group of each item.
+struct UniqueIndices {
+  std::vector<int64_t> first, counts, inverse;
+};
+
+UniqueIndices unique_indices(const std::vector<int64_t>& order, const Groups& g, bool sorted) {
+  const std::vector<int64_t> groups = output_order(order, g, sorted);
+  std::vector<int64_t> rank(groups.size());
+  UniqueIndices r;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    rank[size_t(groups[i])] = int64_t(i);
+    r.first.push_back(order[size_t(g.first[size_t(groups[i])])]);
+    r.counts.push_back(g.count[size_t(groups[i])]);
+  }
+  r.inverse.resize(order.size());
+  for (size_t k = 0; k < order.size(); ++k)
+    r.inverse[size_t(order[k])] = rank[size_t(g.of_position[k])];
+  return r;
+}
+
+void fill_indices(UniqueAll& r, const UniqueIndices& u, const IntList& inverse_shape) {
+  const int64_t n = int64_t(u.first.size());
+  r.first_indices = int64_tensor(u.first, {n});
+  r.inverse = int64_tensor(u.inverse, inverse_shape);
+  r.counts = int64_tensor(u.counts, {n});
+}
+
+UniqueAll unique_elements(const Tensor& x, bool sorted) {
   Tensor flat = contiguous(reshape(x, IntList{-1}));
   const int64_t n = flat.numel();
   std::vector<int64_t> order(size_t(n), 0);
   std::iota(order.begin(), order.end(), 0);
-  UniqueResult r;
+  UniqueAll r;
   visit_dtype(flat.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* p = flat.data<T>();
     std::stable_sort(order.begin(), order.end(),
                      [p](int64_t a, int64_t b) { return before(p[a], p[b]); });
     Groups g = group_sorted(order, [p](int64_t a, int64_t b) { return p[a] == p[b]; });
-    r.values = make_tensor({int64_t(g.first.size())}, flat.dtype());
+    UniqueIndices u = unique_indices(order, g, sorted);
+    r.values = make_tensor({int64_t(u.first.size())}, flat.dtype());
     T* values = r.values.data<T>();
-    for (size_t i = 0; i < g.first.size(); ++i)
-      values[i] = p[order[size_t(g.first[i])]];
-    add_inverse_and_counts(r, order, g, x.shape(), return_inverse, return_counts);
+    for (size_t i = 0; i < u.first.size(); ++i)
+      values[i] = p[u.first[i]];
+    fill_indices(r, u, x.shape());
   });
   return r;
 }
 
 // Slices along dim compared lexicographically, element by element.
-UniqueResult unique_slices(const Tensor& x, int64_t dim, bool return_inverse, bool return_counts) {
+UniqueAll unique_slices(const Tensor& x, int64_t dim, bool sorted) {
   const int64_t d = wrap_dim(dim, x.dim(), "unique", x.shape());
   const int64_t rows = x.size(d);
   IntList order_of_dims(size_t(x.dim()), 0);
@@ -114,7 +144,7 @@ UniqueResult unique_slices(const Tensor& x, int64_t dim, bool return_inverse, bo
   const int64_t width = rows == 0 ? 0 : moved.numel() / rows;
   std::vector<int64_t> order(size_t(rows), 0);
   std::iota(order.begin(), order.end(), 0);
-  UniqueResult r;
+  UniqueAll r;
   visit_dtype(moved.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* p = moved.data<T>();
@@ -134,11 +164,9 @@ UniqueResult unique_slices(const Tensor& x, int64_t dim, bool return_inverse, bo
     };
     std::stable_sort(order.begin(), order.end(), row_before);
     Groups g = group_sorted(order, row_equal);
-    std::vector<int64_t> picked;
-    for (int64_t first : g.first)
-      picked.push_back(order[size_t(first)]);
-    r.values = index_select(x, d, int64_tensor(picked, {int64_t(picked.size())}));
-    add_inverse_and_counts(r, order, g, {rows}, return_inverse, return_counts);
+    UniqueIndices u = unique_indices(order, g, sorted);
+    fill_indices(r, u, {rows});
+    r.values = contiguous(index_select(x, d, r.first_indices));
   });
   return r;
 }
@@ -159,8 +187,10 @@ std::vector<int64_t> repeat_counts(const Tensor& repeats) {
 
 }  // namespace
 
-Tensor nonzero(const Tensor& x) {
-  refuse_while_tracing("nonzero");
+namespace detail {
+
+// dispatch runs these through run_data_dependent (data_dependent_ops.cpp).
+Tensor nonzero_of(const Tensor& x) {
   Tensor c = contiguous(x);
   std::vector<int64_t> hits;
   visit_dtype(c.dtype(), [&](auto tag) {
@@ -182,6 +212,53 @@ Tensor nonzero(const Tensor& x) {
   return int64_tensor(coords, {int64_t(hits.size()), ndim});
 }
 
+UniqueAll unique_all_of(const Tensor& x, bool sorted, std::optional<int64_t> dim) {
+  if (dim) return unique_slices(x, *dim, sorted);
+  return unique_elements(x, sorted);
+}
+
+namespace {
+
+// A scalar input of non_max_suppression as a double, or `otherwise` when absent.
+double scalar_or(const Tensor& t, double otherwise, const char* what) {
+  if (!t.defined()) return otherwise;
+  KILN_CHECK_VALUE(t.numel() == 1, "non_max_suppression: ", what,
+                   " must hold one value, got shape ", t.shape());
+  return to(t, DType::Float64).data<double>()[0];
+}
+
+}  // namespace
+
+Tensor non_max_suppression_of(std::span<const Tensor> in, bool center_point_box) {
+  const Tensor boxes = contiguous(to(in[0], DType::Float32));
+  const Tensor scores = contiguous(to(in[1], DType::Float32));
+  const Tensor none;
+  const Tensor& max_output = in.size() > 2 ? in[2] : none;
+  int64_t max_per_class = 0;
+  if (max_output.defined()) {
+    KILN_CHECK_VALUE(max_output.numel() == 1, "non_max_suppression: max_output_boxes_per_class ",
+                     "must hold one value, got shape ", max_output.shape());
+    max_per_class = to(max_output, DType::Int64).data<int64_t>()[0];
+  }
+  const double iou = scalar_or(in.size() > 3 ? in[3] : none, 0.0, "iou_threshold");
+  const Tensor& score_tensor = in.size() > 4 ? in[4] : none;
+  std::optional<float> score_threshold;
+  if (score_tensor.defined())
+    score_threshold = float(scalar_or(score_tensor, 0, "score_threshold"));
+  const cpu::NmsGeometry geometry{boxes.size(0), scores.size(1), boxes.size(1)};
+  std::vector<int64_t> kept =
+      cpu::non_max_suppression_f32(boxes.data<float>(), scores.data<float>(), geometry,
+                                   max_per_class, float(iou), score_threshold, center_point_box);
+  return int64_tensor(kept, {int64_t(kept.size()) / 3, 3});
+}
+
+}  // namespace detail
+
+Tensor nonzero(const Tensor& x) {
+  static const OpDef& nonzero_op = op("nonzero");
+  return dispatch1(nonzero_op, {x});
+}
+
 std::vector<Tensor> nonzero_tuple(const Tensor& x) {
   Tensor indices = nonzero(x.dim() == 0 ? reshape(x, IntList{1}) : x);
   std::vector<Tensor> columns;
@@ -191,16 +268,32 @@ std::vector<Tensor> nonzero_tuple(const Tensor& x) {
 }
 
 Tensor argwhere(const Tensor& x) {
-  refuse_while_tracing("argwhere");
   return nonzero(x);
+}
+
+UniqueAll unique_all(const Tensor& x, bool sorted, std::optional<int64_t> dim) {
+  static const OpDef& unique_op = op("unique");
+  Attrs attrs{{"sorted", sorted}};
+  if (dim) attrs.set("dim", *dim);
+  std::vector<Tensor> out = dispatch(unique_op, {x}, attrs);
+  return UniqueAll{out[0], out[1], out[2], out[3]};
 }
 
 UniqueResult unique(const Tensor& x, bool sorted, bool return_inverse, bool return_counts,
                     std::optional<int64_t> dim) {
-  refuse_while_tracing("unique");
   (void)sorted;  // always sorted: see data_dependent.h
-  if (dim) return unique_slices(x, *dim, return_inverse, return_counts);
-  return unique_elements(x, return_inverse, return_counts);
+  UniqueAll all = unique_all(x, /*sorted=*/true, dim);
+  return UniqueResult{all.values, return_inverse ? all.inverse : Tensor(),
+                      return_counts ? all.counts : Tensor()};
+}
+
+Tensor non_max_suppression(const Tensor& boxes, const Tensor& scores,
+                           const Tensor& max_output_boxes_per_class, const Tensor& iou_threshold,
+                           const Tensor& score_threshold, bool center_point_box) {
+  static const OpDef& nms_op = op("non_max_suppression");
+  return dispatch1(nms_op,
+                   {boxes, scores, max_output_boxes_per_class, iou_threshold, score_threshold},
+                   {{"center_point_box", center_point_box}});
 }
 
 Tensor bincount(const Tensor& x, const Tensor& weights, int64_t minlength) {

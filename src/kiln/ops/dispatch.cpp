@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <atomic>
 
+#include "kiln/ops/attrs_text.h"
+#include "kiln/ops/data_dependent.h"
+#include "kiln/util/profile_recorder.h"
+
 namespace kiln {
 namespace {
 
@@ -125,6 +129,27 @@ void notify(const OpDef& op, const std::vector<Tensor>& inputs, const Attrs& rec
   }
 }
 
+// Concrete inputs give static output shapes, except where an op's output
+// size is a symbol its data binds (data_dependent.h).
+bool has_static_shapes(const std::vector<TensorMeta>& outputs) {
+  return std::all_of(outputs.begin(), outputs.end(),
+                     [](const TensorMeta& m) { return is_static(m.shape); });
+}
+
+// The profiler's range of one op: its inputs' shapes and its attributes,
+// when the session wants them.
+void record_shapes(profiler::Range& range, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+  if (!range.wants_shapes()) return;
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) {
+      range.add_absent_input();
+      continue;
+    }
+    range.add_shape(t.shape().data(), t.shape().size());
+  }
+  if (!attrs.items().empty()) range.set_attributes(attrs_to_string(attrs));
+}
+
 bool can_cast(DType from, DType to) {
   return category(from) <= category(to);
 }
@@ -189,8 +214,10 @@ Attrs concrete_attrs(const OpDef& op, const Attrs& attrs) {
 }
 
 std::vector<Tensor> dispatch(const OpDef& op, std::vector<Tensor> inputs, const Attrs& given) {
+  profiler::Range range(profiler::EventKind::Op, op.name);
   check_autograd_ready(op, inputs);
   const Attrs recorded = normalize_attrs(op, given);
+  record_shapes(range, inputs, recorded);
   const Attrs attrs = concrete_attrs(op, recorded);
   std::vector<TensorMeta> metas = metas_of(op, inputs);
   InferResult inferred = infer_meta(op, metas, attrs);
@@ -202,10 +229,12 @@ std::vector<Tensor> dispatch(const OpDef& op, std::vector<Tensor> inputs, const 
     for (ViewMeta& v : op.view(ViewArgs{inputs[0], attrs})) {
       outputs.push_back(make_view(inputs[0], std::move(v.shape), std::move(v.strides), v.offset));
     }
-  } else {
+  } else if (has_static_shapes(inferred.outputs)) {
     for (const TensorMeta& m : inferred.outputs)
       outputs.push_back(make_tensor(to_static(m.shape, op.name), m.dtype));
     run_kernel(op, inputs, outputs, attrs);
+  } else {  // sizes the data decides: Note [Data-dependent output shapes]
+    outputs = run_data_dependent(op, inputs, attrs);
   }
   notify(op, inputs, recorded, attrs, outputs);
   return outputs;
@@ -221,8 +250,10 @@ void dispatch_into(const OpDef& op, std::vector<Tensor> inputs, const Attrs& giv
                    const Tensor& out) {
   KILN_ASSERT(op.kind != OpKind::View && op.num_outputs == 1, op.name,
               " cannot write into an existing tensor");
+  profiler::Range range(profiler::EventKind::Op, op.name);
   check_autograd_ready(op, inputs);
   const Attrs recorded = normalize_attrs(op, given);
+  record_shapes(range, inputs, recorded);
   const Attrs attrs = concrete_attrs(op, recorded);
   std::vector<TensorMeta> metas = metas_of(op, inputs);
   InferResult inferred = infer_meta(op, metas, attrs);

@@ -8,6 +8,7 @@
 #include "kiln/core/factory.h"
 #include "kiln/jit/compile/control_flow_grad.h"
 #include "kiln/jit/exec/interpreter.h"
+#include "kiln/jit/ir/size_symbols.h"
 #include "kiln/jit/trace/recorder.h"
 #include "kiln/ops/copy.h"
 
@@ -210,6 +211,10 @@ JointRun record_joint(const Graph& graph, size_t num_outputs, std::span<const Te
 
 std::string why_not_differentiable(const Graph& graph, const std::vector<bool>& input_needs_grad,
                                    const std::vector<bool>& param_needs_grad) {
+  // A compiled backward is planned before it runs; these sizes are not known then.
+  if (binds_size_symbols(graph))
+    return "a node's output size is bound only when it runs (Note [Data-dependent output "
+           "shapes])";
   std::unordered_set<const Value*> sources;
   for (size_t i = 0; i < graph.inputs().size() && i < input_needs_grad.size(); ++i)
     if (input_needs_grad[i]) sources.insert(graph.inputs()[i]);

@@ -11,9 +11,11 @@
 #include "kiln/autograd/autograd.h"
 #include "kiln/jit/exec/executable.h"
 #include "kiln/jit/exec/interpreter.h"
+#include "kiln/jit/ir/size_symbols.h"
 #include "kiln/jit/ir/specialize.h"
 #include "kiln/jit/passes/pipeline.h"
 #include "kiln/ops/copy.h"
+#include "kiln/util/profile_recorder.h"
 
 namespace kiln::jit {
 namespace {
@@ -61,6 +63,16 @@ std::shared_ptr<const GraphRunner> make_runner(const std::shared_ptr<const Graph
     factory = g_runner_factory;
   }
   if (factory) return factory(graph);
+  if (binds_size_symbols(*graph)) {  // the Executable runs it at run time: say so
+    PassRecord record{
+        .name = "plan", .nodes_before = graph->num_nodes(), .nodes_after = graph->num_nodes()};
+    record.notes.push_back(
+        "no arena: a node's output size is bound only when it runs (Note [Data-dependent "
+        "output shapes]), so the graph runs node by node and allocates at run time");
+    report.passes.push_back(std::move(record));
+    report.nodes_before = report.nodes_after = graph->num_nodes();
+    report.reached_fixed_point = true;
+  }
   std::vector<std::pair<size_t, std::string>> by_name;
   for (const OutputIntoParam& i : into)
     by_name.emplace_back(i.output, i.param->name());
@@ -408,6 +420,8 @@ std::vector<Tensor> CompiledFunction::run(std::span<const Tensor> inputs) const 
 }
 
 std::vector<Tensor> CompiledFunction::run_matched(std::span<const Tensor> inputs) const {
+  // The profiler's range of the call: its plan's steps (or replayed ops) nest in it.
+  profiler::Range range(profiler::EventKind::Call, "CompiledFunction");
   // replays_through_dispatch(), decided once: needs_grad walks every input
   // and parameter, and grad_plan takes a lock.
   std::vector<Tensor> results;

@@ -1,5 +1,6 @@
 #include "kiln/jit/compile/per_size_runner.h"
 
+#include "kiln/jit/ir/size_symbols.h"
 #include "kiln/jit/ir/specialize.h"
 #include "kiln/util/error.h"
 
@@ -11,6 +12,7 @@ PerSizeRunner::PerSizeRunner(std::shared_ptr<const Graph> graph, Factory factory
       placer_(std::make_shared<SymbolicPlacer>(graph_)),
       max_sizes_(max_sizes) {
   KILN_CHECK(max_sizes_ > 0, "PerSizeRunner: max_sizes must be positive");
+  if (binds_size_symbols(*graph_)) unspecialized_ = factory_(graph_, {});
 }
 
 void PerSizeRunner::append_key(std::vector<int64_t>& key, const IntList& shape) {
@@ -19,6 +21,13 @@ void PerSizeRunner::append_key(std::vector<int64_t>& key, const IntList& shape) 
 }
 
 PerSizeRunner::Found PerSizeRunner::entry_for(std::span<const Tensor> inputs) const {
+  if (unspecialized_) {
+    std::vector<IntList> shapes;
+    for (const Tensor& t : inputs)
+      shapes.push_back(t.shape());
+    bind_symbols(*graph_, shapes);  // checks the shapes and the guards on them
+    return {graph_, unspecialized_};
+  }
   std::vector<int64_t> key;
   for (const Tensor& t : inputs)
     append_key(key, t.shape());
@@ -56,6 +65,7 @@ PerSizeRunner::Found PerSizeRunner::make_entry(std::vector<int64_t> key,
 }
 
 RunnerStats PerSizeRunner::prepare(std::span<const IntList> input_shapes) const {
+  if (unspecialized_) return unspecialized_->stats();
   std::vector<int64_t> key;
   for (const IntList& shape : input_shapes)
     append_key(key, shape);
@@ -82,6 +92,7 @@ size_t PerSizeRunner::num_sizes() const {
 }
 
 RunnerStats PerSizeRunner::stats() const {
+  if (unspecialized_) return unspecialized_->stats();
   std::lock_guard<std::mutex> lock(mutex_);
   return entries_.empty() ? RunnerStats{} : entries_.front()->runner->stats();
 }

@@ -9,6 +9,12 @@
 // dropped past `max_sizes`. The arena offsets of every size's plan come from
 // one symbolic placement (symbolic_memory.h), so the peak memory is a
 // formula over the symbols.
+//
+// A graph with a node whose output size its data decides (nonzero, unique:
+// Note [Data-dependent output shapes]) has sizes no input gives: it is not
+// specialized per size. One runner is made over the symbolic graph (an
+// Executable of it runs at run time, node by node, and binds those sizes as
+// the nodes run); a call's input shapes are checked as for any other graph.
 #pragma once
 
 #include <functional>
@@ -65,6 +71,7 @@ class PerSizeRunner final : public GraphRunner {
 
   std::shared_ptr<const Graph> graph_;
   Factory factory_;
+  std::shared_ptr<const GraphRunner> unspecialized_;  // set: data-dependent sizes, see above
   std::shared_ptr<SymbolicPlacer> placer_;
   size_t max_sizes_;
   mutable std::mutex mutex_;

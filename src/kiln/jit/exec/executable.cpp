@@ -4,10 +4,28 @@
 #include <atomic>
 
 #include "kiln/jit/exec/control_flow_exec.h"
+#include "kiln/jit/exec/interpreter.h"
 #include "kiln/jit/exec/workspace.h"
+#include "kiln/jit/ir/size_symbols.h"
+#include "kiln/ops/attrs_text.h"
+#include "kiln/util/profile_recorder.h"
 
 namespace kiln::jit {
 namespace {
+
+// A step's range in the profile, with its inputs' shapes and its attributes
+// (a fused_elementwise's program) when wanted.
+void record_step_shapes(profiler::Range& range, const KernelArgs& args) {
+  if (!range.wants_shapes()) return;
+  for (const cpu::StridedView& v : args.inputs) {
+    if (v.data == nullptr) {
+      range.add_absent_input();
+      continue;
+    }
+    range.add_shape(v.shape, size_t(v.ndim));
+  }
+  if (!args.attrs.items().empty()) range.set_attributes(attrs_to_string(args.attrs));
+}
 
 std::string input_label(const Value* v, size_t i) {
   return v->name().empty() ? str("input ", i) : str("input ", i, " ('", v->name(), "')");
@@ -19,6 +37,12 @@ Executable::Executable(std::shared_ptr<const Graph> graph, std::span<const Outpu
                        const BufferPlacer& place)
     : graph_(std::move(graph)) {
   KILN_CHECK_VALUE(graph_ != nullptr, "Executable: no graph given");
+  if (binds_size_symbols(*graph_)) {  // sizes only the run decides: no plan
+    KILN_CHECK(into.empty(), "Executable: a graph whose sizes its data decides (",
+               "Note [Data-dependent output shapes]) cannot write its outputs into parameters");
+    runs_at_run_time_ = std::make_shared<Interpreter>(graph_);
+    return;
+  }
   plan_ = lower(*graph_, into, place);
   // One workspace up front, so a single-threaded caller allocates nothing
   // but results, from the first call on.
@@ -29,7 +53,13 @@ Executable::Executable(std::shared_ptr<const Graph> graph, std::span<const Outpu
 Executable::~Executable() = default;
 
 RunnerStats Executable::stats() const {
+  if (runs_at_run_time_) return {};
   return RunnerStats{plan_.memory.arena_bytes, plan_.memory.unshared_bytes, plan_.steps.size()};
+}
+
+void Executable::check_plan(const char* what) const {
+  KILN_CHECK(!runs_at_run_time_, "compiled graph: ", what, " needs a plan, and this graph has ",
+             "none: its data decides sizes (Note [Data-dependent output shapes])");
 }
 
 size_t Executable::num_workspaces() const {
@@ -95,6 +125,7 @@ std::vector<Tensor> Executable::run(std::span<const Tensor> inputs) const {
 std::vector<Tensor> Executable::run_unchecked(std::span<const Tensor> inputs) const {
   KILN_ASSERT(inputs.size() == graph_->inputs().size(), "compiled graph: ", inputs.size(),
               " inputs for ", graph_->inputs().size(), " (the caller skipped its check)");
+  if (runs_at_run_time_) return runs_at_run_time_->run_unchecked(inputs);
   std::vector<Tensor> outputs;
   outputs.reserve(graph_->outputs().size());
   for (size_t j = 0; j < graph_->outputs().size(); ++j) {
@@ -108,6 +139,7 @@ std::vector<Tensor> Executable::run_unchecked(std::span<const Tensor> inputs) co
 }
 
 void Executable::run_into(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const {
+  check_plan("run_into");
   check_inputs(inputs);
   check_outputs(outputs, inputs);
   execute(inputs, outputs);
@@ -169,6 +201,7 @@ uint64_t fresh_input_key() {
 void Executable::run_views(std::span<const cpu::StridedView> inputs,
                            std::span<const cpu::StridedView> outputs,
                            std::span<const uint64_t> input_keys) const {
+  check_plan("run_views");
   bool inputs_strided = false;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const cpu::StridedView& assumed = plan_.slots[size_t(plan_.input_slots[i])].view;
@@ -199,10 +232,13 @@ void Executable::run_views(std::span<const cpu::StridedView> inputs,
 void Executable::run_steps(Workspace& ws, bool inputs_strided,
                            std::span<const uint64_t> input_keys) const {
   const cpu::StridedView* args = ws.args();
+  const bool profiling = profiler::recording();  // read once per run, not per step
   for (const Step& step : plan_.steps) {
     const cpu::StridedView* first = args + step.first_arg;
     KernelArgs kernel_args{
         {first, step.num_inputs}, {first + step.num_inputs, step.num_outputs}, *step.attrs};
+    profiler::Range range(profiling, profiler::EventKind::Step, step.op->name);
+    record_step_shapes(range, kernel_args);
     if (step.control_flow) {
       // It takes any strides itself.
       run_control_flow(step, kernel_args, ws, input_keys);

@@ -35,6 +35,12 @@
 //   statistics in place and bumps their version counters, as eager does.
 // - No autograd: results do not require grad. Calls are independent of grad
 //   mode; training through a compiled graph is not supported yet.
+// - A graph with a node whose output size the data decides (nonzero,
+//   unique: Note [Data-dependent output shapes]) has no plan: an arena
+//   cannot be placed before the run decides its sizes. Such an Executable
+//   runs the graph through the Interpreter, allocating at run time, with
+//   the Interpreter's semantics (stats() says no plan; run_into and
+//   run_views refuse).
 // - The graph must not change after compiling (the executable keeps it for
 //   graph() and for its parameter tensors, and assumes it is frozen).
 #pragma once
@@ -99,6 +105,7 @@ class Executable final : public GraphRunner {
 
  private:
   void check_inputs(std::span<const Tensor> inputs) const;
+  void check_plan(const char* what) const;
   void check_outputs(std::span<const Tensor> outputs, std::span<const Tensor> inputs) const;
   void execute(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const;
   void run_steps(Workspace& ws, bool inputs_strided, std::span<const uint64_t> input_keys) const;
@@ -109,6 +116,7 @@ class Executable final : public GraphRunner {
 
   std::shared_ptr<const Graph> graph_;
   Plan plan_;
+  std::shared_ptr<const GraphRunner> runs_at_run_time_;  // set: no plan, see above
   // Free workspaces; a call takes one and gives it back, so concurrent calls
   // never share one. The lock is held only to pop or push.
   mutable std::mutex pool_mutex_;

@@ -3,11 +3,18 @@
 // autograd records the backward as it does for eager ops, and a recorder on
 // the calling thread records the replayed ops (a compiled function called
 // inside a trace is inlined).
+//
+// A graph with nodes whose output sizes the data decides (nonzero, unique:
+// Note [Data-dependent output shapes]) runs here too: each such node binds
+// its size symbol when it runs, attributes that mention it are evaluated
+// before their node runs, and the graph's guards on it are checked then.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "kiln/jit/exec/runner.h"
@@ -38,9 +45,13 @@ class Interpreter final : public GraphRunner {
     std::vector<int> release;  // slots whose last use is this step
     const Node* node;          // for a control-flow node: what run_control_flow reads
     std::vector<std::shared_ptr<const GraphRunner>> blocks;  // its blocks' interpreters
+    std::string binds;                                       // the size symbol it binds, or ""
   };
 
   void plan_releases();
+  std::vector<Tensor> run_step(const Step& step, std::vector<Tensor> args,
+                               std::map<std::string, int64_t>* sizes) const;
+  std::map<std::string, int64_t> input_sizes(std::span<const Tensor> inputs) const;
 
   std::shared_ptr<const Graph> graph_;
   ControlFlowRunner control_flow_;
@@ -48,6 +59,7 @@ class Interpreter final : public GraphRunner {
   std::vector<int> input_slots_, output_slots_;
   std::vector<std::pair<int, const Value*>> bound_;  // parameters and constants
   std::vector<Step> steps_;
+  bool binds_sizes_ = false;  // a node (or a block's) binds a size symbol
 };
 
 }  // namespace kiln::jit

@@ -4,6 +4,7 @@
 #include <exception>
 #include <unordered_map>
 
+#include "kiln/jit/ir/size_symbols.h"
 #include "kiln/ops/dispatch.h"
 
 namespace kiln::jit {
@@ -339,14 +340,14 @@ Node* Graph::insert_at(size_t position, const OpDef& op, std::vector<Value*> inp
 }
 
 Node* Graph::append(const OpDef& op, std::vector<Value*> inputs, const Attrs& attrs) {
-  Attrs full = normalize_attrs(op, attrs);
+  Attrs full = with_size_symbol(*this, op, normalize_attrs(op, attrs));
   std::vector<TensorMeta> types = infer_types(op, inputs, full);
   return insert_at(nodes_.size(), op, std::move(inputs), full, std::move(types));
 }
 
 Node* Graph::insert_before(Node* position, const OpDef& op, std::vector<Value*> inputs,
                            const Attrs& attrs) {
-  Attrs full = normalize_attrs(op, attrs);
+  Attrs full = with_size_symbol(*this, op, normalize_attrs(op, attrs));
   std::vector<TensorMeta> types = infer_types(op, inputs, full);
   return insert_at(position_of(position), op, std::move(inputs), full, std::move(types));
 }

@@ -8,8 +8,13 @@
 // are never folded, and results much larger than their inputs stay computed.
 // Neither are nodes whose result depends on symbolic sizes (a symbolic output
 // type or size attribute: `zeros() {size=[batch, 4]}`): it is no constant.
+// A node whose output size its data decides (nonzero) folds when only the
+// graph's outputs read it: a node reading it is typed over its size symbol,
+// which a constant would not bind.
+#include <algorithm>
 #include <memory>
 
+#include "kiln/jit/ir/size_symbols.h"
 #include "kiln/jit/passes/pass_util.h"
 #include "kiln/jit/passes/passes.h"
 #include "kiln/ops/copy.h"
@@ -35,6 +40,14 @@ bool has_foldable_inputs(const Node& node, bool frozen, const WrittenMemory& wri
     if (written.aliases(*out)) return false;
   }
   return true;
+}
+
+// A data-dependent node read by nothing but the graph's outputs, whose
+// symbol nothing else mentions.
+bool folds_with_its_symbol(const Node& node) {
+  if (bound_symbol(node).empty() || size_symbol_read_elsewhere(node)) return false;
+  return std::all_of(node.outputs().begin(), node.outputs().end(),
+                     [](const Value* out) { return out->uses().empty(); });
 }
 
 bool depends_on_sizes(const Node& node) {
@@ -90,13 +103,18 @@ std::vector<Tensor> evaluate(const Node& node, PassContext& context) {
   }
 }
 
+// Symbolic dims (a size the data decided) match any size.
 bool matches_types(const Node& node, const std::vector<Tensor>& results) {
   if (results.size() != node.outputs().size()) return false;
   for (size_t i = 0; i < results.size(); ++i) {
     const Value* out = node.output(i);
-    if (results[i].dtype() != out->dtype() || !matches_shape(results[i].shape(), out->shape())) {
-      return false;
+    const IntList& shape = results[i].shape();
+    bool dims_match = shape.size() == out->shape().size();
+    for (size_t d = 0; dims_match && d < shape.size(); ++d) {
+      const Dim& dim = out->shape()[d];
+      dims_match = dim.is_symbolic() || dim.static_value() == shape[d];
     }
+    if (results[i].dtype() != out->dtype() || !dims_match) return false;
   }
   return true;
 }
@@ -106,9 +124,18 @@ bool fold(Graph& graph, Node* node, PassContext& context) {
   if (results.empty()) return false;
   KILN_ASSERT(matches_types(*node, results), "constant_fold: ", node->op().name,
               " computed results of other types than the node's outputs");
+  const bool data_dependent = !bound_symbol(*node).empty();
   for (size_t i = 0; i < results.size(); ++i) {
     Value* out = node->output(i);
-    if (is_used(*out)) out->replace_all_uses_with(graph.add_constant(results[i]));
+    if (!is_used(*out)) continue;
+    Value* constant = graph.add_constant(results[i]);
+    if (!data_dependent) {
+      out->replace_all_uses_with(constant);
+      continue;
+    }
+    std::vector<Value*> outputs = graph.outputs();  // its only readers
+    std::replace(outputs.begin(), outputs.end(), out, constant);
+    graph.set_outputs(std::move(outputs));
   }
   context.count_rule("fold " + node->op().name);
   graph.erase(node);
@@ -126,9 +153,10 @@ bool constant_fold(Graph& graph, PassContext& context) {
   for (Node* node : graph.nodes()) {
     if (has_effects(*node) || !has_foldable_inputs(*node, frozen, written)) continue;
     if (node->num_blocks()) continue;  // control flow folds in its blocks, not whole
-    if (depends_on_sizes(*node)) continue;
+    const bool with_symbol = folds_with_its_symbol(*node);
+    if (depends_on_sizes(*node) && !with_symbol) continue;
     if (is_dead(*node)) continue;  // dead code is dce's to remove, not worth computing
-    if (result_too_big(*node, limit)) {
+    if (!with_symbol && result_too_big(*node, limit)) {
       context.note(str(node->op().name, " left unfolded: its result is larger than ", limit,
                        " bytes and than its inputs"));
       continue;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kiln/jit/ir/size_symbols.h"
+
 namespace kiln::jit {
 
 bool writes_inputs(const Node& node) {
@@ -67,6 +69,8 @@ bool is_used(const Value& value) {
 
 bool is_dead(const Node& node) {
   if (has_effects(node)) return false;
+  // nonzero read only for its count (ones(idx.shape[0])): the count needs it.
+  if (size_symbol_read_elsewhere(node)) return false;
   for (const Value* out : node.outputs()) {
     if (is_used(*out)) return false;
   }

@@ -21,6 +21,7 @@
 #include "kiln/core/factory.h"
 #include "kiln/core/shape.h"
 #include "kiln/jit/ir/control_flow.h"
+#include "kiln/jit/ir/size_symbols.h"
 #include "kiln/jit/passes/pass_util.h"
 #include "kiln/jit/passes/passes.h"
 
@@ -123,6 +124,9 @@ std::string reason_to_keep(const Node& node, Mode mode, const WrittenMemory& wri
   // A step's effects (random draws, in-place writes) keep the loop: a write
   // into a carry would reach the init itself once inlined.
   if (any_effects(step)) return "its step has effects";
+  // Copies of a node binding a size symbol (nonzero's count) would share
+  // the symbol, each copy's run rebinding what the others were sized by.
+  if (binds_size_symbols(step)) return "its step binds sizes its data decides";
   // Inlined, the slices and carries may be the scan's inputs (or views of
   // them) rather than buffers of its own: refused where the graph writes
   // into either side.

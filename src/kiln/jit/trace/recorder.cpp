@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "kiln/jit/ir/size_symbols.h"
 #include "kiln/kernels/cpu/copy.h"
 
 namespace kiln::jit {
@@ -417,6 +418,10 @@ void Recorder::record_op(const OpDef& op, std::span<const Tensor> inputs, const 
   note_state_writes(written, inputs);
   shape_env_.set_context(op.name);  // the reason of the guards its inference decides
   Node* node = graph_->append(op, std::move(values), attrs);
+  // A size the data decided (nonzero's count) takes this call's value as
+  // its example: decisions on it become guards, checked when it is bound.
+  if (std::string symbol = bound_symbol(*node); !symbol.empty())
+    shape_env_.set_hint(symbol, bound_value(*node, outputs, shape_env_.hints()));
   KILN_ASSERT(node->outputs().size() == outputs.size(), op.name, ": the graph infers ",
               node->outputs().size(), " outputs, eager gave ", outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i) {

@@ -187,8 +187,9 @@ Conv2dPlan::Conv2dPlan(const StridedView& out, const StridedView& x, const Strid
                        const StridedView& bias, const Conv2dParams& p)
     : params_(p), empty_(out.numel() == 0) {
   if (empty_ || needs_reference(out, w)) return;
-  direct_ = conv2d_direct_f32_applies(out, x, w, p);
-  if (direct_) return;
+  depthwise_ = conv2d_depthwise_f32_applies(out, x, w, p);
+  direct_ = !depthwise_ && conv2d_direct_f32_applies(out, x, w, p);
+  if (depthwise_ || direct_) return;
   auto state = std::make_unique<OneDnn>();
   onednn::guarded("conv2d", [&] { state->entry = make_conv(conv_geometry(out, x, w, bias, p)); });
   onednn_ = std::move(state);
@@ -199,6 +200,10 @@ Conv2dPlan::~Conv2dPlan() = default;
 void Conv2dPlan::run(const StridedView& out, const StridedView& x, const StridedView& w,
                      const StridedView& bias) const {
   if (empty_) return;
+  if (depthwise_) {
+    conv2d_depthwise_f32(out, x, w, bias, params_);
+    return;
+  }
   if (direct_) {
     conv2d_direct_f32(out, x, w, bias, params_);
     return;
@@ -215,6 +220,10 @@ void conv2d(const StridedView& out, const StridedView& x, const StridedView& w,
   if (out.numel() == 0) return;
   if (needs_reference(out, w)) {
     conv2d_reference(out, x, w, bias, p);
+    return;
+  }
+  if (conv2d_depthwise_f32_applies(out, x, w, p)) {
+    conv2d_depthwise_f32(out, x, w, bias, p);
     return;
   }
   if (conv2d_direct_f32_applies(out, x, w, p)) {

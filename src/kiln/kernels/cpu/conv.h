@@ -1,5 +1,5 @@
-// 2-D convolution: oneDNN for float32 (kiln's direct kernel for small
-// problems), a direct loop for float64.
+// 2-D convolution: oneDNN for float32 (kiln's own kernels for depthwise
+// convolutions and small problems), a direct loop for float64.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +33,14 @@ void conv2d_direct_f32(const StridedView& out, const StridedView& x, const Strid
                        const StridedView& bias, const Conv2dParams& p,
                        ConvActivation activation = ConvActivation::None);
 
+// Depthwise float32 convolutions (groups == in == out channels, no
+// dilation: MobileNet's) go to kiln's own kernel (conv_depthwise.cpp): on
+// NCHW oneDNN runs them as one tiny GEMM per channel.
+bool conv2d_depthwise_f32_applies(const StridedView& out, const StridedView& x,
+                                  const StridedView& w, const Conv2dParams& p);
+void conv2d_depthwise_f32(const StridedView& out, const StridedView& x, const StridedView& w,
+                          const StridedView& bias, const Conv2dParams& p);
+
 // The other implementations behind conv2d(), for tests that cross-check them.
 void conv2d_onednn_f32(const StridedView& out, const StridedView& x, const StridedView& w,
                        const StridedView& bias, const Conv2dParams& p);
@@ -57,10 +65,11 @@ class Conv2dPlan {
 
  private:
   struct OneDnn;
-  std::unique_ptr<const OneDnn> onednn_;  // null: nothing to do, direct, or the reference loop
+  std::unique_ptr<const OneDnn> onednn_;  // null: nothing to do, our kernels, or the loop
   Conv2dParams params_;
   bool empty_;
   bool direct_ = false;
+  bool depthwise_ = false;
 };
 
 // conv2d's backward (conv_backward.cpp), with the forward's geometry:
