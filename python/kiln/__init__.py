@@ -13,6 +13,7 @@ from kiln._C import (
     from_numpy,
     is_grad_enabled,
     memory_stats,
+    promote_types,
     release_cached_memory,
 )
 from kiln._control_flow import cond, fori_loop, scan, while_loop
@@ -48,11 +49,15 @@ float32 = dtype.float32
 float64 = dtype.float64
 int32 = dtype.int32
 int64 = dtype.int64
+int16 = dtype.int16
+int8 = dtype.int8
+uint8 = dtype.uint8
 bool = dtype.bool  # noqa: A001  (kiln.bool, as torch.bool)
 float = float32  # noqa: A001
 double = float64
 long = int64
 int = int32  # noqa: A001
+short = int16
 
 _install_tensor_methods()
 _random.install_tensor_methods()

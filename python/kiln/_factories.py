@@ -22,6 +22,9 @@ _NUMPY_DTYPES = {
     _C.dtype.float64: np.float64,
     _C.dtype.int32: np.int32,
     _C.dtype.int64: np.int64,
+    _C.dtype.int16: np.int16,
+    _C.dtype.int8: np.int8,
+    _C.dtype.uint8: np.uint8,
     _C.dtype.bool: np.bool_,
 }
 

@@ -273,6 +273,8 @@ def install_tensor_methods() -> None:
     _install_misc_methods(cls)
     for name, dtype in (("float", _C.dtype.float32), ("double", _C.dtype.float64),
                         ("long", _C.dtype.int64), ("int", _C.dtype.int32),
+                        ("short", _C.dtype.int16), ("char", _C.dtype.int8),
+                        ("byte", _C.dtype.uint8),
                         ("bool", _C.dtype.bool)):
         setattr(cls, name, _cast(dtype))
     # The op functions themselves: a Python function on a class is a method

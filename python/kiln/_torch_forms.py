@@ -435,7 +435,8 @@ def get_default_dtype() -> _C.dtype:
 __all__ += ["finfo", "iinfo", "meshgrid"]
 
 _FLOATS = {_C.dtype.float32: "float32", _C.dtype.float64: "float64"}
-_INTS = {_C.dtype.int32: "int32", _C.dtype.int64: "int64"}
+_INTS = {_C.dtype.int8: "int8", _C.dtype.uint8: "uint8", _C.dtype.int16: "int16",
+         _C.dtype.int32: "int32", _C.dtype.int64: "int64"}
 
 
 class finfo:

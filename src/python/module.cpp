@@ -109,6 +109,9 @@ std::optional<DType> dtype_of_ndarray(const nb::dlpack::dtype& dt) {
   if (dt == nb::dtype<double>()) return DType::Float64;
   if (dt == nb::dtype<int32_t>()) return DType::Int32;
   if (dt == nb::dtype<int64_t>()) return DType::Int64;
+  if (dt == nb::dtype<int16_t>()) return DType::Int16;
+  if (dt == nb::dtype<int8_t>()) return DType::Int8;
+  if (dt == nb::dtype<uint8_t>()) return DType::UInt8;
   if (dt == nb::dtype<bool>()) return DType::Bool;
   return std::nullopt;
 }
@@ -121,7 +124,7 @@ Tensor from_array(Array array) {
   std::optional<DType> dtype = dtype_of_ndarray(array.dtype());
   KILN_CHECK_TYPE(dtype.has_value(),
                   "can't convert np.ndarray of this dtype. The only supported types are: "
-                  "float64, float32, int64, int32, and bool.");
+                  "float64, float32, int64, int32, int16, int8, uint8, and bool.");
   IntList shape(array.shape_ptr(), array.shape_ptr() + array.ndim());
   IntList strides(array.stride_ptr(), array.stride_ptr() + array.ndim());
   auto* keep_alive = new Array(array);
@@ -281,12 +284,17 @@ NB_MODULE(_C, m) {
       .value("bool", DType::Bool)
       .value("int32", DType::Int32)
       .value("int64", DType::Int64)
+      .value("int8", DType::Int8)
+      .value("uint8", DType::UInt8)
+      .value("int16", DType::Int16)
       .value("float32", DType::Float32)
       .value("float64", DType::Float64)
       .def_prop_ro("is_floating_point", [](DType d) { return is_floating(d); })
+      .def_prop_ro("is_signed", [](DType d) { return d != DType::Bool && !is_unsigned(d); })
       .def_prop_ro("itemsize", [](DType d) { return element_size(d); })
       .def("__repr__", [](DType d) { return "kiln." + to_string(d); })
       .def("__str__", [](DType d) { return "kiln." + to_string(d); });
+  m.def("promote_types", &promote_types, nb::arg("type1"), nb::arg("type2"));
 
   bind_sym_int(m);
   bind_tensor(m);

@@ -11,6 +11,7 @@
 #include "kiln/core/trace_hook.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/data_dependent.h"
+#include "kiln/ops/dispatch.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/registry.h"
@@ -24,6 +25,12 @@ nb::dlpack::dtype dlpack_dtype_of(DType dtype) {
   switch (dtype) {
     case DType::Bool:
       return nb::dtype<bool>();
+    case DType::Int8:
+      return nb::dtype<int8_t>();
+    case DType::UInt8:
+      return nb::dtype<uint8_t>();
+    case DType::Int16:
+      return nb::dtype<int16_t>();
     case DType::Int32:
       return nb::dtype<int32_t>();
     case DType::Int64:
@@ -371,6 +378,14 @@ void bind_tensor(nb::module_& m) {
              [](const Tensor& a, const Tensor& b) { return bitwise_or(a, b); });
   def_binary(cls, "__xor__", "__rxor__",
              [](const Tensor& a, const Tensor& b) { return bitwise_xor(a, b); });
+  def_binary(cls, "__lshift__", "__rlshift__", [](const Tensor& a, const Tensor& b) {
+    static const OpDef& def = op("bitwise_left_shift");
+    return dispatch1(def, {a, b});
+  });
+  def_binary(cls, "__rshift__", "__rrshift__", [](const Tensor& a, const Tensor& b) {
+    static const OpDef& def = op("bitwise_right_shift");
+    return dispatch1(def, {a, b});
+  });
   // matmul takes no Python number; __rmatmul__ serves `ndarray @ tensor`.
   def_binary(cls, "__matmul__", nullptr,
              [](const Tensor& a, const Tensor& b) { return matmul(a, b); });
@@ -406,6 +421,14 @@ void bind_tensor(nb::module_& m) {
   });
   def_inplace(cls, "bitwise_xor_", "__ixor__", [](const Tensor& a, const Tensor& b) {
     static const OpDef& def = op("bitwise_xor");
+    apply_inplace(def, a, {b});
+  });
+  def_inplace(cls, "bitwise_left_shift_", "__ilshift__", [](const Tensor& a, const Tensor& b) {
+    static const OpDef& def = op("bitwise_left_shift");
+    apply_inplace(def, a, {b});
+  });
+  def_inplace(cls, "bitwise_right_shift_", "__irshift__", [](const Tensor& a, const Tensor& b) {
+    static const OpDef& def = op("bitwise_right_shift");
     apply_inplace(def, a, {b});
   });
   def_inplace_alpha<&add_>(cls, "add_");

@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "kiln/core/allocator.h"
+#include "kiln/core/element_cast.h"
 #include "kiln/core/factory.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/random.h"
@@ -14,6 +18,28 @@ TEST(DType, PromotionFollowsPyTorch) {
   EXPECT_EQ(promote_types(DType::Bool, DType::Int32), DType::Int32);
   EXPECT_EQ(promote_types(DType::Float32, DType::Float64), DType::Float64);
   EXPECT_EQ(promote_types(DType::Int64, DType::Float32), DType::Float32);
+  // The small integer types (the whole table is checked against
+  // torch.promote_types in tests/python/test_small_int_dtypes.py).
+  EXPECT_EQ(promote_types(DType::UInt8, DType::Int8), DType::Int16);
+  EXPECT_EQ(promote_types(DType::Int8, DType::UInt8), DType::Int16);
+  EXPECT_EQ(promote_types(DType::UInt8, DType::Int16), DType::Int16);
+  EXPECT_EQ(promote_types(DType::UInt8, DType::Int32), DType::Int32);
+  EXPECT_EQ(promote_types(DType::Bool, DType::UInt8), DType::UInt8);
+  EXPECT_EQ(promote_types(DType::Int8, DType::Int16), DType::Int16);
+  EXPECT_EQ(promote_types(DType::Int16, DType::Float32), DType::Float32);
+  EXPECT_EQ(element_size(DType::Int16), 2u);
+  EXPECT_EQ(dtype_from_string("uint8"), DType::UInt8);
+}
+
+TEST(DType, ElementCastFromFloatsIsDefinedOutOfRange) {
+  // In range: truncation toward zero; a narrower type keeps the low bits of
+  // the int32 conversion, which gives INT32_MIN for NaN and out-of-range values.
+  EXPECT_EQ(element_cast<uint8_t>(-1.5f), uint8_t(255));
+  EXPECT_EQ(element_cast<int8_t>(200.7), int8_t(200 - 256));
+  EXPECT_EQ(element_cast<int16_t>(std::nanf("")), int16_t(0));
+  EXPECT_EQ(element_cast<int32_t>(3e9f), std::numeric_limits<int32_t>::min());
+  EXPECT_EQ(element_cast<int64_t>(3e9f), int64_t(3000000000));
+  EXPECT_EQ(element_cast<int64_t>(1e30), std::numeric_limits<int64_t>::min());
 }
 
 TEST(DType, ScalarsAndZeroDimTensorsOnlyPromoteAcrossCategories) {

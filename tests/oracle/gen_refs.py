@@ -34,6 +34,7 @@ CASE_MODULES = [
     "cases_sampling",
     "cases_scatter_reduce",
     "cases_math_more",
+    "cases_small_int",
     "cases_dynamic",
     "cases_spectral",
 ]

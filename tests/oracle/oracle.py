@@ -18,6 +18,9 @@ import numpy as np
 NP_DTYPES = {
     "float32": np.float32,
     "float64": np.float64,
+    "int8": np.int8,
+    "uint8": np.uint8,
+    "int16": np.int16,
     "int32": np.int32,
     "int64": np.int64,
     "bool": np.bool_,

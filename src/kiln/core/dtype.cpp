@@ -9,7 +9,11 @@ namespace kiln {
 size_t element_size(DType dtype) {
   switch (dtype) {
     case DType::Bool:
+    case DType::Int8:
+    case DType::UInt8:
       return 1;
+    case DType::Int16:
+      return 2;
     case DType::Int32:
       return 4;
     case DType::Int64:
@@ -26,6 +30,12 @@ std::string to_string(DType dtype) {
   switch (dtype) {
     case DType::Bool:
       return "bool";
+    case DType::Int8:
+      return "int8";
+    case DType::UInt8:
+      return "uint8";
+    case DType::Int16:
+      return "int16";
     case DType::Int32:
       return "int32";
     case DType::Int64:
@@ -54,6 +64,12 @@ DTypeCategory category(DType dtype) {
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
   if (category(a) != category(b)) return category(a) > category(b) ? a : b;
+  // Unsigned with signed: the signed type when it is wider, else the signed
+  // type of twice the width (uint8 is the only unsigned type).
+  if (is_unsigned(a) != is_unsigned(b)) {
+    DType signed_one = is_unsigned(a) ? b : a;
+    return element_size(signed_one) > 1 ? signed_one : DType::Int16;
+  }
   return element_size(a) >= element_size(b) ? a : b;
 }
 

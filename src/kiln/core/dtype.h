@@ -9,8 +9,10 @@
 
 namespace kiln {
 
-enum class DType : uint8_t { Bool, Int32, Int64, Float32, Float64 };
-inline constexpr int kNumDTypes = 5;
+// Int8, UInt8 and Int16 come last so the values of the first five stay what
+// they were; nothing may depend on the order (promote_types does not).
+enum class DType : uint8_t { Bool, Int32, Int64, Float32, Float64, Int8, UInt8, Int16 };
+inline constexpr int kNumDTypes = 8;
 
 size_t element_size(DType dtype);
 std::string to_string(DType dtype);                // "float32"
@@ -19,8 +21,13 @@ DType dtype_from_string(const std::string& name);  // throws on an unknown name
 inline bool is_floating(DType d) {
   return d == DType::Float32 || d == DType::Float64;
 }
+// The integer types, bool excluded (PyTorch's is_integral(includeBool=false)).
 inline bool is_integral(DType d) {
-  return d == DType::Int32 || d == DType::Int64;
+  return d == DType::Int8 || d == DType::UInt8 || d == DType::Int16 || d == DType::Int32 ||
+         d == DType::Int64;
+}
+inline bool is_unsigned(DType d) {
+  return d == DType::UInt8;
 }
 
 // The category ordering PyTorch uses when a Python scalar or a 0-d tensor
@@ -28,7 +35,8 @@ inline bool is_integral(DType d) {
 enum class DTypeCategory { Bool, Integral, Floating };
 DTypeCategory category(DType dtype);
 
-// The smallest type that holds both (promote_types in PyTorch).
+// The smallest type that holds both (promote_types in PyTorch): uint8 with
+// int8 gives int16, uint8 with a wider signed type gives that type.
 DType promote_types(DType a, DType b);
 
 inline constexpr DType kDefaultFloat = DType::Float32;
@@ -53,6 +61,18 @@ constexpr DType dtype_of();
 template <>
 constexpr DType dtype_of<bool>() {
   return DType::Bool;
+}
+template <>
+constexpr DType dtype_of<int8_t>() {
+  return DType::Int8;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return DType::UInt8;
+}
+template <>
+constexpr DType dtype_of<int16_t>() {
+  return DType::Int16;
 }
 template <>
 constexpr DType dtype_of<int32_t>() {
@@ -82,6 +102,12 @@ decltype(auto) visit_dtype(DType dtype, Fn&& fn) {
   switch (dtype) {
     case DType::Bool:
       return fn(bool{});
+    case DType::Int8:
+      return fn(int8_t{});
+    case DType::UInt8:
+      return fn(uint8_t{});
+    case DType::Int16:
+      return fn(int16_t{});
     case DType::Int32:
       return fn(int32_t{});
     case DType::Int64:
@@ -106,6 +132,12 @@ decltype(auto) visit_floating(DType dtype, Fn&& fn) {
 template <typename Fn>
 decltype(auto) visit_numeric(DType dtype, Fn&& fn) {
   switch (dtype) {
+    case DType::Int8:
+      return fn(int8_t{});
+    case DType::UInt8:
+      return fn(uint8_t{});
+    case DType::Int16:
+      return fn(int16_t{});
     case DType::Int32:
       return fn(int32_t{});
     case DType::Int64:

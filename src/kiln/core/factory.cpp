@@ -5,6 +5,8 @@
 #include <cstring>
 #include <numeric>
 
+#include "kiln/core/element_cast.h"
+
 namespace kiln {
 namespace {
 
@@ -137,7 +139,7 @@ Tensor tensor_from_data(const void* data, DType src_dtype, const IntList& shape,
       using D = decltype(dst_tag);
       D* dst = static_cast<D*>(t.data_ptr());
       for (int64_t i = 0; i < t.numel(); ++i)
-        dst[i] = static_cast<D>(src[i]);
+        dst[i] = element_cast<D>(src[i]);
     });
   });
   return t;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kiln/core/dtype.h"
+#include "kiln/core/element_cast.h"
 
 namespace kiln {
 
@@ -30,7 +31,9 @@ class Scalar {
   T to() const {
     if constexpr (std::is_same_v<T, bool>) return to_bool();
     if constexpr (std::is_floating_point_v<T>) return T(to_double());
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) return T(to_int());
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      return kind_ == DType::Float64 ? element_cast<T>(d_) : T(i_);
+    }
   }
 
  private:

@@ -31,6 +31,12 @@ Descr parse_descr(const std::string& descr, const std::string& name) {
     dtype = DType::Float32;
   } else if (kind == "f8") {
     dtype = DType::Float64;
+  } else if (kind == "i1") {
+    dtype = DType::Int8;
+  } else if (kind == "u1") {
+    dtype = DType::UInt8;
+  } else if (kind == "i2") {
+    dtype = DType::Int16;
   } else if (kind == "i4") {
     dtype = DType::Int32;
   } else if (kind == "i8") {
@@ -39,7 +45,7 @@ Descr parse_descr(const std::string& descr, const std::string& name) {
     dtype = DType::Bool;
   } else {
     KILN_CHECK_TYPE(false, name, ": dtype '", descr,
-                    "' is not one kiln has (float32/64, int32/64, bool)");
+                    "' is not one kiln has (float32/64, int8/16/32/64, uint8, bool)");
   }
   return {dtype, !little && element_size(dtype) > 1};
 }
@@ -97,6 +103,12 @@ std::string descr_of(DType dtype) {
   switch (dtype) {
     case DType::Bool:
       return "|b1";
+    case DType::Int8:
+      return "|i1";
+    case DType::UInt8:
+      return "|u1";
+    case DType::Int16:
+      return "<i2";
     case DType::Int32:
       return "<i4";
     case DType::Int64:

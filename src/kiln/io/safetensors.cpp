@@ -18,6 +18,12 @@ const char* safetensors_dtype(DType dtype) {
   switch (dtype) {
     case DType::Bool:
       return "BOOL";
+    case DType::Int8:
+      return "I8";
+    case DType::UInt8:
+      return "U8";
+    case DType::Int16:
+      return "I16";
     case DType::Int32:
       return "I32";
     case DType::Int64:
@@ -31,10 +37,10 @@ const char* safetensors_dtype(DType dtype) {
 }
 
 DType dtype_from_safetensors(const std::string& name, const std::string& what) {
-  for (DType dtype : {DType::Bool, DType::Int32, DType::Int64, DType::Float32, DType::Float64})
-    if (name == safetensors_dtype(dtype)) return dtype;
+  for (int i = 0; i < kNumDTypes; ++i)
+    if (name == safetensors_dtype(DType(i))) return DType(i);
   KILN_CHECK_TYPE(false, what, ": dtype \"", name,
-                  "\" is not one kiln has (BOOL, I32, I64, F32, F64)");
+                  "\" is not one kiln has (BOOL, U8, I8, I16, I32, I64, F32, F64)");
   return DType::Float32;
 }
 

@@ -12,6 +12,12 @@ pb::TensorProto_DataType onnx_dtype(DType dtype) {
   switch (dtype) {
     case DType::Bool:
       return pb::TensorProto_DataType_BOOL;
+    case DType::Int8:
+      return pb::TensorProto_DataType_INT8;
+    case DType::UInt8:
+      return pb::TensorProto_DataType_UINT8;
+    case DType::Int16:
+      return pb::TensorProto_DataType_INT16;
     case DType::Int32:
       return pb::TensorProto_DataType_INT32;
     case DType::Int64:

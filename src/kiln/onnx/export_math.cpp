@@ -15,7 +15,10 @@
 //                              moved onto b's side (kernels/cpu/division.h)
 //   floor_divide            -> the formulas of kernels/cpu/division.h
 //   bitwise_and/or/xor/not  -> And/Or/Xor/Not on bools; ~x = -x - 1 on
-//                              integers; BitwiseAnd & co. need opset 18
+//                              signed integers, 255 - x on uint8;
+//                              BitwiseAnd & co. need opset 18
+//   bitwise_left/right_shift -> BitShift LEFT / RIGHT (uint8 only: ONNX's
+//                              BitShift has no signed types)
 //   masked_fill             -> Where(mask, value, x)
 //   triu, tril              -> Trilu (opset 14), else a Where over a
 //                              constant mask of the last two dims
@@ -248,7 +251,21 @@ void bitwise_not(const Node& node, ExportContext& c) {
     c.node_for(node.output(), "Not", {x});
     return;
   }
+  if (is_unsigned(dtype)) {  // ONNX's Neg has no unsigned types
+    c.node_for(node.output(), "Sub", {c.scalar(255.0, dtype), x});
+    return;
+  }
   c.node_for(node.output(), "Sub", {c.temp("Neg", {x}), c.scalar(1.0, dtype)});
+}
+
+template <bool kLeft>
+void bit_shift(const Node& node, ExportContext& c) {
+  DType dtype = node.output()->dtype();
+  KILN_CHECK(is_unsigned(dtype), "onnx export: ", node.op().name, " of ", dtype,
+             " has no ONNX form (ONNX's BitShift takes unsigned integers only)");
+  auto& made = c.node_for(node.output(), "BitShift",
+                          {c.as_dtype(node.input(0), dtype), c.as_dtype(node.input(1), dtype)});
+  set_attr(made, "direction", std::string(kLeft ? "LEFT" : "RIGHT"));
 }
 
 // ---- addcmul, addcdiv, masked_fill ----
@@ -315,6 +332,8 @@ void add_math_exporters(Table& table) {
   table["bitwise_or"] = bitwise<kOr>;
   table["bitwise_xor"] = bitwise<kXor>;
   table["bitwise_not"] = bitwise_not;
+  table["bitwise_left_shift"] = bit_shift<true>;
+  table["bitwise_right_shift"] = bit_shift<false>;
   table["addcmul"] = addcmul;
   table["addcdiv"] = addcdiv;
   table["masked_fill"] = masked_fill;

@@ -20,6 +20,12 @@ DType dtype_from_onnx(int64_t type, const std::string& what) {
       return DType::Float32;
     case pb::TensorProto_DataType_DOUBLE:
       return DType::Float64;
+    case pb::TensorProto_DataType_INT8:
+      return DType::Int8;
+    case pb::TensorProto_DataType_UINT8:
+      return DType::UInt8;
+    case pb::TensorProto_DataType_INT16:
+      return DType::Int16;
     case pb::TensorProto_DataType_INT32:
       return DType::Int32;
     case pb::TensorProto_DataType_INT64:
@@ -29,9 +35,10 @@ DType dtype_from_onnx(int64_t type, const std::string& what) {
     default:
       break;
   }
-  KILN_CHECK_TYPE(false, "onnx import: ", what, " has ONNX data type ",
-                  pb::TensorProto_DataType_Name(pb::TensorProto_DataType(type)),
-                  ", which kiln does not have (float, double, int32, int64, bool)");
+  KILN_CHECK_TYPE(
+      false, "onnx import: ", what, " has ONNX data type ",
+      pb::TensorProto_DataType_Name(pb::TensorProto_DataType(type)),
+      ", which kiln does not have (float, double, int8, uint8, int16, int32, int64, bool)");
   return DType::Float32;
 }
 
@@ -118,6 +125,16 @@ Tensor tensor_from_proto(const pb::TensorProto& proto, const std::string& folder
       break;
     case DType::Int32:
       copy_typed<int32_t>(out, proto.int32_data(), proto.name());
+      break;
+    // ONNX keeps the narrow integer types in int32_data, one value an entry.
+    case DType::Int8:
+      copy_typed<int8_t>(out, proto.int32_data(), proto.name());
+      break;
+    case DType::UInt8:
+      copy_typed<uint8_t>(out, proto.int32_data(), proto.name());
+      break;
+    case DType::Int16:
+      copy_typed<int16_t>(out, proto.int32_data(), proto.name());
       break;
     case DType::Bool:
       copy_typed<bool>(out, proto.int32_data(), proto.name());

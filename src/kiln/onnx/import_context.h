@@ -235,6 +235,9 @@ void add_signal_importers(std::unordered_map<std::string, ImportFn>& table);
 void add_training_importers(std::unordered_map<std::string, ImportFn>& table);
 // Conv, ConvTranspose and the pools (import_conv_pool.cpp).
 void add_conv_pool_importers(std::unordered_map<std::string, ImportFn>& table);
+// QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
+// QLinearMatMul, ConvInteger, QLinearConv (import_quant.cpp).
+void add_quant_importers(std::unordered_map<std::string, ImportFn>& table);
 // Model inputs and outputs of ONNX sequence or optional type
 // (import_sequences.cpp): the input's tensors as graph inputs, from its
 // form in `options` (false, adding none, where they lack it); the tensors

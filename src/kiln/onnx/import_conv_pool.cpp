@@ -86,12 +86,13 @@ double lowest_of(DType dtype) {
     case DType::Float32:
     case DType::Float64:
       return -std::numeric_limits<double>::infinity();
-    case DType::Int32:
-      return double(std::numeric_limits<int32_t>::min());
     case DType::Int64:
       return double(std::numeric_limits<int64_t>::min());  // -2^63, exact in a double
-    default:
+    case DType::Bool:
       return 0.0;
+    default:  // the narrower integers: exact in a double
+      return visit_dtype(
+          dtype, [](auto tag) { return double(std::numeric_limits<decltype(tag)>::lowest()); });
   }
 }
 

@@ -6,6 +6,7 @@
 //   IsInf                   -> isinf (one sign: and x > 0 / x < 0)
 //   Sign                    -> sign (NaN kept, as ONNX Runtime does)
 //   Mod fmod=1 / fmod=0     -> fmod / remainder
+//   BitShift LEFT / RIGHT   -> bitwise_left_shift / bitwise_right_shift
 //   Trilu                   -> triu / tril
 //   CumSum                  -> cumsum (reverse: flipped around it;
 //                              exclusive: shifted by one)
@@ -49,6 +50,14 @@ void sign(const Node& node, ImportContext& c) {
 void mod(const Node& node, ImportContext& c) {
   bool c_fmod = attr_int(node, "fmod", 0) != 0;
   define(node, c, c.emit(c_fmod ? "fmod" : "remainder", {c.input(node, 0), c.input(node, 1)}));
+}
+
+void bit_shift(const Node& node, ImportContext& c) {
+  std::string direction = attr_string(node, "direction", "");
+  KILN_CHECK(direction == "LEFT" || direction == "RIGHT", "onnx import: BitShift node '",
+             node.name(), "' has direction '", direction, "', expected LEFT or RIGHT");
+  const char* op = direction == "LEFT" ? "bitwise_left_shift" : "bitwise_right_shift";
+  define(node, c, c.emit(op, {c.input(node, 0), c.input(node, 1)}));
 }
 
 void trilu(const Node& node, ImportContext& c) {
@@ -118,6 +127,7 @@ void add_math_importers(Table& table) {
   table["IsInf"] = is_inf;
   table["Sign"] = sign;
   table["Mod"] = mod;
+  table["BitShift"] = bit_shift;
   table["Trilu"] = trilu;
   table["CumSum"] = cum_sum;
   table["TopK"] = top_k;

@@ -32,6 +32,7 @@ const Table& importers() {
     add_dynamic_importers(all);
     add_signal_importers(all);
     add_training_importers(all);
+    add_quant_importers(all);
     add_generic_importers(all);  // last: refuses an op type a file above translates
     return all;
   }();

@@ -162,7 +162,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 Tensor pow(const Tensor& a, Scalar exponent) {
   // Only a scalar exponent is checked: an integer tensor exponent gives 0
   // for negative powers (of bases other than 1 and -1) as PyTorch does.
-  bool integer_base = a.dtype() == DType::Int32 || a.dtype() == DType::Int64;
+  bool integer_base = is_integral(a.dtype());
   KILN_CHECK(!(integer_base && !exponent.is_floating() && exponent.to_int() < 0),
              "pow: integers to negative integer powers are not allowed (base of dtype ", a.dtype(),
              ", shape ", a.shape(), ", exponent ", exponent, ")");

@@ -46,6 +46,7 @@ void register_builtin_ops(OpRegistry& registry) {
   register_elementwise_math_ops(registry);
   register_elementwise_binary_ops(registry);
   register_elementwise_integer_ops(registry);
+  register_elementwise_shift_ops(registry);
   register_scatter_ops(registry);
   register_reduction_ops(registry);
   register_view_ops(registry);

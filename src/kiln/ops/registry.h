@@ -43,6 +43,7 @@ void register_builtin_ops(OpRegistry& registry);
 void register_elementwise_unary_ops(OpRegistry& registry);
 void register_elementwise_binary_ops(OpRegistry& registry);
 void register_elementwise_integer_ops(OpRegistry& registry);  // remainder, fmod, bitwise_*
+void register_elementwise_shift_ops(OpRegistry& registry);    // bitwise_left/right_shift
 void register_elementwise_math_ops(OpRegistry& registry);     // log1p, erf, atan2, ...
 void register_scatter_ops(OpRegistry& registry);              // scatter
 void register_reduction_ops(OpRegistry& registry);

@@ -8,6 +8,12 @@ std::string short_name(DType dtype) {
   switch (dtype) {
     case DType::Bool:
       return "bool";
+    case DType::Int8:
+      return "i8";
+    case DType::UInt8:
+      return "u8";
+    case DType::Int16:
+      return "i16";
     case DType::Int32:
       return "i32";
     case DType::Int64:

@@ -100,9 +100,15 @@ bool is_identity(const IntList& perm) {
 // changes nothing.
 bool is_lossless_cast(DType from, DType to) {
   if (from == to || from == DType::Bool) return true;
-  if (from == DType::Int32) return to == DType::Int64 || to == DType::Float64;
   if (from == DType::Float32) return to == DType::Float64;
-  return false;
+  if (!is_integral(from) || to == DType::Bool) return false;
+  // An integer fits a float whose mantissa covers its bits: 8 and 16 bits fit
+  // float32 (24), 32 bits fit float64 (53).
+  if (is_floating(to)) return element_size(from) < element_size(to);
+  // An integer type: wider, and signed unless both are unsigned.
+  if (is_unsigned(to) && !is_unsigned(from)) return false;
+  if (is_unsigned(from) && !is_unsigned(to)) return element_size(to) > element_size(from);
+  return element_size(to) >= element_size(from);
 }
 
 }  // namespace

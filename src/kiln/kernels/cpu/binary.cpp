@@ -17,10 +17,12 @@ namespace {
 // for integer tensors: 1 and -1 keep their magnitude, anything else is 0.
 template <typename T>
 T int_pow(T base, T exp) {
-  if (exp < 0) {
-    if (base == 1) return 1;
-    if (base == -1) return (exp % 2 == 0) ? 1 : -1;
-    return 0;
+  if constexpr (std::is_signed_v<T>) {
+    if (exp < 0) {
+      if (base == 1) return 1;
+      if (base == -1) return (exp % 2 == 0) ? 1 : -1;
+      return 0;
+    }
   }
   using U = std::make_unsigned_t<T>;
   U result = 1, b = U(base);

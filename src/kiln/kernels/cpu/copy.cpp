@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kiln/core/element_cast.h"
 #include "kiln/kernels/cpu/loops.h"
 
 namespace kiln::cpu {
@@ -12,7 +13,7 @@ void copy_convert(const StridedView& out, const StridedView& in) {
     using TOut = decltype(out_tag);
     visit_dtype(in.dtype, [&](auto in_tag) {
       using TIn = decltype(in_tag);
-      unary_loop<TOut, TIn>(out, in, [](TIn v) { return static_cast<TOut>(v); });
+      unary_loop<TOut, TIn>(out, in, [](TIn v) { return element_cast<TOut>(v); });
     });
   });
 }

@@ -10,6 +10,7 @@
 // expect b != 0 (the kernel checks first: PyTorch raises
 // ZeroDivisionError) and treat b == -1 apart, where C++'s / and % would
 // overflow on the most negative value: a // -1 wraps to -a, as in PyTorch.
+// For uint8, T(-1) is 255, an ordinary divisor.
 #pragma once
 
 #include <cmath>
@@ -22,7 +23,10 @@ T fmod_of(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
     return std::fmod(a, b);
   } else {
-    return b == T(-1) ? T(0) : T(a % b);
+    if constexpr (std::is_signed_v<T>) {
+      if (b == T(-1)) return T(0);
+    }
+    return T(a % b);
   }
 }
 
@@ -54,6 +58,7 @@ T floor_divide_of(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
     return floor_divide_floating(a, b);
   } else {
+    if constexpr (std::is_unsigned_v<T>) return T(a / b);
     using U = std::make_unsigned_t<T>;
     if (b == T(-1)) return T(U(0) - U(a));
     T quotient = T(a / b), rest = T(a % b);

@@ -54,7 +54,8 @@ void copy_same(const StridedView& out, const StridedView& in);
 template <typename T>
 T abs_of(T x) {
   if constexpr (std::is_floating_point_v<T>) return std::fabs(x);  // clears the sign of -0 too
-  return x < 0 ? T(-x) : x;
+  if constexpr (std::is_unsigned_v<T>) return x;
+  return x < 0 ? T(-x) : x;  // int8's -128 stays -128, as in PyTorch
 }
 
 template <typename T>
