@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "kiln/core/factory.h"
@@ -12,6 +13,7 @@
 #include "kiln/ops/conv_pool.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/dispatch.h"
+#include "kiln/ops/elementwise.h"
 #include "kiln/ops/random.h"
 #include "kiln/ops/view.h"
 
@@ -101,6 +103,25 @@ TEST_F(DepthwiseConv, RandomShapes) {
     k.w = pick(std::max<int64_t>(k.kw - 2 * k.pw, 1), 45);
     check(k, pick(0, 1) == 1, pick(0, 1) == 1);
   }
+}
+
+// relu applied as the kernel stores gives the bits of relu over its output:
+// NaN passes, -0 stays -0 (a plan whose conv2d_act asked it to, take_relu).
+TEST_F(DepthwiseConv, ReluAsItStoresEqualsReluAfterwards) {
+  Tensor x = randn({1, 6, 9, 10}), weight = randn({6, 1, 3, 3}), bias = randn({6});
+  float* data = static_cast<float*>(x.data_ptr());
+  data[0] = NAN;
+  cpu::Conv2dParams p;
+  p.groups = 6, p.padding[0] = p.padding[1] = 1;
+  Tensor plain = empty({1, 6, 9, 10}), fused = empty({1, 6, 9, 10});
+  cpu::conv2d_depthwise_f32(view_of(plain), view_of(x), view_of(weight), view_of(bias), p);
+  Tensor after = relu(plain);
+  cpu::conv2d_depthwise_f32(view_of(fused), view_of(x), view_of(weight), view_of(bias), p, true);
+  EXPECT_EQ(std::memcmp(fused.data_ptr(), after.data_ptr(), size_t(after.numel()) * 4), 0);
+  cpu::Conv2dPlan plan(view_of(fused), view_of(x), view_of(weight), view_of(bias), p);
+  ASSERT_TRUE(plan.take_relu());
+  plan.run(view_of(fused), view_of(x), view_of(weight), view_of(bias));
+  EXPECT_EQ(std::memcmp(fused.data_ptr(), after.data_ptr(), size_t(after.numel()) * 4), 0);
 }
 
 // Channel multipliers, dilation and float64 are not depthwise's: they keep

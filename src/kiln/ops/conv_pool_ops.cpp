@@ -141,6 +141,8 @@ class PreparedConv2d final : public PreparedKernel {
     plan_.run(batched(args.outputs[0]), batched(args.inputs[0]), args.inputs[1], conv_bias(args));
   }
 
+  bool take_relu() override { return plan_.take_relu(); }
+
   // The weight, kept in oneDNN's blocked layout across calls.
   int packable_input() const override { return plan_.packs_weights() ? 1 : -1; }
   void run_packed(const KernelArgs& args, uint64_t version) const override {

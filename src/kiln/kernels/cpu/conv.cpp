@@ -238,11 +238,12 @@ void Conv2dPlan::run(const StridedView& out, const StridedView& x, const Strided
                      const StridedView& bias) const {
   if (empty_) return;
   if (depthwise_) {
-    conv2d_depthwise_f32(out, x, w, bias, params_);
+    conv2d_depthwise_f32(out, x, w, bias, params_, relu_);
     return;
   }
   if (direct_) {
-    conv2d_direct_f32(out, x, w, bias, params_);
+    conv2d_direct_f32(out, x, w, bias, params_,
+                      relu_ ? ConvActivation::Relu : ConvActivation::None);
     return;
   }
   if (!onednn_) {
@@ -250,6 +251,11 @@ void Conv2dPlan::run(const StridedView& out, const StridedView& x, const Strided
     return;
   }
   onednn::guarded("conv2d", [&] { execute_conv(onednn_->entry, out, x, w, bias); });
+}
+
+bool Conv2dPlan::take_relu() {
+  relu_ = !empty_ && (depthwise_ || direct_);
+  return relu_;
 }
 
 bool Conv2dPlan::packs_weights() const {

@@ -38,8 +38,9 @@ void conv2d_direct_f32(const StridedView& out, const StridedView& x, const Strid
 // NCHW oneDNN runs them as one tiny GEMM per channel.
 bool conv2d_depthwise_f32_applies(const StridedView& out, const StridedView& x,
                                   const StridedView& w, const Conv2dParams& p);
+// relu: applied as it stores, the bits relu over the output gives.
 void conv2d_depthwise_f32(const StridedView& out, const StridedView& x, const StridedView& w,
-                          const StridedView& bias, const Conv2dParams& p);
+                          const StridedView& bias, const Conv2dParams& p, bool relu = false);
 
 // The other implementations behind conv2d(), for tests that cross-check them.
 void conv2d_onednn_f32(const StridedView& out, const StridedView& x, const StridedView& w,
@@ -69,6 +70,11 @@ class Conv2dPlan {
   // weights do not change between calls (frozen, or between optimizer
   // steps) keeps them packed. Same bits as run().
   bool packs_weights() const;
+
+  // Asked once, before any run: true when the kernel the plan chose (kiln's
+  // depthwise or direct one) applies relu as it stores, which run() then
+  // does (conv2d_act with relu; the same bits as relu afterwards).
+  bool take_relu();
   void run_packed(const StridedView& out, const StridedView& x, const StridedView& w,
                   const StridedView& bias, uint64_t version) const;
 
@@ -79,6 +85,7 @@ class Conv2dPlan {
   bool empty_;
   bool direct_ = false;
   bool depthwise_ = false;
+  bool relu_ = false;
 };
 
 // conv2d's backward (conv_backward.cpp), with the forward's geometry:

@@ -34,6 +34,7 @@ struct Geometry {
   int64_t C, H, W, OH, OW, KH, KW, sh, sw, ph, pw;
   int64_t rows;         // padded input rows the output reads
   int64_t phase_width;  // floats per row of one phase
+  bool relu;            // applied as the results are stored
 };
 
 Geometry geometry_of(const StridedView& out, const StridedView& x, const StridedView& w,
@@ -129,11 +130,14 @@ void block(const Geometry& g, const float* phases, const int64_t* taps, const fl
   for (int r = 0; r < kRows; ++r) {
     float* out_row = out + (oh + r) * g.OW;
     for (int i = 0; i < kVectors; ++i) {
+      // max returns its second operand when one is NaN: NaN passes and -0
+      // stays -0, as in relu's x < 0 ? 0 : x.
+      const __m256 v = g.relu ? _mm256_max_ps(_mm256_setzero_ps(), acc[r][i]) : acc[r][i];
       const int64_t first = ow0 + i * kLanes;
       if (first + kLanes <= g.OW) {
-        _mm256_storeu_ps(out_row + first, acc[r][i]);
+        _mm256_storeu_ps(out_row + first, v);
       } else {
-        _mm256_maskstore_ps(out_row + first, tail_mask(g.OW - first), acc[r][i]);
+        _mm256_maskstore_ps(out_row + first, tail_mask(g.OW - first), v);
       }
     }
   }
@@ -204,8 +208,9 @@ bool conv2d_depthwise_f32_applies(const StridedView& out, const StridedView& x,
 }
 
 void conv2d_depthwise_f32(const StridedView& out, const StridedView& x, const StridedView& w,
-                          const StridedView& bias, const Conv2dParams& p) {
-  const Geometry g = geometry_of(out, x, w, p);
+                          const StridedView& bias, const Conv2dParams& p, bool relu) {
+  Geometry g = geometry_of(out, x, w, p);
+  g.relu = relu;
   const int64_t N = x.shape[0], planes = N * g.C;
   const int64_t work = out.numel() * g.KH * g.KW;
   const std::vector<int64_t> taps = tap_offsets(g);
