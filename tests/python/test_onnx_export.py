@@ -100,22 +100,10 @@ ORT_DIFFERS = {"mean/empty_nan", "amax/nan", "amin/nan", "max/nan_first", "min/n
                "topk/nan_smallest"}
 
 
-# Rows of the small integer types whose ONNX op has no such type (Pow and
-# ReduceSum take no int8/uint8/int16, Neg no uint8, ReduceMax no int16):
-# kiln writes the op anyway and the checker refuses the model. Computing
-# them in int32 and casting back would be exact; not done yet.
-ONNX_LACKS_TYPE = {"pow/int8", "pow/uint8", "pow/int16", "neg/uint8", "floor_divide/uint8",
-                   "sum/int8_keeps_dtype_wraps", "sum/uint8_keeps_dtype_wraps",
-                   "sum/int16_keeps_dtype_wraps", "amax/int16", "max/int16_dim"}
-
-
 def marked(case):
     if case.case_id() in ORT_DIFFERS:
         return pytest.param(case, marks=pytest.mark.xfail(strict=True,
                                                           reason="ONNX Runtime differs"))
-    if case.case_id() in ONNX_LACKS_TYPE:
-        return pytest.param(case, marks=pytest.mark.xfail(strict=True,
-                                                          reason="ONNX's op lacks the type"))
     return case
 
 

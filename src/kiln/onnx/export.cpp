@@ -7,6 +7,7 @@
 
 #include "kiln/jit/ir/rebatch.h"
 #include "kiln/onnx/export_context.h"
+#include "kiln/onnx/export_widen.h"
 #include "kiln/onnx/onnx_export.h"
 #include "kiln/ops/fused.h"
 #include "kiln/ops/registry.h"
@@ -249,6 +250,7 @@ std::string export_model_bytes(const Graph& source, size_t num_outputs,
     set_type(*info, value, dynamic_batch && !value->shape().empty(), pinned);
   }
   remove_dead_nodes(onnx_graph, !options.keep_initializers_as_inputs);
+  widen_types_onnx_lacks(model, options.opset_version);
   std::string bytes;
   KILN_CHECK(model.SerializeToString(&bytes),
              "onnx export: the model does not serialize "

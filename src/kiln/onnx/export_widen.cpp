@@ -1,0 +1,178 @@
+// Types an ONNX op lacks: kiln has int8, uint8 and int16 everywhere, while
+// many ONNX ops take only some integer types (Pow, ReduceSum and Neg have
+// no uint8; ReduceMax no int16 before opset 18). Rather than keep a list of
+// such ops by hand, the exporter asks ONNX's own schema of each node which
+// types its type parameters allow; where an operand's type is not among
+// them, the node computes in the narrowest allowed type that holds every
+// value (int32 for the 8- and 16-bit types) and its results are cast back.
+// Integer arithmetic in int32 then cast back wraps exactly as the small
+// type's does (both are modulo 2^8 or 2^16), and comparisons, maxima and
+// floor division of values that fit are unchanged.
+#include "kiln/onnx/export_widen.h"
+
+#include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace kiln::onnx {
+namespace {
+
+using ElemType = pb::TensorProto_DataType;
+
+std::string tensor_type_str(int elem_type) {
+  static const std::map<int, std::string> kNames = {
+      {pb::TensorProto_DataType_FLOAT, "float"},   {pb::TensorProto_DataType_DOUBLE, "double"},
+      {pb::TensorProto_DataType_INT8, "int8"},     {pb::TensorProto_DataType_UINT8, "uint8"},
+      {pb::TensorProto_DataType_INT16, "int16"},   {pb::TensorProto_DataType_INT32, "int32"},
+      {pb::TensorProto_DataType_INT64, "int64"},   {pb::TensorProto_DataType_BOOL, "bool"},
+      {pb::TensorProto_DataType_UINT16, "uint16"}, {pb::TensorProto_DataType_UINT32, "uint32"}};
+  auto found = kNames.find(elem_type);
+  return found == kNames.end() ? "" : "tensor(" + found->second + ")";
+}
+
+// The types that hold every value of `elem_type`, narrowest first.
+std::vector<int> wider_types(int elem_type) {
+  switch (elem_type) {
+    case pb::TensorProto_DataType_INT8:
+    case pb::TensorProto_DataType_UINT8:
+    case pb::TensorProto_DataType_INT16:
+      return {pb::TensorProto_DataType_INT32, pb::TensorProto_DataType_INT64};
+    case pb::TensorProto_DataType_INT32:
+      return {pb::TensorProto_DataType_INT64};
+    default:
+      return {};
+  }
+}
+
+// The element type of every tensor the graph names, as ONNX's own shape
+// inference (run on a copy, so the model keeps no inferred value_info) sees
+// it.
+std::unordered_map<std::string, int> element_types(const pb::ModelProto& model) {
+  pb::ModelProto inferred = model;
+  try {
+    ::onnx::shape_inference::InferShapes(inferred);
+  } catch (const std::exception&) {
+    // What inference could not type keeps its operands as they are: the
+    // checker names the problem if there is one.
+  }
+  std::unordered_map<std::string, int> types;
+  const pb::GraphProto& graph = inferred.graph();
+  for (const pb::TensorProto& init : graph.initializer())
+    types[init.name()] = init.data_type();
+  auto add = [&](const auto& infos) {
+    for (const pb::ValueInfoProto& info : infos) {
+      if (info.type().has_tensor_type()) types[info.name()] = info.type().tensor_type().elem_type();
+    }
+  };
+  add(graph.input());
+  add(graph.value_info());
+  add(graph.output());
+  return types;
+}
+
+const ::onnx::OpSchema::FormalParameter* formal_at(
+    const std::vector<::onnx::OpSchema::FormalParameter>& formals, int k) {
+  if (formals.empty()) return nullptr;
+  if (size_t(k) < formals.size()) return &formals[size_t(k)];
+  const auto& last = formals.back();
+  return last.GetOption() == ::onnx::OpSchema::Variadic ? &last : nullptr;
+}
+
+// For each type parameter of `schema` that an operand of `node` has a type
+// it does not allow: the type to compute in instead.
+std::map<std::string, int> widened_params(const pb::NodeProto& node, const ::onnx::OpSchema& schema,
+                                          const std::unordered_map<std::string, int>& types) {
+  std::map<std::string, const std::vector<std::string>*> allowed;
+  for (const auto& param : schema.typeConstraintParams())
+    allowed[param.type_param_str] = &param.allowed_type_strs;
+  auto allows = [&](const std::vector<std::string>& list, int elem_type) {
+    std::string name = tensor_type_str(elem_type);
+    return !name.empty() && std::find(list.begin(), list.end(), name) != list.end();
+  };
+  std::map<std::string, int> widened;
+  for (int k = 0; k < node.input_size(); ++k) {
+    const auto* formal = formal_at(schema.inputs(), k);
+    auto type = types.find(node.input(k));
+    if (!formal || node.input(k).empty() || type == types.end()) continue;
+    auto list = allowed.find(formal->GetTypeStr());
+    if (list == allowed.end() || allows(*list->second, type->second)) continue;
+    for (int wider : wider_types(type->second)) {
+      if (!allows(*list->second, wider)) continue;
+      widened.emplace(formal->GetTypeStr(), wider);
+      break;
+    }
+  }
+  return widened;
+}
+
+pb::NodeProto cast_node(const std::string& from, const std::string& to, int elem_type) {
+  pb::NodeProto cast;
+  cast.set_op_type("Cast");
+  cast.add_input(from);
+  cast.add_output(to);
+  pb::AttributeProto* attr = cast.add_attribute();
+  attr->set_name("to");
+  attr->set_type(pb::AttributeProto::INT);
+  attr->set_i(elem_type);
+  return cast;
+}
+
+}  // namespace
+
+void widen_types_onnx_lacks(pb::ModelProto& model, int opset) {
+  const std::unordered_map<std::string, int> types = element_types(model);
+  pb::GraphProto& graph = *model.mutable_graph();
+  std::unordered_set<std::string> names;
+  for (const auto& [name, type] : types)
+    names.insert(name);
+  for (const pb::NodeProto& node : graph.node())
+    names.insert(node.output().begin(), node.output().end());
+  int counter = 0;
+  auto fresh = [&](const std::string& base) {
+    std::string name;
+    do {
+      name = base + "_widened" + std::to_string(counter++);
+    } while (!names.insert(name).second);
+    return name;
+  };
+  pb::GraphProto rewritten;
+  for (pb::NodeProto& node : *graph.mutable_node()) {
+    const ::onnx::OpSchema* schema =
+        node.domain().empty() ? ::onnx::OpSchemaRegistry::Schema(node.op_type(), opset) : nullptr;
+    std::map<std::string, int> widened;
+    if (schema) widened = widened_params(node, *schema, types);
+    if (widened.empty()) {
+      rewritten.add_node()->Swap(&node);
+      continue;
+    }
+    for (int k = 0; k < node.input_size(); ++k) {
+      const auto* formal = formal_at(schema->inputs(), k);
+      if (!formal || node.input(k).empty()) continue;
+      auto wide = widened.find(formal->GetTypeStr());
+      if (wide == widened.end()) continue;
+      std::string cast_name = fresh(node.input(k));
+      *rewritten.add_node() = cast_node(node.input(k), cast_name, wide->second);
+      node.set_input(k, cast_name);
+    }
+    std::vector<pb::NodeProto> casts_back;
+    for (int k = 0; k < node.output_size(); ++k) {
+      const auto* formal = formal_at(schema->outputs(), k);
+      auto type = types.find(node.output(k));
+      if (!formal || node.output(k).empty() || type == types.end()) continue;
+      if (widened.count(formal->GetTypeStr()) == 0) continue;
+      std::string wide_name = fresh(node.output(k));
+      casts_back.push_back(cast_node(wide_name, node.output(k), type->second));
+      node.set_output(k, wide_name);
+    }
+    rewritten.add_node()->Swap(&node);
+    for (pb::NodeProto& cast : casts_back)
+      rewritten.add_node()->Swap(&cast);
+  }
+  graph.mutable_node()->Swap(rewritten.mutable_node());
+}
+
+}  // namespace kiln::onnx
