@@ -5,16 +5,18 @@ and pretrained ONNX models from PyPI packages, float32 inference, at 1 and
 2 threads. The goals: kiln compiled at most 0.8x ONNX Runtime's time and at
 most 0.5x PyTorch eager's on every case.
 
-W5 and W6 are written once against an `nn` namespace (bench/models/), built
-in torch.nn and kiln.nn; kiln's twin loads torch's state_dict (torchvision's
+W5 and W6 are written once against an `nn` namespace (bench/models/), built in
+torch.nn and kiln.nn; kiln's twin loads torch's state_dict (torchvision's
 initialization, seed 0, batch-norm statistics measured on a batch). The
-contenders: kiln traced (kiln.jit.trace) and hybridized (model.hybridize())
-from Python; the traced graph saved (traced.save) and run by the `kiln`
-command-line tool (`kiln run` for its output, `kiln bench` for its time: C++,
-no Python); PyTorch eager and torch.compile; ONNX Runtime on the model
-kiln.onnx.export wrote. The pretrained models (bench/models/onnx_zoo.py: the
-three PP-OCR models and those of .cache/onnx-models that kiln loads today):
-kiln.onnx.load against onnxruntime.InferenceSession on the same inputs.
+contenders: kiln traced (kiln.jit.trace(model, x, frozen=True): an inference
+graph, its weights constants and batch norm folded, as ONNX Runtime folds it)
+and hybridized (model.hybridize()) from Python; the traced graph saved
+(traced.save) and run by the `kiln` command-line tool (`kiln run` for its
+output, `kiln bench` for its time: C++, no Python); PyTorch eager and
+torch.compile; ONNX Runtime on the model kiln.onnx.export wrote. The
+pretrained models (bench/models/onnx_zoo.py: the three PP-OCR models and those
+of .cache/onnx-models that kiln loads today): kiln.onnx.load against
+onnxruntime.InferenceSession on the same inputs.
 
 This driver writes the weights, inputs, reference outputs (PyTorch eager;
 ONNX Runtime for the pretrained models), .kiln and .onnx files into a
@@ -81,7 +83,8 @@ def write_kiln_files(model, state, x, case):
     kx = kiln.tensor(x)
     with kiln.no_grad():
         try:
-            kiln.jit.trace(weights.kiln_model(model, state), kx).save(case["kiln_file"])
+            traced = kiln.jit.trace(weights.kiln_model(model, state), kx, frozen=True)
+            traced.save(case["kiln_file"])
         except Exception as e:  # noqa: BLE001
             case["kiln_file_error"] = f"{type(e).__name__}: {str(e)[:160]}"
         try:

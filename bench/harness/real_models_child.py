@@ -141,7 +141,8 @@ def kiln_modes(case, threads):
 
     def traced_outputs():
         with kiln.no_grad():
-            traced["fn"] = kiln.jit.trace(weights.kiln_model(case["model"], state), x)
+            traced["fn"] = kiln.jit.trace(weights.kiln_model(case["model"], state), x,
+                                          frozen=True)
             return [traced["fn"](x).numpy()]
 
     def traced_call():
