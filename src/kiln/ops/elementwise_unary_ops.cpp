@@ -168,7 +168,9 @@ void numeric_kernel(const KernelArgs& args) {
 
 // gelu's `approximate` picks the function, once per call.
 void gelu_kernel(const KernelArgs& args) {
-  if (args.attrs.get_string("approximate") == "tanh") return floating_kernel<GeluTanh>(args);
+  const bool tanh_form = args.attrs.get_string("approximate") == "tanh";
+  if (cpu::gelu_dense_f32(args.outputs[0], args.inputs[0], tanh_form)) return;
+  if (tanh_form) return floating_kernel<GeluTanh>(args);
   floating_kernel<GeluErf>(args);
 }
 
