@@ -50,15 +50,15 @@ std::shared_ptr<Graph> optimized_copy(const Graph& g, const PassOptions& options
 
 TEST(PassPipeline, DefaultPipelineHoldsOnlyPassesThatKeepRounding) {
   std::vector<std::string> names = default_pipeline();
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"constant_fold", "peephole", "cse", "simplify_control_flow",
-                                      "dce", "fuse_activations", "fuse_elementwise"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"constant_fold", "peephole", "cse",
+                                             "simplify_control_flow", "dce", "fuse_activations",
+                                             "fuse_linear_gelu", "fuse_elementwise"}));
   for (const std::string& name : names)
     EXPECT_FALSE(pass_registry().get(name).may_change_rounding) << name;
-  EXPECT_EQ(
-      default_pipeline(/*fast_math=*/true),
-      (std::vector<std::string>{"constant_fold", "peephole", "cse", "simplify_control_flow", "dce",
-                                "fold_batch_norm", "fuse_activations", "fuse_elementwise"}));
+  EXPECT_EQ(default_pipeline(/*fast_math=*/true),
+            (std::vector<std::string>{"constant_fold", "peephole", "cse", "simplify_control_flow",
+                                      "dce", "fold_batch_norm", "fuse_attention",
+                                      "fuse_activations", "fuse_linear_gelu", "fuse_elementwise"}));
   // Inference: frozen graphs also fold batch_norm, unless exact.
   const std::vector<std::string> inference = default_pipeline(PassOptions{.frozen = true});
   EXPECT_NE(std::find(inference.begin(), inference.end(), "fold_batch_norm"), inference.end());

@@ -26,6 +26,7 @@ CASE_MODULES = [
     "cases_nn",
     "cases_random",
     "cases_fused",
+    "cases_attention",
     "cases_rnn",
     "cases_sort_scan",
     "cases_tensor_misc",

@@ -269,7 +269,8 @@ def test_compile_report_says_what_the_compiler_did():
     report = traced.report()
     assert [p["name"] for p in report.passes] == ["constant_fold", "peephole", "cse",
                                                     "simplify_control_flow", "dce",
-                                                  "fuse_activations", "fuse_elementwise"]
+                                                  "fuse_activations", "fuse_linear_gelu",
+                                                  "fuse_elementwise"]
     assert (report.nodes_before, report.nodes_after) == (5, 3)
     assert report.count("fuse linear + relu") == 2
     # The two hidden layers' outputs are live together (the second reads the first).

@@ -11,20 +11,40 @@
 //   conv2d_act(x, w, b?) {stride, ..., activation} = activation(conv2d(x, w, b))
 //
 // Activations: those whose OpDef says fuses_after_producer (relu, sigmoid,
-// tanh): their backward reads only the output, which the fused op keeps;
-// gelu's reads its input, which it does not.
+// tanh): their backward reads only the output, which the fused op keeps.
+// linear_act also carries gelu ("gelu": the erf form, "gelu_tanh": the tanh
+// form; jit/passes/fuse_linear_gelu.cpp puts them there): gelu's backward
+// reads its input, which the fused op does not keep, so its backward
+// computes linear(x, w, b) again (a GEMM more in training, none in
+// inference, where the fused op saves a plan step and a buffer: gelu runs
+// over the product while it is still in L2).
+#include "kiln/ops/linalg.h"
 #include "kiln/ops/registry.h"
 
 namespace kiln {
 namespace {
 
+// gelu's forms as linear_act names them, and gelu's attributes for each.
+bool is_gelu(const std::string& activation) {
+  return activation == "gelu" || activation == "gelu_tanh";
+}
+const Attrs& gelu_attrs(const std::string& activation) {
+  static const Attrs erf{{"approximate", std::string("none")}};
+  static const Attrs tanh{{"approximate", std::string("tanh")}};
+  return activation == "gelu_tanh" ? tanh : erf;
+}
+
 // The activation a fused op names, checked to be one it can carry: an
-// activation without attributes whose backward reads only its output.
+// activation without attributes whose backward reads only its output, or
+// (linear_act) a form of gelu.
 const OpDef& fusable_activation(const std::string& fused_op, const std::string& name) {
+  static const OpDef& gelu = op("gelu");
+  if (fused_op == "linear_act" && is_gelu(name)) return gelu;
   const OpDef* activation = op_registry().find(name);
   KILN_CHECK_VALUE(activation && activation->fuses_after_producer(), fused_op,
                    ": activation must be an activation whose backward reads only its ",
-                   "output (relu, sigmoid, tanh), got '", name, "'");
+                   "output (relu, sigmoid, tanh)",
+                   fused_op == "linear_act" ? ", or gelu or gelu_tanh" : "", ", got '", name, "'");
   return *activation;
 }
 
@@ -74,22 +94,52 @@ class ProducerGradContext final : public GradContext {
   Tensor grad_;
 };
 
-// The activation's own kernel, in place over the fused op's output.
-void apply_activation(const KernelArgs& args, const OpDef& activation) {
+// gelu's backward rule with the pre-activation computed again as its input.
+class RecomputedGeluGradContext final : public GradContext {
+ public:
+  RecomputedGeluGradContext(const GradContext& fused, Tensor pre_activation, const Attrs& attrs)
+      : fused_(fused), pre_(std::move(pre_activation)), attrs_(attrs) {
+    meta_ = TensorMeta{pre_.dtype(), to_dims(pre_.shape())};
+  }
+  size_t num_inputs() const override { return 1; }
+  Tensor input(size_t) const override { return pre_; }
+  Tensor output(size_t i) const override { return fused_.output(i); }
+  const TensorMeta& input_meta(size_t) const override { return meta_; }
+  bool needs_input_grad(size_t) const override { return true; }
+  const Tensor& grad_output(size_t i) const override { return fused_.grad_output(i); }
+  const Attrs& attrs() const override { return attrs_; }
+
+ private:
+  const GradContext& fused_;
+  Tensor pre_;
+  const Attrs& attrs_;
+  TensorMeta meta_;
+};
+
+// The activation's own kernel, in place over the fused op's output (gelu
+// with the attributes its name stands for).
+void apply_activation(const KernelArgs& args, const OpDef& activation, const std::string& name) {
   static const Attrs kNoAttrs;
-  activation.cpu(KernelArgs{args.outputs.first(1), args.outputs.first(1), kNoAttrs});
+  const Attrs& attrs = is_gelu(name) ? gelu_attrs(name) : kNoAttrs;
+  activation.cpu(KernelArgs{args.outputs.first(1), args.outputs.first(1), attrs});
 }
 
 // The producer's prepared kernel (or plain kernel), then the activation,
 // unless the producer's kernel applies it as it stores (relu in kiln's
-// matvec and GEMM: the same bits, one pass over the output fewer).
+// matvec and GEMM, gelu in the GEMM: the same bits, one pass over the
+// output fewer).
 class PreparedWithActivation final : public PreparedKernel {
  public:
   PreparedWithActivation(const OpDef& producer, std::unique_ptr<PreparedKernel> prepared,
-                         const OpDef& activation)
-      : producer_(producer), prepared_(std::move(prepared)), activation_(activation) {
+                         const OpDef& activation, std::string name)
+      : producer_(producer),
+        prepared_(std::move(prepared)),
+        activation_(activation),
+        name_(std::move(name)) {
     static const OpDef& relu = op("relu");
-    fused_ = prepared_ && &activation_ == &relu && prepared_->take_relu();
+    // The producer's prepared kernel was made with this op's attributes, so
+    // it knows the activation (kiln's GEMM also applies gelu as it stores).
+    fused_ = prepared_ && (&activation_ == &relu || is_gelu(name_)) && prepared_->take_relu();
   }
   void run(const KernelArgs& args) const override {
     if (prepared_) {
@@ -97,18 +147,19 @@ class PreparedWithActivation final : public PreparedKernel {
     } else {
       producer_.cpu(args);
     }
-    if (!fused_) apply_activation(args, activation_);
+    if (!fused_) apply_activation(args, activation_, name_);
   }
   int packable_input() const override { return prepared_ ? prepared_->packable_input() : -1; }
   void run_packed(const KernelArgs& args, uint64_t version) const override {
     prepared_->run_packed(args, version);
-    if (!fused_) apply_activation(args, activation_);
+    if (!fused_) apply_activation(args, activation_, name_);
   }
 
  private:
   const OpDef& producer_;
   std::unique_ptr<PreparedKernel> prepared_;
   const OpDef& activation_;
+  std::string name_;    // the fused op's activation attribute
   bool fused_ = false;  // the producer's kernel applies the activation
 };
 
@@ -121,12 +172,14 @@ struct WithActivation {
 
   static InferResult infer(const InferArgs& args) {
     InferResult result = producer().infer(InferArgs{producer(), args.inputs, args.attrs});
-    const OpDef& activation = fusable_activation(args.op.name, args.attrs.get_string("activation"));
+    const std::string& name = args.attrs.get_string("activation");
+    const OpDef& activation = fusable_activation(args.op.name, name);
     // The activation's own inference over the producer's output: it must
     // take that dtype as it is and keep it (sigmoid of an integer result
     // would compute in float32, which an in-place pass cannot hold).
     const TensorMeta& produced = result.outputs[0];
-    InferResult applied = activation.infer(InferArgs{activation, {&produced, 1}, Attrs()});
+    InferResult applied = activation.infer(
+        InferArgs{activation, {&produced, 1}, is_gelu(name) ? gelu_attrs(name) : Attrs()});
     bool keeps_dtype = applied.outputs[0].dtype == produced.dtype &&
                        (applied.input_dtypes.empty() || applied.input_dtypes[0] == produced.dtype);
     KILN_CHECK_TYPE(keeps_dtype, args.op.name, ": activation ", activation.name,
@@ -142,19 +195,31 @@ struct WithActivation {
 
   static void kernel(const KernelArgs& args) {
     producer().cpu(args);
-    apply_activation(args, activation_of(args));
+    apply_activation(args, activation_of(args), args.attrs.get_string("activation"));
   }
 
   static std::unique_ptr<PreparedKernel> prepare(const KernelArgs& args) {
     std::unique_ptr<PreparedKernel> prepared;
     if (producer().prepare) prepared = producer().prepare(args);
-    return std::make_unique<PreparedWithActivation>(producer(), std::move(prepared),
-                                                    activation_of(args));
+    return std::make_unique<PreparedWithActivation>(
+        producer(), std::move(prepared), activation_of(args), args.attrs.get_string("activation"));
   }
 
   static std::vector<Tensor> grad(const GradContext& ctx) {
-    const OpDef& activation = op(ctx.attrs().get_string("activation"));
+    const std::string& name = ctx.attrs().get_string("activation");
+    if (is_gelu(name)) return gelu_grad(ctx, name);
+    const OpDef& activation = op(name);
     Tensor grad_before_activation = activation.grad(ActivationGradContext(ctx))[0];
+    return producer().grad(ProducerGradContext(ctx, std::move(grad_before_activation)));
+  }
+
+  // linear_act with gelu: linear(x, w, b) again, as gelu's input.
+  static std::vector<Tensor> gelu_grad(const GradContext& ctx, const std::string& name) {
+    static const OpDef& gelu = op("gelu");
+    const Tensor bias = ctx.num_inputs() > 2 ? ctx.input(2) : Tensor();
+    Tensor pre_activation = linear(ctx.input(0), ctx.input(1), bias);
+    Tensor grad_before_activation =
+        gelu.grad(RecomputedGeluGradContext(ctx, std::move(pre_activation), gelu_attrs(name)))[0];
     return producer().grad(ProducerGradContext(ctx, std::move(grad_before_activation)));
   }
 
@@ -178,11 +243,13 @@ constexpr char kConv2d[] = "conv2d";
 }  // namespace
 
 void register_fused_elementwise(OpRegistry& registry);  // fused_elementwise.cpp
+void register_attention_ops(OpRegistry& registry);      // attention_ops.cpp
 
 void register_fused_ops(OpRegistry& registry) {
   registry.add(WithActivation<kLinear>::def(registry, "linear_act"));
   registry.add(WithActivation<kConv2d>::def(registry, "conv2d_act"));
   register_fused_elementwise(registry);
+  register_attention_ops(registry);
 }
 
 }  // namespace kiln

@@ -159,14 +159,15 @@ std::optional<Gemm> gemm_of(const Product& p) {
 }
 
 cpu::GemmRows gemm_rows(const Gemm& g, void* out, const void* a, const void* bias,
-                        bool relu = false) {
+                        bool relu = false, cpu::GemmGelu gelu = cpu::GemmGelu::None) {
   return cpu::GemmRows{.out = static_cast<float*>(out),
                        .out_row_stride = g.out_row_stride,
                        .a = static_cast<const float*>(a),
                        .a_row_stride = g.a_row_stride,
                        .bias = static_cast<const float*>(bias),
                        .m = g.m,
-                       .relu = relu};
+                       .relu = relu,
+                       .gelu = gelu};
 }
 
 // a and b broadcast to out's batch dims (stride 0 where they repeat).
@@ -208,7 +209,10 @@ struct ProductOp {
 class PreparedProduct final : public PreparedKernel {
  public:
   PreparedProduct(const ProductOp& op, const KernelArgs& args)
-      : op_(op), product_(op.make(args)), matvec_(use_matvec(product_)) {
+      : op_(op),
+        product_(op.make(args)),
+        matvec_(use_matvec(product_)),
+        activation_(args.attrs.has("activation") ? args.attrs.get_string("activation") : "") {
     if (matvec_) {
       matvec_shape_ = matvec_of(product_);
       return;
@@ -241,7 +245,7 @@ class PreparedProduct final : public PreparedKernel {
     if (gemm_) {
       cpu::GemmB gemm_b = gemm_->b;
       gemm_b.data = static_cast<const float*>(b);
-      cpu::gemm_f32(gemm_rows(*gemm_, out, a, bias, relu_), gemm_b);
+      cpu::gemm_f32(gemm_rows(*gemm_, out, a, bias, relu_, gelu_), gemm_b);
       return;
     }
     Product p = product_;
@@ -254,7 +258,15 @@ class PreparedProduct final : public PreparedKernel {
 
   int packable_input() const override { return gemm_ ? op_.b : -1; }
 
+  // linear_act (ops/fused_ops.cpp) asks this, prepared with its attributes:
+  // true when this kernel applies the fused op's activation as it stores.
+  // relu: the matvec and the GEMM; gelu and gelu_tanh: the GEMM's epilogue.
   bool take_relu() override {
+    if (activation_ == "gelu" || activation_ == "gelu_tanh") {
+      if (!gemm_) return false;
+      gelu_ = activation_ == "gelu" ? cpu::GemmGelu::Erf : cpu::GemmGelu::Tanh;
+      return true;
+    }
     relu_ = matvec_ || gemm_.has_value();
     return relu_;
   }
@@ -263,7 +275,7 @@ class PreparedProduct final : public PreparedKernel {
     if (op_.before) op_.before(args);
     std::shared_ptr<const PackedWeight> packed = packed_for(args, version);
     cpu::gemm_f32_packed(gemm_rows(*gemm_, args.outputs[0].data, args.inputs[size_t(op_.a)].data,
-                                   bias_of(args), relu_),
+                                   bias_of(args), relu_, gelu_),
                          packed->b);
   }
 
@@ -301,7 +313,9 @@ class PreparedProduct final : public PreparedKernel {
   Matvec matvec_shape_;
   mutable std::atomic<bool> matvec_bottom_up_{false};
   std::optional<Gemm> gemm_;
-  bool relu_ = false;  // applied by the matvec's or GEMM's store (take_relu)
+  std::string activation_;  // of the fused op this kernel serves (linear_act), or ""
+  bool relu_ = false;       // applied by the matvec's or GEMM's store (take_relu)
+  cpu::GemmGelu gelu_ = cpu::GemmGelu::None;  // applied by the GEMM's store (take_relu)
   std::unique_ptr<cpu::MatmulPlan> plan_;
   mutable std::mutex packed_mutex_;
   mutable std::shared_ptr<PackedWeight> packed_;

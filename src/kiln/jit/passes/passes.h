@@ -25,6 +25,19 @@ bool dce(Graph& graph, PassContext& context);
 // (linear_act, conv2d_act) when the activation is the only user.
 bool fuse_activations(Graph& graph, PassContext& context);
 
+// linear followed by gelu (erf form) becomes linear_act {activation="gelu"}
+// when the gelu is the only reader (fuse_linear_gelu.cpp).
+bool fuse_linear_gelu(Graph& graph, PassContext& context);
+
+// matmul -> (mul|div by a constant) -> (add mask) -> softmax -> matmul
+// becomes one scaled_dot_product_attention (fuse_attention.cpp). Changes
+// rounding: fast-math, and frozen graphs unless exact.
+bool fuse_attention(Graph& graph, PassContext& context);
+
+// The passes of the transformer encoder (fuse_linear_gelu, fuse_attention),
+// added to `registry`.
+void register_transformer_passes(PassRegistry& registry);
+
 // Trees of elementwise ops whose inner results only the tree reads become
 // one fused_elementwise op.
 bool fuse_elementwise(Graph& graph, PassContext& context);

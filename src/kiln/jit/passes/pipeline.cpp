@@ -218,6 +218,7 @@ void register_builtin_passes(PassRegistry& registry) {
   registry.add({.name = "fuse_elementwise",
                 .run = fuse_elementwise,
                 .summary = "chains of elementwise ops become one fused_elementwise op"});
+  register_transformer_passes(registry);
 }
 
 // ---------------------------------------------------------------- default pipeline
@@ -242,9 +243,11 @@ const std::vector<PipelineStep>& default_pipeline_steps() {
       // conv2d/linear and its relu leaves a pair to fuse in the same round.
       // On by default in frozen graphs (inference), off with exact.
       {"fold_batch_norm", /*fast_math_only=*/true, /*frozen_unless_exact=*/true},
+      {"fuse_attention", /*fast_math_only=*/true, /*frozen_unless_exact=*/true},
       // Before fuse_elementwise, which would take the relu/sigmoid/tanh
       // after a linear/conv2d into an elementwise group instead.
       {"fuse_activations"},
+      {"fuse_linear_gelu"},
       // Last: its fused op hides its members from every pass above.
       {"fuse_elementwise"},
   };

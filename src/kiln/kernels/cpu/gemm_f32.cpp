@@ -7,6 +7,7 @@
 #include <cstring>
 #include <new>
 
+#include "kiln/kernels/cpu/gelu_f32.h"
 #include "kiln/kernels/cpu/parallel.h"
 #include "kiln/kernels/cpu/vec_math.h"
 
@@ -89,6 +90,7 @@ struct BlockPass {
   bool first, last;   // the first K block starts from 0; the last adds the bias
   const float* bias;  // at the panel's first column, or null
   bool relu;          // on the last K block, after the bias
+  GemmGelu gelu;      // likewise
 };
 
 // Calls body(k0, kc) for each K block of k, in order; K = 0 still makes one
@@ -111,7 +113,8 @@ BlockPass block_pass(const GemmRows& rows, int64_t k, int64_t n, int64_t p, int6
                      int64_t kc) {
   const int64_t j0 = p * kNR;
   return BlockPass{kc,           int(std::min<int64_t>(kNR, n - j0)),  k0 == 0,
-                   k0 + kc >= k, rows.bias ? rows.bias + j0 : nullptr, rows.relu};
+                   k0 + kc >= k, rows.bias ? rows.bias + j0 : nullptr, rows.relu,
+                   rows.gelu};
 }
 
 // c[MR][cols] (+)= a[MR][kc] · panel[kc][16]. Every loop over the
@@ -161,6 +164,14 @@ void micro_kernel(const BlockPass& pass, const float* a, int64_t lda, const floa
     for (int i = 0; i < MR; ++i) {
       acc[i][0] = _mm256_max_ps(zero, acc[i][0]);
       acc[i][1] = _mm256_max_ps(zero, acc[i][1]);
+    }
+  }
+  if (pass.last && pass.gelu != GemmGelu::None) {
+    const bool erf = pass.gelu == GemmGelu::Erf;
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      acc[i][0] = erf ? gelu_erf_f32x8(acc[i][0]) : gelu_tanh_f32x8(acc[i][0]);
+      acc[i][1] = erf ? gelu_erf_f32x8(acc[i][1]) : gelu_tanh_f32x8(acc[i][1]);
     }
   }
   if (pass.cols == kNR) {

@@ -30,7 +30,12 @@ struct GemmB {
 // The a side and the result: a[m][k] at a + m * a_row_stride + k, out[m][n]
 // at out + m * out_row_stride + n; bias is null or N contiguous floats.
 // relu: out = relu(sum + bias) as it is stored (x < 0 ? 0 : x, so NaN and
-// -0 pass as the relu kernel passes them), saving a pass over out.
+// -0 pass as the relu kernel passes them), saving a pass over out. gelu:
+// out = gelu(sum + bias) as it is stored, through gelu_f32.h's x8 forms,
+// whose bits the gelu op gives (a transformer's feed-forward product at
+// batch 8 is 6 MiB: a pass of its own goes out to memory and back).
+enum class GemmGelu { None, Erf, Tanh };
+
 struct GemmRows {
   float* out = nullptr;
   int64_t out_row_stride = 0;
@@ -39,6 +44,7 @@ struct GemmRows {
   const float* bias = nullptr;
   int64_t m = 0;
   bool relu = false;
+  GemmGelu gelu = GemmGelu::None;
 };
 
 // b packed once, kept across calls. pack() reuses the buffer when the shape
