@@ -10,27 +10,14 @@ import torch
 from onnx import TensorProto, helper
 
 import kiln
-from onnx_test_models import const, info, model_with
+from onnx_test_models import const, info, matches_onnx_runtime, model_with
 
 
 def check(model, tmp_path, feeds_list):
     """One kiln import and one ONNX Runtime session, equal on every feed."""
     path = tmp_path / "model.onnx"
     path.write_bytes(model.SerializeToString())
-    loaded = kiln.onnx.load(path)
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    names = [i.name for i in session.get_inputs()]
-    for feeds in feeds_list:
-        wants = session.run(None, dict(zip(names, feeds)))
-        got = loaded(*[kiln.from_numpy(np.array(f, copy=True)) for f in feeds])
-        got = list(got) if isinstance(got, tuple) else [got]
-        assert len(got) == len(wants)
-        for g, w in zip(got, wants):
-            g = g.numpy()
-            assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape)
-            np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
-    return loaded
-
+    return matches_onnx_runtime(path, feeds_list)
 
 def test_nonzero_feeds_gather_reshape_and_shape_arithmetic(tmp_path):
     # idx = NonZero(x) [2, n]; picked = x[idx[0], idx[1]]; reshaped to

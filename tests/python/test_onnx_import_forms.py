@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import kiln
-from onnx_test_models import const, info, model_with
+from onnx_test_models import const, info, matches_onnx_runtime, model_with
 
 F, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 rng = np.random.default_rng(24)
@@ -25,22 +25,6 @@ def saved(tmp_path, model, name="m.onnx"):
     path = tmp_path / name
     path.write_bytes(model.SerializeToString())
     return path
-
-
-def matches_ort(path, feeds_list):
-    """kiln.onnx.load(path) gives ONNX Runtime's outputs on every feed."""
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    names = [i.name for i in session.get_inputs()]
-    model = kiln.onnx.load(path)
-    for feeds in feeds_list:
-        want = session.run(None, dict(zip(names, feeds)))
-        got = model(*[kiln.from_numpy(np.array(a, copy=True)) for a in feeds])
-        got = list(got) if isinstance(got, tuple) else [got]
-        assert len(got) == len(want)
-        for g, w in zip(got, want):
-            assert g.numpy().shape == w.shape
-            np.testing.assert_allclose(g.numpy(), w, rtol=1e-6, atol=1e-6)
-    return model
 
 
 # ---- sizes cast to float -----------------------------------------------------
@@ -71,7 +55,7 @@ def test_range_over_a_size_cast_to_float(tmp_path):
     path = saved(tmp_path, model)
     feeds = [(rng.standard_normal((n, 3, h, w)).astype(np.float32),)
              for n, h, w in [(1, 4, 5), (2, 7, 3), (1, 1, 9)]]
-    matches_ort(path, feeds)
+    matches_onnx_runtime(path, feeds)
 
 
 # ---- Slice and Range at a carried counter ------------------------------------
@@ -120,7 +104,7 @@ def test_slice_and_range_at_a_counter_the_loop_carries(tmp_path):
     n = 6
     path = saved(tmp_path, counter_loop(n, stop=n))
     feeds = [(rng.standard_normal((b, n, 3)).astype(np.float32),) for b in (1, 3)]
-    matches_ort(path, feeds)
+    matches_onnx_runtime(path, feeds)
 
 
 def summing_loop(n, stop):
@@ -161,7 +145,8 @@ def summing_loop(n, stop):
 def test_slice_and_range_at_a_counter_within_the_axis(tmp_path):
     n = 5
     path = saved(tmp_path, summing_loop(n, stop=n))
-    matches_ort(path, [(rng.standard_normal((b, n, 3)).astype(np.float32),) for b in (2, 1)])
+    feeds = [(rng.standard_normal((b, n, 3)).astype(np.float32),) for b in (2, 1)]
+    matches_onnx_runtime(path, feeds)
 
 
 def test_counter_past_the_axis_is_an_error_not_a_clamped_slice(tmp_path):
@@ -213,7 +198,7 @@ def test_if_on_a_comparison_of_sizes_specializes_per_shape(tmp_path):
     path = saved(tmp_path, model)
     feeds = [(rng.standard_normal(shape).astype(np.float32),)
              for shape in [(2, 1), (2, 3), (3, 1), (2, 1)]]
-    loaded = matches_ort(path, feeds)
+    loaded = matches_onnx_runtime(path, feeds)
     assert loaded.shape_inputs == ["x"] and loaded.value_inputs == []
     assert loaded.num_specializations == 3  # per distinct shape of x
 
@@ -242,7 +227,7 @@ def test_if_whose_untaken_branch_is_invalid_at_the_sizes(tmp_path):
     frames = {16000: 1, 8000: 3}
     feeds = [(rng.standard_normal((n, frames[sr])).astype(np.float32), np.array(sr))
              for n, sr in [(1, 16000), (2, 8000), (2, 16000), (1, 8000)]]
-    loaded = matches_ort(path, feeds)
+    loaded = matches_onnx_runtime(path, feeds)
     assert loaded.value_inputs == ["sr"]
 
 

@@ -6,11 +6,11 @@ specialized graphs stays bounded, and what cannot be saved as one graph says
 so."""
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
 import kiln
+from onnx_test_models import matches_onnx_runtime
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 rng = np.random.default_rng(24)
@@ -23,23 +23,6 @@ def model_file(tmp_path, nodes, inputs, outputs, opset=17, name="m.onnx"):
     path = tmp_path / name
     onnx.save(model, str(path))
     return path
-
-
-def check_against_ort(path, feeds_list, rtol=1e-5, atol=1e-6):
-    """kiln.onnx.load(path) called on each feed gives ONNX Runtime's outputs."""
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    names = [i.name for i in session.get_inputs()]
-    model = kiln.onnx.load(path)
-    for feeds in feeds_list:
-        want = session.run(None, dict(zip(names, feeds)))
-        got = model(*[kiln.from_numpy(np.array(a, copy=True)) for a in feeds])
-        got = list(got) if isinstance(got, tuple) else [got]
-        assert len(got) == len(want)
-        for g, w in zip(got, want):
-            g = g.numpy()
-            assert g.shape == w.shape and g.dtype == w.dtype
-            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
-    return model
 
 
 def vec(*values):
@@ -66,8 +49,8 @@ def test_reshape_shape_from_an_input(tmp_path):
     path = model_file(tmp_path, [helper.make_node("Reshape", ["x", "shape"], ["y"])],
                       [x_input([2, 3, 4]), int_input("shape", [None])], [out()])
     x = floats(2, 3, 4)
-    model = check_against_ort(path, [(x, vec(6, 4)), (x, vec(4, -1)), (x, vec(2, 0, 4)),
-                                     (x, vec(24)), (x, vec(6, 4))])
+    model = matches_onnx_runtime(path, [(x, vec(6, 4)), (x, vec(4, -1)), (x, vec(2, 0, 4)),
+                                     (x, vec(24)), (x, vec(6, 4))], rtol=1e-5)
     assert isinstance(model, kiln.onnx.SpecializedModel)
     assert model.value_inputs == ["shape"]
     assert model.num_specializations == 4  # the repeated shape hit the cache
@@ -86,9 +69,9 @@ def test_shape_ops_from_inputs(tmp_path):
                       [x_input([3, 1]), int_input("shape", [2]), int_input("repeats", [2]),
                        int_input("axes", [1])], [out(), out("c")])
     x = floats(3, 1)
-    check_against_ort(path, [(x, vec(3, 4), vec(1, 2), vec(0)),
+    matches_onnx_runtime(path, [(x, vec(3, 4), vec(1, 2), vec(0)),
                              (x, vec(1, 5), vec(2, 1), vec(-1)),
-                             (x, vec(3, 1), vec(3, 3), vec(1))])
+                             (x, vec(3, 1), vec(3, 3), vec(1))], rtol=1e-5)
 
 
 def test_slice_split_and_pad_from_inputs(tmp_path):
@@ -101,10 +84,10 @@ def test_slice_split_and_pad_from_inputs(tmp_path):
                        x_input([], "fill"), int_input("sizes", [2])], [out(), out("a"), out("b")])
     x = floats(4, 6)
     fill, other_fill = np.array(1.5, dtype=np.float32), np.array(-2.0, dtype=np.float32)
-    model = check_against_ort(path, [
+    model = matches_onnx_runtime(path, [
         (x, vec(1), vec(5), vec(1), vec(1), vec(0, 1, 0, 1), fill, vec(2, 4)),
         (x, vec(-1), vec(-7), vec(0), vec(-1), vec(1, 1, 1, 1), other_fill, vec(5, 1)),
-        (x, vec(0), vec(6), vec(-1), vec(2), vec(2, 0, 0, 2), fill, vec(3, 3))])
+        (x, vec(0), vec(6), vec(-1), vec(2), vec(2, 0, 0, 2), fill, vec(3, 3))], rtol=1e-5)
     assert model.value_inputs == ["starts", "ends", "axes", "steps", "pads", "fill", "sizes"]
 
 
@@ -119,9 +102,9 @@ def test_reductions_and_selections_from_inputs(tmp_path):
                        int_input("k", [1]), int_input("diagonal", [])],
                       [out("r"), out("c"), out("v"), out("i", I64), out("t")])
     x = floats(3, 5)
-    check_against_ort(path, [(x, vec(1), np.array(0), vec(2), np.array(0)),
+    matches_onnx_runtime(path, [(x, vec(1), np.array(0), vec(2), np.array(0)),
                              (x, vec(0, 1), np.array(1), vec(5), np.array(-1)),
-                             (x, vec(-2), np.array(-1), vec(1), np.array(2))])
+                             (x, vec(-2), np.array(-1), vec(1), np.array(2))], rtol=1e-5)
 
 
 def test_sizes_combined_with_an_input(tmp_path):
@@ -137,8 +120,8 @@ def test_sizes_combined_with_an_input(tmp_path):
     model.ir_version = 8
     path = tmp_path / "sizes.onnx"
     onnx.save(model, str(path))
-    check_against_ort(path, [(floats(2, 12), vec(3, 4)), (floats(5, 12), vec(3, 4)),
-                             (floats(5, 12), vec(6, -1))])
+    matches_onnx_runtime(path, [(floats(2, 12), vec(3, 4)), (floats(5, 12), vec(3, 4)),
+                             (floats(5, 12), vec(6, -1))], rtol=1e-5)
 
 
 def test_loop_trip_count_from_inputs_stacks_scan_outputs(tmp_path):
@@ -158,9 +141,9 @@ def test_loop_trip_count_from_inputs_stacks_scan_outputs(tmp_path):
                       [int_input("trip", []), cond, x_input([2], "start"), x_input([2], "step")],
                       [out("last"), out("ys")])
     start, step = floats(2), floats(2)
-    model = check_against_ort(path, [(np.array(3), np.array(True), start, step),
+    model = matches_onnx_runtime(path, [(np.array(3), np.array(True), start, step),
                                      (np.array(5), np.array(True), start, step),
-                                     (np.array(3), np.array(True), step, start)])
+                                     (np.array(3), np.array(True), step, start)], rtol=1e-5)
     assert model.value_inputs == ["trip", "cond"]
 
 
@@ -186,7 +169,8 @@ def test_loop_slicing_at_its_iteration_number(tmp_path):
                       [int_input("trip", []), x_input([3], "acc0"), x_input([8, 3], "table")],
                       [out("acc"), out("sums")])
     acc0, table = floats(3), floats(8, 3)
-    model = check_against_ort(path, [(np.array(n), acc0, table) for n in (1, 4, 7, 4, 0)])
+    feeds = [(np.array(n), acc0, table) for n in (1, 4, 7, 4, 0)]
+    model = matches_onnx_runtime(path, feeds, rtol=1e-5)
     assert model.value_inputs == ["trip"] and model.num_specializations == 4
 
 
@@ -207,8 +191,8 @@ def test_scan_of_opset_8_with_sequence_lens_from_an_input(tmp_path, directions):
     path = tmp_path / "scan8.onnx"
     onnx.save(model, str(path))
     init, xs = floats(3, 2), floats(3, 4, 2)
-    check_against_ort(path, [(vec(4, 2, 1), init, xs), (vec(4, 4, 4), init, xs),
-                             (vec(1, 3, 4), init, xs)])
+    matches_onnx_runtime(path, [(vec(4, 2, 1), init, xs), (vec(4, 4, 4), init, xs),
+                             (vec(1, 3, 4), init, xs)], rtol=1e-5)
 
 
 @pytest.mark.parametrize("op", ["LSTM", "GRU", "RNN"])
@@ -234,7 +218,7 @@ def test_recurrent_sequence_lens_from_an_input(tmp_path, op):
     onnx.save(model, str(path))
     x = floats(steps, batch, size)
     lens = [np.array(v, dtype=np.int32) for v in ([4, 2, 1], [4, 4, 4], [1, 3, 4])]
-    model = check_against_ort(path, [(x, v) for v in lens], rtol=1e-4, atol=1e-5)
+    model = matches_onnx_runtime(path, [(x, v) for v in lens], rtol=1e-4, atol=1e-5)
     assert model.value_inputs == ["lens"]
 
 
