@@ -6,6 +6,7 @@ floats, including values out of range."""
 import torch
 import torch.nn.functional as F
 
+from cases_binary import ARITHMETIC
 from oracle import Case, bools, ints, number, randn, uniform, values
 
 SMALL = ("int8", "uint8", "int16")
@@ -27,12 +28,7 @@ def nonzero(dtype, *shape):
 
 
 BINARY = {
-    "add": lambda a, b: a + b,
-    "sub": lambda a, b: a - b,
-    "mul": lambda a, b: a * b,
-    "div": lambda a, b: a / b,
-    "maximum": torch.maximum,
-    "minimum": torch.minimum,
+    **ARITHMETIC,
     "bitwise_and": torch.bitwise_and,
     "bitwise_or": torch.bitwise_or,
     "bitwise_xor": torch.bitwise_xor,
