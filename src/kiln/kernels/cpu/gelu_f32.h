@@ -15,8 +15,11 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "kiln/kernels/cpu/loops.h"
+#include "kiln/kernels/cpu/parallel.h"
 #include "kiln/kernels/cpu/strided.h"
 #include "kiln/kernels/cpu/vec_math.h"
 
@@ -82,7 +85,9 @@ inline __m256 gelu_tanh_f32x8(__m256 x) {
 // out = gelu(in) over dense float32 views of one shape (in place too),
 // eight at a time and the rest one by one: the same bits as the scalar
 // functions above, at a fraction of their time (GCC does not vectorize
-// the scalar loop). False, and nothing done, for any other views.
+// the scalar loop); split across threads in chunks of 8192 (multiples of
+// 8, so the split changes no result) from loops.h's grain on. False, and
+// nothing done, for any other views.
 inline bool gelu_dense_f32(const StridedView& out, const StridedView& in, bool tanh_form) {
   if (out.dtype != DType::Float32 || in.dtype != DType::Float32 || !out.is_contiguous() ||
       !in.is_contiguous() || out.numel() != in.numel())
@@ -90,13 +95,18 @@ inline bool gelu_dense_f32(const StridedView& out, const StridedView& in, bool t
   const float* x = in.ptr<const float>();
   float* y = out.ptr<float>();
   const int64_t n = out.numel();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 v = _mm256_loadu_ps(x + i);
-    _mm256_storeu_ps(y + i, tanh_form ? gelu_tanh_f32x8(v) : gelu_erf_f32x8(v));
-  }
-  for (; i < n; ++i)
-    y[i] = tanh_form ? gelu_tanh_f32(x[i]) : gelu_erf_f32(x[i]);
+  constexpr int64_t kChunk = 8192;
+  parallel_for((n + kChunk - 1) / kChunk, n >= kParallelGrain && max_threads() > 1,
+               [&](int64_t chunk) {
+                 const int64_t end = std::min(n, (chunk + 1) * kChunk);
+                 int64_t i = chunk * kChunk;
+                 for (; i + 8 <= end; i += 8) {
+                   const __m256 v = _mm256_loadu_ps(x + i);
+                   _mm256_storeu_ps(y + i, tanh_form ? gelu_tanh_f32x8(v) : gelu_erf_f32x8(v));
+                 }
+                 for (; i < end; ++i)
+                   y[i] = tanh_form ? gelu_tanh_f32(x[i]) : gelu_erf_f32(x[i]);
+               });
   return true;
 }
 
