@@ -12,8 +12,10 @@
 //
 // Activations: those whose OpDef says fuses_after_producer (relu, sigmoid,
 // tanh): their backward reads only the output, which the fused op keeps.
-// linear_act also carries gelu ("gelu": the erf form, "gelu_tanh": the tanh
-// form; jit/passes/fuse_linear_gelu.cpp puts them there): gelu's backward
+// linear_act also carries gelu, the erf form (jit/passes/fuse_linear_gelu.cpp
+// puts it there; not the tanh form: the ONNX exporter unfuses linear_act
+// into linear and the op its activation names, gelu without attributes):
+// gelu's backward
 // reads its input, which the fused op does not keep, so its backward
 // computes linear(x, w, b) again (a GEMM more in training, none in
 // inference, where the fused op saves a plan step and a buffer: gelu runs
@@ -24,14 +26,13 @@
 namespace kiln {
 namespace {
 
-// gelu's forms as linear_act names them, and gelu's attributes for each.
+// gelu as linear_act names it, and gelu's attributes for it.
 bool is_gelu(const std::string& activation) {
-  return activation == "gelu" || activation == "gelu_tanh";
+  return activation == "gelu";
 }
-const Attrs& gelu_attrs(const std::string& activation) {
+const Attrs& gelu_attrs(const std::string&) {
   static const Attrs erf{{"approximate", std::string("none")}};
-  static const Attrs tanh{{"approximate", std::string("tanh")}};
-  return activation == "gelu_tanh" ? tanh : erf;
+  return erf;
 }
 
 // The activation a fused op names, checked to be one it can carry: an
@@ -43,8 +44,8 @@ const OpDef& fusable_activation(const std::string& fused_op, const std::string& 
   const OpDef* activation = op_registry().find(name);
   KILN_CHECK_VALUE(activation && activation->fuses_after_producer(), fused_op,
                    ": activation must be an activation whose backward reads only its ",
-                   "output (relu, sigmoid, tanh)",
-                   fused_op == "linear_act" ? ", or gelu or gelu_tanh" : "", ", got '", name, "'");
+                   "output (relu, sigmoid, tanh)", fused_op == "linear_act" ? ", or gelu" : "",
+                   ", got '", name, "'");
   return *activation;
 }
 

@@ -159,7 +159,7 @@ std::optional<Gemm> gemm_of(const Product& p) {
 }
 
 cpu::GemmRows gemm_rows(const Gemm& g, void* out, const void* a, const void* bias,
-                        bool relu = false, cpu::GemmGelu gelu = cpu::GemmGelu::None) {
+                        bool relu = false, bool gelu = false) {
   return cpu::GemmRows{.out = static_cast<float*>(out),
                        .out_row_stride = g.out_row_stride,
                        .a = static_cast<const float*>(a),
@@ -260,12 +260,11 @@ class PreparedProduct final : public PreparedKernel {
 
   // linear_act (ops/fused_ops.cpp) asks this, prepared with its attributes:
   // true when this kernel applies the fused op's activation as it stores.
-  // relu: the matvec and the GEMM; gelu and gelu_tanh: the GEMM's epilogue.
+  // relu: the matvec and the GEMM; gelu (erf form): the GEMM's epilogue.
   bool take_relu() override {
-    if (activation_ == "gelu" || activation_ == "gelu_tanh") {
-      if (!gemm_) return false;
-      gelu_ = activation_ == "gelu" ? cpu::GemmGelu::Erf : cpu::GemmGelu::Tanh;
-      return true;
+    if (activation_ == "gelu") {
+      gelu_ = gemm_.has_value();
+      return gelu_;
     }
     relu_ = matvec_ || gemm_.has_value();
     return relu_;
@@ -315,7 +314,7 @@ class PreparedProduct final : public PreparedKernel {
   std::optional<Gemm> gemm_;
   std::string activation_;  // of the fused op this kernel serves (linear_act), or ""
   bool relu_ = false;       // applied by the matvec's or GEMM's store (take_relu)
-  cpu::GemmGelu gelu_ = cpu::GemmGelu::None;  // applied by the GEMM's store (take_relu)
+  bool gelu_ = false;       // applied by the GEMM's store (take_relu)
   std::unique_ptr<cpu::MatmulPlan> plan_;
   mutable std::mutex packed_mutex_;
   mutable std::shared_ptr<PackedWeight> packed_;

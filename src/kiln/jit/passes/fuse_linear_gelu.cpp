@@ -7,9 +7,9 @@
 // (ops/fused_ops.cpp). The fused op runs gelu's own kernel over the
 // product while it is in cache, so the bits are eager's.
 //
-// The tanh form (approximate="tanh", linear_act's "gelu_tanh") stays
-// unfused for now: the ONNX exporter unfuses linear_act into linear and an
-// op named by the activation, and no op is named gelu_tanh.
+// The tanh form (approximate="tanh") stays unfused for now: the ONNX
+// exporter unfuses linear_act into linear and the op its activation
+// names, with no attributes (gelu's default is the erf form).
 #include "kiln/jit/passes/passes.h"
 #include "kiln/ops/registry.h"
 
@@ -38,8 +38,8 @@ bool fuse_linear_gelu(Graph& graph, PassContext& context) {
     if (!linear) continue;
     if (node->attrs().get_string("approximate") != "none") {
       context.note(
-          "linear -> gelu(approximate=tanh): not fused (the ONNX export has no op "
-          "to unfuse linear_act's gelu_tanh into)");
+          "linear -> gelu(approximate=tanh): not fused (the ONNX export unfuses "
+          "linear_act into a gelu without attributes: the erf form)");
       continue;
     }
     Attrs attrs = linear->attrs();

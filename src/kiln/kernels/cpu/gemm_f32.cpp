@@ -90,7 +90,7 @@ struct BlockPass {
   bool first, last;   // the first K block starts from 0; the last adds the bias
   const float* bias;  // at the panel's first column, or null
   bool relu;          // on the last K block, after the bias
-  GemmGelu gelu;      // likewise
+  bool gelu;          // likewise (erf form)
 };
 
 // Calls body(k0, kc) for each K block of k, in order; K = 0 still makes one
@@ -166,12 +166,11 @@ void micro_kernel(const BlockPass& pass, const float* a, int64_t lda, const floa
       acc[i][1] = _mm256_max_ps(zero, acc[i][1]);
     }
   }
-  if (pass.last && pass.gelu != GemmGelu::None) {
-    const bool erf = pass.gelu == GemmGelu::Erf;
+  if (pass.last && pass.gelu) {
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
-      acc[i][0] = erf ? gelu_erf_f32x8(acc[i][0]) : gelu_tanh_f32x8(acc[i][0]);
-      acc[i][1] = erf ? gelu_erf_f32x8(acc[i][1]) : gelu_tanh_f32x8(acc[i][1]);
+      acc[i][0] = gelu_erf_f32x8(acc[i][0]);
+      acc[i][1] = gelu_erf_f32x8(acc[i][1]);
     }
   }
   if (pass.cols == kNR) {

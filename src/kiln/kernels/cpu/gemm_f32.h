@@ -31,10 +31,8 @@ struct GemmB {
 // at out + m * out_row_stride + n; bias is null or N contiguous floats.
 // relu: out = relu(sum + bias) as it is stored (x < 0 ? 0 : x, so NaN and
 // -0 pass as the relu kernel passes them), saving a pass over out. gelu:
-// out = gelu(sum + bias) as it is stored, through gelu_f32.h's x8 forms,
-// whose bits the gelu op gives (a transformer's feed-forward product at
-// batch 8 is 6 MiB: a pass of its own goes out to memory and back).
-enum class GemmGelu { None, Erf, Tanh };
+// out = gelu(sum + bias) (the erf form) as it is stored, through
+// gelu_f32.h's x8 form, whose bits the gelu op gives.
 
 struct GemmRows {
   float* out = nullptr;
@@ -44,7 +42,7 @@ struct GemmRows {
   const float* bias = nullptr;
   int64_t m = 0;
   bool relu = false;
-  GemmGelu gelu = GemmGelu::None;
+  bool gelu = false;
 };
 
 // b packed once, kept across calls. pack() reuses the buffer when the shape
