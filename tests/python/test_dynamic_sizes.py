@@ -200,3 +200,33 @@ def test_symbolic_input_sizes_and_counts_share_one_entry():
         for got, want in zip(compiled(x), columns_hit(x)):
             np.testing.assert_array_equal(got.numpy(), want.numpy())
     assert len(compiled.cache_info().misses) == 1, compiled.cache_info()
+
+
+def test_a_branch_counting_its_own_nonzeros_keeps_the_outer_count(tmp_path):
+    # Regression: an If branch is built apart from the graph around it, and
+    # its NonZero took the outer NonZero's symbol name; the branch's count
+    # then stood for the outer one in the sizes the branch read (ORT 5, kiln 1).
+    ones = helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])
+    then = helper.make_graph(
+        [helper.make_node("NonZero", ["y"], ["j"]),
+         helper.make_node("Shape", ["idx"], ["s"]),
+         helper.make_node("ConstantOfShape", ["s"], ["ones"], value=ones),
+         helper.make_node("ReduceSum", ["ones"], ["outer_count"], keepdims=0),
+         helper.make_node("ReduceSum", ["j"], ["inner_sum"], keepdims=0)],
+        "then", [], [info("outer_count", None), info("inner_sum", None, TensorProto.INT64)])
+    other = helper.make_graph(
+        [helper.make_node("Constant", [], ["outer_count"],
+                          value=helper.make_tensor("a", TensorProto.FLOAT, [], [0.0])),
+         helper.make_node("Constant", [], ["inner_sum"],
+                          value=helper.make_tensor("b", TensorProto.INT64, [], [0]))],
+        "else", [], [info("outer_count", None), info("inner_sum", None, TensorProto.INT64)])
+    model = model_with(
+        [helper.make_node("NonZero", ["x"], ["idx"]),
+         helper.make_node("If", ["c"], ["outer_count", "inner_sum"], then_branch=then,
+                          else_branch=other)],
+        [info("x", [6]), info("y", [6]), info("c", [], TensorProto.BOOL)],
+        [info("outer_count", None), info("inner_sum", None, TensorProto.INT64)])
+    x = np.array([1, 1, 1, 1, 1, 0], np.float32)
+    y = np.array([1, 0, 0, 0, 0, 0], np.float32)
+    check(model, tmp_path, [(x, y, np.array(True)), (y, x, np.array(True)),
+                            (x, y, np.array(False))])

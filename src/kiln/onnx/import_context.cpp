@@ -7,6 +7,8 @@
 #include <fstream>
 
 #include "kiln/core/factory.h"
+#include "kiln/jit/ir/size_symbols.h"
+#include "kiln/ops/data_dependent.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/registry.h"
 #include "kiln/util/error.h"
@@ -307,8 +309,17 @@ bool ImportContext::is_constant(const jit::Value* value) const {
 
 std::vector<jit::Value*> ImportContext::emit_multi(const std::string& name,
                                                    const std::vector<jit::Value*>& inputs,
-                                                   const Attrs& attrs) {
+                                                   const Attrs& given_attrs) {
   const OpDef& def = op(name);
+  Attrs attrs = given_attrs;
+  if (!size_symbol_stem(def).empty()) {
+    // A block is built apart from the graphs around it: its count's name
+    // must differ from theirs and from every other block's.
+    std::set<std::string> used = root().size_symbols_;
+    used.merge(jit::symbols_in(root_graph()));
+    attrs = jit::with_size_symbol(graph_, def, attrs, used);
+    root().size_symbols_.insert(attrs.get_string(kSizeSymbolAttr));
+  }
   // Sizes meeting run-time values: known at import when the model's inputs
   // those values come from are (Note [Value inputs]).
   bool reads_sizes = std::any_of(inputs.begin(), inputs.end(),

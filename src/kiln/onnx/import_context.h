@@ -182,8 +182,12 @@ class ImportContext {
   std::vector<jit::Value*> captures_;
   std::unordered_map<const jit::Value*, jit::Value*> captured_from_;     // lookups only
   std::unordered_map<const jit::Value*, std::string> value_candidates_;  // lookups only
-  mutable std::set<std::string> requested_;           // the root's: requests come from any context
-  mutable std::set<std::string> requested_shapes_;    // the root's, as requested_
+  mutable std::set<std::string> requested_;         // the root's: requests come from any context
+  mutable std::set<std::string> requested_shapes_;  // the root's, as requested_
+  // The root's: the size symbols the import's data-dependent nodes bind,
+  // in every graph, blocks under construction included (with_size_symbol
+  // sees only the graph it builds into and what that is attached to).
+  mutable std::set<std::string> size_symbols_;
   std::unordered_set<const jit::Value*> iterations_;  // lookups only
   mutable bool unroll_requested_ = false;
   std::unordered_map<const jit::Value*, Composite> composites_;  // lookups only

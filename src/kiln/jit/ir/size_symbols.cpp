@@ -51,10 +51,18 @@ void collect_symbols(const Graph& graph, std::set<std::string>& used) {
 
 }  // namespace
 
-Attrs with_size_symbol(const Graph& graph, const OpDef& op, Attrs attrs) {
-  const std::string stem = size_symbol_stem(op);
-  if (stem.empty() || !attrs.get_string(kSizeSymbolAttr).empty()) return attrs;
+std::set<std::string> symbols_in(const Graph& graph) {
   std::set<std::string> used;
+  collect_symbols(graph, used);
+  return used;
+}
+
+Attrs with_size_symbol(const Graph& graph, const OpDef& op, Attrs attrs,
+                       const std::set<std::string>& also_used) {
+  const std::string stem = size_symbol_stem(op);
+  if (stem.empty()) return attrs;
+  if (attrs.has(kSizeSymbolAttr) && !attrs.get_string(kSizeSymbolAttr).empty()) return attrs;
+  std::set<std::string> used = also_used;
   collect_symbols(root_of(graph), used);
   collect_symbols(graph, used);  // a block not yet attached to its node
   for (int64_t k = 0;; ++k) {

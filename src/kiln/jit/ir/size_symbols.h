@@ -8,6 +8,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -20,7 +21,13 @@ namespace kiln::jit {
 // output size is data-dependent and whose size_symbol is unset, a symbol no
 // size of the graph (its enclosing graphs and blocks too) mentions yet,
 // `nz0`, `nz1`, ... by the op's stem. Other attributes are returned as given.
-Attrs with_size_symbol(const Graph& graph, const OpDef& op, Attrs attrs);
+// `also_used`: names taken elsewhere (the ONNX importer builds a block apart
+// from the graphs around it, and passes theirs).
+Attrs with_size_symbol(const Graph& graph, const OpDef& op, Attrs attrs,
+                       const std::set<std::string>& also_used = {});
+// Every symbol `graph` and its blocks mention: types, attributes, guards,
+// and the symbols their nodes bind.
+std::set<std::string> symbols_in(const Graph& graph);
 
 // The symbol `node` binds, or "" when its sizes follow from its inputs'.
 std::string bound_symbol(const Node& node);
