@@ -74,6 +74,32 @@ def test_quantize_linear(tmp_path, dtype, per_axis):
         [dtype], axis=1)
 
 
+def test_quantize_linear_of_opset_21_without_a_zero_point_takes_output_dtype(tmp_path):
+    # Regression: the type fell back to uint8 when no zero point said it.
+    node = helper.make_node("QuantizeLinear", ["x", "s"], ["y"], output_dtype=TensorProto.INT8)
+    model = model_with([node], [info("x", [4]), info("s", [])],
+                       [info("y", None, TensorProto.INT8)], opset=21)
+    model.ir_version = 9  # opset 21 wants a newer IR than onnx_test_models' default
+    path = tmp_path / "q21.onnx"
+    onnx.save(model, path)
+    feeds = {"x": np.array([-126.5, 0.0, 128.5, 3.0], np.float32), "s": np.array(2.0, np.float32)}
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = kiln.onnx.load(path)(*[kiln.from_numpy(np.asarray(v)) for v in feeds.values()]).numpy()
+    assert got.dtype == want.dtype == np.int8
+    np.testing.assert_array_equal(got, want)
+
+
+def test_blocked_quantization_is_refused_by_name(tmp_path):
+    node = helper.make_node("DequantizeLinear", ["x", "s"], ["y"], axis=0, block_size=2,
+                            name="blocks")
+    model = model_with([node], [info("x", [4], TensorProto.INT8), info("s", [2])],
+                       [info("y", None)], opset=21)
+    model.ir_version = 9
+    onnx.save(model, tmp_path / "b.onnx")
+    with pytest.raises(RuntimeError, match=r"'blocks' quantizes in blocks \(block_size 2\)"):
+        kiln.onnx.load(tmp_path / "b.onnx")
+
+
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int32])
 def test_dequantize_linear(tmp_path, dtype):
     info_ = np.iinfo(dtype)

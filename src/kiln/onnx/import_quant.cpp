@@ -67,10 +67,26 @@ int64_t axis_of(const Node& node, const Value* x) {
   return axis;
 }
 
+// Opset 21's blocked quantization: a scale per block of `block_size`
+// elements along the axis, which the compositions here do not build.
+void refuse_blocks(const Node& node) {
+  KILN_CHECK(attr_int(node, "block_size", 0) == 0, "onnx import: ", node.op_type(), " node '",
+             node.name(), "' quantizes in blocks (block_size ", attr_int(node, "block_size", 0),
+             "), which kiln does not translate");
+}
+
 void quantize_linear(const Node& node, ImportContext& c) {
+  refuse_blocks(node);
   Value* x = c.input(node, 0);
   Value* zero_point = c.input(node, 2);
-  DType dtype = zero_point ? zero_point->dtype() : DType::UInt8;
+  // The zero point's type, else opset 21's output_dtype, else uint8.
+  DType dtype = DType::UInt8;
+  if (zero_point) {
+    dtype = zero_point->dtype();
+  } else if (attr_int(node, "output_dtype", 0) != 0) {
+    dtype = dtype_from_onnx(attr_int(node, "output_dtype", 0),
+                            "QuantizeLinear's output_dtype (node '" + node.name() + "')");
+  }
   check_8_bit(dtype, node);
   int64_t axis = axis_of(node, x), rank = rank_of(x);
   Value* scale = along_axis(c.input(node, 1), axis, rank, c);
@@ -80,6 +96,7 @@ void quantize_linear(const Node& node, ImportContext& c) {
 }
 
 void dequantize_linear(const Node& node, ImportContext& c) {
+  refuse_blocks(node);
   Value* x = c.input(node, 0);
   int64_t axis = axis_of(node, x), rank = rank_of(x);
   Value* scale = along_axis(c.input(node, 1), axis, rank, c);
