@@ -240,3 +240,46 @@ def test_onnx_round_trip_through_onnx_runtime(tmp_path):
     np.testing.assert_array_equal(got, want.numpy())
     imported = kiln.onnx.load(str(tmp_path / "m.onnx"))
     check(imported(kiln.from_numpy(x), kiln.from_numpy(counts)), want)
+
+
+def _exported_runs_in_onnx_runtime(tmp_path, fn, args):
+    ort = pytest.importorskip("onnxruntime")
+    path = str(tmp_path / "m.onnx")
+    kiln.onnx.export(fn, args, path)
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    got = session.run(None, {i.name: np.asarray(a) for i, a in zip(session.get_inputs(), args)})
+    want = fn(*args)
+    for g, w in zip(got, want if isinstance(want, tuple) else (want,), strict=True):
+        assert g.dtype == np.asarray(w).dtype
+        np.testing.assert_array_equal(g, np.asarray(w))
+
+
+@pytest.mark.parametrize("op", ["maximum", "where", "argmax", "clamp", "cube_and_max", "pow"])
+def test_exported_small_int_ops_find_onnx_runtime_kernels(tmp_path, op):
+    # Regression: ONNX's schema takes int16 in Max, Where, ArgMax and Clip,
+    # but ONNX Runtime has no kernel for it (NOT_IMPLEMENTED at load); and
+    # Pow's uint8 exponent had no int32 twin. They compute in int32 now.
+    a = kiln.tensor(np.array([3, -200, 7], np.int16))
+    b = kiln.tensor(np.array([1, 5, 9], np.int16))
+    fns = {"maximum": lambda x, y: kiln.maximum(x, y),
+           "where": lambda x, y: kiln.where(x > y, x, y),
+           "argmax": lambda x, y: x.argmax(),
+           "clamp": lambda x, y: x.clamp(0, 5),
+           "cube_and_max": lambda x, y: (x * x * x, x.max())}
+    if op == "pow":  # small powers: ONNX Runtime saturates an overflowing integer Pow
+        u8 = kiln.tensor(np.array([3, 2, 5], np.uint8))
+        _exported_runs_in_onnx_runtime(tmp_path, lambda x, y: x.pow(y),
+                                       (u8, kiln.tensor(np.array([3, 5, 2], np.uint8))))
+        return
+    _exported_runs_in_onnx_runtime(tmp_path, fns[op], (a, b))
+
+
+def test_exported_small_int_ops_inside_a_branch_compute_in_int32_too(tmp_path):
+    # Regression: the widening skipped If bodies, whose int16 ReduceMax the
+    # checker passed and ONNX Runtime refused.
+    def f(x, p):
+        return kiln.cond(p.sum() > 0, lambda y: (y.abs(), y.max()), lambda y: (y, y.max()), x)
+
+    x = kiln.tensor(np.array([3, -200, 7], np.int16))
+    for p in (kiln.tensor([1.0]), kiln.tensor([-1.0])):
+        _exported_runs_in_onnx_runtime(tmp_path, f, (x, p))

@@ -1,13 +1,17 @@
 // Types an ONNX op lacks: kiln has int8, uint8 and int16 everywhere, while
-// many ONNX ops take only some integer types (Pow, ReduceSum and Neg have
-// no uint8; ReduceMax no int16 before opset 18). Rather than keep a list of
-// such ops by hand, the exporter asks ONNX's own schema of each node which
-// types its type parameters allow; where an operand's type is not among
-// them, the node computes in the narrowest allowed type that holds every
-// value (int32 for the 8- and 16-bit types) and its results are cast back.
-// Integer arithmetic in int32 then cast back wraps exactly as the small
-// type's does (both are modulo 2^8 or 2^16), and comparisons, maxima and
-// floor division of values that fit are unchanged.
+// ONNX ops take only some integer types (Pow, ReduceSum and Neg have no
+// uint8; ReduceMax no int16 before opset 18), and ONNX Runtime has kernels
+// for fewer still (Max, Where, ArgMax and Clip of int16 load and then find no
+// kernel). So an op that computes on an 8- or 16-bit integer operand computes
+// in the narrowest type of its schema's that holds every value (int32), and
+// its results are cast back; ops that only move data (Reshape, Gather,
+// Concat...) run on every type and are left alone. The schema is ONNX's own,
+// read per node, rather than a list kept here by hand. Integer arithmetic in
+// int32 then cast back wraps modulo 2^8 or 2^16 as the small type's does,
+// and comparisons, maxima and floor division of values that fit are
+// unchanged. One difference stays, as it is for int32 and int64 tensors
+// already: an integer Pow whose power overflows saturates in ONNX Runtime
+// where torch and kiln wrap.
 #include "kiln/onnx/export_widen.h"
 
 #include <onnx/defs/schema.h>
@@ -48,7 +52,29 @@ std::vector<int> wider_types(int elem_type) {
   }
 }
 
-// The element type of every tensor the graph names, as ONNX's own shape
+// The exporter names every value afresh across a model, sub-graphs
+// included, so one map serves them all.
+void add_element_types(const pb::GraphProto& graph, std::unordered_map<std::string, int>& types) {
+  for (const pb::TensorProto& init : graph.initializer())
+    types[init.name()] = init.data_type();
+  auto add = [&](const auto& infos) {
+    for (const pb::ValueInfoProto& info : infos) {
+      if (info.type().has_tensor_type()) types[info.name()] = info.type().tensor_type().elem_type();
+    }
+  };
+  add(graph.input());
+  add(graph.value_info());
+  add(graph.output());
+  for (const pb::NodeProto& node : graph.node()) {
+    for (const pb::AttributeProto& attr : node.attribute()) {
+      if (attr.has_g()) add_element_types(attr.g(), types);
+      for (const pb::GraphProto& body : attr.graphs())
+        add_element_types(body, types);
+    }
+  }
+}
+
+// The element type of every tensor the model names, as ONNX's own shape
 // inference (run on a copy, so the model keeps no inferred value_info) sees
 // it.
 std::unordered_map<std::string, int> element_types(const pb::ModelProto& model) {
@@ -60,19 +86,20 @@ std::unordered_map<std::string, int> element_types(const pb::ModelProto& model) 
     // checker names the problem if there is one.
   }
   std::unordered_map<std::string, int> types;
-  const pb::GraphProto& graph = inferred.graph();
-  for (const pb::TensorProto& init : graph.initializer())
-    types[init.name()] = init.data_type();
-  auto add = [&](const auto& infos) {
-    for (const pb::ValueInfoProto& info : infos) {
-      if (info.type().has_tensor_type()) types[info.name()] = info.type().tensor_type().elem_type();
-    }
-  };
-  add(graph.input());
-  add(graph.value_info());
-  add(graph.output());
+  add_element_types(inferred.graph(), types);
   return types;
 }
+
+bool is_small_int(int elem_type) {
+  return elem_type == pb::TensorProto_DataType_INT8 ||
+         elem_type == pb::TensorProto_DataType_UINT8 || elem_type == pb::TensorProto_DataType_INT16;
+}
+
+// Ops ONNX Runtime runs on every type, as they only move or view data.
+const std::unordered_set<std::string> kMovesDataOnly = {
+    "Cast",    "CastLike", "Identity", "Reshape", "Transpose", "Squeeze",  "Unsqueeze",
+    "Flatten", "Concat",   "Split",    "Slice",   "Gather",    "GatherND", "GatherElements",
+    "Expand",  "Tile",     "Shape",    "Size",    "If",        "Loop",     "Scan"};
 
 const ::onnx::OpSchema::FormalParameter* formal_at(
     const std::vector<::onnx::OpSchema::FormalParameter>& formals, int k) {
@@ -93,13 +120,16 @@ std::map<std::string, int> widened_params(const pb::NodeProto& node, const ::onn
     std::string name = tensor_type_str(elem_type);
     return !name.empty() && std::find(list.begin(), list.end(), name) != list.end();
   };
+  const bool moves_data_only = kMovesDataOnly.count(node.op_type()) > 0;
   std::map<std::string, int> widened;
   for (int k = 0; k < node.input_size(); ++k) {
     const auto* formal = formal_at(schema.inputs(), k);
     auto type = types.find(node.input(k));
     if (!formal || node.input(k).empty() || type == types.end()) continue;
     auto list = allowed.find(formal->GetTypeStr());
-    if (list == allowed.end() || allows(*list->second, type->second)) continue;
+    if (list == allowed.end()) continue;
+    bool computes_on_small_int = !moves_data_only && is_small_int(type->second);
+    if (allows(*list->second, type->second) && !computes_on_small_int) continue;
     for (int wider : wider_types(type->second)) {
       if (!allows(*list->second, wider)) continue;
       widened.emplace(formal->GetTypeStr(), wider);
@@ -123,44 +153,59 @@ pb::NodeProto cast_node(const std::string& from, const std::string& to, int elem
 
 }  // namespace
 
-void widen_types_onnx_lacks(pb::ModelProto& model, int opset) {
-  const std::unordered_map<std::string, int> types = element_types(model);
-  pb::GraphProto& graph = *model.mutable_graph();
-  std::unordered_set<std::string> names;
-  for (const auto& [name, type] : types)
-    names.insert(name);
-  for (const pb::NodeProto& node : graph.node())
-    names.insert(node.output().begin(), node.output().end());
+namespace {
+
+struct Rewriter {
+  const std::unordered_map<std::string, int>& types;
+  std::unordered_set<std::string>& names;
+  int opset;
   int counter = 0;
-  auto fresh = [&](const std::string& base) {
+
+  std::string fresh(const std::string& base) {
     std::string name;
     do {
       name = base + "_widened" + std::to_string(counter++);
     } while (!names.insert(name).second);
     return name;
-  };
-  pb::GraphProto rewritten;
-  for (pb::NodeProto& node : *graph.mutable_node()) {
-    const ::onnx::OpSchema* schema =
-        node.domain().empty() ? ::onnx::OpSchemaRegistry::Schema(node.op_type(), opset) : nullptr;
-    std::map<std::string, int> widened;
-    if (schema) widened = widened_params(node, *schema, types);
-    if (widened.empty()) {
-      rewritten.add_node()->Swap(&node);
-      continue;
+  }
+
+  void rewrite(pb::GraphProto& graph) {
+    pb::GraphProto rewritten;
+    for (pb::NodeProto& node : *graph.mutable_node()) {
+      for (pb::AttributeProto& attr : *node.mutable_attribute()) {
+        if (attr.has_g()) rewrite(*attr.mutable_g());
+        for (pb::GraphProto& body : *attr.mutable_graphs())
+          rewrite(body);
+      }
+      const ::onnx::OpSchema* schema =
+          node.domain().empty() ? ::onnx::OpSchemaRegistry::Schema(node.op_type(), opset) : nullptr;
+      std::map<std::string, int> widened;
+      if (schema) widened = widened_params(node, *schema, types);
+      if (widened.empty()) {
+        rewritten.add_node()->Swap(&node);
+        continue;
+      }
+      widen(node, *schema, widened, rewritten);
     }
+    graph.mutable_node()->Swap(rewritten.mutable_node());
+  }
+
+  // Casts before `node` for its operands of a widened type parameter, the
+  // node, then casts of its results of such a parameter back.
+  void widen(pb::NodeProto& node, const ::onnx::OpSchema& schema,
+             const std::map<std::string, int>& widened, pb::GraphProto& out) {
     for (int k = 0; k < node.input_size(); ++k) {
-      const auto* formal = formal_at(schema->inputs(), k);
+      const auto* formal = formal_at(schema.inputs(), k);
       if (!formal || node.input(k).empty()) continue;
       auto wide = widened.find(formal->GetTypeStr());
       if (wide == widened.end()) continue;
       std::string cast_name = fresh(node.input(k));
-      *rewritten.add_node() = cast_node(node.input(k), cast_name, wide->second);
+      *out.add_node() = cast_node(node.input(k), cast_name, wide->second);
       node.set_input(k, cast_name);
     }
     std::vector<pb::NodeProto> casts_back;
     for (int k = 0; k < node.output_size(); ++k) {
-      const auto* formal = formal_at(schema->outputs(), k);
+      const auto* formal = formal_at(schema.outputs(), k);
       auto type = types.find(node.output(k));
       if (!formal || node.output(k).empty() || type == types.end()) continue;
       if (widened.count(formal->GetTypeStr()) == 0) continue;
@@ -168,11 +213,21 @@ void widen_types_onnx_lacks(pb::ModelProto& model, int opset) {
       casts_back.push_back(cast_node(wide_name, node.output(k), type->second));
       node.set_output(k, wide_name);
     }
-    rewritten.add_node()->Swap(&node);
+    out.add_node()->Swap(&node);
     for (pb::NodeProto& cast : casts_back)
-      rewritten.add_node()->Swap(&cast);
+      out.add_node()->Swap(&cast);
   }
-  graph.mutable_node()->Swap(rewritten.mutable_node());
+};
+
+}  // namespace
+
+void widen_types_onnx_lacks(pb::ModelProto& model, int opset) {
+  const std::unordered_map<std::string, int> types = element_types(model);
+  std::unordered_set<std::string> names;
+  for (const auto& [name, type] : types)
+    names.insert(name);
+  Rewriter rewriter{types, names, opset};
+  rewriter.rewrite(*model.mutable_graph());
 }
 
 }  // namespace kiln::onnx

@@ -1,6 +1,6 @@
-// The exporter's last step before the checker: where ONNX's schema of a node
-// does not allow an operand's type (int8, uint8, int16 in Pow, ReduceSum,
-// Neg, ...), the node computes in a wider type and casts its results back
+// The exporter's last step before the checker: a node computing on int8,
+// uint8 or int16 operands (which ONNX's schema or ONNX Runtime's kernels
+// often lack) computes in int32 and casts its results back
 // (export_widen.cpp says why that is exact).
 #pragma once
 
@@ -8,8 +8,8 @@
 
 namespace kiln::onnx {
 
-// Rewrites the top-level graph of `model`, written at `opset`; sub-graphs
-// (If, Loop, Scan bodies) are left as they are.
+// Rewrites every graph of `model` (If, Loop and Scan bodies too), written at
+// `opset`.
 void widen_types_onnx_lacks(pb::ModelProto& model, int opset);
 
 }  // namespace kiln::onnx
