@@ -407,3 +407,50 @@ def test_symbolic_sizes_import_once_and_run_at_several(tmp_path, node, opset, in
         want = session.run(None, feeds)[0]
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("opset", [18, 21])
+@pytest.mark.parametrize("shape, groups", [((2, 6, 5, 3), 3), ((1, 4, 7), 1), ((3, 8, 2, 2), 8)])
+def test_group_normalization(tmp_path, opset, shape, groups):
+    # Opset 18 scales and shifts per group, 21 per channel.
+    params = groups if opset == 18 else shape[1]
+    node = helper.make_node("GroupNormalization", ["x", "scale", "bias"], ["y"],
+                            num_groups=groups, epsilon=1e-3)
+    model = one_node_model(node, {"x": normal(*shape)}, opset=opset, initializers=[
+        numpy_helper.from_array(normal(params, seed=1), "scale"),
+        numpy_helper.from_array(normal(params, seed=2), "bias")])
+    model.ir_version = 10 if opset == 21 else 8
+    got, want = run_both(tmp_path, model, {"x": normal(*shape)})
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op, attrs", [("RandomUniform", {"low": -2.0, "high": 3.0}),
+                                       ("RandomNormal", {"mean": 1.0, "scale": 2.0})])
+def test_random_draws_of_a_given_shape(tmp_path, op, attrs):
+    # Random draws: ONNX Runtime's values cannot be reproduced, so the
+    # check is the shape, the dtype, the distribution and fresh draws per call.
+    node = helper.make_node(op, [], ["y"], shape=[200, 50], dtype=TensorProto.DOUBLE, **attrs)
+    graph = helper.make_graph([node], "g", [], [helper.make_value_info("y", onnx.TypeProto())])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "r.onnx")
+    loaded = kiln.onnx.load(tmp_path / "r.onnx")
+    first, second = loaded().numpy(), loaded().numpy()
+    assert first.shape == (200, 50) and first.dtype == np.float64
+    assert not np.array_equal(first, second)
+    if op == "RandomUniform":
+        assert first.min() >= -2.0 and first.max() < 3.0
+        assert abs(first.mean() - 0.5) < 0.1
+    else:
+        assert abs(first.mean() - 1.0) < 0.1 and abs(first.std() - 2.0) < 0.1
+
+
+def test_multinomial_draws_classes_by_their_log_probabilities(tmp_path):
+    logits = np.log(np.array([[0.0, 1.0, 0.0], [0.5, 0.0, 0.5]], np.float32) + 1e-30)
+    node = helper.make_node("Multinomial", ["x"], ["y"], sample_size=400)
+    model = one_node_model(node, {"x": logits})
+    onnx.save(model, tmp_path / "m.onnx")
+    drawn = kiln.onnx.load(tmp_path / "m.onnx")(kiln.from_numpy(logits)).numpy()
+    assert drawn.shape == (2, 400) and drawn.dtype == np.int32  # ONNX's default dtype
+    assert (drawn[0] == 1).all()
+    assert set(np.unique(drawn[1])) == {0, 2} and abs((drawn[1] == 0).mean() - 0.5) < 0.1

@@ -9,13 +9,17 @@
 //                                 the average an avg_pool2d over channels
 //   InstanceNormalization      -> layer_norm over the spatial axes, then
 //                                 the per-channel scale and bias
+//   GroupNormalization         -> layer_norm over each group's [C/G, ...],
+//                                 then the per-channel scale and bias
 //   LpNormalization            -> x / (its L1 or L2 norm), 0 for a zero norm
 //   CastLike                   -> cast to the second input's dtype
 //   EyeLike                    -> column index - row index == k, the indices
 //                                 cumulative sums of ones
 //   Hann/Hamming/BlackmanWindow -> a constant (its size must be known)
-//   Bernoulli, RandomUniformLike, RandomNormalLike -> bernoulli, uniform_like,
-//                                 normal_like (kiln's generator: seed ignored)
+//   Bernoulli, RandomUniform(Like), RandomNormal(Like), Multinomial ->
+//                                 bernoulli, uniform(_like), normal(_like),
+//                                 multinomial of the softmax (kiln's
+//                                 generator: seed ignored)
 #include <cmath>
 
 #include "kiln/core/factory.h"
@@ -187,6 +191,38 @@ void instance_normalization(const Node& node, ImportContext& c) {
   define(node, c, c.emit("add", {scaled, per_channel(c, c.input(node, 2), rank)}));
 }
 
+// GroupNormalization: x as [N, G, rest], each group normalized over its
+// rest (a layer norm), then scaled and shifted per channel. Opset 18 gives
+// a scale and bias per group, opset 21 one per channel.
+void group_normalization(const Node& node, ImportContext& c) {
+  Value* x = c.input(node, 0);
+  const DimList& shape = x->shape();
+  KILN_CHECK_VALUE(shape.size() >= 2, "onnx import: GroupNormalization of an input of shape ",
+                   shape, " (expected [N, C, ...])");
+  KILN_CHECK_VALUE(has_attr(node, "num_groups"),
+                   "onnx import: GroupNormalization without its num_groups attribute");
+  const int64_t groups = attr_int(node, "num_groups", 1);
+  const int64_t channels = concrete_size(node, 0, x, 1, "GroupNormalization's groups");
+  KILN_CHECK_VALUE(groups >= 1 && channels % groups == 0, "onnx import: GroupNormalization of ",
+                   channels, " channels in ", groups, " groups (groups must divide them)");
+  Value* grouped = c.emit("reshape", {x}, {{"shape", DimList{shape[0], groups, Dim(-1)}}});
+  std::vector<Value*> normalized =
+      c.emit_multi("layer_norm", {grouped, nullptr, nullptr},
+                   {{"normalized_shape", DimList{grouped->shape()[2]}},
+                    {"eps", double(attr_float(node, "epsilon", 1e-5f))}});
+  Value* y = c.emit("reshape", {normalized[0]}, {{"shape", shape}});
+  const int64_t rank = rank_of(x);
+  auto per_channel_of = [&](Value* param) {
+    if (c.opset() >= 21) return per_channel(c, param, rank);
+    // One value per group, repeated over its channels.
+    Value* column = c.emit("reshape", {param}, {{"shape", DimList{groups, 1}}});
+    Value* repeated = c.emit("expand", {column}, {{"size", DimList{groups, channels / groups}}});
+    return per_channel(c, c.emit("reshape", {repeated}, {{"shape", DimList{channels}}}), rank);
+  };
+  Value* scaled = c.emit("mul", {y, per_channel_of(c.input(node, 1))});
+  define(node, c, c.emit("add", {scaled, per_channel_of(c.input(node, 2))}));
+}
+
 // LpNormalization: x over its L1 or L2 norm along the axis; a zero norm
 // gives 0 (as ONNX Runtime does), not NaN.
 void lp_normalization(const Node& node, ImportContext& c) {
@@ -290,6 +326,46 @@ void random_normal_like(const Node& node, ImportContext& c) {
                       {"dtype", dtype_attr(node, "dtype", x->dtype())}}));
 }
 
+// RandomUniform and RandomNormal: draws of a shape the attribute gives.
+// The seed is not read: kiln draws from its own generator (kiln.manual_seed),
+// as ONNX Runtime draws from its own.
+Value* random_of_shape(const Node& node, ImportContext& c, const std::string& name,
+                       const Attrs& attrs) {
+  KILN_CHECK_VALUE(has_attr(node, "shape"), "onnx import: ", node.op_type(), " node '", node.name(),
+                   "' without its shape attribute");
+  Attrs all = attrs;
+  all.set("shape", attr_ints(node, "shape", {}));
+  all.set("dtype", dtype_attr(node, "dtype", DType::Float32));
+  return c.graph().append(op(name), {}, all)->outputs().at(0);
+}
+
+void random_uniform(const Node& node, ImportContext& c) {
+  define(node, c,
+         random_of_shape(node, c, "uniform",
+                         {{"low", double(attr_float(node, "low", 0.f))},
+                          {"high", double(attr_float(node, "high", 1.f))}}));
+}
+
+void random_normal(const Node& node, ImportContext& c) {
+  define(node, c,
+         random_of_shape(node, c, "normal",
+                         {{"mean", double(attr_float(node, "mean", 0.f))},
+                          {"std", double(attr_float(node, "scale", 1.f))}}));
+}
+
+// Multinomial: sample_size draws with replacement per row of unnormalized
+// log-probabilities: softmax gives the probabilities without overflowing.
+void multinomial(const Node& node, ImportContext& c) {
+  Value* logits = c.input(node, 0);
+  KILN_CHECK_VALUE(rank_of(logits) == 2, "onnx import: Multinomial of an input of shape ",
+                   logits->shape(), " (expected [batch, classes])");
+  Value* probabilities = c.emit("softmax", {logits}, {{"dim", int64_t(1)}});
+  Value* drawn =
+      random_node(c, "multinomial", probabilities,
+                  {{"num_samples", attr_int(node, "sample_size", 1)}, {"replacement", true}});
+  define(node, c, c.emit("cast", {drawn}, {{"dtype", dtype_attr(node, "dtype", DType::Int32)}}));
+}
+
 }  // namespace
 
 void add_activation_importers(Table& table) {
@@ -304,6 +380,7 @@ void add_activation_importers(Table& table) {
   table["MeanVarianceNormalization"] = mean_variance_normalization;
   table["LRN"] = lrn;
   table["InstanceNormalization"] = instance_normalization;
+  table["GroupNormalization"] = group_normalization;
   table["LpNormalization"] = lp_normalization;
   table["CastLike"] = cast_like;
   table["EyeLike"] = eye_like;
@@ -313,6 +390,9 @@ void add_activation_importers(Table& table) {
   table["Bernoulli"] = bernoulli;
   table["RandomUniformLike"] = random_uniform_like;
   table["RandomNormalLike"] = random_normal_like;
+  table["RandomUniform"] = random_uniform;
+  table["RandomNormal"] = random_normal;
+  table["Multinomial"] = multinomial;
 }
 
 }  // namespace kiln::onnx
