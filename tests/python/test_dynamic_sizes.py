@@ -3,6 +3,8 @@ src/kiln/ops/data_dependent.h): ONNX models with NonZero, Compress, Unique
 and NonMaxSuppression against ONNX Runtime, one import run on inputs with
 different counts; traced functions against eager, and torch as the oracle
 of kiln.nonzero and kiln.unique."""
+import warnings
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -230,3 +232,17 @@ def test_a_branch_counting_its_own_nonzeros_keeps_the_outer_count(tmp_path):
     y = np.array([1, 0, 0, 0, 0, 0], np.float32)
     check(model, tmp_path, [(x, y, np.array(True)), (y, x, np.array(True)),
                             (x, y, np.array(False))])
+
+
+def test_a_factory_sized_by_a_count_is_not_reported_as_constant():
+    # Regression: kiln.ones(n) with n a count the data decides was reported
+    # as "does not depend on the inputs", though each call sizes it anew.
+    def f(x):
+        x[x > 0.5]  # a masked read before: its count's symbol is then known
+        return kiln.ones(kiln.nonzero(x > 0.5).shape[0]).sum()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        traced = kiln.jit.trace(f, (kiln.tensor([1.0, -1.0, 2.0]),))
+    for x in (kiln.tensor([1.0, -1.0, 2.0]), kiln.tensor([0.0, 0.9, 0.1])):
+        np.testing.assert_allclose(traced(x).numpy(), f(x).numpy())

@@ -523,9 +523,13 @@ void Recorder::check_side_effects(const OpDef& op, const std::vector<int>& writt
   }
 }
 
+// A node's outputs vary between calls when it draws, when an input does, or
+// when its attributes are sizes (kiln.ones(n) with n a symbol: of an input's
+// shape, or a count a nonzero binds when it runs).
 void Recorder::mark_dynamic(const OpDef& op, const Node* node) {
-  bool dynamic = op.is_random || std::any_of(node->inputs().begin(), node->inputs().end(),
-                                             [&](const Value* v) { return v && is_dynamic(v); });
+  bool dynamic = op.is_random || node->attrs().any_symbolic() ||
+                 std::any_of(node->inputs().begin(), node->inputs().end(),
+                             [&](const Value* v) { return v && is_dynamic(v); });
   if (!dynamic) return;
   for (const Value* out : node->outputs())
     dynamic_.insert(out);
