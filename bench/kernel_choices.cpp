@@ -143,29 +143,43 @@ void bench_pool(int64_t batch, int64_t channels, int64_t size, bool average) {
               (long long)size, onednn, own, onednn / own);
 }
 
+// A convolution's buffers, x, w and the bias normal draws (seed 0), and
+// their views: x [n, c, h, w], w [oc, c/groups, kh, kw], y, bias [oc].
+struct ConvProblem {
+  std::vector<float> x, w, b, y;
+  StridedView xv, wv, yv, bv;
+
+  ConvProblem(const int64_t (&x_shape)[4], const int64_t (&w_shape)[4], const int64_t (&y_shape)[4])
+      : x(size_t(x_shape[0] * x_shape[1] * x_shape[2] * x_shape[3])),
+        w(size_t(w_shape[0] * w_shape[1] * w_shape[2] * w_shape[3])),
+        b(size_t(w_shape[0])),
+        y(size_t(y_shape[0] * y_shape[1] * y_shape[2] * y_shape[3])) {
+    std::mt19937 rng(0);
+    std::normal_distribution<float> normal;
+    for (std::vector<float>* v : {&x, &w, &b}) {
+      for (float& e : *v)
+        e = normal(rng);
+    }
+    xv = view4(x.data(), x_shape);
+    wv = view4(w.data(), w_shape);
+    yv = view4(y.data(), y_shape);
+    bv.data = b.data();
+    bv.ndim = 1;
+    bv.shape[0] = w_shape[0];
+    bv.strides[0] = 1;
+  }
+};
+
 // LeNet's convolutions: x [batch, c, size, size], w [oc, c, 5, 5], padding p.
 void bench_conv(int64_t batch, int64_t c, int64_t size, int64_t oc, int64_t padding) {
   const int64_t out_size = size + 2 * padding - 4;
   const int64_t x_shape[4] = {batch, c, size, size}, w_shape[4] = {oc, c, 5, 5};
   const int64_t y_shape[4] = {batch, oc, out_size, out_size};
-  std::mt19937 rng(0);
-  std::normal_distribution<float> normal;
-  std::vector<float> x(size_t(batch * c * size * size)), w(size_t(oc * c * 25)),
-      b(static_cast<size_t>(oc)), y(size_t(batch * oc * out_size * out_size));
-  for (std::vector<float>* v : {&x, &w, &b}) {
-    for (float& e : *v)
-      e = normal(rng);
-  }
-  StridedView xv = view4(x.data(), x_shape), wv = view4(w.data(), w_shape);
-  StridedView yv = view4(y.data(), y_shape), bv;
-  bv.data = b.data();
-  bv.ndim = 1;
-  bv.shape[0] = oc;
-  bv.strides[0] = 1;
+  ConvProblem q(x_shape, w_shape, y_shape);
   kiln::cpu::Conv2dParams p;
   p.padding[0] = p.padding[1] = padding;
-  double onednn = time_us([&] { kiln::cpu::conv2d_onednn_f32(yv, xv, wv, bv, p); });
-  double own = time_us([&] { kiln::cpu::conv2d_direct_f32(yv, xv, wv, bv, p); });
+  double onednn = time_us([&] { kiln::cpu::conv2d_onednn_f32(q.yv, q.xv, q.wv, q.bv, p); });
+  double own = time_us([&] { kiln::cpu::conv2d_direct_f32(q.yv, q.xv, q.wv, q.bv, p); });
   std::printf(
       "conv2d %3lldx%2lldx%2lldx%2lld -> %2lld   onednn %8.2f us   direct %8.2f us   %5.1fx\n",
       (long long)batch, (long long)c, (long long)size, (long long)size, (long long)oc, onednn, own,
@@ -177,26 +191,13 @@ void bench_depthwise(int64_t c, int64_t size, int64_t k, int64_t stride) {
   const int64_t out_size = (size + 2 * (k / 2) - k) / stride + 1;
   const int64_t x_shape[4] = {1, c, size, size}, w_shape[4] = {c, 1, k, k};
   const int64_t y_shape[4] = {1, c, out_size, out_size};
-  std::mt19937 rng(0);
-  std::normal_distribution<float> normal;
-  std::vector<float> x(size_t(c * size * size)), w(size_t(c * k * k)), b(static_cast<size_t>(c)),
-      y(size_t(c * out_size * out_size));
-  for (std::vector<float>* v : {&x, &w, &b}) {
-    for (float& e : *v)
-      e = normal(rng);
-  }
-  StridedView xv = view4(x.data(), x_shape), wv = view4(w.data(), w_shape);
-  StridedView yv = view4(y.data(), y_shape), bv;
-  bv.data = b.data();
-  bv.ndim = 1;
-  bv.shape[0] = c;
-  bv.strides[0] = 1;
+  ConvProblem q(x_shape, w_shape, y_shape);
   kiln::cpu::Conv2dParams p;
   p.groups = c;
   p.padding[0] = p.padding[1] = k / 2;
   p.stride[0] = p.stride[1] = stride;
-  double onednn = time_us([&] { kiln::cpu::conv2d_onednn_f32(yv, xv, wv, bv, p); });
-  double own = time_us([&] { kiln::cpu::conv2d_depthwise_f32(yv, xv, wv, bv, p); });
+  double onednn = time_us([&] { kiln::cpu::conv2d_onednn_f32(q.yv, q.xv, q.wv, q.bv, p); });
+  double own = time_us([&] { kiln::cpu::conv2d_depthwise_f32(q.yv, q.xv, q.wv, q.bv, p); });
   std::printf(
       "depthwise %3lldx%3lldx%3lld k%lld s%lld   onednn %8.2f us   ours %8.2f us   %5.1fx\n",
       (long long)c, (long long)size, (long long)size, (long long)k, (long long)stride, onednn, own,
