@@ -262,19 +262,8 @@ def print_cpu_use(threads, records, affinity):
           f"while timed, largest per mode: {shown}.\n")
 
 
-def versions():
-    out = []
-    for module, label in (("kiln", "kiln"), ("torch", "PyTorch"),
-                          ("onnxruntime", "ONNX Runtime")):
-        try:
-            out.append(f"{label} {__import__(module).__version__.split('+')[0]}")
-        except ImportError:
-            out.append(f"{label} not installed")
-    return ", ".join(out)
-
-
 def measure_and_print(args):
-    print(f"## Real models, float32, inference ({versions()})\n")
+    print(f"## Real models, float32, inference ({machine.framework_versions()})\n")
     print(f"W5: {transformer.LAYERS} x TransformerEncoderLayer({transformer.D_MODEL}, "
           f"{transformer.HEADS}, {transformer.FEEDFORWARD}, gelu, batch_first), sequence "
           f"{transformer.SEQ}. W6: ResNet-18, MobileNetV3-Small (torchvision's layout), "

@@ -262,17 +262,6 @@ def child(args):
         json.dump({"threads": args.child, "cases": results}, f)
 
 
-def versions():
-    import kiln
-    out = [f"kiln {kiln.__version__}"]
-    for module, label in (("torch", "PyTorch"), ("onnxruntime", "ONNX Runtime")):
-        try:
-            out.append(f"{label} {__import__(module).__version__.split('+')[0]}")
-        except ImportError:
-            out.append(f"{label} not installed")
-    return ", ".join(out)
-
-
 def median(ms):
     return statistics.median(ms)
 
@@ -332,7 +321,8 @@ def run_child(threads, args, work):
 
 
 def measure_and_print(args):
-    print(f"## W4 (LSTM language model), float32, no_grad ({versions()})\n")
+    from harness.machine import framework_versions  # main() put bench/ on the path
+    print(f"## W4 (LSTM language model), float32, no_grad ({framework_versions()})\n")
     print(f"Embedding({VOCAB}, {EMBED}), LSTM({EMBED} -> {HIDDEN}, {LAYERS} layers, "
           f"batch_first), Linear({HIDDEN} -> {VOCAB}); sequence {SEQ}; "
           f"{FLOPS_PER_TOKEN * SEQ / 1e6:.0f} MFLOP per sequence in the products.\n")

@@ -154,3 +154,16 @@ def roofline(case, machine):
             "flops": cost.flops, "bytes": cost.bytes_moved,
             "working_set_bytes": cost.working_set,
             "bound_by": "compute" if compute_us >= memory_us else f"{level.upper()} bandwidth"}
+
+
+def framework_versions():
+    """"kiln 0.1.0, PyTorch 2.13.0, ONNX Runtime 1.30.0" for a table's
+    title; one that is absent is "not installed"."""
+    out = []
+    for module, label in (("kiln", "kiln"), ("torch", "PyTorch"),
+                          ("onnxruntime", "ONNX Runtime")):
+        try:
+            out.append(f"{label} {__import__(module).__version__.split('+')[0]}")
+        except ImportError:
+            out.append(f"{label} not installed")
+    return ", ".join(out)
