@@ -89,7 +89,8 @@ class ImportContext {
   // ---- sizes known at import time ----
   // The elements of a 0-D or 1-D integer or bool value known at import, as
   // Dims: a constant's (a float one's when all are whole numbers), or the
-  // symbolic sizes of a placeholder. Nothing for values computed at run time.
+  // symbolic sizes of a placeholder; std::nullopt for a value computed at
+  // run time.
   std::optional<DimList> known_sizes(const jit::Value* value) const;
   // Whether `value` is a placeholder for sizes that mention a symbol.
   bool holds_symbols(const jit::Value* value) const;

@@ -7,9 +7,9 @@
 // Dims. This file evaluates the ops of such chains on the Dims at import,
 // and the translations that take a shape read them (a reshape to
 // [batch, 512]). Sizes cast to float stay sizes while they are whole
-// numbers (Range's bounds). No node ever reads a placeholder: an op that
-// needs the sizes as a tensor at run time is an error naming the input and
-// the symbols. A comparison only a call decides (whether `batch == 1`)
+// numbers (Range's bounds). A placeholder is never a node's input: an op
+// that needs the sizes as a tensor at run time is an error naming the input
+// and the symbols. A comparison only a call decides (whether `batch == 1`)
 // makes the model imported per shape of the inputs those symbols come from
 // (Note [Shape inputs] in import_context.cpp).
 #include <algorithm>
