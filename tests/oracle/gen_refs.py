@@ -38,6 +38,8 @@ CASE_MODULES = [
     "cases_small_int",
     "cases_dynamic",
     "cases_spectral",
+    "cases_vision",
+    "cases_geometry",
 ]
 
 

@@ -243,6 +243,10 @@ void add_conv_pool_importers(std::unordered_map<std::string, ImportFn>& table);
 // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
 // QLinearMatMul, ConvInteger, QLinearConv (import_quant.cpp).
 void add_quant_importers(std::unordered_map<std::string, ImportFn>& table);
+// MaxRoiPool and DeformConv (import_vision.cpp).
+void add_vision_importers(std::unordered_map<std::string, ImportFn>& table);
+// CenterCropPad, AffineGrid and Col2Im (import_geometry.cpp).
+void add_geometry_importers(std::unordered_map<std::string, ImportFn>& table);
 // Model inputs and outputs of ONNX sequence or optional type
 // (import_sequences.cpp): the input's tensors as graph inputs, from its
 // form in `options` (false, adding none, where they lack it); the tensors

@@ -33,6 +33,8 @@ const Table& importers() {
     add_signal_importers(all);
     add_training_importers(all);
     add_quant_importers(all);
+    add_vision_importers(all);
+    add_geometry_importers(all);
     add_generic_importers(all);  // last: refuses an op type a file above translates
     return all;
   }();
