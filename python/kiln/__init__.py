@@ -18,6 +18,8 @@ from kiln._C import (
 )
 from kiln._control_flow import cond, fori_loop, scan, while_loop
 from kiln._device import device
+from kiln._engine import *  # noqa: F401,F403  set_execution, execution, synchronize, ...
+from kiln._engine import install_tensor_methods as _install_engine_methods
 from kiln._factories import (
     arange,
     empty,
@@ -61,6 +63,7 @@ short = int16
 
 _install_tensor_methods()
 _random.install_tensor_methods()
+_install_engine_methods()
 
 from kiln import cuda, fft, jit, linalg, nn, onnx, optim, profiler, utils  # noqa: E402  (they use the ops above)
 from kiln import serialization as _serialization  # noqa: E402

@@ -23,6 +23,7 @@ void bind_nn_utils(nb::module_& m);      // nn_utils.cpp
 void bind_nn_layers(nb::module_& m);     // nn_layers.cpp
 void bind_nn_more(nb::module_& m);       // nn_more.cpp
 void bind_profiler(nb::module_& m);      // profiler.cpp
+void bind_engine(nb::module_& m);        // engine.cpp
 
 namespace {
 
@@ -297,6 +298,7 @@ NB_MODULE(_C, m) {
   m.def("promote_types", &promote_types, nb::arg("type1"), nb::arg("type2"));
 
   bind_sym_int(m);
+  bind_engine(m);
   bind_tensor(m);
   bind_ops(m);
   bind_factories(m);

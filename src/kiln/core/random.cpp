@@ -32,12 +32,14 @@ std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> c, uint64_t key) {
 }
 
 void Generator::manual_seed(uint64_t seed) {
+  engine_var_.wait_for_host_access();
   std::lock_guard<std::mutex> lock(mutex_);
   seed_ = seed;
   next_block_ = 0;
 }
 
 uint64_t Generator::reserve_blocks(uint64_t n_blocks) {
+  engine_var_.wait_for_host_access();
   std::lock_guard<std::mutex> lock(mutex_);
   uint64_t first = next_block_;
   next_block_ += n_blocks;
@@ -45,11 +47,13 @@ uint64_t Generator::reserve_blocks(uint64_t n_blocks) {
 }
 
 uint64_t Generator::offset() {
+  engine_var_.wait_for_host_access();
   std::lock_guard<std::mutex> lock(mutex_);
   return next_block_;
 }
 
 void Generator::set_offset(uint64_t next_block) {
+  engine_var_.wait_for_host_access();
   std::lock_guard<std::mutex> lock(mutex_);
   next_block_ = next_block;
 }

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <mutex>
 
+#include "kiln/core/engine_var.h"
+
 namespace kiln {
 
 // One Philox block: 4 random 32-bit words for a 128-bit counter and 64-bit key.
@@ -33,7 +35,13 @@ class Generator {
   // Words of block `block_index` under this generator's key.
   std::array<uint32_t, 4> block(uint64_t block_index) const;
 
+  // Random ops pushed to the engine write this variable, so they draw in
+  // the order they were issued; the calls above wait for them when made
+  // from outside a running op (the stream stays the one sync mode draws).
+  EngineVarSlot& engine_var() { return engine_var_; }
+
  private:
+  EngineVarSlot engine_var_;
   std::mutex mutex_;
   uint64_t seed_;
   uint64_t next_block_ = 0;

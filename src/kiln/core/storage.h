@@ -1,6 +1,8 @@
 // Storage: a block of bytes shared by a tensor and all its views. It also
 // holds the version counter, so every view of the same memory sees one count
-// (PyTorch shares the counter between a tensor and its views the same way).
+// (PyTorch shares the counter between a tensor and its views the same way),
+// and the dependency engine's variable, for the same reason: a write through
+// any view orders against reads through every other.
 #pragma once
 
 #include <atomic>
@@ -8,6 +10,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+
+#include "kiln/core/engine_var.h"
 
 namespace kiln {
 
@@ -29,11 +33,14 @@ class StorageImpl {
   uint64_t version() const { return version_.load(std::memory_order_relaxed); }
   void bump_version() { version_.fetch_add(1, std::memory_order_relaxed); }
 
+  EngineVarSlot& engine_var() const { return engine_var_; }
+
  private:
   void* data_;
   size_t nbytes_;
   std::function<void()> release_;
   std::atomic<uint64_t> version_{0};
+  mutable EngineVarSlot engine_var_;
 };
 
 using Storage = std::shared_ptr<StorageImpl>;

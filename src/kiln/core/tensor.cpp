@@ -29,6 +29,11 @@ int64_t Tensor::stride(int64_t d) const {
 }
 
 void* Tensor::data_ptr() const {
+  wait_for_engine();
+  return unsynced_data_ptr();
+}
+
+void* Tensor::unsynced_data_ptr() const {
   auto* base = static_cast<char*>(storage()->data());
   return base + offset() * int64_t(itemsize());
 }

@@ -74,8 +74,16 @@ class Tensor {
   bool is_contiguous() const { return checked().is_contiguous(); }
 
   const Storage& storage() const { return checked().storage(); }
-  // Address of element [0, 0, ...], storage offset applied.
+  // Address of element [0, 0, ...], storage offset applied. A sync point:
+  // outside a running engine op it first waits for the ops pushed on this
+  // storage (and raises the failure they left), so code that reads or writes
+  // values on the host sees them done (Note [Sync points], engine/engine.h).
   void* data_ptr() const;
+  // The same address without waiting: for code that schedules work on the
+  // tensor (dispatch pushing a kernel) rather than touching its values.
+  void* unsynced_data_ptr() const;
+  // Waits as data_ptr() does, without taking the address.
+  void wait_for_engine() const { storage()->engine_var().wait_for_host_access(); }
   template <typename T>
   T* data() const {
     KILN_CHECK_TYPE(dtype_of<T>() == dtype(), "data<", kiln::to_string(dtype_of<T>()),

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "kiln/engine/engine.h"
 #include "kiln/ops/attrs_text.h"
 #include "kiln/ops/data_dependent.h"
 #include "kiln/util/profile_recorder.h"
@@ -100,6 +101,78 @@ void run_kernel(const OpDef& op, const std::vector<Tensor>& inputs,
   for (size_t i = 0; i < outputs.size(); ++i)
     out_span[i] = view_of(outputs[i]);
   op.cpu(KernelArgs{in_span, out_span, attrs});
+}
+
+// The kernel, then (dispatch_into of a result in another dtype) the cast
+// of outputs[0] into `cast_into`.
+void run_kernels(const OpDef& op, const std::vector<Tensor>& inputs,
+                 const std::vector<Tensor>& outputs, const Attrs& attrs, const Tensor& cast_into) {
+  run_kernel(op, inputs, outputs, attrs);
+  if (!cast_into.defined()) return;
+  static const OpDef& cast_op = kiln::op("cast");
+  run_kernel(cast_op, outputs, {cast_into},
+             normalize_attrs(cast_op, {{"dtype", cast_into.dtype()}}));
+}
+
+// A kernel call as the engine queues it: it holds its tensors (their
+// memory lives until it ran) and, when it fails in the background, names
+// their shapes next to the kernel's message.
+struct KernelCall {
+  const OpDef* op;
+  Attrs attrs;
+  std::vector<Tensor> inputs, outputs;
+  Tensor cast_into;  // set: outputs[0] holds the result dtype, converted into this
+
+  void operator()() const {
+    try {
+      run_kernels(*op, inputs, outputs, attrs, cast_into);
+    } catch (const Error& e) {
+      std::string shapes;
+      for (const Tensor& t : inputs)
+        shapes += (shapes.empty() ? "" : ", ") + (t.defined() ? str(t.shape()) : "None");
+      throw Error(e.kind(), str(e.what(), " (input shapes: ", shapes, ")"));
+    }
+  }
+};
+
+// Ops whose kernel calls back into Python run where they were issued.
+bool runs_on_caller(const OpDef& op) {
+  return op.name == "custom_function";
+}
+
+// Runs the kernel now, or pushes it: it reads its inputs and writes its
+// outputs, the inputs it mutates (batch_norm's running statistics) and,
+// when it draws random numbers, the default generator, so draws keep the
+// order of sync mode. Note [Sync points] in engine/engine.h.
+void launch(const OpDef& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+            const Attrs& attrs, const Tensor& cast_into = Tensor()) {
+  if (!engine::pushing() || runs_on_caller(op)) {
+    run_kernels(op, inputs, outputs, attrs, cast_into);
+    return;
+  }
+  std::vector<int> mutated = op.mutated_inputs ? op.mutated_inputs(attrs) : std::vector<int>();
+  size_t count = inputs.size() + outputs.size() + mutated.size() + 2;
+  EngineVar* stack[32];
+  std::vector<EngineVar*> heap(count > 32 ? count : 0);  // only for very wide ops (cat)
+  EngineVar** base = count > 32 ? heap.data() : stack;
+  EngineVar** next = base;
+  for (const Tensor& t : inputs) {
+    if (t.defined()) *next++ = engine::var_of(*t.storage());
+  }
+  EngineVar** first_write = next;
+  int64_t bytes = 0;
+  for (const Tensor& t : outputs) {
+    *next++ = engine::var_of(*t.storage());
+    bytes += int64_t(t.storage()->nbytes());
+  }
+  if (cast_into.defined()) *next++ = engine::var_of(*cast_into.storage());
+  for (int i : mutated)
+    *next++ = engine::var_of(*inputs.at(size_t(i)).storage());
+  if (op.is_random) *next++ = engine::var_of(default_generator());
+  std::span<EngineVar* const> reads(base, first_write);
+  std::span<EngineVar* const> writes(first_write, next);
+  engine::push(KernelCall{&op, attrs, inputs, outputs, cast_into}, reads, writes,
+               engine::Site{op.name.c_str(), engine::caller_location()}, bytes);
 }
 
 // An op on a tensor that requires grad, before autograd installed its hook,
@@ -232,7 +305,7 @@ std::vector<Tensor> dispatch(const OpDef& op, std::vector<Tensor> inputs, const 
   } else if (has_static_shapes(inferred.outputs)) {
     for (const TensorMeta& m : inferred.outputs)
       outputs.push_back(make_tensor(to_static(m.shape, op.name), m.dtype));
-    run_kernel(op, inputs, outputs, attrs);
+    launch(op, inputs, outputs, attrs);
   } else {  // sizes the data decides: Note [Data-dependent output shapes]
     outputs = run_data_dependent(op, inputs, attrs);
   }
@@ -271,13 +344,10 @@ void dispatch_into(const OpDef& op, std::vector<Tensor> inputs, const Attrs& giv
   if (t_observer) t_observer->before_write(op, inputs, out);
   cast_inputs(op, inputs, inferred);
   if (result.dtype == out.dtype()) {
-    run_kernel(op, inputs, {out}, attrs);
+    launch(op, inputs, {out}, attrs);
   } else {
     // Compute in the result dtype, then convert into `out`.
-    Tensor tmp = make_tensor(out.shape(), result.dtype);
-    run_kernel(op, inputs, {tmp}, attrs);
-    static const OpDef& cast_op = kiln::op("cast");
-    run_kernel(cast_op, {tmp}, {out}, normalize_attrs(cast_op, {{"dtype", out.dtype()}}));
+    launch(op, inputs, {make_tensor(out.shape(), result.dtype)}, attrs, out);
   }
   out.bump_version();
   notify(op, inputs, recorded, attrs, {out});

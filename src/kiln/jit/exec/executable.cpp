@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "kiln/engine/engine.h"
 #include "kiln/jit/exec/control_flow_exec.h"
 #include "kiln/jit/exec/interpreter.h"
 #include "kiln/jit/exec/workspace.h"
@@ -44,13 +45,23 @@ Executable::Executable(std::shared_ptr<const Graph> graph, std::span<const Outpu
     return;
   }
   plan_ = lower(*graph_, into, place);
+  for_each_graph(*graph_, [&](const Graph& g) {
+    for (const Node* node : g.nodes())
+      calls_python_ |= node->op().name == "custom_function";
+  });
   // One workspace up front, so a single-threaded caller allocates nothing
   // but results, from the first call on.
   pool_.push_back(std::make_unique<Workspace>(plan_));
   workspaces_made_ = 1;
 }
 
-Executable::~Executable() = default;
+Executable::~Executable() {
+  try {
+    runs_var_.wait_for_host_access();  // Note [A compiled run as one engine op]
+  } catch (const Error&) {
+    // A queued run failed and nobody read its results: nothing to report to.
+  }
+}
 
 RunnerStats Executable::stats() const {
   if (runs_at_run_time_) return {};
@@ -163,7 +174,59 @@ void Executable::give_back(std::unique_ptr<Workspace> ws) const {
   pool_.push_back(std::move(ws));
 }
 
+// The plan reaches its parameters and constants through pointers it keeps,
+// not data_ptr(), so a run waits for the engine's ops on them here (the
+// inputs and outputs wait in Workspace::bind): an optimizer step queued in
+// async mode lands before the next compiled call reads the weights.
+void Executable::wait_for_held() const {
+  for (const Tensor& t : plan_.held) {
+    if (t.defined()) t.wait_for_engine();
+  }
+}
+
+// Note [A compiled run as one engine op]
+// In async mode a run is queued whole: it reads its inputs and writes its
+// outputs, every parameter and constant (an update inside the plan, a
+// packed weight), the default generator (its random steps) and the
+// executable's own variable (whose wait in the destructor keeps a queued
+// run from outliving the plan). Version counters move when the run is
+// queued, as an eager in-place op's do. A plan that calls back into Python
+// (a custom autograd Function) runs where it was called. Running a plan's
+// independent branches side by side is the next step.
 void Executable::execute(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const {
+  bump_mutated(inputs);
+  if (!engine::pushing() || calls_python_) {
+    run_plan(inputs, outputs);
+    return;
+  }
+  std::vector<EngineVar*> reads, writes;
+  reads.reserve(inputs.size());
+  for (const Tensor& t : inputs)
+    reads.push_back(engine::var_of(*t.storage()));
+  int64_t bytes = 0;
+  for (const Tensor& t : outputs) {
+    writes.push_back(engine::var_of(*t.storage()));
+    bytes += int64_t(t.storage()->nbytes());
+  }
+  for (const Tensor& t : plan_.held) {
+    if (t.defined()) writes.push_back(engine::var_of(*t.storage()));
+  }
+  writes.push_back(engine::var_of(default_generator()));
+  if (!runs_var_.get()) runs_var_.install(engine::new_var());
+  writes.push_back(runs_var_.get());
+  std::vector<Tensor> in(inputs.begin(), inputs.end()), out(outputs.begin(), outputs.end());
+  engine::push([this, in = std::move(in), out = std::move(out)] { run_plan(in, out); }, reads,
+               writes, engine::Site{"compiled graph", engine::caller_location()}, bytes);
+}
+
+void Executable::bump_mutated(std::span<const Tensor> inputs) const {
+  for (const Mutation& m : plan_.mutations) {
+    const Tensor& written = m.root == RootKind::Fixed ? plan_.held[m.index] : inputs[m.index];
+    written.bump_version();
+  }
+}
+
+void Executable::run_plan(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const {
   bool inputs_strided = false;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const cpu::StridedView& assumed = plan_.slots[size_t(plan_.input_slots[i])].view;
@@ -175,13 +238,10 @@ void Executable::execute(std::span<const Tensor> inputs, std::span<const Tensor>
     std::unique_ptr<Workspace> ws;
     ~Lease() { exe->give_back(std::move(ws)); }
   } lease{this, take_workspace()};
+  wait_for_held();
   lease.ws->bind(inputs, outputs, inputs_strided);
   run_steps(*lease.ws, inputs_strided, {});
   lease.ws->finish(outputs);
-  for (const Mutation& m : plan_.mutations) {
-    const Tensor& written = m.root == RootKind::Fixed ? plan_.held[m.index] : inputs[m.index];
-    written.bump_version();
-  }
 }
 
 namespace {
@@ -222,6 +282,7 @@ void Executable::run_views(std::span<const cpu::StridedView> inputs,
     std::unique_ptr<Workspace> ws;
     ~Lease() { exe->give_back(std::move(ws)); }
   } lease{this, take_workspace()};
+  wait_for_held();
   lease.ws->bind_views(inputs, outputs);
   run_steps(*lease.ws, false, input_keys);
   for (const Mutation& m : plan_.mutations) {

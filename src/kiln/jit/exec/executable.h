@@ -50,6 +50,7 @@
 #include <span>
 #include <vector>
 
+#include "kiln/core/engine_var.h"
 #include "kiln/jit/exec/plan.h"
 #include "kiln/jit/exec/runner.h"
 #include "kiln/jit/ir/graph.h"
@@ -108,6 +109,9 @@ class Executable final : public GraphRunner {
   void check_plan(const char* what) const;
   void check_outputs(std::span<const Tensor> outputs, std::span<const Tensor> inputs) const;
   void execute(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const;
+  void run_plan(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const;
+  void bump_mutated(std::span<const Tensor> inputs) const;
+  void wait_for_held() const;
   void run_steps(Workspace& ws, bool inputs_strided, std::span<const uint64_t> input_keys) const;
   void run_control_flow(const Step& step, const KernelArgs& args, Workspace& ws,
                         std::span<const uint64_t> input_keys) const;
@@ -119,6 +123,10 @@ class Executable final : public GraphRunner {
   std::shared_ptr<const GraphRunner> runs_at_run_time_;  // set: no plan, see above
   // Free workspaces; a call takes one and gives it back, so concurrent calls
   // never share one. The lock is held only to pop or push.
+  // Written by each run queued to the engine (Note [A compiled run as one
+  // engine op]); a plan calling Python (custom_function) is never queued.
+  mutable EngineVarSlot runs_var_;
+  bool calls_python_ = false;
   mutable std::mutex pool_mutex_;
   mutable std::vector<std::unique_ptr<Workspace>> pool_;
   mutable size_t workspaces_made_ = 0;

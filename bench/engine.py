@@ -1,0 +1,128 @@
+"""The dependency engine (kiln.set_execution), side by side in one run.
+
+1. d2l's microbenchmark (SCENARIOS.md §11): 10,000 x `y = y + 1` on a 1x2
+   tensor, in async mode with y.wait_to_read() after every op against one
+   kiln.synchronize() at the end (d2l measured 3.4x for MXNet; goal >= 2x),
+   and async against sync mode on the same loop (goal: the engine costs at
+   most 10% on this dispatch-bound loop), with the engine's cost per op.
+2. Two independent chains of 512x512 matmuls, one OpenMP thread per op:
+   two engine workers against the same ops run serially (goal >= 1.7x on
+   two cores).
+
+Variants are interleaved within each repetition, so a slow moment of the
+machine hits all of them; the tables give the median repetition.
+
+    .venv/bin/python bench/engine.py [--reps 7] [--ops 10000]
+"""
+import argparse
+import statistics
+import time
+
+import kiln
+
+
+def loop_ops(n: int, wait_each: bool) -> None:
+    y = kiln.ones(1, 2)
+    for _ in range(n):
+        y = y + 1
+        if wait_each:
+            y.wait_to_read()
+    kiln.synchronize()
+    assert y[0, 0].item() == n + 1
+
+
+def d2l_variants(n: int) -> dict:
+    def sync() -> None:
+        kiln.set_execution("sync")
+        loop_ops(n, wait_each=False)
+
+    def async_wait_each() -> None:
+        kiln.set_execution("async")
+        loop_ops(n, wait_each=True)
+
+    def async_one_sync() -> None:
+        kiln.set_execution("async")
+        loop_ops(n, wait_each=False)
+
+    return {"sync mode": sync, "async, wait_to_read each op": async_wait_each,
+            "async, one synchronize at the end": async_one_sync}
+
+
+def matmul_chains(length: int) -> None:
+    kiln.manual_seed(0)
+    a = kiln.randn(512, 512)
+    b = kiln.randn(512, 512)
+    w = kiln.randn(512, 512) * (1 / 512 ** 0.5)
+    for _ in range(length):
+        a = a @ w  # chain 1
+        b = b @ w  # chain 2: reads w too, independent of chain 1
+    kiln.synchronize()
+    a.wait_to_read()
+    b.wait_to_read()
+
+
+def chain_variants(length: int) -> dict:
+    def serial() -> None:
+        kiln.set_execution("sync")
+        matmul_chains(length)
+
+    def parallel() -> None:
+        kiln.set_execution("async")
+        matmul_chains(length)
+
+    return {"serial (sync mode)": serial, "2 workers (async mode)": parallel}
+
+
+def measure(variants: dict, reps: int, setup=None) -> dict:
+    times = {name: [] for name in variants}
+    for _ in range(reps):
+        for name, run in variants.items():
+            if setup:
+                setup(name)
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    kiln.set_execution("sync")
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--ops", type=int, default=10000)
+    parser.add_argument("--chain", type=int, default=16)
+    args = parser.parse_args()
+
+    print(f"== d2l async microbenchmark: {args.ops} x `y = y + 1` (1x2), median of "
+          f"{args.reps}, µs per op")
+    kiln.set_num_interop_threads(1)
+    d2l = measure(d2l_variants(args.ops), args.reps)
+    for name, t in d2l.items():
+        print(f"  {name:<36} {t / args.ops * 1e6:8.2f}")
+    wait_each = d2l["async, wait_to_read each op"]
+    one_sync = d2l["async, one synchronize at the end"]
+    sync = d2l["sync mode"]
+    print(f"  wait each op / one sync at the end   {wait_each / one_sync:8.2f}x  (goal >= 2x; "
+          f"MXNet 3.4x)")
+    print(f"  async / sync mode                    {one_sync / sync:8.2f}x  (goal <= 1.10x)")
+    print(f"  engine cost per op (async - sync)    {(one_sync - sync) / args.ops * 1e6:8.2f} µs  "
+          f"(MXNet 30-60 µs)")
+    print(f"  round trip per op (wait each - sync) {(wait_each - sync) / args.ops * 1e6:8.2f} µs")
+
+    print()
+    print(f"== two independent chains of {args.chain} 512x512 matmuls, one thread per op, "
+          f"median of {args.reps}, ms")
+    threads = kiln.get_num_threads()
+    kiln.set_num_threads(1)
+    kiln.set_num_interop_threads(2)
+    chains = measure(chain_variants(args.chain), args.reps)
+    for name, t in chains.items():
+        print(f"  {name:<36} {t * 1e3:8.2f}")
+    ratio = chains["serial (sync mode)"] / chains["2 workers (async mode)"]
+    print(f"  serial / 2 workers                   {ratio:8.2f}x  (goal >= 1.7x on two cores)")
+    kiln.set_num_interop_threads(1)
+    kiln.set_num_threads(threads)
+
+
+if __name__ == "__main__":
+    main()

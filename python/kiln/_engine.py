@@ -1,0 +1,92 @@
+"""Execution modes of the dependency engine (src/kiln/engine/engine.h).
+
+    kiln.set_execution("async")     # ops return at once; a worker runs them
+    y = x
+    for _ in range(10000):
+        y = y + 1                   # only queued
+    print(y)                        # a sync point: waits, then prints
+    with kiln.execution("async"):   # async inside, sync again after (waits)
+        ...
+
+"sync" is the default (or KILN_EXECUTION=async in the environment). Sync
+points: print/repr, .item(), .tolist(), .numpy(), bool(), DLPack and
+buffer exports, Tensor.wait_to_read(), kiln.synchronize(). An op that
+fails in the background raises at the first sync point of a tensor that
+depends on it, naming the op and the line that issued it.
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+from collections.abc import Iterator
+
+from kiln import _C
+
+__all__ = ["engine_limits", "engine_stats", "execution", "get_execution",
+           "get_num_interop_threads", "reset_engine_peak_stats", "set_engine_limits",
+           "set_execution", "set_num_interop_threads", "synchronize", "waitall"]
+
+get_execution = _C.get_execution
+set_num_interop_threads = _C.set_num_interop_threads
+get_num_interop_threads = _C.get_num_interop_threads
+
+
+def set_execution(mode: str) -> None:
+    """'sync' (ops run when issued) or 'async' (queued to the engine)."""
+    _C.set_execution(mode)
+
+
+def synchronize() -> None:
+    """Waits for every queued op; raises a background failure no sync point
+    has raised yet (once)."""
+    _C.synchronize()
+
+
+waitall = synchronize  # MXNet's name
+
+
+@contextlib.contextmanager
+def execution(mode: str) -> Iterator[None]:
+    """Runs the block in `mode`, then restores the previous mode. Leaving it
+    normally waits for the block's ops, so their failures raise here."""
+    previous = get_execution()
+    set_execution(mode)
+    try:
+        yield
+    except BaseException:
+        set_execution(previous)
+        raise
+    set_execution(previous)
+    synchronize()
+
+
+def set_engine_limits(max_ops: int, max_bytes: int) -> None:
+    """Backpressure: an op issued while `max_ops` ops, or ops holding
+    `max_bytes` bytes of outputs, are in flight waits for room."""
+    _C.set_engine_limits(max_ops, max_bytes)
+
+
+def engine_limits() -> tuple[int, int]:
+    return _C.engine_limits()
+
+
+def engine_stats() -> dict[str, int]:
+    """Ops pushed, in flight now and at the peak (and their bytes)."""
+    return _C.engine_stats()
+
+
+def reset_engine_peak_stats() -> None:
+    _C.reset_engine_peak_stats()
+
+
+def _wait_to_read(self: _C.Tensor) -> None:
+    """Waits for the ops queued on this tensor's memory (and raises the
+    failure they left)."""
+    _C._wait_to_read(self)
+
+
+def install_tensor_methods() -> None:
+    _C.Tensor.wait_to_read = _wait_to_read
+
+
+atexit.register(_C._drain)

@@ -1,0 +1,161 @@
+#include "kiln/engine/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+
+#include "kiln/engine/scheduler.h"
+
+namespace kiln::engine {
+namespace {
+
+using detail::Op;
+using detail::Var;
+
+// -1 until the first call reads KILN_EXECUTION.
+std::atomic<int> g_mode{-1};
+std::atomic<SiteHook> g_site_hook{nullptr};
+
+int mode_from_environment() {
+  const char* env = std::getenv("KILN_EXECUTION");
+  int mode = int(env && *env ? parse_execution(env) : Execution::Sync);
+  int unset = -1;
+  g_mode.compare_exchange_strong(unset, mode);
+  return g_mode.load();
+}
+
+Var* install(EngineVarSlot& slot) {
+  if (EngineVar* v = slot.get()) return static_cast<Var*>(v);
+  return static_cast<Var*>(slot.install(new Var()));
+}
+
+// Each variable once; one both read and written is a write. The op holds a
+// reference to each, so a storage freed while its ops are queued keeps its
+// variable until they finish.
+void collect(Op& op, std::span<EngineVar* const> reads, std::span<EngineVar* const> writes) {
+  auto add = [](std::vector<Var*>& into, EngineVar* v) {
+    auto* var = static_cast<Var*>(v);
+    if (std::find(into.begin(), into.end(), var) != into.end()) return;
+    into.push_back(var);
+  };
+  op.writes.reserve(writes.size());
+  for (EngineVar* v : writes)
+    add(op.writes, v);
+  op.reads.reserve(reads.size());
+  for (EngineVar* v : reads) {
+    auto* var = static_cast<Var*>(v);
+    if (std::find(op.writes.begin(), op.writes.end(), var) != op.writes.end()) continue;
+    add(op.reads, v);
+  }
+  for (auto* vars : {&op.reads, &op.writes}) {
+    for (Var* var : *vars)
+      var->retain();
+  }
+}
+
+}  // namespace
+
+void set_execution(Execution mode) {
+  g_mode.store(int(mode), std::memory_order_relaxed);
+}
+
+Execution execution() {
+  int mode = g_mode.load(std::memory_order_relaxed);
+  if (mode < 0) [[unlikely]]
+    mode = mode_from_environment();
+  return Execution(mode);
+}
+
+Execution parse_execution(const std::string& name) {
+  if (name == "sync") return Execution::Sync;
+  if (name == "async") return Execution::Async;
+  KILN_CHECK_VALUE(false, "execution mode: expected 'sync' or 'async', got '", name, "'");
+  return Execution::Sync;  // not reached
+}
+
+const char* to_string(Execution mode) {
+  return mode == Execution::Async ? "async" : "sync";
+}
+
+bool pushing() {
+  return execution() == Execution::Async && !detail::in_running_op();
+}
+
+EngineVar* var_of(const StorageImpl& storage) {
+  return install(storage.engine_var());
+}
+
+EngineVar* var_of(Generator& generator) {
+  return install(generator.engine_var());
+}
+
+EngineVar* new_var() {
+  return new Var();
+}
+
+void set_site_hook(SiteHook hook) {
+  g_site_hook.store(hook, std::memory_order_relaxed);
+}
+
+const char* caller_location() {
+  SiteHook hook = g_site_hook.load(std::memory_order_relaxed);
+  return hook ? hook() : "";
+}
+
+void set_blocking_hooks(BlockingHooks hooks) {
+  detail::scheduler().set_blocking_hooks(hooks);
+}
+
+void push(std::function<void()> fn, std::span<EngineVar* const> reads,
+          std::span<EngineVar* const> writes, Site site, int64_t bytes) {
+  if (!pushing()) {
+    // Sync mode (or an op issued by a running op): wait for what came
+    // before on these variables, then run here; errors raise at once.
+    for (auto vars : {reads, writes}) {
+      for (EngineVar* v : vars)
+        v->wait_for_host_access();
+    }
+    fn();
+    return;
+  }
+  detail::Scheduler& s = detail::scheduler();
+  s.throttle(bytes);
+  auto* op = new Op();
+  op->fn = std::move(fn);
+  op->site = site;
+  op->bytes = bytes;
+  collect(*op, reads, writes);
+  s.push(op);
+}
+
+void synchronize() {
+  detail::Scheduler& s = detail::scheduler();
+  s.wait_all();
+  s.raise_unreported();
+}
+
+void set_limits(Limits limits) {
+  detail::scheduler().set_limits(limits);
+}
+
+Limits limits() {
+  return detail::scheduler().limits();
+}
+
+void set_num_interop_threads(int n) {
+  detail::scheduler().set_workers(n);
+}
+
+int num_interop_threads() {
+  return detail::scheduler().workers();
+}
+
+Stats stats() {
+  return detail::scheduler().stats();
+}
+
+void reset_peak_stats() {
+  detail::scheduler().reset_peaks();
+}
+
+}  // namespace kiln::engine

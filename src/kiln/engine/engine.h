@@ -1,0 +1,134 @@
+// The dependency engine: every kernel dispatch runs goes through push(),
+// with the variables (storages, the random generator) it reads and writes.
+//
+//   sync   (the default) push runs the op at once on the calling thread,
+//          as kiln always did;
+//   async  push queues the op and returns; a pool of workers runs each op
+//          once the ops pushed before it on its variables are done. Reads
+//          of one variable run together; a write waits for everything
+//          before it and everything after waits for it. One worker (the
+//          default) runs ops in issue order while the caller goes on; more
+//          workers run independent ops side by side.
+//
+// It knows nothing of ops or tensors beyond core's storage: dispatch (the
+// ops layer, above) decides what an op reads and writes and pushes its
+// kernel; shapes and dtypes are inferred and outputs allocated on the
+// calling thread, so they never wait.
+//
+// Note [Sync points]
+// Outside a running op, any host access to a storage's values waits for the
+// ops pushed on it: Tensor::data_ptr() does it (so print, item(), tolist(),
+// numpy(), DLPack, bool(), data-dependent sizes and every C++ reader are
+// sync points), and so do the generator's calls. A running op never waits:
+// its dependencies are done by construction, and an op it issues itself
+// (a kernel that dispatches) runs inline.
+//
+// Note [Errors where they were made]
+// An op that throws in the background leaves its failure (the op's name,
+// the site that issued it, the message) on the variables it writes; ops
+// that read or write those variables are skipped and pass it on. A sync
+// point on a variable holding a failure raises it, with the original op
+// and site in the message, each time (the values are not there), and
+// unrelated variables stay usable. synchronize() raises a failure that no
+// sync point has raised yet, once.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+
+#include "kiln/core/engine_var.h"
+#include "kiln/core/random.h"
+#include "kiln/core/storage.h"
+
+namespace kiln::engine {
+
+enum class Execution { Sync, Async };
+
+// The mode of every thread of the process; the first call reads
+// KILN_EXECUTION=sync|async from the environment.
+void set_execution(Execution mode);
+Execution execution();
+Execution parse_execution(const std::string& name);  // ValueError for other names
+const char* to_string(Execution mode);
+
+// True when an op issued now on this thread is queued: async mode, outside
+// a running op.
+bool pushing();
+
+// The engine's variable of a storage or generator (made on first use).
+EngineVar* var_of(const StorageImpl& storage);
+EngineVar* var_of(Generator& generator);
+// A variable of its own (one reference, the caller's): for state that is
+// neither a storage nor a generator (a compiled plan's runs).
+EngineVar* new_var();
+
+// Where an op was issued, for its error: the op's name and the caller's
+// location ("train.py:42"); both must outlive the op (string literals, op
+// names, interned locations).
+struct Site {
+  const char* op = "";
+  const char* where = "";
+};
+
+// The location of the caller, asked on every async push: the Python
+// bindings install one that names the user's file and line. It returns a
+// string that lives as long as the process (or "").
+using SiteHook = const char* (*)();
+void set_site_hook(SiteHook hook);
+const char* caller_location();
+
+// Around a wait that blocks (the Python bindings release the GIL there, so
+// workers running Python callbacks and other Python threads go on).
+struct BlockingHooks {
+  void* (*enter)() = nullptr;
+  void (*leave)(void* token) = nullptr;
+};
+void set_blocking_hooks(BlockingHooks hooks);
+
+// Runs `fn` now (sync mode, or inside a running op) or queues it. `reads`
+// and `writes` may repeat and overlap (a variable both read and written is
+// a write). `bytes`: the memory the op holds while in flight (what its
+// outputs take), counted against the in-flight limit.
+void push(std::function<void()> fn, std::span<EngineVar* const> reads,
+          std::span<EngineVar* const> writes, Site site, int64_t bytes = 0);
+
+// Waits for every pushed op; raises a failure no sync point raised yet.
+void synchronize();
+
+// Backpressure: push blocks while this many ops, or ops holding this many
+// bytes, are in flight (one op larger than the byte limit still runs alone).
+struct Limits {
+  int64_t max_ops = 4096;
+  int64_t max_bytes = int64_t(1) << 30;
+};
+void set_limits(Limits limits);
+Limits limits();
+
+// Workers of the pool (1 by default). Each worker's kernels get
+// max(1, threads / workers) OpenMP threads, `threads` being what the
+// caller's thread had when the pool started, so inter-op times intra-op
+// parallelism stays within the cores. Waits for pushed ops first.
+void set_num_interop_threads(int n);
+int num_interop_threads();
+
+struct Stats {
+  int64_t pushed = 0;     // ops queued since the process started
+  int64_t in_flight = 0;  // queued and not done
+  int64_t peak_in_flight = 0;
+  int64_t in_flight_bytes = 0;
+  int64_t peak_in_flight_bytes = 0;
+};
+Stats stats();
+void reset_peak_stats();
+
+}  // namespace kiln::engine
+
+namespace kiln {
+// kiln::set_execution(kiln::engine::Execution::Async); kiln::synchronize();
+using engine::Execution;
+using engine::set_execution;
+using engine::synchronize;
+}  // namespace kiln

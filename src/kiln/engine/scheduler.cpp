@@ -1,0 +1,355 @@
+// The scheduler: MXNet's threaded engine in small. Each variable keeps the
+// ops pushed on it in order; an op counts the variables that have not
+// granted it yet and goes to the ready queue when none is left. One state
+// mutex guards every variable's queue: pushes take it once for all their
+// variables, so ops are appended to all of them as one step and two
+// threads pushing at once can never queue each other's ops in opposite
+// orders (which would deadlock).
+#include "kiln/engine/scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+
+#include "kiln/kernels/cpu/parallel.h"
+
+namespace kiln::engine::detail {
+namespace {
+
+thread_local bool t_in_running_op = false;
+
+// Spinning this long before sleeping keeps a worker awake between the ops
+// of a Python loop (waking a sleeping thread costs a system call and a
+// context switch, several microseconds per op, MXNet's overhead).
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+template <typename Ready>
+bool spin_until(Ready ready) {
+  auto until = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 0;; ++i) {
+    if (ready()) return true;
+    cpu_relax();
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) return false;
+  }
+}
+
+struct RunningOp {
+  bool saved = t_in_running_op;
+  RunningOp() { t_in_running_op = true; }
+  ~RunningOp() { t_in_running_op = saved; }
+};
+
+void update_peak(std::atomic<int64_t>& peak, int64_t value) {
+  int64_t seen = peak.load(std::memory_order_relaxed);
+  while (value > seen && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+  }
+}
+
+std::string failure_message(const Site& site, const char* what) {
+  std::string where = *site.where ? str(" (issued at ", site.where, ")") : std::string();
+  return str(site.op, where, " failed while running asynchronously: ", what);
+}
+
+}  // namespace
+
+bool in_running_op() {
+  return t_in_running_op;
+}
+
+Scheduler& scheduler() {
+  // Never destroyed: workers may still hold it while the process exits.
+  static Scheduler* s = [] {
+    auto* made = new Scheduler();
+    std::atexit([] { scheduler().wait_all(); });
+    return made;
+  }();
+  return *s;
+}
+
+Scheduler::Scheduler() : max_ops_(Limits{}.max_ops), max_bytes_(Limits{}.max_bytes) {}
+
+void Var::wait_for_host_access() {
+  if (t_in_running_op) return;
+  Scheduler& s = scheduler();
+  if (pending.load(std::memory_order_acquire) != 0) s.wait_var_idle(*this);
+  if (poisoned.load(std::memory_order_acquire)) [[unlikely]]
+    s.raise_if_poisoned(*this);
+}
+
+template <typename Done>
+void Scheduler::wait_until(Done done) {
+  if (done() || spin_until(done)) return;
+  void* token = blocking_.enter ? blocking_.enter() : nullptr;
+  waiters_.fetch_add(1);
+  {
+    std::unique_lock<std::mutex> lock(wait_mutex_);
+    wait_cv_.wait(lock, done);
+  }
+  waiters_.fetch_sub(1);
+  if (blocking_.leave) blocking_.leave(token);
+}
+
+void Scheduler::wait_var_idle(Var& var) {
+  wait_until([&] { return var.pending.load() == 0; });
+}
+
+void Scheduler::wait_all() {
+  if (t_in_running_op) return;
+  wait_until([&] { return in_flight_.load() == 0; });
+}
+
+void Scheduler::throttle(int64_t bytes) {
+  auto fits = [&] {
+    int64_t ops = in_flight_.load();
+    if (ops == 0) return true;
+    return ops < max_ops_.load(std::memory_order_relaxed) &&
+           in_flight_bytes_.load() + bytes <= max_bytes_.load(std::memory_order_relaxed);
+  };
+  wait_until(fits);
+}
+
+void Scheduler::raise_if_poisoned(Var& var) {
+  std::shared_ptr<Failure> failure;
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    failure = var.failure;
+    if (failure) failure->reported = true;
+  }
+  if (failure) throw_error(failure->kind, failure->message);
+}
+
+void Scheduler::raise_unreported() {
+  std::vector<std::shared_ptr<Failure>> failures;
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    failures.swap(unreported_);
+  }
+  auto first =
+      std::find_if(failures.begin(), failures.end(), [](const auto& f) { return !f->reported; });
+  if (first == failures.end()) return;
+  int64_t others = std::count_if(first + 1, failures.end(), [](auto& f) { return !f->reported; });
+  std::string more = others ? str(" (and ", others, " more failed ops)") : std::string();
+  throw_error((*first)->kind, (*first)->message + more);
+}
+
+void Scheduler::push(Op* op) {
+  // Workers start on the first push: sync-only programs never make them.
+  if (!started_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(pool_mutex_);
+    start_workers_locked();
+  }
+  int64_t ops = in_flight_.fetch_add(1) + 1;
+  int64_t bytes = in_flight_bytes_.fetch_add(op->bytes) + op->bytes;
+  pushed_.fetch_add(1, std::memory_order_relaxed);
+  update_peak(peak_in_flight_, ops);
+  update_peak(peak_in_flight_bytes_, bytes);
+  bool ready;
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    op->waiting = int(op->reads.size() + op->writes.size());
+    for (Var* v : op->reads) {
+      v->pending.fetch_add(1);
+      if (v->idle() && !v->running_write) {
+        ++v->running_reads;
+        --op->waiting;
+      } else {
+        v->queue.push_back({op, false});
+      }
+    }
+    for (Var* v : op->writes) {
+      v->pending.fetch_add(1);
+      if (v->idle() && !v->running_write && v->running_reads == 0) {
+        v->running_write = true;
+        --op->waiting;
+      } else {
+        v->queue.push_back({op, true});
+      }
+    }
+    ready = op->waiting == 0;
+  }
+  if (ready) enqueue(op);
+}
+
+// After a variable's running ops finished: grants the next write, or the
+// run of reads at the front of its queue.
+void Scheduler::grant_waiting(Var& var, std::vector<Op*>& ready) {
+  while (!var.idle()) {
+    Var::Entry next = var.queue[var.head];
+    if (next.write) {
+      if (var.running_write || var.running_reads > 0) break;
+      var.running_write = true;
+    } else {
+      if (var.running_write) break;
+      ++var.running_reads;
+    }
+    ++var.head;
+    if (--next.op->waiting == 0) ready.push_back(next.op);
+    if (next.write) break;
+  }
+  if (var.idle()) {
+    var.queue.clear();
+    var.head = 0;
+  }
+}
+
+void Scheduler::enqueue(Op* op) {
+  bool wake;
+  {
+    std::lock_guard<std::mutex> lock(ready_mutex_);
+    ready_.push_back(op);
+    ready_size_.fetch_add(1, std::memory_order_release);
+    wake = sleeping_ > 0;
+  }
+  if (wake) ready_cv_.notify_one();
+}
+
+Op* Scheduler::pop_ready() {
+  spin_until([&] { return ready_size_.load(std::memory_order_acquire) > 0; });
+  std::unique_lock<std::mutex> lock(ready_mutex_);
+  while (ready_.empty() && !stopping_) {
+    ++sleeping_;
+    ready_cv_.wait(lock);
+    --sleeping_;
+  }
+  if (ready_.empty()) return nullptr;  // stopping
+  Op* op = ready_.front();
+  ready_.pop_front();
+  ready_size_.fetch_sub(1, std::memory_order_relaxed);
+  return op;
+}
+
+void Scheduler::worker_loop(int intra_threads) {
+  cpu::set_num_threads(intra_threads);
+  while (Op* op = pop_ready())
+    run(op);
+}
+
+void Scheduler::run(Op* op) {
+  std::shared_ptr<Failure> inherited;
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    for (auto* vars : {&op->reads, &op->writes}) {
+      for (Var* v : *vars) {
+        if (v->failure && !inherited) inherited = v->failure;
+      }
+    }
+  }
+  std::shared_ptr<Failure> failure = inherited;
+  if (!failure) {
+    RunningOp running;
+    try {
+      op->fn();
+    } catch (const Error& e) {
+      failure = std::make_shared<Failure>(Failure{e.kind(), failure_message(op->site, e.what())});
+    } catch (const std::exception& e) {
+      failure = std::make_shared<Failure>(
+          Failure{ErrorKind::Runtime, failure_message(op->site, e.what())});
+    } catch (...) {
+      failure = std::make_shared<Failure>(
+          Failure{ErrorKind::Runtime, failure_message(op->site, "an unknown exception")});
+    }
+  }
+  {
+    // The op's tensors go before anyone sees it done: a caller that waited
+    // finds their memory freed, and the in-flight bytes are honest.
+    RunningOp running;
+    op->fn = nullptr;
+  }
+  complete(op, failure, failure && !inherited);
+}
+
+void Scheduler::complete(Op* op, const std::shared_ptr<Failure>& failure, bool new_failure) {
+  std::vector<Op*> ready;
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    if (new_failure) unreported_.push_back(failure);
+    for (Var* v : op->reads) {
+      if (--v->running_reads == 0) grant_waiting(*v, ready);
+    }
+    for (Var* v : op->writes) {
+      if (failure) {
+        v->failure = failure;
+        v->poisoned.store(true, std::memory_order_release);
+      }
+      v->running_write = false;
+      grant_waiting(*v, ready);
+    }
+    for (auto* vars : {&op->reads, &op->writes}) {
+      for (Var* v : *vars)
+        v->pending.fetch_sub(1);
+    }
+  }
+  for (Op* next : ready)
+    enqueue(next);
+  in_flight_bytes_.fetch_sub(op->bytes);
+  in_flight_.fetch_sub(1);
+  if (waiters_.load() > 0) {
+    std::lock_guard<std::mutex> lock(wait_mutex_);
+    wait_cv_.notify_all();
+  }
+  for (auto* vars : {&op->reads, &op->writes}) {
+    for (Var* v : *vars)
+      v->release();
+  }
+  delete op;
+}
+
+void Scheduler::start_workers_locked() {
+  if (started_.load()) return;
+  int intra = std::max(1, cpu::max_threads() / num_workers_);
+  stopping_ = false;
+  for (int i = 0; i < num_workers_; ++i)
+    threads_.emplace_back([this, intra] { worker_loop(intra); });
+  started_.store(true, std::memory_order_release);
+}
+
+void Scheduler::stop_workers() {
+  {
+    std::lock_guard<std::mutex> lock(ready_mutex_);
+    stopping_ = true;
+  }
+  ready_cv_.notify_all();
+  for (std::thread& t : threads_)
+    t.join();
+  threads_.clear();
+  started_.store(false, std::memory_order_release);
+}
+
+void Scheduler::set_workers(int n) {
+  KILN_CHECK_VALUE(n >= 1, "set_num_interop_threads: expected at least 1 thread, got ", n);
+  KILN_CHECK(!t_in_running_op, "set_num_interop_threads: called from inside a running op");
+  wait_all();
+  std::lock_guard<std::mutex> lock(pool_mutex_);
+  if (started_.load()) stop_workers();
+  num_workers_ = n;
+}
+
+Limits Scheduler::limits() const {
+  return Limits{max_ops_.load(), max_bytes_.load()};
+}
+
+void Scheduler::set_limits(Limits limits) {
+  KILN_CHECK_VALUE(limits.max_ops >= 1 && limits.max_bytes >= 0,
+                   "set_engine_limits: expected max_ops >= 1 and max_bytes >= 0, got ",
+                   limits.max_ops, " and ", limits.max_bytes);
+  max_ops_.store(limits.max_ops);
+  max_bytes_.store(limits.max_bytes);
+}
+
+Stats Scheduler::stats() {
+  return Stats{pushed_.load(), in_flight_.load(), peak_in_flight_.load(), in_flight_bytes_.load(),
+               peak_in_flight_bytes_.load()};
+}
+
+void Scheduler::reset_peaks() {
+  peak_in_flight_.store(in_flight_.load());
+  peak_in_flight_bytes_.store(in_flight_bytes_.load());
+}
+
+}  // namespace kiln::engine::detail

@@ -1,0 +1,124 @@
+// The engine's inside: variables, queued ops, the ready queue and its
+// workers. engine.cpp holds the public calls; this header is not installed
+// for users (nothing outside src/kiln/engine includes it).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kiln/engine/engine.h"
+#include "kiln/util/error.h"
+
+namespace kiln::engine::detail {
+
+// What a failed op left on the variables it wrote.
+struct Failure {
+  ErrorKind kind;
+  std::string message;
+  bool reported = false;  // raised at a sync point (guarded by the state mutex)
+};
+
+struct Op;
+
+// A variable's queue: the ops pushed on it and not yet granted, in push
+// order. Granted ops run (reads together; a write alone).
+class Var final : public EngineVar {
+ public:
+  void wait_for_host_access() override;
+
+  // Guarded by the scheduler's state mutex.
+  struct Entry {
+    Op* op;
+    bool write;
+  };
+  std::vector<Entry> queue;  // [head, end) waits
+  size_t head = 0;
+  int running_reads = 0;
+  bool running_write = false;
+  std::shared_ptr<Failure> failure;
+
+  // Ops pushed on this variable and not finished; read without the lock by
+  // sync points. poisoned mirrors `failure != null` for the same reason.
+  std::atomic<int64_t> pending{0};
+  std::atomic<bool> poisoned{false};
+
+  bool idle() const { return head == queue.size(); }
+};
+
+struct Op {
+  std::function<void()> fn;
+  std::vector<Var*> reads, writes;  // distinct; each holds a reference
+  int waiting = 0;                  // variables that have not granted it yet
+  Site site;
+  int64_t bytes = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler();
+
+  void push(Op* op);
+  void wait_var_idle(Var& var);
+  void wait_all();
+  void throttle(int64_t bytes);
+  void raise_if_poisoned(Var& var);
+  void raise_unreported();
+
+  void set_workers(int n);
+  int workers() const { return num_workers_; }
+  Limits limits() const;
+  void set_limits(Limits limits);
+  Stats stats();
+  void reset_peaks();
+  void set_blocking_hooks(BlockingHooks hooks) { blocking_ = hooks; }
+
+ private:
+  template <typename Done>
+  void wait_until(Done done);
+  void grant_waiting(Var& var, std::vector<Op*>& ready);
+  void enqueue(Op* op);
+  Op* pop_ready();
+  void worker_loop(int intra_threads);
+  void run(Op* op);
+  void complete(Op* op, const std::shared_ptr<Failure>& failure, bool new_failure);
+  void start_workers_locked();
+  void stop_workers();
+
+  std::mutex state_mutex_;  // every Var's queue and failure, unreported_
+  std::vector<std::shared_ptr<Failure>> unreported_;
+
+  std::mutex ready_mutex_;
+  std::condition_variable ready_cv_;
+  std::deque<Op*> ready_;
+  std::atomic<int64_t> ready_size_{0};
+  int sleeping_ = 0;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+  std::mutex pool_mutex_;  // starting and stopping the pool
+  std::atomic<bool> started_{false};
+  int num_workers_ = 1;
+
+  std::mutex wait_mutex_;
+  std::condition_variable wait_cv_;
+  std::atomic<int> waiters_{0};
+
+  std::atomic<int64_t> in_flight_{0}, in_flight_bytes_{0};
+  std::atomic<int64_t> pushed_{0}, peak_in_flight_{0}, peak_in_flight_bytes_{0};
+  std::atomic<int64_t> max_ops_, max_bytes_;
+  BlockingHooks blocking_;
+};
+
+Scheduler& scheduler();
+// Set while this thread runs a pushed op (a worker, or the caller in sync
+// mode): sync points do not wait there and nested pushes run inline.
+bool in_running_op();
+
+}  // namespace kiln::engine::detail

@@ -1,0 +1,221 @@
+// The dependency engine: ordering on variables, reads side by side, errors
+// where they were made, backpressure, and dispatch through it (async
+// results equal sync results bit for bit).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "kiln/core/factory.h"
+#include "kiln/engine/engine.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/linalg.h"
+#include "kiln/ops/random.h"
+#include "kiln/ops/shape.h"
+#include "kiln/ops/view.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+// Runs the test body in async mode with `workers` workers, and restores
+// sync mode and the defaults after.
+class EngineTest : public ::testing::Test {
+ protected:
+  void use(engine::Execution mode, int workers = 1) {
+    engine::set_num_interop_threads(workers);
+    engine::set_execution(mode);
+  }
+  void TearDown() override {
+    try {
+      engine::synchronize();
+    } catch (const Error&) {
+    }
+    engine::set_execution(engine::Execution::Sync);
+    engine::set_limits({});
+    engine::set_num_interop_threads(1);
+  }
+};
+
+// A storage to hang a variable on.
+EngineVar* fresh_var(Storage& keep) {
+  keep = std::make_shared<StorageImpl>(8);
+  return engine::var_of(*keep);
+}
+
+// Spins until `ready` or a generous deadline; tests only use it to see two
+// ops inside at once, never to time anything.
+template <typename Ready>
+bool eventually(Ready ready) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+TEST_F(EngineTest, SyncModeRunsAtOnce) {
+  use(engine::Execution::Sync);
+  Storage s;
+  EngineVar* v = fresh_var(s);
+  int ran = 0;
+  engine::push([&] { ++ran; }, {}, {&v, 1}, {"count"});
+  EXPECT_EQ(ran, 1);
+}
+
+TEST_F(EngineTest, WritesRunInPushOrder) {
+  use(engine::Execution::Async, 2);
+  Storage s;
+  EngineVar* v = fresh_var(s);
+  std::vector<int> order;
+  for (int i = 0; i < 500; ++i)
+    engine::push([&order, i] { order.push_back(i); }, {}, {&v, 1}, {"append"});
+  v->wait_for_host_access();
+  ASSERT_EQ(order.size(), 500u);
+  for (int i = 0; i < 500; ++i)
+    EXPECT_EQ(order[size_t(i)], i);
+}
+
+TEST_F(EngineTest, ReadsRunTogetherAndAWriteAlone) {
+  use(engine::Execution::Async, 2);
+  Storage s;
+  EngineVar* v = fresh_var(s);
+  std::atomic<int> inside{0};
+  std::atomic<bool> both_seen{false}, write_alone{false};
+  auto read = [&] {  // stays inside until some read saw both inside at once
+    ++inside;
+    eventually([&] {
+      if (inside.load() == 2) both_seen = true;
+      return both_seen.load();
+    });
+    --inside;
+  };
+  engine::push(read, {&v, 1}, {}, {"read"});
+  engine::push(read, {&v, 1}, {}, {"read"});
+  engine::push([&] { write_alone = inside.load() == 0; }, {}, {&v, 1}, {"write"});
+  engine::synchronize();
+  EXPECT_TRUE(both_seen.load());
+  EXPECT_TRUE(write_alone.load());
+}
+
+TEST_F(EngineTest, FailureRaisesAtADependentsSyncWithItsSite) {
+  use(engine::Execution::Async);
+  Storage a, b, c;
+  EngineVar* va = fresh_var(a);
+  EngineVar* vb = fresh_var(b);
+  EngineVar* vc = fresh_var(c);
+  bool dependent_ran = false;
+  engine::push([] { KILN_CHECK_INDEX(false, "boom: index 7 out of range"); }, {}, {&va, 1},
+               {"boom", "model.cpp:12"});
+  engine::push([&] { dependent_ran = true; }, {&va, 1}, {&vb, 1}, {"after"});
+  engine::push([] {}, {}, {&vc, 1}, {"unrelated"});
+  vc->wait_for_host_access();  // no failure here
+  Error e = error_of([&] { vb->wait_for_host_access(); });
+  EXPECT_EQ(e.kind(), ErrorKind::Index);
+  EXPECT_TRUE(mentions(e, "boom (issued at model.cpp:12)")) << e.what();
+  EXPECT_TRUE(mentions(e, "index 7 out of range")) << e.what();
+  EXPECT_FALSE(dependent_ran);
+  EXPECT_NO_THROW(engine::synchronize());  // raised once already
+  // The values are not there: reading them again raises again.
+  EXPECT_THROW(va->wait_for_host_access(), Error);
+}
+
+TEST_F(EngineTest, SynchronizeRaisesAnUnseenFailureOnce) {
+  use(engine::Execution::Async);
+  Storage a;
+  EngineVar* va = fresh_var(a);
+  engine::push([] { KILN_CHECK(false, "kaput"); }, {}, {&va, 1}, {"fails"});
+  EXPECT_TRUE(mentions(error_of([] { engine::synchronize(); }), "fails failed"));
+  EXPECT_NO_THROW(engine::synchronize());
+}
+
+TEST_F(EngineTest, InFlightOpsAreBounded) {
+  use(engine::Execution::Async);
+  engine::set_limits({.max_ops = 4, .max_bytes = int64_t(1) << 30});
+  engine::reset_peak_stats();
+  Storage s;
+  EngineVar* v = fresh_var(s);
+  std::atomic<int> ran{0};
+  for (int i = 0; i < 200; ++i)
+    engine::push([&] { ++ran; }, {}, {&v, 1}, {"tick"});
+  engine::synchronize();
+  EXPECT_EQ(ran.load(), 200);
+  EXPECT_LE(engine::stats().peak_in_flight, 4);
+}
+
+TEST_F(EngineTest, InFlightBytesAreBounded) {
+  use(engine::Execution::Async);
+  engine::set_limits({.max_ops = 1 << 20, .max_bytes = 4096});
+  engine::reset_peak_stats();
+  Tensor y = zeros({256});  // 1 KiB per result
+  for (int i = 0; i < 300; ++i)
+    y = add(y, 1.0);
+  EXPECT_EQ(y.to_vector<float>()[0], 300.0f);
+  EXPECT_LE(engine::stats().peak_in_flight_bytes, 4096);
+}
+
+// The same program in both modes: chains, in-place writes through views,
+// aliasing reads, random draws and matmuls.
+std::vector<float> mixed_program() {
+  manual_seed(7);
+  Tensor x = randn({8, 8});
+  Tensor w = randn({8, 8});
+  Tensor acc = zeros({8, 8});
+  for (int i = 0; i < 20; ++i) {
+    Tensor h = matmul(x, w);
+    add_(acc, h);
+    Tensor row = select(acc, 0, i % 8);  // a view: writes through it order with acc's
+    mul_(row, 0.5);
+    x = add(tanh(h), randn({8, 8}));
+  }
+  return add(acc, x).to_vector<float>();
+}
+
+TEST_F(EngineTest, AsyncEqualsSyncBitForBit) {
+  use(engine::Execution::Sync);
+  std::vector<float> expected = mixed_program();
+  for (int workers : {1, 2}) {
+    use(engine::Execution::Async, workers);
+    EXPECT_EQ(mixed_program(), expected) << workers << " workers";
+  }
+}
+
+TEST_F(EngineTest, DispatchedFailureNamesOpAndShapes) {
+  use(engine::Execution::Async);
+  Tensor x = ones({3, 2});
+  Tensor bad = index_select(x, 0, full({1}, 5, DType::Int64));
+  Tensor dependent = add(bad, 1.0);
+  Tensor unrelated = add(x, 1.0);
+  EXPECT_EQ(unrelated.to_vector<float>()[0], 2.0f);
+  Error e = error_of([&] { dependent.to_vector<float>(); });
+  EXPECT_EQ(e.kind(), ErrorKind::Index);
+  EXPECT_TRUE(mentions(e, "index_select failed while running asynchronously")) << e.what();
+  EXPECT_TRUE(mentions(e, "input shapes: [3, 2], [1]")) << e.what();
+}
+
+TEST_F(EngineTest, SeveralThreadsPushing) {
+  use(engine::Execution::Sync);
+  Tensor shared = full({64}, 0.5);
+  auto chain = [&](int seed) {
+    Tensor y = full({64}, double(seed));
+    for (int i = 0; i < 200; ++i)
+      y = add(mul(y, shared), 1.0);
+    return y.to_vector<float>();
+  };
+  std::vector<std::vector<float>> expected;
+  for (int t = 0; t < 4; ++t)
+    expected.push_back(chain(t));
+  use(engine::Execution::Async, 2);
+  std::vector<std::vector<float>> got(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] { got[size_t(t)] = chain(t); });
+  for (std::thread& th : threads)
+    th.join();
+  EXPECT_EQ(got, expected);
+}
+
+}  // namespace
+}  // namespace kiln

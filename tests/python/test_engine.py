@@ -1,0 +1,224 @@
+"""The dependency engine's modes (kiln.set_execution): async results equal
+sync results bit for bit over random programs, sync points, errors raised
+where they were made, bounded memory, several Python threads."""
+import inspect
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import kiln
+
+
+@pytest.fixture(autouse=True)
+def _restore_sync_mode():
+    yield
+    try:
+        kiln.synchronize()
+    except Exception:  # a test's own failure, already checked
+        pass
+    kiln.set_execution("sync")
+    kiln.set_num_interop_threads(1)
+    kiln.set_engine_limits(4096, 1 << 30)
+
+
+def _compiled_step():
+    def step(a, b):
+        return kiln.tanh(a @ b) + a
+    example = (kiln.ones(6, 6), kiln.ones(6, 6))
+    return kiln.jit.trace(step, example)
+
+
+def _random_program(seed: int, compiled) -> list[np.ndarray]:
+    """A random DAG over a pool of 6x6 tensors: new values, in-place writes
+    (also through views and aliases), random draws, a compiled call, then
+    autograd and an optimizer step over two parameters."""
+    rng = np.random.default_rng(seed)
+    kiln.manual_seed(seed)
+    pool = [kiln.tensor(rng.standard_normal((6, 6)).astype(np.float32)) for _ in range(4)]
+    w1 = kiln.tensor(rng.standard_normal((6, 6)).astype(np.float32) * 0.3, requires_grad=True)
+    w2 = kiln.tensor(rng.standard_normal((6, 6)).astype(np.float32) * 0.3, requires_grad=True)
+    opt = kiln.optim.SGD([w1, w2], lr=0.1, momentum=0.9)
+
+    def pick() -> int:
+        return int(rng.integers(len(pool)))
+
+    for _ in range(40):
+        kind = int(rng.integers(10))
+        i, j = pick(), pick()
+        if kind == 0:
+            pool.append(kiln.tanh(pool[i] + pool[j] * 0.5))
+        elif kind == 1:
+            pool.append(kiln.tanh(pool[i] @ pool[j].t()))
+        elif kind == 2:
+            pool[i].mul_(0.5).add_(pool[j])  # in place; j may be i
+        elif kind == 3:
+            pool[i][int(rng.integers(6))].copy_(pool[j][:, int(rng.integers(6))])  # views
+        elif kind == 4:
+            alias = pool[i]
+            pool.append(alias)
+            alias[:, 1:3].mul_(-1.0)  # a write every holder of the alias sees
+        elif kind == 5:
+            pool.append(pool[i] + kiln.randn(6, 6) * 0.1)  # draws keep their order
+        elif kind == 6:
+            pool.append(kiln.nn.functional.dropout(pool[i], 0.3, training=True))
+        elif kind == 7:
+            pool.append(compiled(pool[i], pool[j]))
+        elif kind == 8:
+            pool[i].clamp_(-2.0, 2.0)
+        else:
+            pool.append(kiln.maximum(pool[i], pool[j]).sum(0, keepdim=True).expand(6, 6) * 0.1)
+    for _ in range(2):
+        opt.zero_grad()
+        loss = (kiln.tanh(pool[pick()] @ w1) * w2).pow(2).mean()
+        loss.backward()
+        opt.step()
+    return [t.detach().numpy().copy() for t in pool] + [w1.detach().numpy().copy(),
+                                                         w2.detach().numpy().copy(),
+                                                         w1.grad.numpy().copy()]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_random_programs_equal_sync_bit_for_bit(workers):
+    compiled = _compiled_step()
+    for seed in range(25):
+        kiln.set_execution("sync")
+        expected = _random_program(seed, compiled)
+        kiln.set_num_interop_threads(workers)
+        kiln.set_execution("async")
+        got = _random_program(seed, compiled)
+        kiln.set_execution("sync")
+        assert len(got) == len(expected)
+        for k, (g, e) in enumerate(zip(got, expected)):
+            np.testing.assert_array_equal(g, e, err_msg=f"seed {seed}, tensor {k}")
+
+
+def test_sync_points_see_the_values():
+    kiln.set_execution("async")
+    y = kiln.zeros(3)
+    for _ in range(200):
+        y = y + 1
+    assert y.tolist() == [200.0, 200.0, 200.0]
+    z = y.sum()
+    assert z.item() == 600.0
+    assert bool(z > 1)
+    assert "200." in repr(y)
+    w = y * 2
+    assert np.asarray(w).tolist() == [400.0] * 3
+    assert memoryview(y * 3).tolist() == [600.0] * 3
+    assert np.from_dlpack(y - 1).tolist() == [199.0] * 3
+    v = y + 5
+    assert v.wait_to_read() is None
+    kiln.synchronize()
+    kiln.waitall()
+    assert v.numpy().tolist() == [205.0] * 3
+
+
+def test_shape_and_dtype_do_not_wait():
+    kiln.set_execution("async")
+    x = kiln.randn(64, 64)
+    y = x @ x
+    assert tuple(y.shape) == (64, 64) and y.dtype == kiln.float32
+
+
+def test_failure_raises_at_a_dependents_sync_naming_op_and_line():
+    kiln.set_execution("async")
+    x = kiln.ones(3, 2)
+    line = inspect.currentframe().f_lineno + 1
+    bad = kiln.index_select(x, 0, kiln.tensor([5]))
+    dependent = (bad * 2 + 1).sum()
+    unrelated = x + 1
+    assert unrelated.tolist() == [[2.0, 2.0]] * 3  # other tensors stay usable
+    with pytest.raises(IndexError) as info:
+        dependent.item()
+    message = str(info.value)
+    assert message.startswith(f"index_select (issued at test_engine.py:{line}) failed while "
+                              f"running asynchronously: index_select: index 5 is out of range")
+    assert message.count("failed while running asynchronously") == 1
+    assert "input shapes: [3, 2], [1]" in message
+    kiln.synchronize()  # already raised: not again
+    with pytest.raises(IndexError):  # its values never came: each read says so
+        bad.tolist()
+
+
+def test_synchronize_raises_a_failure_nobody_read_once():
+    kiln.set_execution("async")
+    kiln.index_select(kiln.ones(2), 0, kiln.tensor([9]))
+    with pytest.raises(IndexError, match="index_select"):
+        kiln.synchronize()
+    kiln.synchronize()
+
+
+def test_context_manager_restores_the_mode_and_raises_at_exit():
+    assert kiln.get_execution() == "sync"
+    with kiln.execution("async"):
+        assert kiln.get_execution() == "async"
+        y = kiln.ones(4) * 3
+    assert kiln.get_execution() == "sync"
+    assert y.tolist() == [3.0] * 4
+    with pytest.raises(IndexError, match="index_select"):
+        with kiln.execution("async"):
+            kiln.index_select(kiln.ones(2), 0, kiln.tensor([9]))
+    assert kiln.get_execution() == "sync"
+
+
+def test_unknown_mode_is_a_value_error():
+    with pytest.raises(ValueError, match="'sync' or 'async'"):
+        kiln.set_execution("lazy")
+
+
+def test_environment_chooses_the_mode():
+    env = dict(os.environ, KILN_EXECUTION="async")
+    code = "import kiln; y = kiln.ones(2) + 1; print(kiln.get_execution(), y.tolist())"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "async [2.0, 2.0]"
+
+
+def test_a_long_loop_without_syncs_runs_in_bounded_memory():
+    kiln.set_execution("async")
+    kiln.set_engine_limits(1 << 20, 8 << 20)
+    kiln.reset_engine_peak_stats()
+    x = kiln.ones(256, 1024)  # 1 MiB
+    y = kiln.zeros(256, 1024)
+    for _ in range(300):
+        y = y + x
+    assert kiln.engine_stats()["peak_in_flight_bytes"] <= 8 << 20
+    assert y[0, 0].item() == 300.0
+
+
+def test_several_python_threads_pushing():
+    shared = kiln.full((32,), 0.5)
+
+    def chain(seed: int) -> list[float]:
+        y = kiln.full((32,), float(seed))
+        for _ in range(100):
+            y = y * shared + 1
+        return y.tolist()
+
+    expected = [chain(t) for t in range(4)]
+    kiln.set_num_interop_threads(2)
+    kiln.set_execution("async")
+    got: list[list[float] | None] = [None] * 4
+
+    def worker(t: int) -> None:
+        got[t] = chain(t)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == expected
+
+
+def test_random_draws_follow_issue_order():
+    kiln.manual_seed(3)
+    expected = [kiln.randn(5).tolist() for _ in range(3)]
+    kiln.set_execution("async")
+    kiln.manual_seed(3)
+    draws = [kiln.randn(5) for _ in range(3)]
+    assert [d.tolist() for d in draws] == expected
