@@ -131,6 +131,18 @@ TEST_F(EngineTest, SynchronizeRaisesAnUnseenFailureOnce) {
   EXPECT_NO_THROW(engine::synchronize());
 }
 
+TEST_F(EngineTest, AFailedDrawLeavesTheGeneratorUsable) {
+  use(engine::Execution::Async);
+  EngineVar* gen = engine::var_of(default_generator());
+  engine::push([] { KILN_CHECK(false, "bad draw"); }, {}, {&gen, 1}, {"draw"});
+  EXPECT_TRUE(mentions(error_of([] { engine::synchronize(); }), "bad draw"));
+  manual_seed(1);
+  std::vector<float> async_draw = randn({4}).to_vector<float>();
+  use(engine::Execution::Sync);
+  manual_seed(1);
+  EXPECT_EQ(randn({4}).to_vector<float>(), async_draw);
+}
+
 TEST_F(EngineTest, InFlightOpsAreBounded) {
   use(engine::Execution::Async);
   engine::set_limits({.max_ops = 4, .max_bytes = int64_t(1) << 30});

@@ -222,3 +222,19 @@ def test_random_draws_follow_issue_order():
     kiln.manual_seed(3)
     draws = [kiln.randn(5) for _ in range(3)]
     assert [d.tolist() for d in draws] == expected
+
+
+def test_a_failed_compiled_call_poisons_neither_generator_nor_plan():
+    def pick(x, index):
+        return kiln.index_select(x, 0, index) * 2
+    compiled = kiln.jit.trace(pick, (kiln.ones(3, 2), kiln.tensor([1])))
+    kiln.set_execution("async")
+    bad = compiled(kiln.ones(3, 2), kiln.tensor([7]))
+    with pytest.raises(IndexError, match="compiled graph .*index 7 is out of range"):
+        bad.tolist()
+    kiln.manual_seed(0)
+    draw = kiln.randn(4).tolist()  # the generator only orders draws
+    assert compiled(kiln.ones(3, 2), kiln.tensor([2])).tolist() == [[2.0, 2.0]]
+    kiln.set_execution("sync")
+    kiln.manual_seed(0)
+    assert kiln.randn(4).tolist() == draw

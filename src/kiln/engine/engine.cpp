@@ -24,9 +24,9 @@ int mode_from_environment() {
   return g_mode.load();
 }
 
-Var* install(EngineVarSlot& slot) {
+Var* install(EngineVarSlot& slot, bool carries_failures = true) {
   if (EngineVar* v = slot.get()) return static_cast<Var*>(v);
-  return static_cast<Var*>(slot.install(new Var()));
+  return static_cast<Var*>(slot.install(new Var(carries_failures)));
 }
 
 // Each variable once; one both read and written is a write. The op holds a
@@ -86,11 +86,11 @@ EngineVar* var_of(const StorageImpl& storage) {
 }
 
 EngineVar* var_of(Generator& generator) {
-  return install(generator.engine_var());
+  return install(generator.engine_var(), /*carries_failures=*/false);
 }
 
-EngineVar* new_var() {
-  return new Var();
+EngineVar* new_order_var() {
+  return new Var(/*carries_failures=*/false);
 }
 
 void set_site_hook(SiteHook hook) {

@@ -58,12 +58,14 @@ const char* to_string(Execution mode);
 // a running op.
 bool pushing();
 
-// The engine's variable of a storage or generator (made on first use).
+// The engine's variable of a storage or generator (made on first use). A
+// generator's variable only orders its draws: a failed op leaves no failure
+// there (Note [Errors where they were made]).
 EngineVar* var_of(const StorageImpl& storage);
 EngineVar* var_of(Generator& generator);
-// A variable of its own (one reference, the caller's): for state that is
-// neither a storage nor a generator (a compiled plan's runs).
-EngineVar* new_var();
+// A variable that only orders the ops pushed on it, as a generator's does
+// (one reference, the caller's): a compiled plan's runs.
+EngineVar* new_order_var();
 
 // Where an op was issued, for its error: the op's name and the caller's
 // location ("train.py:42"); both must outlive the op (string literals, op

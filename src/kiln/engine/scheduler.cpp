@@ -273,7 +273,7 @@ void Scheduler::complete(Op* op, const std::shared_ptr<Failure>& failure, bool n
       if (--v->running_reads == 0) grant_waiting(*v, ready);
     }
     for (Var* v : op->writes) {
-      if (failure) {
+      if (failure && v->carries_failures) {
         v->failure = failure;
         v->poisoned.store(true, std::memory_order_release);
       }

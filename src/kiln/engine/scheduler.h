@@ -32,7 +32,13 @@ struct Op;
 // order. Granted ops run (reads together; a write alone).
 class Var final : public EngineVar {
  public:
+  explicit Var(bool carries_failures = true) : carries_failures(carries_failures) {}
   void wait_for_host_access() override;
+
+  // False for variables that only order ops (the generator, a compiled
+  // plan's runs): a failed op leaves nothing there, or one failed draw
+  // would poison every later one.
+  const bool carries_failures;
 
   // Guarded by the scheduler's state mutex.
   struct Entry {

@@ -166,8 +166,9 @@ void launch(const OpDef& op, const std::vector<Tensor>& inputs, const std::vecto
     bytes += int64_t(t.storage()->nbytes());
   }
   if (cast_into.defined()) *next++ = engine::var_of(*cast_into.storage());
-  for (int i : mutated)
-    *next++ = engine::var_of(*inputs.at(size_t(i)).storage());
+  for (int i : mutated) {  // an absent optional input (no running statistics) has none
+    if (inputs.at(size_t(i)).defined()) *next++ = engine::var_of(*inputs[size_t(i)].storage());
+  }
   if (op.is_random) *next++ = engine::var_of(default_generator());
   std::span<EngineVar* const> reads(base, first_write);
   std::span<EngineVar* const> writes(first_write, next);

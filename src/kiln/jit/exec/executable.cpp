@@ -185,18 +185,20 @@ void Executable::wait_for_held() const {
 }
 
 // Note [A compiled run as one engine op]
-// In async mode a run is queued whole: it reads its inputs and writes its
-// outputs, every parameter and constant (an update inside the plan, a
-// packed weight), the default generator (its random steps) and the
-// executable's own variable (whose wait in the destructor keeps a queued
-// run from outliving the plan). Version counters move when the run is
-// queued, as an eager in-place op's do. A plan that calls back into Python
-// (a custom autograd Function) runs where it was called. Running a plan's
-// independent branches side by side is the next step.
+// In async mode a run is queued whole: it reads its inputs, parameters and
+// constants and writes its outputs, what it mutates (a training step's
+// weights, batch_norm's statistics), the default generator (its random
+// steps) and the executable's own variable (which orders its runs, and
+// whose wait in the destructor keeps a queued run from outliving the plan).
+// Version counters move when the run is queued, as an eager in-place op's
+// do; the run packs weights under the versions read then, not when it runs
+// (a later in-place op has bumped them by then, without having run). A plan
+// that calls back into Python (a custom autograd Function) runs where it
+// was called. Running a plan's independent branches side by side is next.
 void Executable::execute(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const {
-  bump_mutated(inputs);
   if (!engine::pushing() || calls_python_) {
     run_plan(inputs, outputs);
+    bump_mutated(inputs);
     return;
   }
   std::vector<EngineVar*> reads, writes;
@@ -209,14 +211,20 @@ void Executable::execute(std::span<const Tensor> inputs, std::span<const Tensor>
     bytes += int64_t(t.storage()->nbytes());
   }
   for (const Tensor& t : plan_.held) {
-    if (t.defined()) writes.push_back(engine::var_of(*t.storage()));
+    if (t.defined()) reads.push_back(engine::var_of(*t.storage()));
+  }
+  for (const Mutation& m : plan_.mutations) {
+    const Tensor& written = m.root == RootKind::Fixed ? plan_.held[m.index] : inputs[m.index];
+    writes.push_back(engine::var_of(*written.storage()));  // also read: a write wins
   }
   writes.push_back(engine::var_of(default_generator()));
-  if (!runs_var_.get()) runs_var_.install(engine::new_var());
+  if (!runs_var_.get()) runs_var_.install(engine::new_order_var());
   writes.push_back(runs_var_.get());
   std::vector<Tensor> in(inputs.begin(), inputs.end()), out(outputs.begin(), outputs.end());
-  engine::push([this, in = std::move(in), out = std::move(out)] { run_plan(in, out); }, reads,
-               writes, engine::Site{"compiled graph", engine::caller_location()}, bytes);
+  engine::push([this, in = std::move(in), out = std::move(out),
+                versions = held_versions()] { run_plan(in, out, versions); },
+               reads, writes, engine::Site{"compiled graph", engine::caller_location()}, bytes);
+  bump_mutated(inputs);  // after the versions the run packs under were taken
 }
 
 void Executable::bump_mutated(std::span<const Tensor> inputs) const {
@@ -226,7 +234,16 @@ void Executable::bump_mutated(std::span<const Tensor> inputs) const {
   }
 }
 
-void Executable::run_plan(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const {
+std::vector<uint64_t> Executable::held_versions() const {
+  std::vector<uint64_t> versions(plan_.held.size(), 0);
+  for (size_t i = 0; i < plan_.held.size(); ++i) {
+    if (plan_.held[i].defined()) versions[i] = plan_.held[i].version();
+  }
+  return versions;
+}
+
+void Executable::run_plan(std::span<const Tensor> inputs, std::span<const Tensor> outputs,
+                          std::span<const uint64_t> versions) const {
   bool inputs_strided = false;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const cpu::StridedView& assumed = plan_.slots[size_t(plan_.input_slots[i])].view;
@@ -239,6 +256,11 @@ void Executable::run_plan(std::span<const Tensor> inputs, std::span<const Tensor
     ~Lease() { exe->give_back(std::move(ws)); }
   } lease{this, take_workspace()};
   wait_for_held();
+  if (versions.empty()) {
+    lease.ws->read_held_versions(plan_.held);
+  } else {
+    lease.ws->set_held_versions(versions);
+  }
   lease.ws->bind(inputs, outputs, inputs_strided);
   run_steps(*lease.ws, inputs_strided, {});
   lease.ws->finish(outputs);
@@ -283,6 +305,7 @@ void Executable::run_views(std::span<const cpu::StridedView> inputs,
     ~Lease() { exe->give_back(std::move(ws)); }
   } lease{this, take_workspace()};
   wait_for_held();
+  lease.ws->read_held_versions(plan_.held);
   lease.ws->bind_views(inputs, outputs);
   run_steps(*lease.ws, false, input_keys);
   for (const Mutation& m : plan_.mutations) {
@@ -310,7 +333,7 @@ void Executable::run_steps(Workspace& ws, bool inputs_strided,
       continue;
     }
     if (step.packed_held >= 0) {
-      step.prepared->run_packed(kernel_args, plan_.held[size_t(step.packed_held)].version());
+      step.prepared->run_packed(kernel_args, ws.held_version(size_t(step.packed_held)));
       continue;
     }
     const uint64_t key =
@@ -330,7 +353,7 @@ void Executable::run_control_flow(const Step& step, const KernelArgs& args, Work
   for (uint32_t i = 0; i < step.num_inputs; ++i) {
     const KeySource& source = plan_.key_sources[step.first_key_source + i];
     uint64_t key = 0;
-    if (source.root == RootKind::Fixed) key = version_key(plan_.held[source.index].version());
+    if (source.root == RootKind::Fixed) key = version_key(ws.held_version(source.index));
     if (source.root == RootKind::Input && !input_keys.empty()) key = input_keys[source.index];
     keys[i] = key;
   }

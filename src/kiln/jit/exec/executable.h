@@ -109,7 +109,10 @@ class Executable final : public GraphRunner {
   void check_plan(const char* what) const;
   void check_outputs(std::span<const Tensor> outputs, std::span<const Tensor> inputs) const;
   void execute(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const;
-  void run_plan(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const;
+  // `versions`: the held tensors' version counters to run with (empty: now).
+  void run_plan(std::span<const Tensor> inputs, std::span<const Tensor> outputs,
+                std::span<const uint64_t> versions = {}) const;
+  std::vector<uint64_t> held_versions() const;
   void bump_mutated(std::span<const Tensor> inputs) const;
   void wait_for_held() const;
   void run_steps(Workspace& ws, bool inputs_strided, std::span<const uint64_t> input_keys) const;

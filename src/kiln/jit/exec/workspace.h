@@ -34,6 +34,18 @@ class Workspace {
   const cpu::StridedView* args() const { return args_.data(); }
   // Room for the input keys of the plan's control-flow steps (Plan::key_sources).
   uint64_t* keys() { return keys_.data(); }
+  // The version counters of the plan's held tensors this call runs with:
+  // read when the call was issued, which in async mode may be before it runs
+  // (Note [A compiled run as one engine op]); packed weights are keyed by them.
+  void set_held_versions(std::span<const uint64_t> versions) {
+    held_versions_.assign(versions.begin(), versions.end());
+  }
+  void read_held_versions(const std::vector<Tensor>& held) {
+    held_versions_.resize(held.size());  // allocates on the first call only
+    for (size_t i = 0; i < held.size(); ++i)
+      held_versions_[i] = held[i].defined() ? held[i].version() : 0;
+  }
+  uint64_t held_version(size_t index) const { return held_versions_[index]; }
 
  private:
   void derive_input_views(std::span<const Tensor> inputs);
@@ -43,6 +55,7 @@ class Workspace {
   void* arena_ = nullptr;
   std::vector<cpu::StridedView> args_;
   std::vector<uint64_t> keys_;
+  std::vector<uint64_t> held_versions_;
   std::vector<char*> bases_;         // 0: the arena; then the inputs; then the outputs
   std::vector<Tensor> stand_ins_;    // per output; defined only during a call that needs one
   bool input_args_derived_ = false;  // args_ over inputs hold another call's strides
