@@ -7,8 +7,8 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 
-#include <map>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "convert.h"
@@ -26,17 +26,31 @@ PyObject* kiln_dir() {
   return dir;
 }
 
-// "train.py:42" for (code, line), made once per site and kept for the life
-// of the process (the code object too, so its address is never reused for
-// another). Only called with the GIL held, which guards the map.
-const char* interned_site(PyCodeObject* code, int line) {
-  static auto* sites = new std::map<std::pair<PyCodeObject*, int>, std::string>();
-  auto key = std::make_pair(code, line);
+struct SiteKey {
+  PyCodeObject* code;
+  int lasti;
+  bool operator==(const SiteKey&) const = default;
+};
+struct SiteKeyHash {
+  size_t operator()(const SiteKey& k) const {
+    return std::hash<const void*>()(k.code) ^ (size_t(k.lasti) * 0x9E3779B97F4A7C15ull);
+  }
+};
+
+// "train.py:42" for the frame's (code, instruction), made once per site and
+// kept for the life of the process (the code object too, so its address is
+// never reused for another). Keyed by the instruction, not the line: the
+// line number is a walk of the line table, the dearest part of a push.
+// Only called with the GIL held, which guards the map.
+const char* interned_site(PyFrameObject* frame, PyCodeObject* code) {
+  static auto* sites = new std::unordered_map<SiteKey, std::string, SiteKeyHash>();
+  SiteKey key{code, PyFrame_GetLasti(frame)};
   auto it = sites->find(key);
   if (it != sites->end()) return it->second.c_str();
   Py_INCREF(code);
   std::string file = nb::cast<std::string>(nb::handle(code->co_filename));
-  std::string site = file.substr(file.find_last_of('/') + 1) + ":" + std::to_string(line);
+  std::string site =
+      file.substr(file.find_last_of('/') + 1) + ":" + std::to_string(PyFrame_GetLineNumber(frame));
   return sites->emplace(key, std::move(site)).first->second.c_str();
 }
 
@@ -51,7 +65,7 @@ const char* python_site() {
     PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
     bool is_kiln = PyUnicode_Tailmatch(code->co_filename, kiln_dir(), 0, PY_SSIZE_T_MAX, -1) == 1;
     if (!is_kiln) {
-      site = interned_site(code, PyFrame_GetLineNumber(frame));
+      site = interned_site(frame, code);
       Py_DECREF(code);
       Py_DECREF(frame);
       return site;

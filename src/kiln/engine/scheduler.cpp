@@ -29,13 +29,21 @@ inline void cpu_relax() {
 #endif
 }
 
+// Between checks a spinning thread yields its core when another thread
+// wants it: on a machine with more runnable threads than cores (the caller,
+// a worker, OpenMP's, other programs) a pure spin would take the core the
+// thread it waits for needs.
 template <typename Ready>
 bool spin_until(Ready ready) {
   auto until = std::chrono::steady_clock::now() + kSpin;
   for (int i = 0;; ++i) {
     if (ready()) return true;
-    cpu_relax();
-    if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) return false;
+    if ((i & 7) == 7) {
+      std::this_thread::yield();
+      if (std::chrono::steady_clock::now() > until) return false;
+    } else {
+      cpu_relax();
+    }
   }
 }
 
@@ -82,9 +90,41 @@ void Var::wait_for_host_access() {
     s.raise_if_poisoned(*this);
 }
 
+// Note [Freeing on the issuing side]
+// A finished op's closure holds its tensors, and the op, its closure and
+// most tensors were allocated by the thread that issued it. Freeing them on
+// the worker made every op cross threads in malloc (its arena lock, futex
+// wakes: a third of the time of a dispatch-bound async loop). Workers
+// instead push finished ops on a lock-free stack and the issuing side frees
+// them at its next push or wait, on its own thread's caches. The memory
+// outlives the op by that long; waits free it before they return.
+void Scheduler::retire(Op* op) {
+  op->next_retired = retired_.load(std::memory_order_relaxed);
+  while (!retired_.compare_exchange_weak(op->next_retired, op, std::memory_order_release,
+                                         std::memory_order_relaxed)) {
+  }
+}
+
+void Scheduler::free_retired() {
+  if (retired_.load(std::memory_order_relaxed) == nullptr) return;
+  Op* op = retired_.exchange(nullptr, std::memory_order_acquire);
+  while (op) {
+    Op* next = op->next_retired;
+    for (auto* vars : {&op->reads, &op->writes}) {
+      for (Var* v : *vars)
+        v->release();
+    }
+    delete op;
+    op = next;
+  }
+}
+
 template <typename Done>
 void Scheduler::wait_until(Done done) {
-  if (done() || spin_until(done)) return;
+  if (done() || spin_until(done)) {
+    free_retired();
+    return;
+  }
   void* token = blocking_.enter ? blocking_.enter() : nullptr;
   waiters_.fetch_add(1);
   {
@@ -93,6 +133,7 @@ void Scheduler::wait_until(Done done) {
   }
   waiters_.fetch_sub(1);
   if (blocking_.leave) blocking_.leave(token);
+  free_retired();
 }
 
 void Scheduler::wait_var_idle(Var& var) {
@@ -139,6 +180,7 @@ void Scheduler::raise_unreported() {
 }
 
 void Scheduler::push(Op* op) {
+  free_retired();
   // Workers start on the first push: sync-only programs never make them.
   if (!started_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(pool_mutex_);
@@ -255,12 +297,6 @@ void Scheduler::run(Op* op) {
           Failure{ErrorKind::Runtime, failure_message(op->site, "an unknown exception")});
     }
   }
-  {
-    // The op's tensors go before anyone sees it done: a caller that waited
-    // finds their memory freed, and the in-flight bytes are honest.
-    RunningOp running;
-    op->fn = nullptr;
-  }
   complete(op, failure, failure && !inherited);
 }
 
@@ -287,17 +323,14 @@ void Scheduler::complete(Op* op, const std::shared_ptr<Failure>& failure, bool n
   }
   for (Op* next : ready)
     enqueue(next);
-  in_flight_bytes_.fetch_sub(op->bytes);
-  in_flight_.fetch_sub(1);
+  const int64_t bytes = op->bytes;
+  retire(op);  // the last touch: the issuing side may free it from here on
+  in_flight_bytes_.fetch_sub(bytes);
+  in_flight_.fetch_sub(1);  // after retire: synchronize() frees every finished op
   if (waiters_.load() > 0) {
     std::lock_guard<std::mutex> lock(wait_mutex_);
     wait_cv_.notify_all();
   }
-  for (auto* vars : {&op->reads, &op->writes}) {
-    for (Var* v : *vars)
-      v->release();
-  }
-  delete op;
 }
 
 void Scheduler::start_workers_locked() {

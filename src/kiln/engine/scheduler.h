@@ -65,6 +65,7 @@ struct Op {
   int waiting = 0;                  // variables that have not granted it yet
   Site site;
   int64_t bytes = 0;
+  Op* next_retired = nullptr;
 };
 
 class Scheduler {
@@ -73,6 +74,9 @@ class Scheduler {
 
   void push(Op* op);
   void wait_var_idle(Var& var);
+  // Frees the ops workers finished: on the issuing side (a push or a wait),
+  // see Note [Freeing on the issuing side] in scheduler.cpp.
+  void free_retired();
   void wait_all();
   void throttle(int64_t bytes);
   void raise_if_poisoned(Var& var);
@@ -98,7 +102,10 @@ class Scheduler {
   void start_workers_locked();
   void stop_workers();
 
-  std::mutex state_mutex_;  // every Var's queue and failure, unreported_
+  void retire(Op* op);
+
+  std::atomic<Op*> retired_{nullptr};  // a stack of finished ops, pushed by workers
+  std::mutex state_mutex_;             // every Var's queue and failure, unreported_
   std::vector<std::shared_ptr<Failure>> unreported_;
 
   std::mutex ready_mutex_;
