@@ -5,7 +5,10 @@
    kiln.synchronize() at the end (d2l measured 3.4x for MXNet; goal >= 2x),
    and async against sync mode on the same loop (goal: the engine costs at
    most 10% on this dispatch-bound loop), with the engine's cost per op.
-2. Two independent chains of 512x512 matmuls, one OpenMP thread per op:
+2. SCENARIOS.md's W1 training loop (MLP 512-256-128-2, SGD) in eager
+   Python at batch 64, one thread per op: async against sync mode (the
+   Python thread overlaps the kernels; goal >= 1.2x).
+3. Two independent chains of 512x512 matmuls, one OpenMP thread per op:
    two engine workers against the same ops run serially (goal >= 1.7x on
    two cores).
 
@@ -46,6 +49,34 @@ def d2l_variants(n: int) -> dict:
 
     return {"sync mode": sync, "async, wait_to_read each op": async_wait_each,
             "async, one synchronize at the end": async_one_sync}
+
+
+def w1_training(steps: int) -> None:
+    kiln.manual_seed(0)
+    nn = kiln.nn
+    model = nn.Sequential(nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
+                          nn.Linear(128, 2))
+    opt = kiln.optim.SGD(model.parameters(), lr=0.01)
+    x = kiln.randn(64, 512)
+    target = kiln.randint(0, 2, (64,))
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), target)
+        loss.backward()
+        opt.step()
+    loss.item()
+
+
+def w1_variants(steps: int) -> dict:
+    def sync() -> None:
+        kiln.set_execution("sync")
+        w1_training(steps)
+
+    def run_async() -> None:
+        kiln.set_execution("async")
+        w1_training(steps)
+
+    return {"sync mode": sync, "async mode": run_async}
 
 
 def matmul_chains(length: int) -> None:
@@ -91,6 +122,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--ops", type=int, default=10000)
     parser.add_argument("--chain", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=20)
     args = parser.parse_args()
 
     print(f"== d2l async microbenchmark: {args.ops} x `y = y + 1` (1x2), median of "
@@ -110,10 +142,20 @@ def main() -> None:
     print(f"  round trip per op (wait each - sync) {(wait_each - sync) / args.ops * 1e6:8.2f} µs")
 
     print()
-    print(f"== two independent chains of {args.chain} 512x512 matmuls, one thread per op, "
-          f"median of {args.reps}, ms")
+    print(f"== W1 training loop, eager Python, batch 64, 1 thread per op, {args.steps} steps, "
+          f"median of {args.reps}, ms per step")
     threads = kiln.get_num_threads()
     kiln.set_num_threads(1)
+    kiln.set_num_interop_threads(1)
+    w1 = measure(w1_variants(args.steps), args.reps)
+    for name, t in w1.items():
+        print(f"  {name:<36} {t / args.steps * 1e3:8.3f}")
+    print(f"  sync / async                         {w1['sync mode'] / w1['async mode']:8.2f}x  "
+          f"(goal >= 1.2x)")
+
+    print()
+    print(f"== two independent chains of {args.chain} 512x512 matmuls, one thread per op, "
+          f"median of {args.reps}, ms")
     kiln.set_num_interop_threads(2)
     chains = measure(chain_variants(args.chain), args.reps)
     for name, t in chains.items():
