@@ -1,0 +1,354 @@
+// Convolution epilogues as one op, for inference graphs:
+//   %z = conv2d(%x, %w, %b)
+//   %s = add(%z, %r)           (optional: %r of %z's shape and dtype)
+//   %y = <activation>(%s)      (optional)
+// -> %y = conv2d_fused(%x, %w, %b, %r) {conv attrs, activation, alpha, beta}
+// ResNet's relu(conv + identity), MobileNet's hardswish(conv) and its
+// projection conv + identity run as one plan step: oneDNN's post-ops or
+// kiln's kernels apply the activation and the residual while the output
+// is in cache (ops/conv_fused_ops.cpp). The activations, as kiln.nn and the
+// ONNX importer write them (c, k, a, b one-element constants):
+//   relu(v), sigmoid(v), tanh(v), clamp(v) {min, max}   (relu6, Clip)
+//   hardsigmoid  clamp(add(mul(v, a), b), 0, 1)          alpha = a, beta = b
+//                div(clamp(add(v, c), 0, k), k)          alpha = 1/k, beta = c/k
+//   hardswish    mul(v, hardsigmoid(v)),  div(mul(v, clamp(add(v, c), 0, k)), k)
+//   silu         mul(v, sigmoid(v))
+// A bias the graph adds apart (add(conv2d(x, w), c), c one value per
+// output channel: PaddlePaddle's exports) becomes the conv's bias.
+//
+// Every value inside the pattern must be read only inside it. A residual
+// that broadcasts is not fused (it would need another kernel). The fused op
+// rounds as oneDNN's eltwise functions do, not as the ops it replaces
+// (within float32 tolerance), and has no backward rule: the pass runs on
+// frozen (inference) graphs unless exact, like fold_batch_norm.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "kiln/jit/passes/pass_util.h"
+#include "kiln/jit/passes/passes.h"
+#include "kiln/kernels/cpu/conv_epilogue.h"
+#include "kiln/ops/registry.h"
+
+namespace kiln::jit {
+namespace {
+
+using cpu::EpilogueActivation;
+
+// A one-element floating constant's value (or a frozen parameter's).
+std::optional<double> number_of(const Value* value, bool frozen) {
+  if (!value) return std::nullopt;
+  const bool fixed = value->kind() == ValueKind::Constant ||
+                     (frozen && value->kind() == ValueKind::Param && value->data().defined());
+  if (!fixed) return std::nullopt;
+  const Tensor& data = value->data();
+  if (data.numel() != 1 || !is_floating(data.dtype())) return std::nullopt;
+  return read_element(data, 0).to_double();
+}
+
+// The producer of `value` when it is the op `name`.
+Node* made_by(const Value* value, const char* name) {
+  Node* producer = value ? value->producer() : nullptr;
+  return producer && producer->op().name == name ? producer : nullptr;
+}
+
+// What the activation reads, which it is, and the nodes it is made of.
+struct Activation {
+  Value* input = nullptr;
+  EpilogueActivation kind = EpilogueActivation::None;
+  double alpha = 0.0, beta = 0.0;
+  std::vector<Node*> nodes;
+};
+
+// A binary node (add, mul: either order; div: divisor only) with a
+// constant operand: the other operand, and the constant.
+std::optional<std::pair<Value*, double>> with_constant(Node* node, bool frozen) {
+  if (!node || node->inputs().size() != 2) return std::nullopt;
+  for (size_t constant = node->op().name == "div" ? 1 : 0; constant < 2; ++constant) {
+    if (std::optional<double> c = number_of(node->input(constant), frozen))
+      return std::make_pair(node->input(1 - constant), *c);
+  }
+  return std::nullopt;
+}
+
+bool clamp_between(const Node* clamp, double lo, double hi) {
+  const Attrs& attrs = clamp->attrs();
+  return attrs.has("min") && attrs.has("max") && attrs.get_float("min") == lo &&
+         attrs.get_float("max") == hi;
+}
+
+// clamp(add(mul(v, a), b), 0, 1) or div(clamp(add(v, c), 0, k), k), ending
+// at `value`.
+std::optional<Activation> hardsigmoid_at(Value* value, bool frozen) {
+  Activation act;
+  act.kind = EpilogueActivation::HardSigmoid;
+  if (Node* clamp = made_by(value, "clamp"); clamp && clamp_between(clamp, 0.0, 1.0)) {
+    auto shifted = with_constant(made_by(clamp->input(0), "add"), frozen);
+    if (!shifted) return std::nullopt;
+    auto scaled = with_constant(made_by(shifted->first, "mul"), frozen);
+    if (!scaled) return std::nullopt;
+    act.input = scaled->first;
+    act.alpha = scaled->second;
+    act.beta = shifted->second;
+    act.nodes = {made_by(shifted->first, "mul"), made_by(clamp->input(0), "add"), clamp};
+    return act;
+  }
+  Node* div = made_by(value, "div");
+  auto divided = with_constant(div, frozen);
+  if (!divided) return std::nullopt;
+  Node* clamp = made_by(divided->first, "clamp");
+  const double k = divided->second;
+  if (!clamp || k == 0.0 || !clamp_between(clamp, 0.0, k)) return std::nullopt;
+  auto shifted = with_constant(made_by(clamp->input(0), "add"), frozen);
+  if (!shifted) return std::nullopt;
+  act.input = shifted->first;
+  act.alpha = 1.0 / k;
+  act.beta = shifted->second / k;
+  act.nodes = {made_by(clamp->input(0), "add"), clamp, div};
+  return act;
+}
+
+// div(mul(v, clamp(add(v, c), 0, k)), k) ending at `div`.
+std::optional<Activation> scaled_hardswish_at(Node* div, bool frozen) {
+  auto divided = with_constant(div, frozen);
+  if (!divided) return std::nullopt;
+  Node* mul = made_by(divided->first, "mul");
+  const double k = divided->second;
+  if (!mul || k == 0.0) return std::nullopt;
+  for (size_t i = 0; i < 2; ++i) {
+    Value* v = mul->input(i);
+    Node* clamp = made_by(mul->input(1 - i), "clamp");
+    if (!clamp || !clamp_between(clamp, 0.0, k)) continue;
+    Node* add = made_by(clamp->input(0), "add");
+    auto shifted = with_constant(add, frozen);
+    if (!shifted || shifted->first != v) continue;
+    return Activation{
+        v, EpilogueActivation::HardSwish, 1.0 / k, shifted->second / k, {add, clamp, mul, div}};
+  }
+  return std::nullopt;
+}
+
+// mul(v, sigmoid(v)) (silu) or mul(v, hardsigmoid(v)) (hardswish).
+std::optional<Activation> gated_at(Node* mul, bool frozen) {
+  for (size_t i = 0; i < 2; ++i) {
+    Value *v = mul->input(i), *gate = mul->input(1 - i);
+    if (Node* sigmoid = made_by(gate, "sigmoid"); sigmoid && sigmoid->input(0) == v) {
+      return Activation{v, EpilogueActivation::Silu, 0.0, 0.0, {sigmoid, mul}};
+    }
+    std::optional<Activation> hard = hardsigmoid_at(gate, frozen);
+    if (!hard || hard->input != v) continue;
+    hard->kind = EpilogueActivation::HardSwish;
+    hard->nodes.push_back(mul);
+    return hard;
+  }
+  return std::nullopt;
+}
+
+// The activation ending at `node`, whatever it reads.
+std::optional<Activation> activation_at(Node* node, bool frozen) {
+  const std::string& name = node->op().name;
+  if (name == "relu" || name == "sigmoid" || name == "tanh") {
+    EpilogueActivation kind = name == "relu"      ? EpilogueActivation::Relu
+                              : name == "sigmoid" ? EpilogueActivation::Sigmoid
+                                                  : EpilogueActivation::Tanh;
+    return Activation{node->input(0), kind, 0.0, 0.0, {node}};
+  }
+  if (name == "clamp") {
+    if (auto hard = hardsigmoid_at(node->output(), frozen)) return hard;
+    const Attrs& attrs = node->attrs();
+    const double inf = std::numeric_limits<double>::infinity();
+    return Activation{node->input(0),
+                      EpilogueActivation::Clamp,
+                      attrs.has("min") ? attrs.get_float("min") : -inf,
+                      attrs.has("max") ? attrs.get_float("max") : inf,
+                      {node}};
+  }
+  if (name == "div") {
+    if (auto swish = scaled_hardswish_at(node, frozen)) return swish;
+    return hardsigmoid_at(node->output(), frozen);
+  }
+  if (name == "mul") return gated_at(node, frozen);
+  return std::nullopt;
+}
+
+// The convolution under the epilogue, its bias (the conv's, or a constant
+// added apart) and residual, and the add nodes between.
+struct Source {
+  Node* conv = nullptr;
+  Value* bias = nullptr;
+  Value* residual = nullptr;
+  std::vector<Node*> adds;
+  bool bias_added_apart = false;
+};
+
+// A frozen constant holding one value per output channel of `conv`, shaped
+// so that add broadcasts it over channels: [C], [C, 1, 1] or [1, C, 1, 1].
+bool is_channel_constant(const Value* value, const Node& conv, bool frozen) {
+  const bool fixed = value->kind() == ValueKind::Constant ||
+                     (frozen && value->kind() == ValueKind::Param && value->data().defined());
+  if (!fixed || value->dtype() != conv.output()->dtype()) return false;
+  const DimList& shape = value->shape();
+  const DimList& out = conv.output()->shape();
+  if (out.size() != 4 || !out[1].is_static() || shape.size() < 3 || shape.size() > 4) return false;
+  // [C] would broadcast over the width, not the channels.
+  const size_t channel_dim = shape.size() - 3;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const int64_t want = d == channel_dim ? out[1].static_value() : 1;
+    if (!shape[d].is_static() || shape[d].static_value() != want) return false;
+  }
+  return true;
+}
+
+// The same dims, symbol for symbol (a symbolic dim equal to another only
+// under some sizes is not the same).
+bool same_shape(const DimList& a, const DimList& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t d = 0; d < a.size(); ++d)
+    if (!a[d].same_as(b[d])) return false;
+  return true;
+}
+
+bool has_bias(const Node& conv) {
+  return conv.inputs().size() > 2 && conv.input(2) != nullptr;
+}
+
+// conv2d(...), add(conv2d(...), bias), add(<either>, residual) reaching `v`.
+std::optional<Source> source_of(Value* v, bool frozen, bool allow_residual = true) {
+  if (Node* conv = made_by(v, "conv2d"))
+    return Source{conv, has_bias(*conv) ? conv->input(2) : nullptr};
+  Node* add = made_by(v, "add");
+  if (!add || add->inputs().size() != 2) return std::nullopt;
+  for (size_t i = 0; i < 2; ++i) {
+    Value *side = add->input(i), *other = add->input(1 - i);
+    if (Node* conv = made_by(side, "conv2d");
+        conv && !has_bias(*conv) && is_channel_constant(other, *conv, frozen)) {
+      Source source{conv, other, nullptr, {add}, true};
+      return source;
+    }
+    if (!allow_residual || other->type().wrapped_number || other->dtype() != v->dtype() ||
+        !same_shape(other->shape(), v->shape())) {
+      continue;
+    }
+    std::optional<Source> inner = source_of(side, frozen, /*allow_residual=*/false);
+    if (!inner) continue;
+    inner->residual = other;
+    inner->adds.push_back(add);
+    return inner;
+  }
+  return std::nullopt;
+}
+
+// Whether every reader of `value` is one of `nodes` and the graph does not
+// return it.
+bool read_only_by(const Value& value, const std::vector<Node*>& nodes) {
+  if (value.graph().output_uses(&value) != 0) return false;
+  for (const Use& use : value.uses())
+    if (std::find(nodes.begin(), nodes.end(), use.user) == nodes.end()) return false;
+  return true;
+}
+
+struct Match {
+  Source source;
+  Activation activation;  // kind None: the residual add alone
+  Node* last = nullptr;   // the node whose output the fused op replaces
+};
+
+// Every node's output but the last is read only inside the match.
+bool is_closed(const Match& m) {
+  std::vector<Node*> nodes = m.source.adds;
+  nodes.insert(nodes.end(), m.activation.nodes.begin(), m.activation.nodes.end());
+  nodes.push_back(m.source.conv);
+  for (Node* node : nodes)
+    if (node != m.last && !read_only_by(*node->output(), nodes)) return false;
+  return true;
+}
+
+bool fusable_dtype(const Match& m) {
+  const DType dtype = m.source.conv->output()->dtype();
+  return (dtype == DType::Float32 || dtype == DType::Float64) && m.last->output()->dtype() == dtype;
+}
+
+std::optional<Match> match_at(Node* node, bool frozen, bool with_activation) {
+  Match m;
+  m.last = node;
+  if (with_activation) {
+    std::optional<Activation> activation = activation_at(node, frozen);
+    if (!activation) return std::nullopt;
+    m.activation = std::move(*activation);
+  } else {
+    if (node->op().name != "add") return std::nullopt;
+    m.activation.input = node->output();
+  }
+  std::optional<Source> source = source_of(m.activation.input, frozen);
+  if (!source || (!with_activation && !source->residual)) return std::nullopt;
+  m.source = std::move(*source);
+  if (!is_closed(m) || !fusable_dtype(m)) return std::nullopt;
+  return m;
+}
+
+void fuse(Graph& graph, const Match& m) {
+  static const OpDef& fused_op = op("conv2d_fused");
+  Node* conv = m.source.conv;
+  Value* bias = m.source.bias;
+  if (m.source.bias_added_apart) {  // [1, C, 1, 1] -> [C], a constant of its own
+    NoDispatchObserver quiet;
+    const int64_t channels = conv->output()->shape()[1].static_value();
+    Tensor flat = dispatch1(op("reshape"), {plain_data(bias)}, {{"shape", IntList{channels}}});
+    bias = graph.add_constant(flat);
+  }
+  std::vector<Value*> inputs{conv->input(0), conv->input(1)};
+  if (bias || m.source.residual) inputs.push_back(bias);  // null: absent
+  if (m.source.residual) inputs.push_back(m.source.residual);
+  Attrs attrs = conv->attrs();
+  attrs.set("activation", std::string(cpu::epilogue_activation_name(m.activation.kind)));
+  attrs.set("alpha", m.activation.alpha);
+  attrs.set("beta", m.activation.beta);
+  Node* fused = graph.insert_before(m.last, fused_op, inputs, attrs);
+  m.last->output()->replace_all_uses_with(fused->output());
+  // The nodes are listed producers first: erased last to first, each
+  // node's readers are gone before it is.
+  std::vector<Node*> dead = m.source.adds;
+  dead.insert(dead.end(), m.activation.nodes.begin(), m.activation.nodes.end());
+  for (auto it = dead.rbegin(); it != dead.rend(); ++it)
+    graph.erase(*it);
+  graph.erase(conv);
+}
+
+std::string rule_name(const Match& m) {
+  std::string rule = "fuse conv2d";
+  if (m.source.bias_added_apart) rule += " + bias";
+  if (m.source.residual) rule += " + residual";
+  if (m.activation.kind != EpilogueActivation::None)
+    rule += std::string(" + ") + cpu::epilogue_activation_name(m.activation.kind);
+  return rule;
+}
+
+}  // namespace
+
+bool fuse_conv_epilogue(Graph& graph, PassContext& context) {
+  // Frozen only, whatever fast-math says: the fused op has no backward rule.
+  if (!context.frozen() || (context.exact() && !context.fast_math())) return false;
+  bool changed = false;
+  // Activations first (they end the longest patterns), then residual adds
+  // with no activation after them. Each match ends at the node visited, so
+  // the nodes it erases come before it in the walk.
+  for (bool with_activation : {true, false}) {
+    for (Node* node : graph.nodes()) {
+      std::optional<Match> m = match_at(node, context.frozen(), with_activation);
+      if (!m) continue;
+      context.count_rule(rule_name(*m));
+      fuse(graph, *m);
+      changed = true;
+    }
+  }
+  if (changed) {
+    context.note(
+        "conv2d_fused: activations and residual adds run in the convolution's epilogue "
+        "(oneDNN post-ops), rounding within float32 tolerance of the separate ops; "
+        "inference only (exact keeps them apart)");
+  }
+  return changed;
+}
+
+}  // namespace kiln::jit
