@@ -13,8 +13,11 @@
 //                div(clamp(add(v, c), 0, k), k)          alpha = 1/k, beta = c/k
 //   hardswish    mul(v, hardsigmoid(v)),  div(mul(v, clamp(add(v, c), 0, k)), k)
 //   silu         mul(v, sigmoid(v))
-// A bias the graph adds apart (add(conv2d(x, w), c), c one value per
-// output channel: PaddlePaddle's exports) becomes the conv's bias.
+// An affine map the graph applies to the conv's output apart, before the
+// residual and the activation (mul by s, add t: s and t one value, or one
+// per output channel, constants; PaddlePaddle's exports write a Conv's
+// bias, and PP-LCNet's learnable scale and shift, so) folds into the conv's
+// weights, w * s and b * s + t, as fold_batch_norm folds a batch norm.
 //
 // Every value inside the pattern must be read only inside it. A residual
 // that broadcasts is not fused (it would need another kernel). The fused op
@@ -26,6 +29,7 @@
 #include <limits>
 #include <optional>
 
+#include "kiln/core/factory.h"
 #include "kiln/jit/passes/pass_util.h"
 #include "kiln/jit/passes/passes.h"
 #include "kiln/kernels/cpu/conv_epilogue.h"
@@ -172,26 +176,34 @@ std::optional<Activation> activation_at(Node* node, bool frozen) {
   return std::nullopt;
 }
 
-// The convolution under the epilogue, its bias (the conv's, or a constant
-// added apart) and residual, and the add nodes between.
+// The convolution under the epilogue, the affine map applied to its output
+// apart (a scale, a shift: one value, or one per channel), its residual,
+// and the mul and add nodes between, producers first.
 struct Source {
   Node* conv = nullptr;
-  Value* bias = nullptr;
+  Value* scale = nullptr;
+  Value* shift = nullptr;
   Value* residual = nullptr;
-  std::vector<Node*> adds;
-  bool bias_added_apart = false;
+  std::vector<Node*> nodes;
 };
 
-// A frozen constant holding one value per output channel of `conv`, shaped
-// so that add broadcasts it over channels: [C], [C, 1, 1] or [1, C, 1, 1].
-bool is_channel_constant(const Value* value, const Node& conv, bool frozen) {
+// A frozen floating constant of `conv`'s dtype holding one value, or one
+// per output channel shaped so that it broadcasts over the channels ([C, 1,
+// 1] or [1, C, 1, 1]; [C] would broadcast over the width).
+bool is_affine_constant(const Value* value, const Node& conv, bool frozen) {
   const bool fixed = value->kind() == ValueKind::Constant ||
                      (frozen && value->kind() == ValueKind::Param && value->data().defined());
-  if (!fixed || value->dtype() != conv.output()->dtype()) return false;
+  if (!fixed || value->dtype() != conv.output()->dtype() || value->type().wrapped_number) {
+    return false;
+  }
   const DimList& shape = value->shape();
   const DimList& out = conv.output()->shape();
-  if (out.size() != 4 || !out[1].is_static() || shape.size() < 3 || shape.size() > 4) return false;
-  // [C] would broadcast over the width, not the channels.
+  if (out.size() != 4 || !out[1].is_static() || shape.size() > 4) return false;
+  const bool one_value = std::all_of(shape.begin(), shape.end(), [](const Dim& d) {
+    return d.is_static() && d.static_value() == 1;
+  });
+  if (one_value) return true;
+  if (shape.size() < 3) return false;
   const size_t channel_dim = shape.size() - 3;
   for (size_t d = 0; d < shape.size(); ++d) {
     const int64_t want = d == channel_dim ? out[1].static_value() : 1;
@@ -213,27 +225,43 @@ bool has_bias(const Node& conv) {
   return conv.inputs().size() > 2 && conv.input(2) != nullptr;
 }
 
-// conv2d(...), add(conv2d(...), bias), add(<either>, residual) reaching `v`.
+// conv2d(...), or mul(conv2d(...), scale), reaching `v`.
+std::optional<Source> scaled_conv(Value* v, bool frozen) {
+  if (Node* conv = made_by(v, "conv2d")) return Source{conv};
+  Node* mul = made_by(v, "mul");
+  if (!mul || mul->inputs().size() != 2) return std::nullopt;
+  for (size_t i = 0; i < 2; ++i) {
+    Node* conv = made_by(mul->input(i), "conv2d");
+    if (!conv || !is_affine_constant(mul->input(1 - i), *conv, frozen)) continue;
+    if (!same_shape(v->shape(), conv->output()->shape())) continue;
+    return Source{conv, mul->input(1 - i), nullptr, nullptr, {mul}};
+  }
+  return std::nullopt;
+}
+
+// scaled_conv, or add(scaled_conv, shift), then optionally add(<that>,
+// residual), reaching `v`.
 std::optional<Source> source_of(Value* v, bool frozen, bool allow_residual = true) {
-  if (Node* conv = made_by(v, "conv2d"))
-    return Source{conv, has_bias(*conv) ? conv->input(2) : nullptr};
+  if (std::optional<Source> scaled = scaled_conv(v, frozen)) return scaled;
   Node* add = made_by(v, "add");
   if (!add || add->inputs().size() != 2) return std::nullopt;
   for (size_t i = 0; i < 2; ++i) {
     Value *side = add->input(i), *other = add->input(1 - i);
-    if (Node* conv = made_by(side, "conv2d");
-        conv && !has_bias(*conv) && is_channel_constant(other, *conv, frozen)) {
-      Source source{conv, other, nullptr, {add}, true};
-      return source;
+    std::optional<Source> inner = scaled_conv(side, frozen);
+    if (inner && is_affine_constant(other, *inner->conv, frozen) &&
+        same_shape(v->shape(), side->shape())) {
+      inner->shift = other;
+      inner->nodes.push_back(add);
+      return inner;
     }
     if (!allow_residual || other->type().wrapped_number || other->dtype() != v->dtype() ||
         !same_shape(other->shape(), v->shape())) {
       continue;
     }
-    std::optional<Source> inner = source_of(side, frozen, /*allow_residual=*/false);
+    inner = source_of(side, frozen, /*allow_residual=*/false);
     if (!inner) continue;
     inner->residual = other;
-    inner->adds.push_back(add);
+    inner->nodes.push_back(add);
     return inner;
   }
   return std::nullopt;
@@ -256,7 +284,7 @@ struct Match {
 
 // Every node's output but the last is read only inside the match.
 bool is_closed(const Match& m) {
-  std::vector<Node*> nodes = m.source.adds;
+  std::vector<Node*> nodes = m.source.nodes;
   nodes.insert(nodes.end(), m.activation.nodes.begin(), m.activation.nodes.end());
   nodes.push_back(m.source.conv);
   for (Node* node : nodes)
@@ -269,12 +297,30 @@ bool fusable_dtype(const Match& m) {
   return (dtype == DType::Float32 || dtype == DType::Float64) && m.last->output()->dtype() == dtype;
 }
 
+// Whether an activation ending a few sole readers further on takes `node`
+// in (hardsigmoid's div(clamp(...), k) holds a clamp that alone would
+// match): that longer match is left to its own node.
+bool inside_longer_activation(Node* node, bool frozen) {
+  Node* reader = node;
+  for (int step = 0; step < 3; ++step) {
+    const Value& out = *reader->output();
+    if (out.uses().size() != 1 || reader->graph().output_uses(&out) != 0) return false;
+    reader = out.uses()[0].user;
+    std::optional<Activation> longer = activation_at(reader, frozen);
+    if (longer &&
+        std::find(longer->nodes.begin(), longer->nodes.end(), node) != longer->nodes.end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
 std::optional<Match> match_at(Node* node, bool frozen, bool with_activation) {
   Match m;
   m.last = node;
   if (with_activation) {
     std::optional<Activation> activation = activation_at(node, frozen);
-    if (!activation) return std::nullopt;
+    if (!activation || inside_longer_activation(node, frozen)) return std::nullopt;
     m.activation = std::move(*activation);
   } else {
     if (node->op().name != "add") return std::nullopt;
@@ -287,17 +333,48 @@ std::optional<Match> match_at(Node* node, bool frozen, bool with_activation) {
   return m;
 }
 
+// An affine constant as one value per channel, [C].
+Tensor per_channel(const Value* constant, int64_t channels) {
+  const Tensor data = plain_data(constant);
+  if (data.numel() == 1)
+    return full({channels}, read_element(data, 0), TensorOptions{data.dtype()});
+  return dispatch1(op("reshape"), {data}, {{"shape", IntList{channels}}});
+}
+
+// The conv's weight and bias with the affine map folded in: w * s (per
+// output channel), b * s + t, computed with the table's ops.
+std::pair<Value*, Value*> folded_weights(Graph& graph, const Source& source) {
+  Node* conv = source.conv;
+  Value* weight = conv->input(1);
+  Value* bias = has_bias(*conv) ? conv->input(2) : nullptr;
+  if (!source.scale && !source.shift) return {weight, bias};
+  NoDispatchObserver quiet;
+  auto run = [](const char* name, std::vector<Tensor> inputs, const Attrs& attrs = {}) {
+    return dispatch1(op(name), std::move(inputs), attrs);
+  };
+  const int64_t channels = conv->output()->shape()[1].static_value();
+  Tensor b = bias ? plain_data(bias) : Tensor();
+  if (source.scale) {
+    const Tensor s = per_channel(source.scale, channels);
+    const Tensor w = plain_data(weight);
+    IntList scale_shape(size_t(w.dim()), 1);
+    scale_shape[0] = channels;
+    weight = graph.add_constant(
+        run("mul", {w, run("reshape", {s}, {{"shape", std::move(scale_shape)}})}));
+    if (b.defined()) b = run("mul", {b, s});
+  }
+  if (source.shift) {
+    const Tensor t = per_channel(source.shift, channels);
+    b = b.defined() ? run("add", {b, t}) : t;
+  }
+  return {weight, b.defined() ? graph.add_constant(b) : nullptr};
+}
+
 void fuse(Graph& graph, const Match& m) {
   static const OpDef& fused_op = op("conv2d_fused");
   Node* conv = m.source.conv;
-  Value* bias = m.source.bias;
-  if (m.source.bias_added_apart) {  // [1, C, 1, 1] -> [C], a constant of its own
-    NoDispatchObserver quiet;
-    const int64_t channels = conv->output()->shape()[1].static_value();
-    Tensor flat = dispatch1(op("reshape"), {plain_data(bias)}, {{"shape", IntList{channels}}});
-    bias = graph.add_constant(flat);
-  }
-  std::vector<Value*> inputs{conv->input(0), conv->input(1)};
+  auto [weight, bias] = folded_weights(graph, m.source);
+  std::vector<Value*> inputs{conv->input(0), weight};
   if (bias || m.source.residual) inputs.push_back(bias);  // null: absent
   if (m.source.residual) inputs.push_back(m.source.residual);
   Attrs attrs = conv->attrs();
@@ -308,7 +385,7 @@ void fuse(Graph& graph, const Match& m) {
   m.last->output()->replace_all_uses_with(fused->output());
   // The nodes are listed producers first: erased last to first, each
   // node's readers are gone before it is.
-  std::vector<Node*> dead = m.source.adds;
+  std::vector<Node*> dead = m.source.nodes;
   dead.insert(dead.end(), m.activation.nodes.begin(), m.activation.nodes.end());
   for (auto it = dead.rbegin(); it != dead.rend(); ++it)
     graph.erase(*it);
@@ -317,7 +394,8 @@ void fuse(Graph& graph, const Match& m) {
 
 std::string rule_name(const Match& m) {
   std::string rule = "fuse conv2d";
-  if (m.source.bias_added_apart) rule += " + bias";
+  if (m.source.scale) rule += " * scale";
+  if (m.source.shift) rule += " + shift";
   if (m.source.residual) rule += " + residual";
   if (m.activation.kind != EpilogueActivation::None)
     rule += std::string(" + ") + cpu::epilogue_activation_name(m.activation.kind);
