@@ -82,17 +82,21 @@ EPILOGUES = {
 }
 
 
-def conv_epilogue(activation="none", alpha=0.0, beta=0.0, **conv):
-    """(torch function, attrs) of conv2d_fused: activation(conv2d + residual)."""
+def conv_epilogue(activation="none", alpha=0.0, beta=0.0, after=(1.0, 0.0), **conv):
+    """(torch function, attrs) of conv2d_fused: activation(conv2d + residual)
+    * scale_after + shift_after."""
     def fn(x, w, b=None, r=None):
         y = F.conv2d(x, w, b, **conv)
-        return EPILOGUES[activation](y if r is None else y + r, alpha, beta)
+        y = EPILOGUES[activation](y if r is None else y + r, alpha, beta)
+        return y * after[0] + after[1] if after != (1.0, 0.0) else y
     attrs = {k: list(v) if isinstance(v, tuple) else v for k, v in conv.items()}
-    return fn, dict(attrs, activation=activation, alpha=alpha, beta=beta)
+    return fn, dict(attrs, activation=activation, alpha=alpha, beta=beta,
+                    scale_after=after[0], shift_after=after[1])
 
 
-def fused_conv(name, inputs, activation="none", alpha=0.0, beta=0.0, reduce_len=9, **conv):
-    fn, attrs = conv_epilogue(activation, alpha, beta, **conv)
+def fused_conv(name, inputs, activation="none", alpha=0.0, beta=0.0, reduce_len=9,
+               after=(1.0, 0.0), **conv):
+    fn, attrs = conv_epilogue(activation, alpha, beta, after, **conv)
     return Case("conv2d_fused", inputs, fn, attrs=attrs, name=name, reduce_len=reduce_len,
                 grad=False)
 
@@ -148,6 +152,23 @@ CONV2D_FUSED = [
                                  randn(4, 3, 3, 3, dtype="float64"), randn(4, dtype="float64"),
                                  randn(1, 4, 4, 4, dtype="float64")], "hardswish", 1 / 6, 0.5,
                reduce_len=27),
+    # PP-LCNet's scale and shift after the activation: oneDNN's linear
+    # post-op, after kiln's epilogue (PaddlePaddle's hardswish), in kiln's
+    # depthwise kernel after relu in its stores, in the direct kernel.
+    fused_conv("relu_residual_affine_blocked", [randn(1, 8, 10, 10), randn(32, 8, 3, 3),
+                                                randn(32), randn(1, 32, 10, 10)], "relu",
+               after=(1.5, -0.25), padding=(1, 1), reduce_len=72),
+    fused_conv("hardswish_paddle_affine_blocked", [randn(1, 8, 9, 9), randn(24, 8, 3, 3),
+                                                   randn(24)], "hardswish", 0.2, 0.5,
+               after=(0.75, 0.125), padding=(1, 1), reduce_len=72),
+    fused_conv("depthwise_relu_affine", [randn(1, 16, 9, 9), randn(16, 1, 3, 3), randn(16)],
+               "relu", after=(2.0, 0.5), padding=(1, 1), groups=16),
+    fused_conv("direct_none_affine", [randn(1, 3, 9, 9), randn(6, 3, 3, 3), randn(6)],
+               after=(-1.0, 3.0), reduce_len=27),
+    fused_conv("f64_hardswish_affine", [randn(1, 3, 6, 6, dtype="float64"),
+                                        randn(4, 3, 3, 3, dtype="float64"),
+                                        randn(4, dtype="float64")], "hardswish", 1 / 6, 0.5,
+               after=(1.25, -0.5), reduce_len=27),
     Case("conv2d_fused", [randn(1, 8, 10, 10), randn(32, 8, 3, 3), randn(32),
                           randn(1, 32, 1, 1)], name="broadcast_residual",
          attrs={"activation": "relu"},

@@ -64,18 +64,30 @@ Value* unfused_activation(Graph& graph, Node* node, Value* v) {
   return emit("mul", {v, emit("sigmoid", {v})});
 }
 
-// conv2d_fused(x, w, b, r) -> activation(conv2d(x, w, b) + r).
+// conv2d_fused(x, w, b, r) -> activation(conv2d(x, w, b) + r) * scale_after
+// + shift_after.
 void unfuse_conv_epilogue(Graph& graph, Node* node) {
   Attrs attrs;
   for (const auto& [name, value] : node->attrs().items())
-    if (name != "activation" && name != "alpha" && name != "beta") attrs.set(name, value);
+    if (name != "activation" && name != "alpha" && name != "beta" && name != "scale_after" &&
+        name != "shift_after") {
+      attrs.set(name, value);
+    }
   std::vector<Value*> conv_inputs{node->input(0), node->input(1)};
   if (node->inputs().size() > 2 && node->input(2)) conv_inputs.push_back(node->input(2));
   Value* v = graph.insert_before(node, op("conv2d"), conv_inputs, attrs)->output();
   if (node->inputs().size() > 3 && node->input(3)) {
     v = graph.insert_before(node, op("add"), {v, node->input(3)})->output();
   }
-  node->output()->replace_all_uses_with(unfused_activation(graph, node, v));
+  v = unfused_activation(graph, node, v);
+  const double scale = node->attrs().get_float("scale_after");
+  const double shift = node->attrs().get_float("shift_after");
+  auto number = [&](double value) {
+    return graph.add_constant(full({}, Scalar(value), TensorOptions{v->dtype()}));
+  };
+  if (scale != 1.0) v = graph.insert_before(node, op("mul"), {v, number(scale)})->output();
+  if (shift != 0.0) v = graph.insert_before(node, op("add"), {v, number(shift)})->output();
+  node->output()->replace_all_uses_with(v);
   graph.erase(node);
 }
 

@@ -3,15 +3,18 @@
 // ONNX imports, unless exact):
 //
 //   conv2d_fused(x, w, b?, residual?) {stride, padding, dilation, groups,
-//                                      activation, alpha, beta}
-//     = activation(conv2d(x, w, b) + residual)
+//                                      activation, alpha, beta,
+//                                      scale_after, shift_after}
+//     = activation(conv2d(x, w, b) + residual) * scale_after + shift_after
 //
 // ResNet's relu(conv + bn + identity) (batch norm folded into w and b),
 // MobileNet's hardswish(conv + b) and its projection conv + identity. The
 // residual has the output's shape and dtype (no broadcasting). activation
 // and its alpha, beta are those of kernels/cpu/conv_epilogue.h: none, relu,
 // clamp [alpha, beta], hardsigmoid clamp(alpha v + beta, 0, 1), hardswish
-// v * hardsigmoid(v), sigmoid, silu, tanh. Each convolution path applies
+// v * hardsigmoid(v), sigmoid, silu, tanh; scale_after and shift_after (1
+// and 0: none) are PP-LCNet's learnable affine map after the activation.
+// Each convolution path applies
 // the epilogue its own way (oneDNN: post-ops, rounding as oneDNN's eltwise
 // functions do; kiln's depthwise and direct kernels: over each plane as it
 // is finished), so results match the unfused ops within float32 tolerance,
@@ -41,6 +44,8 @@ cpu::ConvEpilogue epilogue_of(const Attrs& attrs) {
                    name, "'");
   epilogue.alpha = attrs.get_float("alpha");
   epilogue.beta = attrs.get_float("beta");
+  epilogue.scale_after = attrs.get_float("scale_after");
+  epilogue.shift_after = attrs.get_float("shift_after");
   KILN_CHECK_VALUE(
       epilogue.activation != cpu::EpilogueActivation::Clamp || !(epilogue.alpha > epilogue.beta),
       kOp, ": clamp's alpha (min) ", epilogue.alpha, " is above its beta (max) ", epilogue.beta);
@@ -122,6 +127,8 @@ void register_conv_fused_ops(OpRegistry& registry) {
   fused.attrs.push_back({"activation", AttrKind::String, std::string("none")});
   fused.attrs.push_back({"alpha", AttrKind::Float, 0.0});
   fused.attrs.push_back({"beta", AttrKind::Float, 0.0});
+  fused.attrs.push_back({"scale_after", AttrKind::Float, 1.0});
+  fused.attrs.push_back({"shift_after", AttrKind::Float, 0.0});
   fused.infer = infer_conv2d_fused;
   fused.cpu = conv2d_fused_kernel;
   fused.prepare = prepare_conv2d_fused;

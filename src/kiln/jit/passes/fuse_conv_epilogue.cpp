@@ -2,7 +2,8 @@
 //   %z = conv2d(%x, %w, %b)
 //   %s = add(%z, %r)           (optional: %r of %z's shape and dtype)
 //   %y = <activation>(%s)      (optional)
-// -> %y = conv2d_fused(%x, %w, %b, %r) {conv attrs, activation, alpha, beta}
+// -> %y = conv2d_fused(%x, %w, %b, %r) {conv attrs, activation, alpha, beta,
+//                                       scale_after, shift_after}
 // ResNet's relu(conv + identity), MobileNet's hardswish(conv) and its
 // projection conv + identity run as one plan step: oneDNN's post-ops or
 // kiln's kernels apply the activation and the residual while the output
@@ -17,7 +18,9 @@
 // residual and the activation (mul by s, add t: s and t one value, or one
 // per output channel, constants; PaddlePaddle's exports write a Conv's
 // bias, and PP-LCNet's learnable scale and shift, so) folds into the conv's
-// weights, w * s and b * s + t, as fold_batch_norm folds a batch norm.
+// weights, w * s and b * s + t, as fold_batch_norm folds a batch norm. One
+// after the activation (s and t one value each: PP-LCNet's again) becomes
+// the fused op's scale_after and shift_after.
 //
 // Every value inside the pattern must be read only inside it. A residual
 // that broadcasts is not fused (it would need another kernel). The fused op
@@ -63,6 +66,7 @@ struct Activation {
   EpilogueActivation kind = EpilogueActivation::None;
   double alpha = 0.0, beta = 0.0;
   std::vector<Node*> nodes;
+  double scale_after = 1.0, shift_after = 0.0;
 };
 
 // A binary node (add, mul: either order; div: divisor only) with a
@@ -149,6 +153,37 @@ std::optional<Activation> gated_at(Node* mul, bool frozen) {
   return std::nullopt;
 }
 
+std::optional<Activation> activation_at(Node* node, bool frozen);
+
+// An activation followed by mul(·, s) and/or add(·, t), s and t one-element
+// constants (PP-LCNet's learnable affine map), ending at `node`.
+std::optional<Activation> affine_after_at(Node* node, bool frozen) {
+  auto constant_side = with_constant(node, frozen);
+  if (!constant_side) return std::nullopt;
+  Value* inner = constant_side->first;
+  double scale = 1.0, shift = 0.0;
+  std::vector<Node*> affine{node};
+  if (node->op().name == "mul") {
+    scale = constant_side->second;
+  } else if (node->op().name == "add") {
+    shift = constant_side->second;
+    if (auto scaled = with_constant(made_by(inner, "mul"), frozen)) {
+      affine.insert(affine.begin(), inner->producer());
+      inner = scaled->first;
+      scale = scaled->second;
+    }
+  } else {
+    return std::nullopt;
+  }
+  Node* end = inner->producer();
+  std::optional<Activation> act = end ? activation_at(end, frozen) : std::nullopt;
+  if (!act || act->scale_after != 1.0 || act->shift_after != 0.0) return std::nullopt;
+  act->nodes.insert(act->nodes.end(), affine.begin(), affine.end());
+  act->scale_after = scale;
+  act->shift_after = shift;
+  return act;
+}
+
 // The activation ending at `node`, whatever it reads.
 std::optional<Activation> activation_at(Node* node, bool frozen) {
   const std::string& name = node->op().name;
@@ -172,7 +207,10 @@ std::optional<Activation> activation_at(Node* node, bool frozen) {
     if (auto swish = scaled_hardswish_at(node, frozen)) return swish;
     return hardsigmoid_at(node->output(), frozen);
   }
-  if (name == "mul") return gated_at(node, frozen);
+  if (name == "mul") {
+    if (auto gated = gated_at(node, frozen)) return gated;
+  }
+  if (name == "mul" || name == "add") return affine_after_at(node, frozen);
   return std::nullopt;
 }
 
@@ -323,11 +361,21 @@ std::optional<Match> match_at(Node* node, bool frozen, bool with_activation) {
     if (!activation || inside_longer_activation(node, frozen)) return std::nullopt;
     m.activation = std::move(*activation);
   } else {
-    if (node->op().name != "add") return std::nullopt;
+    // A residual add, or an affine map with no activation after it. A mul
+    // an add reads alone is left to the add (a shift may follow).
+    const std::string& name = node->op().name;
+    if (name != "add" && name != "mul") return std::nullopt;
+    const Value& out = *node->output();
+    if (name == "mul" && out.uses().size() == 1 && out.uses()[0].user->op().name == "add") {
+      return std::nullopt;
+    }
     m.activation.input = node->output();
   }
   std::optional<Source> source = source_of(m.activation.input, frozen);
-  if (!source || (!with_activation && !source->residual)) return std::nullopt;
+  if (!source) return std::nullopt;
+  if (!with_activation && !source->residual && !source->scale && !source->shift) {
+    return std::nullopt;
+  }
   m.source = std::move(*source);
   if (!is_closed(m) || !fusable_dtype(m)) return std::nullopt;
   return m;
@@ -370,6 +418,16 @@ std::pair<Value*, Value*> folded_weights(Graph& graph, const Source& source) {
   return {weight, b.defined() ? graph.add_constant(b) : nullptr};
 }
 
+// The nodes are listed producers first: erased last to first, each node's
+// readers are gone before it is.
+void erase_matched(Graph& graph, const Match& m) {
+  std::vector<Node*> dead = m.source.nodes;
+  dead.insert(dead.end(), m.activation.nodes.begin(), m.activation.nodes.end());
+  for (auto it = dead.rbegin(); it != dead.rend(); ++it)
+    graph.erase(*it);
+  graph.erase(m.source.conv);
+}
+
 void fuse(Graph& graph, const Match& m) {
   static const OpDef& fused_op = op("conv2d_fused");
   Node* conv = m.source.conv;
@@ -378,18 +436,21 @@ void fuse(Graph& graph, const Match& m) {
   if (bias || m.source.residual) inputs.push_back(bias);  // null: absent
   if (m.source.residual) inputs.push_back(m.source.residual);
   Attrs attrs = conv->attrs();
+  if (m.activation.kind == EpilogueActivation::None && !m.source.residual) {
+    // Only an affine map, folded: the conv with its new weights.
+    Node* folded = graph.insert_before(m.last, conv->op(), inputs, attrs);
+    m.last->output()->replace_all_uses_with(folded->output());
+    erase_matched(graph, m);
+    return;
+  }
   attrs.set("activation", std::string(cpu::epilogue_activation_name(m.activation.kind)));
   attrs.set("alpha", m.activation.alpha);
   attrs.set("beta", m.activation.beta);
+  attrs.set("scale_after", m.activation.scale_after);
+  attrs.set("shift_after", m.activation.shift_after);
   Node* fused = graph.insert_before(m.last, fused_op, inputs, attrs);
   m.last->output()->replace_all_uses_with(fused->output());
-  // The nodes are listed producers first: erased last to first, each
-  // node's readers are gone before it is.
-  std::vector<Node*> dead = m.source.nodes;
-  dead.insert(dead.end(), m.activation.nodes.begin(), m.activation.nodes.end());
-  for (auto it = dead.rbegin(); it != dead.rend(); ++it)
-    graph.erase(*it);
-  graph.erase(conv);
+  erase_matched(graph, m);
 }
 
 std::string rule_name(const Match& m) {
@@ -399,6 +460,8 @@ std::string rule_name(const Match& m) {
   if (m.source.residual) rule += " + residual";
   if (m.activation.kind != EpilogueActivation::None)
     rule += std::string(" + ") + cpu::epilogue_activation_name(m.activation.kind);
+  if (m.activation.scale_after != 1.0 || m.activation.shift_after != 0.0)
+    rule += ", then scale and shift";
   return rule;
 }
 
@@ -409,7 +472,7 @@ bool fuse_conv_epilogue(Graph& graph, PassContext& context) {
   if (!context.frozen() || (context.exact() && !context.fast_math())) return false;
   bool changed = false;
   // Activations first (they end the longest patterns), then residual adds
-  // with no activation after them. Each match ends at the node visited, so
+  // and affine maps with no activation after them. Each match ends at the node visited, so
   // the nodes it erases come before it in the walk.
   for (bool with_activation : {true, false}) {
     for (Node* node : graph.nodes()) {

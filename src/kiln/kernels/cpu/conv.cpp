@@ -80,6 +80,7 @@ onednn::Key key_of(const ConvGeometry& g) {
   key.add(p.stride, 2).add(p.padding, 2).add(p.dilation, 2);
   const ConvEpilogue& e = g.epilogue;
   key.add(int64_t(e.activation)).add(e.residual).add_double(e.alpha).add_double(e.beta);
+  key.add_double(e.scale_after).add_double(e.shift_after);
   return key;
 }
 
@@ -125,7 +126,8 @@ bool wants_blocked_layout(const ConvGeometry& g) {
 // The epilogue as oneDNN post-ops, in order: the residual as `sum`, then the
 // activation as eltwise ops where oneDNN 2.6 has them (hardsigmoid as
 // linear then clip; hardswish only with PyTorch's constants, 1/6 and 1/2,
-// oneDNN's fixed form). What they leave out goes into `after`. oneDNN's
+// oneDNN's fixed form), then the scale and shift after it as linear. What
+// they leave out goes into `after`. oneDNN's
 // eltwise functions round differently from kiln's (within float32
 // tolerance): the fused op is made only where rounding may change.
 dnnl::post_ops post_ops_for(const ConvEpilogue& e, ConvEpilogue& after) {
@@ -165,6 +167,13 @@ dnnl::post_ops post_ops_for(const ConvEpilogue& e, ConvEpilogue& after) {
     case E::Tanh:
       ops.append_eltwise(1.0f, alg::eltwise_tanh, 0.0f, 0.0f);
       break;
+  }
+  if (!e.has_affine_after()) return ops;
+  if (after.activation != E::None) {  // it must follow the activation left out
+    after.scale_after = e.scale_after;
+    after.shift_after = e.shift_after;
+  } else {
+    ops.append_eltwise(1.0f, alg::eltwise_linear, float(e.scale_after), float(e.shift_after));
   }
   return ops;
 }

@@ -224,8 +224,10 @@ void conv2d_depthwise_f32(const StridedView& out, const StridedView& x, const St
   // relu alone goes into the stores; anything else runs over each plane
   // after it is computed, while it is still in cache.
   g.relu = epilogue.activation == EpilogueActivation::Relu && !residual_data;
+  ConvEpilogue rest = epilogue;  // what the stores leave to the pass over each plane
+  if (g.relu) rest.activation = EpilogueActivation::None;
   const bool plane_epilogue =
-      !g.relu && (residual_data || epilogue.activation != EpilogueActivation::None);
+      residual_data || rest.activation != EpilogueActivation::None || rest.has_affine_after();
   const int64_t N = x.shape[0], planes = N * g.C, plane_size = g.OH * g.OW;
   const int64_t work = out.numel() * g.KH * g.KW;
   const std::vector<int64_t> taps = tap_offsets(g);
@@ -241,7 +243,7 @@ void conv2d_depthwise_f32(const StridedView& out, const StridedView& x, const St
     if (plane_epilogue) {
       apply_conv_epilogue_f32(out_plane,
                               residual_data ? residual_data + index * plane_size : nullptr,
-                              plane_size, epilogue);
+                              plane_size, rest);
     }
   });
 }

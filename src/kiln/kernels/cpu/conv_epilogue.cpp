@@ -70,26 +70,36 @@ T activate_scalar(T v, T alpha, T beta) {
   return v;
 }
 
+// The epilogue's numbers as float32.
+struct Params32 {
+  float alpha, beta, scale, shift;
+  bool affine;
+};
+
 template <EpilogueActivation A>
-void epilogue_f32(float* out, const float* residual, int64_t n, float alpha_s, float beta_s) {
-  const __m256 alpha = _mm256_set1_ps(alpha_s), beta = _mm256_set1_ps(beta_s);
+void epilogue_f32(float* out, const float* residual, int64_t n, const Params32& p) {
+  const __m256 alpha = _mm256_set1_ps(p.alpha), beta = _mm256_set1_ps(p.beta);
+  const __m256 scale = _mm256_set1_ps(p.scale), shift = _mm256_set1_ps(p.shift);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m256 v = _mm256_loadu_ps(out + i);
     if (residual) v = _mm256_add_ps(v, _mm256_loadu_ps(residual + i));
-    _mm256_storeu_ps(out + i, activate_f32x8<A>(v, alpha, beta));
+    v = activate_f32x8<A>(v, alpha, beta);
+    if (p.affine) v = _mm256_add_ps(_mm256_mul_ps(v, scale), shift);
+    _mm256_storeu_ps(out + i, v);
   }
   for (; i < n; ++i) {
-    const float v = residual ? out[i] + residual[i] : out[i];
-    out[i] = activate_scalar<A>(v, alpha_s, beta_s);
+    float v = activate_scalar<A>(residual ? out[i] + residual[i] : out[i], p.alpha, p.beta);
+    out[i] = p.affine ? v * p.scale + p.shift : v;
   }
 }
 
 template <EpilogueActivation A>
-void epilogue_f64(double* out, const double* residual, int64_t n, double alpha, double beta) {
+void epilogue_f64(double* out, const double* residual, int64_t n, const ConvEpilogue& e) {
+  const bool affine = e.has_affine_after();
   for (int64_t i = 0; i < n; ++i) {
-    const double v = residual ? out[i] + residual[i] : out[i];
-    out[i] = activate_scalar<A>(v, alpha, beta);
+    const double v = activate_scalar<A>(residual ? out[i] + residual[i] : out[i], e.alpha, e.beta);
+    out[i] = affine ? v * e.scale_after + e.shift_after : v;
   }
 }
 
@@ -136,18 +146,24 @@ const char* epilogue_activation_name(EpilogueActivation activation) {
 
 void apply_conv_epilogue_f32(float* out, const float* residual, int64_t n,
                              const ConvEpilogue& epilogue) {
-  if (epilogue.activation == EpilogueActivation::None && !residual) return;
-  visit_activation(epilogue.activation, [&]<EpilogueActivation A>() {
-    epilogue_f32<A>(out, residual, n, float(epilogue.alpha), float(epilogue.beta));
-  });
+  if (epilogue.activation == EpilogueActivation::None && !residual &&
+      !epilogue.has_affine_after()) {
+    return;
+  }
+  const Params32 params{float(epilogue.alpha), float(epilogue.beta), float(epilogue.scale_after),
+                        float(epilogue.shift_after), epilogue.has_affine_after()};
+  visit_activation(epilogue.activation,
+                   [&]<EpilogueActivation A>() { epilogue_f32<A>(out, residual, n, params); });
 }
 
 void apply_conv_epilogue_f64(double* out, const double* residual, int64_t n,
                              const ConvEpilogue& epilogue) {
-  if (epilogue.activation == EpilogueActivation::None && !residual) return;
-  visit_activation(epilogue.activation, [&]<EpilogueActivation A>() {
-    epilogue_f64<A>(out, residual, n, epilogue.alpha, epilogue.beta);
-  });
+  if (epilogue.activation == EpilogueActivation::None && !residual &&
+      !epilogue.has_affine_after()) {
+    return;
+  }
+  visit_activation(epilogue.activation,
+                   [&]<EpilogueActivation A>() { epilogue_f64<A>(out, residual, n, epilogue); });
 }
 
 void apply_conv_epilogue(const StridedView& out, const StridedView& residual,

@@ -1,7 +1,8 @@
 // What a fused convolution does to its output before storing it
 // (ops/conv_fused_ops.cpp, jit/passes/fuse_conv_epilogue.cpp):
-//   out = activation(conv(x, w) + bias + residual)
-// with the residual optional and of the output's shape. Each convolution
+//   out = activation(conv(x, w) + bias + residual) * scale_after + shift_after
+// with the residual optional and of the output's shape, the scale and shift
+// after the activation single numbers (PP-LCNet's learnable affine map). Each convolution
 // path applies it its own way (conv.cpp: oneDNN post-ops; kiln's depthwise
 // and direct kernels: over each plane or image while it is in cache), all
 // through apply_conv_epilogue where they compute it themselves.
@@ -27,16 +28,21 @@ struct ConvEpilogue {
   EpilogueActivation activation = EpilogueActivation::None;
   double alpha = 0.0, beta = 0.0;
   bool residual = false;  // a tensor of the output's shape is added before the activation
+  double scale_after = 1.0, shift_after = 0.0;  // y * scale + shift after the activation
 
-  bool empty() const { return activation == EpilogueActivation::None && !residual; }
+  bool has_affine_after() const { return scale_after != 1.0 || shift_after != 0.0; }
+  bool empty() const {
+    return activation == EpilogueActivation::None && !residual && !has_affine_after();
+  }
 };
 
 // The activation named `name` ("none", "relu", "clamp", ...), or false.
 bool epilogue_activation_from_name(std::string_view name, EpilogueActivation& activation);
 const char* epilogue_activation_name(EpilogueActivation activation);
 
-// out[i] = activation(out[i] + residual[i]) over n contiguous elements
-// (residual null: none, whatever epilogue.residual says).
+// out[i] = activation(out[i] + residual[i]) * scale_after + shift_after over
+// n contiguous elements (residual null: none, whatever epilogue.residual
+// says).
 void apply_conv_epilogue_f32(float* out, const float* residual, int64_t n,
                              const ConvEpilogue& epilogue);
 void apply_conv_epilogue_f64(double* out, const double* residual, int64_t n,
