@@ -187,3 +187,18 @@ def test_fused_op_has_no_gradient():
                          {"activation": "relu", "padding": [1, 1]})
     with pytest.raises(RuntimeError, match="the derivative for 'conv2d_fused' is not implemented"):
         y.sum().backward()
+
+
+@pytest.mark.parametrize("case", ["resnet_relu_residual", "mobilenet_inverted_residual"])
+def test_symbolic_batch_fuses_and_runs_at_other_sizes(case):
+    tm, km, x = _models(case)
+    with kiln.no_grad():
+        frozen = kiln.jit.trace(km, kiln.tensor(x), frozen=True,
+                                dynamic_shapes=[{0: "batch"}])
+        assert "batch" in str(frozen.graph)
+        assert len(_fused(frozen)) == CASES[case][2], frozen.graph
+        for batch in (1, 3):
+            xb = np.concatenate([x] * batch) + np.float32(0.5) * np.arange(batch, dtype=np.float32)[
+                :, None, None, None]
+            np.testing.assert_allclose(frozen(kiln.tensor(xb)).numpy(), _torch_out(tm, xb),
+                                       rtol=1e-4, atol=1e-5)
