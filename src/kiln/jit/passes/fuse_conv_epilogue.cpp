@@ -353,6 +353,19 @@ bool inside_longer_activation(Node* node, bool frozen) {
   return false;
 }
 
+// An affine map folds only into weights the graph holds (a graph parsed
+// from text may have parameters without data): a scale into the weight and
+// the bias, a shift into the bias (or becomes it).
+bool can_fold_into(const Source& source) {
+  const Node& conv = *source.conv;
+  auto held = [&](size_t i) {
+    return i >= conv.inputs().size() || !conv.input(i) || conv.input(i)->data().defined();
+  };
+  if (source.scale && !held(1)) return false;
+  if ((source.scale || source.shift) && !held(2)) return false;
+  return true;
+}
+
 std::optional<Match> match_at(Node* node, bool frozen, bool with_activation) {
   Match m;
   m.last = node;
@@ -372,7 +385,7 @@ std::optional<Match> match_at(Node* node, bool frozen, bool with_activation) {
     m.activation.input = node->output();
   }
   std::optional<Source> source = source_of(m.activation.input, frozen);
-  if (!source) return std::nullopt;
+  if (!source || !can_fold_into(*source)) return std::nullopt;
   if (!with_activation && !source->residual && !source->scale && !source->shift) {
     return std::nullopt;
   }
