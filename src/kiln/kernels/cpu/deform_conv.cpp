@@ -20,13 +20,20 @@ namespace kiln::cpu {
 namespace {
 
 constexpr int64_t kSplitWork = 1 << 14;  // below this, one thread
+// Sampling points are worked out once per chunk of positions of a (group,
+// tap) and applied to every channel of the group: the channels share them.
+constexpr int64_t kChunk = 128;
+// Channels per task of the input gradient's scatter (a task owns their planes).
+constexpr int64_t kScatterChannels = 8;
 
-// One point's four neighbours: their offsets into a contiguous [H, W]
-// plane and their bilinear weights, zero for a neighbour outside, and the
-// fractional parts the derivatives need.
+// One point's four neighbours: their offsets into a contiguous [H, W] plane
+// (`at`, where the input gradient goes) and into x's strided plane (`read`),
+// their bilinear weights, zero for a neighbour outside, and the fractional
+// parts the derivatives need.
 template <typename T>
 struct Corners {
   int64_t at[4] = {0, 0, 0, 0};
+  int64_t read[4] = {0, 0, 0, 0};
   T weight[4] = {0, 0, 0, 0};
   bool valid[4] = {false, false, false, false};
   T frac_y = 0, frac_x = 0;
@@ -34,38 +41,44 @@ struct Corners {
 };
 
 template <typename T>
-Corners<T> corners_of(T y, T x, int64_t height, int64_t width) {
+Corners<T> corners_of(T y, T x, const StridedView& image) {
+  const int64_t height = image.shape[2], width = image.shape[3];
   Corners<T> c;
   if (!(y > T(-1) && y < T(height) && x > T(-1) && x < T(width))) return c;  // NaN too
   c.inside = true;
   const T y_floor = std::floor(y), x_floor = std::floor(x);
-  const int64_t y0 = int64_t(y_floor), x0 = int64_t(x_floor), y1 = y0 + 1, x1 = x0 + 1;
+  const int64_t y0 = int64_t(y_floor), x0 = int64_t(x_floor);
   c.frac_y = y - y_floor;
   c.frac_x = x - x_floor;
   const T keep_y = T(1) - c.frac_y, keep_x = T(1) - c.frac_x;
-  const bool top = y0 >= 0, bottom = y1 < height, left = x0 >= 0, right = x1 < width;
   const T weights[4] = {keep_y * keep_x, keep_y * c.frac_x, c.frac_y * keep_x, c.frac_y * c.frac_x};
-  const bool valid[4] = {top && left, top && right, bottom && left, bottom && right};
-  const int64_t at[4] = {y0 * width + x0, y0 * width + x1, y1 * width + x0, y1 * width + x1};
   for (int q = 0; q < 4; ++q) {
-    c.valid[q] = valid[q];
-    c.at[q] = valid[q] ? at[q] : 0;
-    c.weight[q] = valid[q] ? weights[q] : T(0);
+    const int64_t h = y0 + q / 2, w = x0 + q % 2;
+    c.valid[q] = h >= 0 && h < height && w >= 0 && w < width;
+    if (!c.valid[q]) continue;
+    c.at[q] = h * width + w;
+    c.read[q] = h * image.strides[2] + w * image.strides[3];
+    c.weight[q] = weights[q];
   }
   return c;
 }
 
-// The four neighbours' values (0 outside) read from a strided plane.
+// The four neighbours' values (0 outside) in x's plane.
 template <typename T>
-void neighbour_values(const Corners<T>& c, const T* plane, int64_t width, int64_t stride_h,
-                      int64_t stride_w, T* values) {
-  for (int q = 0; q < 4; ++q) {
-    const int64_t h = c.at[q] / width, w = c.at[q] % width;
-    values[q] = c.valid[q] ? plane[h * stride_h + w * stride_w] : T(0);
-  }
+void neighbour_values(const Corners<T>& c, const T* plane, T* values) {
+  for (int q = 0; q < 4; ++q)
+    values[q] = c.valid[q] ? plane[c.read[q]] : T(0);
 }
 
-// The sampling positions of one image, shared by forward and backward.
+template <typename T>
+T interpolate(const Corners<T>& c, const T* plane) {
+  if (!c.inside) return T(0);
+  T v[4];
+  neighbour_values(c, plane, v);
+  return c.weight[0] * v[0] + c.weight[1] * v[1] + c.weight[2] * v[2] + c.weight[3] * v[3];
+}
+
+// The sampling positions of a batch, shared by forward and backward.
 template <typename T>
 struct Taps {
   const StridedView &x, &offset, &mask;
@@ -73,6 +86,7 @@ struct Taps {
   int64_t out_w, taps;  // taps = kh * kw
 
   int64_t positions() const { return offset.shape[2] * out_w; }
+  int64_t per_group() const { return x.shape[1] / g.offset_groups; }
   T offset_at(int64_t n, int64_t channel, int64_t l) const {
     return offset.ptr<T>()[n * offset.strides[0] + channel * offset.strides[1] +
                            (l / out_w) * offset.strides[2] + (l % out_w) * offset.strides[3]];
@@ -90,39 +104,63 @@ struct Taps {
     const int64_t channel = (group * taps + k) * 2;
     const T y = T(base_y) + offset_at(n, channel, l);
     const T x_pos = T(base_x) + offset_at(n, channel + 1, l);
-    return corners_of(y, x_pos, x.shape[2], x.shape[3]);
+    return corners_of(y, x_pos, x);
   }
   const T* plane(int64_t n, int64_t c) const {
     return x.ptr<T>() + n * x.strides[0] + c * x.strides[1];
   }
-  T sample(const Corners<T>& c, const T* plane) const {
-    if (!c.inside) return T(0);
-    T v[4];
-    neighbour_values(c, plane, x.shape[3], x.strides[2], x.strides[3], v);
-    return c.weight[0] * v[0] + c.weight[1] * v[1] + c.weight[2] * v[2] + c.weight[3] * v[3];
+};
+
+// Positions [begin, end) of tap k of a group: their corners and masks.
+template <typename T>
+struct Chunk {
+  Corners<T> corners[kChunk];
+  T mask[kChunk];
+  int64_t begin = 0, end = 0;
+
+  void fill(const Taps<T>& t, int64_t n, int64_t group, int64_t k, int64_t from) {
+    begin = from;
+    end = std::min(from + kChunk, t.positions());
+    for (int64_t l = begin; l < end; ++l) {
+      corners[l - begin] = t.corners(n, group, k, l);
+      mask[l - begin] = t.mask_at(n, group, k, l);
+    }
   }
 };
 
-// Rows [c * taps, (c + 1) * taps) of image n's columns, [C * taps, L].
+// Row c * taps + k of image n's columns [C * taps, L] for every channel c of
+// `group`.
 template <typename T>
-void im2col_channel(const Taps<T>& t, int64_t n, int64_t c, T* columns) {
-  const int64_t per_group = t.x.shape[1] / t.g.offset_groups, group = c / per_group;
-  const int64_t positions = t.positions();
-  const T* plane = t.plane(n, c);
-  for (int64_t k = 0; k < t.taps; ++k) {
-    T* row = columns + (c * t.taps + k) * positions;
-    for (int64_t l = 0; l < positions; ++l)
-      row[l] = t.sample(t.corners(n, group, k, l), plane) * t.mask_at(n, group, k, l);
+void im2col_tap(const Taps<T>& t, int64_t n, int64_t group, int64_t k, T* columns) {
+  const int64_t positions = t.positions(), per_group = t.per_group();
+  Chunk<T> chunk;
+  for (int64_t from = 0; from < positions; from += kChunk) {
+    chunk.fill(t, n, group, k, from);
+    for (int64_t c = group * per_group; c < (group + 1) * per_group; ++c) {
+      const T* plane = t.plane(n, c);
+      T* row = columns + (c * t.taps + k) * positions;
+      for (int64_t l = chunk.begin; l < chunk.end; ++l)
+        row[l] = interpolate(chunk.corners[l - chunk.begin], plane) * chunk.mask[l - chunk.begin];
+    }
   }
+}
+
+// Image n's columns, a task per (group, tap).
+template <typename T>
+void im2col_image(const Taps<T>& t, int64_t n, T* columns) {
+  const int64_t tasks = t.g.offset_groups * t.taps;
+  parallel_for(tasks, t.x.shape[1] * t.taps * t.positions() > kSplitWork,
+               [&](int64_t task) { im2col_tap(t, n, task / t.taps, task % t.taps, columns); });
 }
 
 template <typename T>
 void im2col_all(const StridedView& columns, const Taps<T>& t) {
-  const int64_t batch = t.x.shape[0], channels = t.x.shape[1];
-  const int64_t rows = channels * t.taps, positions = t.positions();
-  parallel_for(batch * channels, batch * rows * positions > kSplitWork, [&](int64_t nc) {
-    const int64_t n = nc / channels;
-    im2col_channel(t, n, nc % channels, columns.ptr<T>() + n * rows * positions);
+  const int64_t rows = t.x.shape[1] * t.taps, positions = t.positions();
+  const int64_t tasks = t.x.shape[0] * t.g.offset_groups * t.taps;
+  parallel_for(tasks, t.x.shape[0] * rows * positions > kSplitWork, [&](int64_t task) {
+    const int64_t n = task / (t.g.offset_groups * t.taps),
+                  rest = task % (t.g.offset_groups * t.taps);
+    im2col_tap(t, n, rest / t.taps, rest % t.taps, columns.ptr<T>() + n * rows * positions);
   });
 }
 
@@ -132,8 +170,7 @@ template <typename T>
 void coordinate_grads(const StridedView& grad_offset, const StridedView& grad_mask,
                       const StridedView& grad_columns, const Taps<T>& t) {
   const int64_t batch = t.x.shape[0], channels = t.x.shape[1], groups = t.g.offset_groups;
-  const int64_t per_group = channels / groups, positions = t.positions();
-  const int64_t width = t.x.shape[3];
+  const int64_t per_group = t.per_group(), positions = t.positions();
   const int64_t tasks = batch * groups * t.taps;
   parallel_for(tasks, tasks * per_group * positions > kSplitWork, [&](int64_t task) {
     const int64_t n = task / (groups * t.taps), group = (task / t.taps) % groups;
@@ -153,7 +190,7 @@ void coordinate_grads(const StridedView& grad_offset, const StridedView& grad_ma
         const T g =
             grad_columns.ptr<T>()[(n * channels + ch) * t.taps * positions + k * positions + l];
         T v[4];
-        neighbour_values(c, t.plane(n, ch), width, t.x.strides[2], t.x.strides[3], v);
+        neighbour_values(c, t.plane(n, ch), v);
         dy += g * (keep_x * (v[2] - v[0]) + c.frac_x * (v[3] - v[1]));
         dx += g * (keep_y * (v[1] - v[0]) + c.frac_y * (v[3] - v[2]));
         dm +=
@@ -166,28 +203,39 @@ void coordinate_grads(const StridedView& grad_offset, const StridedView& grad_ma
   });
 }
 
-// grad_x: each sample's gradient scattered to its four neighbours; a task
-// per (image, channel) owns that plane.
+// grad_x: each sample's gradient scattered to its four neighbours. A task
+// owns the planes of a few channels of one group of one image, and works
+// out each chunk of sampling points once for them.
 template <typename T>
 void input_grads(const StridedView& grad_x, const StridedView& grad_columns, const Taps<T>& t) {
-  const int64_t batch = t.x.shape[0], channels = t.x.shape[1], positions = t.positions();
-  const int64_t per_group = channels / t.g.offset_groups;
+  const int64_t channels = t.x.shape[1], positions = t.positions(), per_group = t.per_group();
   const int64_t plane_size = t.x.shape[2] * t.x.shape[3];
-  parallel_for(batch * channels, batch * channels * t.taps * positions > kSplitWork,
-               [&](int64_t nc) {
-                 const int64_t n = nc / channels, ch = nc % channels, group = ch / per_group;
-                 T* plane = grad_x.ptr<T>() + nc * plane_size;
-                 const T* rows = grad_columns.ptr<T>() + nc * t.taps * positions;
-                 for (int64_t k = 0; k < t.taps; ++k) {
-                   for (int64_t l = 0; l < positions; ++l) {
-                     const Corners<T> c = t.corners(n, group, k, l);
-                     if (!c.inside) continue;
-                     const T g = rows[k * positions + l] * t.mask_at(n, group, k, l);
-                     for (int q = 0; q < 4; ++q)
-                       plane[c.at[q]] += g * c.weight[q];
-                   }
-                 }
-               });
+  const int64_t pieces = (per_group + kScatterChannels - 1) / kScatterChannels;
+  const int64_t tasks = t.x.shape[0] * t.g.offset_groups * pieces;
+  const bool split = t.x.shape[0] * channels * t.taps * positions > kSplitWork;
+  parallel_for(tasks, split, [&](int64_t task) {
+    const int64_t n = task / (t.g.offset_groups * pieces);
+    const int64_t group = (task / pieces) % t.g.offset_groups, piece = task % pieces;
+    const int64_t first = group * per_group + piece * kScatterChannels;
+    const int64_t last = std::min(first + kScatterChannels, (group + 1) * per_group);
+    Chunk<T> chunk;
+    for (int64_t k = 0; k < t.taps; ++k) {
+      for (int64_t from = 0; from < positions; from += kChunk) {
+        chunk.fill(t, n, group, k, from);
+        for (int64_t ch = first; ch < last; ++ch) {
+          T* plane = grad_x.ptr<T>() + (n * channels + ch) * plane_size;
+          const T* row = grad_columns.ptr<T>() + ((n * channels + ch) * t.taps + k) * positions;
+          for (int64_t l = chunk.begin; l < chunk.end; ++l) {
+            const Corners<T>& c = chunk.corners[l - chunk.begin];
+            if (!c.inside) continue;
+            const T g = row[l] * chunk.mask[l - chunk.begin];
+            for (int q = 0; q < 4; ++q)
+              if (c.valid[q]) plane[c.at[q]] += g * c.weight[q];
+          }
+        }
+      }
+    }
+  });
 }
 
 StridedView contiguous_view(void* data, DType dtype, std::initializer_list<int64_t> shape) {
@@ -213,8 +261,8 @@ void conv_forward(const StridedView& out, const StridedView& x, const StridedVie
   const int64_t batch = x.shape[0], channels = x.shape[1], out_channels = weight.shape[0];
   const int64_t positions = t.positions(), rows = channels * t.taps;
   const int64_t group_rows = rows / groups, group_out = out_channels / groups;
-  // The weight as [groups, M / groups, C / groups * taps], packed when its
-  // strides do not already say so.
+  // The weight as [groups, M / groups, C / groups * taps]: copied contiguous
+  // (whatever its strides), small next to the columns.
   std::vector<T> packed(size_t(weight.numel()));
   StridedView w = contiguous_view(packed.data(), weight.dtype, {groups, group_out, group_rows});
   copy_convert(
@@ -224,8 +272,7 @@ void conv_forward(const StridedView& out, const StridedView& x, const StridedVie
   std::vector<T> columns(size_t(rows * positions));
   StridedView cols = contiguous_view(columns.data(), x.dtype, {groups, group_rows, positions});
   for (int64_t n = 0; n < batch; ++n) {
-    parallel_for(channels, rows * positions > kSplitWork,
-                 [&](int64_t c) { im2col_channel(t, n, c, columns.data()); });
+    im2col_image(t, n, columns.data());
     T* image_out = out.ptr<T>() + n * out_channels * positions;
     StridedView y = contiguous_view(image_out, out.dtype, {groups, group_out, positions});
     if (group_rows == 0) {
