@@ -206,6 +206,28 @@ def test_col2im_dilated_outside_2d_follows_the_reference(tmp_path, image, block,
     np.testing.assert_allclose(call(path, *feeds).numpy(), want, rtol=1e-5, atol=1e-5)
 
 
+# ---- shapes computed from symbolic input shapes ----
+
+def test_sizes_from_the_shapes_of_symbolic_inputs(tmp_path):
+    """AffineGrid(theta, Shape(x)), as a spatial transformer exported from
+    torch writes it, and CenterCropPad to Shape(ref), their inputs of
+    symbolic sizes: the model specializes on those inputs' shapes."""
+    nodes = [helper.make_node("Shape", ["x"], ["size"]),
+             helper.make_node("AffineGrid", ["theta", "size"], ["grid"], align_corners=0),
+             helper.make_node("Shape", ["ref"], ["window"]),
+             helper.make_node("CenterCropPad", ["x", "window"], ["z"])]
+    graph = helper.make_graph(nodes, "g", [info("x", FLOAT, ["n", 3, "h", "w"]),
+                                           info("theta", FLOAT, ["n", 2, 3]),
+                                           info("ref", FLOAT, ["a", "b", "c", "d"])],
+                              [info("grid", FLOAT, None), info("z", FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
+    path = tmp_path / "shapes.onnx"
+    onnx.save(model, str(path))
+    matches_onnx_runtime(path, [(floats(2, 3, 5, 6), floats(2, 2, 3), floats(2, 3, 4, 8)),
+                                (floats(1, 3, 7, 4), floats(1, 2, 3), floats(1, 2, 9, 3))],
+                         rtol=1e-5, atol=1e-5)
+
+
 # ---- export back ----
 
 def test_imported_models_export_back_to_onnx_runtime(tmp_path):

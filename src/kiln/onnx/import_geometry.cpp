@@ -35,6 +35,21 @@ int64_t size_at_import(const Node& node, ImportContext& c, int input, const Valu
   return concrete_size(node, input, value, axis, why);  // throws, naming the symbol
 }
 
+// The numbers a shape input holds: a constant's, or sizes computed from
+// the inputs' shapes (Shape(x)), which make the model import again per
+// shape of the inputs that hold their symbols where any is symbolic.
+IntList numbers_at_import(const Node& node, ImportContext& c, int input, const std::string& what) {
+  const DimList sizes = c.constant_sizes(c.input(node, input), what);
+  if (is_static(sizes)) return to_static(sizes);
+  const bool specialized = c.request_shapes_at_import(symbols_of(sizes));
+  KILN_CHECK(false, what, " ", to_string(sizes),
+             " holds symbolic sizes, which kiln needs as numbers here",
+             specialized ? "; they come from the shapes of the model's inputs, on which "
+                           "onnx::Model (kiln.onnx.load) specializes the graph per call"
+                         : "");
+  return {};
+}
+
 Value* reshape_to(ImportContext& c, Value* x, const DimList& shape) {
   if (same_dims(x->shape(), shape)) return x;
   return c.emit("reshape", {x}, {{"shape", shape}});
@@ -47,7 +62,7 @@ Value* reshape_to(ImportContext& c, Value* x, const DimList& shape) {
 void center_crop_pad(const Node& node, ImportContext& c) {
   Value* x = c.input(node, 0);
   const int64_t rank = rank_of(x);
-  const IntList window = c.constant_ints(c.input(node, 1), "CenterCropPad's shape");
+  const IntList window = numbers_at_import(node, c, 1, "CenterCropPad's shape");
   IntList axes = attr_ints(node, "axes", {});
   if (!has_attr(node, "axes")) {
     for (int64_t axis = 0; axis < rank; ++axis)
@@ -82,7 +97,7 @@ void center_crop_pad(const Node& node, ImportContext& c) {
 // spatial sizes times theta^T [N, k + 1, k], reshaped to [N, spatial, k].
 void affine_grid(const Node& node, ImportContext& c) {
   Value* theta = c.input(node, 0);
-  const IntList size = c.constant_ints(c.input(node, 1), "AffineGrid's size");
+  const IntList size = numbers_at_import(node, c, 1, "AffineGrid's size");
   KILN_CHECK_VALUE(size.size() == 4 || size.size() == 5,
                    "AffineGrid: size must be (N, C, H, W) or (N, C, D, H, W), but got ", size);
   const int64_t dims = int64_t(size.size()) - 2;
@@ -121,8 +136,8 @@ void affine_grid(const Node& node, ImportContext& c) {
 // cut off. pads are ONNX's [begins..., ends...].
 void col2im(const Node& node, ImportContext& c) {
   Value* x = c.input(node, 0);
-  const IntList image = c.constant_ints(c.input(node, 1), "Col2Im's image_shape");
-  const IntList block = c.constant_ints(c.input(node, 2), "Col2Im's block_shape");
+  const IntList image = numbers_at_import(node, c, 1, "Col2Im's image_shape");
+  const IntList block = numbers_at_import(node, c, 2, "Col2Im's block_shape");
   const size_t dims = image.size();
   KILN_CHECK_VALUE(dims >= 1 && block.size() == dims, "Col2Im: image_shape ", image,
                    " and block_shape ", block, " must be 1-D and of one length");
