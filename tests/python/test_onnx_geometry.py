@@ -264,6 +264,12 @@ def test_bad_inputs_are_refused_naming_the_node(tmp_path):
         call(path, x, ints(5, 5, 1), block)
     with pytest.raises(RuntimeError, match=r"node 'c2i' \(Col2Im\).*sliding blocks"):
         call(path, x, ints(1, 5), block)
+    node = helper.make_node("Col2Im", ["x", "image_shape", "block_shape"], ["y"], name="rank4")
+    rank4 = model_file(tmp_path, node, [info("x", FLOAT, [1, 8, 16, 1]),
+                                        info("image_shape", I64, [2]),
+                                        info("block_shape", I64, [2])], 18)
+    with pytest.raises(ValueError, match=r"node 'rank4' \(Col2Im\).*input must be \[N, C \*"):
+        call(rank4, x[..., None], image, block)
 
     grid = affine_grid_model(tmp_path, 2, 0)
     with pytest.raises(ValueError, match=r"guard.*AffineGrid 'grid'.*size\[0\] = 3"):
@@ -281,6 +287,11 @@ def test_bad_inputs_are_refused_naming_the_node(tmp_path):
     crop = center_crop_pad(tmp_path, [4, 5], 2, axes=[0])
     with pytest.raises(ValueError, match=r"node 'ccp' \(CenterCropPad\).*2 sizes for 1 axes"):
         call(crop, floats(4, 5), ints(2, 2))
+    far = tmp_path / "far"
+    far.mkdir()
+    crop = center_crop_pad(far, [4, 5], 1, axes=[2])
+    with pytest.raises(IndexError, match=r"node 'ccp' \(CenterCropPad\).*axis 2 is out of range"):
+        call(crop, floats(4, 5), ints(2))
 
 
 # ---- kiln.nn.functional.affine_grid against torch ----
