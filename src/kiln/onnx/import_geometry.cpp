@@ -1,8 +1,9 @@
 // Translations of ONNX's CenterCropPad (opset 18), AffineGrid (opset 20) and
 // Col2Im (opset 18) into kiln ops. The shape each takes as an input (the
-// window, the grid's size, the image and block shapes) must be a number at
-// import: a constant, or a model input on whose value onnx::Model
-// specializes the graph per call (Note [Value inputs] in import_context.cpp).
+// window, the grid's size, the image and block shapes) must be numbers at
+// import: a constant, a model input on whose value onnx::Model specializes
+// the graph per call (Note [Value inputs] in import_context.cpp), or sizes
+// of input shapes (Shape(x)), specialized on those shapes where symbolic.
 //
 //   CenterCropPad  -> pad (constant 0; negative amounts crop)
 //   AffineGrid     -> matmul of a constant base grid and theta^T, reshape
