@@ -270,6 +270,8 @@ DEFORM_CASES = [
     Case("deform_conv2d", [randn(1, 4, 5, 5), randn(4, 4, 3, 3), randn(1, 18, 3, 3)],
          attrs=conv_attrs(offset_groups=3), name="offset_groups_split",
          error="channels do not split into 3 offset groups"),
+    Case("deform_conv2d", [randn(1, 3, 5, 5), randn(4, 3, 0, 3), randn(1, 0, 5, 3)],
+         attrs=conv_attrs(), name="empty_kernel", error="expected a kernel of at least 1x1"),
     Case("deform_conv2d", [randn(1, 3, 2, 2), randn(4, 3, 3, 3), randn(1, 18, 1, 1)],
          attrs=conv_attrs(), name="input_smaller_than_kernel",
          error="is smaller than the dilated kernel"),

@@ -2,6 +2,7 @@
 and run against ONNX Runtime, MaxRoiPool exported back, and the Python forms
 kiln.vision.ops.roi_pool and deform_conv2d against the plain-torch
 references of tests/oracle/cases_vision.py (values and gradients)."""
+import io
 import pathlib
 import sys
 
@@ -243,3 +244,10 @@ def test_deform_conv2d_errors_name_the_shapes():
         ops.deform_conv2d(x, kiln.zeros(1, 18, 3, 3), w, mask=kiln.zeros(1, 9, 2, 3))
     with pytest.raises(RuntimeError, match=r"max_roi_pool: expected rois of shape \[R, 5\]"):
         ops.roi_pool(x, kiln.zeros(2, 4), 2)
+
+
+def test_deform_conv2d_export_is_refused_naming_the_op():
+    x, w = kiln.from_numpy(floats(1, 2, 5, 5)), kiln.from_numpy(floats(3, 2, 3, 3))
+    offset = kiln.from_numpy(floats(1, 18, 3, 3))
+    with pytest.raises(RuntimeError, match="op 'deform_conv2d' has no ONNX translation"):
+        kiln.onnx.export(lambda a, o: ops.deform_conv2d(a, o, w), (x, offset), io.BytesIO())

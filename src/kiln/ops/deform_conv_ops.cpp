@@ -27,6 +27,8 @@ namespace {
 // values each, and offset_groups; the kernel size comes from the caller.
 cpu::DeformGeometry geometry_of(const Attrs& attrs, int64_t kernel_h, int64_t kernel_w,
                                 const char* op) {
+  KILN_CHECK_VALUE(kernel_h > 0 && kernel_w > 0, op, ": expected a kernel of at least 1x1, got ",
+                   kernel_h, "x", kernel_w);
   auto pair = [&](const char* name, int64_t least) {
     const IntList& v = attrs.get_ints(name);
     KILN_CHECK_VALUE(v.size() == 2 && v[0] >= least && v[1] >= least, op, ": ", name,
