@@ -37,7 +37,8 @@ struct Corners {
   T weight[4] = {0, 0, 0, 0};
   bool valid[4] = {false, false, false, false};
   T frac_y = 0, frac_x = 0;
-  bool inside = false;  // false: the point reads 0 and has no gradient
+  bool inside = false;     // false: the point reads 0 and has no gradient
+  bool all_valid = false;  // every neighbour inside: the common case, read without checks
 };
 
 template <typename T>
@@ -60,6 +61,7 @@ Corners<T> corners_of(T y, T x, const StridedView& image) {
     c.read[q] = h * image.strides[2] + w * image.strides[3];
     c.weight[q] = weights[q];
   }
+  c.all_valid = c.valid[0] && c.valid[1] && c.valid[2] && c.valid[3];
   return c;
 }
 
@@ -72,6 +74,10 @@ void neighbour_values(const Corners<T>& c, const T* plane, T* values) {
 
 template <typename T>
 T interpolate(const Corners<T>& c, const T* plane) {
+  if (c.all_valid) {
+    return c.weight[0] * plane[c.read[0]] + c.weight[1] * plane[c.read[1]] +
+           c.weight[2] * plane[c.read[2]] + c.weight[3] * plane[c.read[3]];
+  }
   if (!c.inside) return T(0);
   T v[4];
   neighbour_values(c, plane, v);
