@@ -251,3 +251,30 @@ def test_deform_conv2d_export_is_refused_naming_the_op():
     offset = kiln.from_numpy(floats(1, 18, 3, 3))
     with pytest.raises(RuntimeError, match="op 'deform_conv2d' has no ONNX translation"):
         kiln.onnx.export(lambda a, o: ops.deform_conv2d(a, o, w), (x, offset), io.BytesIO())
+
+
+def test_deform_conv_then_max_roi_pool_with_symbolic_batch_and_rois(tmp_path):
+    """One model, imported once with N and R symbolic, run at two sizes."""
+    nodes = [helper.make_node("DeformConv", ["x", "w", "offset", "b", "mask"], ["y"],
+                              pads=[1, 1, 1, 1], offset_group=2),
+             helper.make_node("MaxRoiPool", ["y", "rois"], ["z"], pooled_shape=[2, 2],
+                              spatial_scale=0.5)]
+    shapes = {"x": ["N", 4, 6, 6], "w": [3, 4, 3, 3], "offset": ["N", 36, 6, 6], "b": [3],
+              "mask": ["N", 18, 6, 6], "rois": ["R", 5]}
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+                                           for n, s in shapes.items()],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)])
+    path = tmp_path / "model.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9),
+              path)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    model = kiln.onnx.load(path)
+    for batch, count in ((1, 3), (3, 5)):
+        feeds = {"x": floats(batch, 4, 6, 6), "w": floats(3, 4, 3, 3),
+                 "offset": floats(batch, 36, 6, 6, low=-2, high=2), "b": floats(3),
+                 "mask": floats(batch, 18, 6, 6, low=0, high=1),
+                 "rois": random_rois(count, batch, 12, 12)}
+        want = session.run(None, feeds)[0]
+        got = model(*[kiln.from_numpy(v) for v in feeds.values()]).numpy()
+        assert got.shape == want.shape == (count, 3, 2, 2)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-5)
