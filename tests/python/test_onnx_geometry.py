@@ -360,3 +360,42 @@ def test_affine_grid_then_grid_sample_traces_and_exports(tmp_path):
     names = [i.name for i in session.get_inputs()]
     got = session.run(None, dict(zip(names, (image, theta))))[0]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+# ---- GridSample at opset 20 (renamed modes), after AffineGrid ----
+
+@pytest.mark.parametrize("mode", ["linear", "nearest", "cubic"])
+@pytest.mark.parametrize("align_corners", [0, 1])
+def test_grid_sample_opset_20_modes(tmp_path, mode, align_corners):
+    node = helper.make_node("GridSample", ["x", "grid"], ["y"], name="gs", mode=mode,
+                            padding_mode="border", align_corners=align_corners)
+    path = model_file(tmp_path, node, [info("x", FLOAT, [2, 3, 5, 6]),
+                                       info("grid", FLOAT, [2, 4, 7, 2])], 20)
+    feeds = [[floats(2, 3, 5, 6), rng.uniform(-1.2, 1.2, (2, 4, 7, 2)).astype(np.float32)]
+             for _ in range(2)]
+    matches_onnx_runtime(path, feeds, rtol=1e-5, atol=1e-5)
+
+
+def test_spatial_transformer_affine_grid_then_grid_sample(tmp_path):
+    """The spatial transformer as exported at opset 20: AffineGrid's size
+    from Shape(x), its grid into GridSample with opset 20's default mode."""
+    nodes = [helper.make_node("Shape", ["x"], ["size"]),
+             helper.make_node("AffineGrid", ["theta", "size"], ["grid"], align_corners=0),
+             helper.make_node("GridSample", ["x", "grid"], ["y"])]
+    graph = helper.make_graph(nodes, "stn", [info("x", FLOAT, ["n", 3, 8, 9]),
+                                             info("theta", FLOAT, ["n", 2, 3])],
+                              [info("y", FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
+    path = tmp_path / "stn.onnx"
+    onnx.save(model, str(path))
+    feeds = [[floats(n, 3, 8, 9), (np.eye(2, 3) + 0.2 * floats(n, 2, 3)).astype(np.float32)]
+             for n in (1, 3)]
+    matches_onnx_runtime(path, feeds, rtol=1e-5, atol=1e-5)
+
+
+def test_grid_sample_opset_20_refuses_volumes(tmp_path):
+    node = helper.make_node("GridSample", ["x", "grid"], ["y"], name="gs3d")
+    path = model_file(tmp_path, node, [info("x", FLOAT, [1, 2, 3, 4, 5]),
+                                       info("grid", FLOAT, [1, 2, 3, 4, 3])], 20)
+    with pytest.raises(RuntimeError, match="GridSample 'gs3d': kiln samples 4-D inputs"):
+        kiln.onnx.load(path)

@@ -1,9 +1,9 @@
-// Translations of ONNX's CenterCropPad (opset 18), AffineGrid (opset 20) and
-// Col2Im (opset 18) into kiln ops. The shape each takes as an input (the
-// window, the grid's size, the image and block shapes) must be numbers at
-// import: a constant, a model input on whose value onnx::Model specializes
-// the graph per call (Note [Value inputs] in import_context.cpp), or sizes
-// of input shapes (Shape(x)), specialized on those shapes where symbolic.
+// Translations of ONNX's CenterCropPad (opset 18), AffineGrid (opset 20),
+// Col2Im (opset 18) and GridSample (opsets 16 on) into kiln ops. The shape each takes as an input
+// (the window, the grid's size, the image and block shapes) must be numbers at import: a constant,
+// a model input on whose value onnx::Model specializes the graph per call (Note [Value inputs] in
+// import_context.cpp), or sizes of input shapes (Shape(x)), specialized on those shapes where
+// symbolic.
 //
 //   CenterCropPad  -> pad (constant 0; negative amounts crop)
 //   AffineGrid     -> matmul of a constant base grid and theta^T, reshape
@@ -184,12 +184,37 @@ void col2im(const Node& node, ImportContext& c) {
   define(node, c, out);
 }
 
+// GridSample: opsets 16 to 19 name the modes bilinear, nearest and bicubic;
+// opset 20 renamed them linear and cubic and took N-D inputs, of which
+// kiln's grid_sample runs the 4-D form (the spatial transformer's AffineGrid
+// -> GridSample, both opset 20).
+void grid_sample(const Node& node, ImportContext& c) {
+  const bool renamed = c.opset() >= 20;
+  std::string mode = attr_string(node, "mode", renamed ? "linear" : "bilinear");
+  if (renamed && mode == "linear") mode = "bilinear";
+  if (renamed && mode == "cubic") mode = "bicubic";
+  KILN_CHECK_VALUE(mode == "bilinear" || mode == "nearest" || mode == "bicubic",
+                   "onnx import: GridSample '", node.name(), "': mode '",
+                   attr_string(node, "mode", ""), "' is not one of opset ", c.opset(), "'s (",
+                   renamed ? "linear, nearest, cubic" : "bilinear, nearest, bicubic", ")");
+  Value *x = c.input(node, 0), *grid = c.input(node, 1);
+  KILN_CHECK(x->shape().size() == 4 && grid->shape().size() == 4, "onnx import: GridSample '",
+             node.name(), "': kiln samples 4-D inputs ([N, C, H, W], grid [N, H, W, 2]), got X ",
+             to_string(x->shape()), " and grid ", to_string(grid->shape()));
+  define(node, c,
+         c.emit("grid_sample", {x, grid},
+                {{"mode", mode},
+                 {"padding_mode", attr_string(node, "padding_mode", "zeros")},
+                 {"align_corners", attr_int(node, "align_corners", 0) != 0}}));
+}
+
 }  // namespace
 
 void add_geometry_importers(std::unordered_map<std::string, ImportFn>& table) {
   table["CenterCropPad"] = center_crop_pad;
   table["AffineGrid"] = affine_grid;
   table["Col2Im"] = col2im;
+  table["GridSample"] = grid_sample;
 }
 
 }  // namespace kiln::onnx
