@@ -294,6 +294,22 @@ def test_bad_inputs_are_refused_naming_the_node(tmp_path):
         call(crop, floats(4, 5), ints(2))
 
 
+def test_sizes_past_int64_are_refused_not_a_crash(tmp_path):
+    """Regression: image and block shapes whose products pass int64 wrapped
+    the kernel's volume to 0, and `rows % 0` killed the process (SIGFPE),
+    in Col2Im and in F.fold alike; ONNX Runtime refuses them."""
+    path = col2im_model(tmp_path, 2)
+    huge = ints(2**40, 2**40)
+    with pytest.raises(RuntimeError, match=r"node 'c2i' \(Col2Im\).*too large"):
+        call(path, floats(1, 1, 1), huge, huge)
+    with pytest.raises(RuntimeError, match=r"node 'c2i' \(Col2Im\).*too large"):
+        call(path, floats(1, 1, 0), ints(2**32, 2**32), ints(1, 1))
+    with pytest.raises(RuntimeError, match=r"fold: .*too large"):
+        F.fold(kiln.ones(1, 1, 1), (2**40, 2**40), (2**40, 2**40))
+    with pytest.raises(RuntimeError, match=r"unfold: .*too large"):
+        F.unfold(kiln.ones(1, 1, 4, 4), (2, 2), padding=2**62)
+
+
 # ---- kiln.nn.functional.affine_grid against torch ----
 
 @pytest.mark.parametrize("align_corners", [False, True])
@@ -398,4 +414,15 @@ def test_grid_sample_opset_20_refuses_volumes(tmp_path):
     path = model_file(tmp_path, node, [info("x", FLOAT, [1, 2, 3, 4, 5]),
                                        info("grid", FLOAT, [1, 2, 3, 4, 3])], 20)
     with pytest.raises(RuntimeError, match="GridSample 'gs3d': kiln samples 4-D inputs"):
+        kiln.onnx.load(path)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_grid_sample_opset_20_refuses_the_old_mode_names(tmp_path, mode):
+    """Opset 20 renamed bilinear and bicubic to linear and cubic; the old
+    names are not opset 20's (ONNX Runtime refuses them too)."""
+    node = helper.make_node("GridSample", ["x", "grid"], ["y"], name="gs", mode=mode)
+    path = model_file(tmp_path, node, [info("x", FLOAT, [1, 2, 3, 4]),
+                                       info("grid", FLOAT, [1, 2, 3, 2])], 20)
+    with pytest.raises(ValueError, match=f"GridSample 'gs': mode '{mode}' is not one of opset 20"):
         kiln.onnx.load(path)

@@ -191,10 +191,12 @@ void col2im(const Node& node, ImportContext& c) {
 void grid_sample(const Node& node, ImportContext& c) {
   const bool renamed = c.opset() >= 20;
   std::string mode = attr_string(node, "mode", renamed ? "linear" : "bilinear");
+  // Each opset's own names only: opset 20 has no bilinear or bicubic.
+  const bool known = renamed ? (mode == "linear" || mode == "nearest" || mode == "cubic")
+                             : (mode == "bilinear" || mode == "nearest" || mode == "bicubic");
   if (renamed && mode == "linear") mode = "bilinear";
   if (renamed && mode == "cubic") mode = "bicubic";
-  KILN_CHECK_VALUE(mode == "bilinear" || mode == "nearest" || mode == "bicubic",
-                   "onnx import: GridSample '", node.name(), "': mode '",
+  KILN_CHECK_VALUE(known, "onnx import: GridSample '", node.name(), "': mode '",
                    attr_string(node, "mode", ""), "' is not one of opset ", c.opset(), "'s (",
                    renamed ? "linear, nearest, cubic" : "bilinear, nearest, bicubic", ")");
   Value *x = c.input(node, 0), *grid = c.input(node, 1);

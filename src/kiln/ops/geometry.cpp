@@ -76,15 +76,33 @@ SlidingBlocks sliding_blocks(const IntList& image, const IntList& kernel, const 
     KILN_CHECK(pads_begin[d] >= 0 && pads_end[d] >= 0, fn,
                ": padding should be non-negative, but got ", pads_begin, " / ", pads_end);
     KILN_CHECK(stride[d] > 0, fn, ": stride should be greater than zero, but got ", stride);
-    b.padded.push_back(image[d] + pads_begin[d] + pads_end[d]);
-    const int64_t span = dilation[d] * (kernel[d] - 1) + 1;
-    b.blocks.push_back(b.padded[d] >= span ? (b.padded[d] - span) / stride[d] + 1 : 0);
+    // Sizes past int64 would wrap (a kernel volume of 0 divides by zero).
+    int64_t padded = 0, span = 0;
+    KILN_CHECK(!__builtin_add_overflow(image[d], pads_begin[d], &padded) &&
+                   !__builtin_add_overflow(padded, pads_end[d], &padded) &&
+                   !__builtin_mul_overflow(dilation[d], kernel[d] - 1, &span) &&
+                   !__builtin_add_overflow(span, 1, &span),
+               fn, ": sizes too large: image ", image, ", kernel_size ", kernel, ", dilation ",
+               dilation, ", padding ", pads_begin, " / ", pads_end);
+    b.padded.push_back(padded);
+    b.blocks.push_back(padded >= span ? (padded - span) / stride[d] + 1 : 0);
   }
   for (size_t d = 0; d < dims; ++d)
     KILN_CHECK(b.blocks[d] >= 1, fn, ": given an image of spatial size ", image, ", kernel_size ",
                kernel, ", dilation ", dilation, ", padding ", pads_begin, " / ", pads_end,
                " and stride ", stride, ", calculated shape of the array of sliding blocks as ",
                b.blocks, ", but its components must be at least one");
+  // Every size is now at least 1, so a product that fits is exact; positions()
+  // holds kernel_volume() * count() entries.
+  int64_t total = 1;
+  for (const IntList* list : {&b.kernel, &b.blocks})
+    for (int64_t v : *list)
+      KILN_CHECK(!__builtin_mul_overflow(total, v, &total), fn, ": sizes too large: kernel_size ",
+                 kernel, " over ", b.blocks, " sliding blocks makes more than 2^63 column entries");
+  int64_t volume = 1;
+  for (int64_t v : b.padded)
+    KILN_CHECK(!__builtin_mul_overflow(volume, v, &volume), fn,
+               ": sizes too large: the padded image ", b.padded, " has more than 2^63 elements");
   return b;
 }
 
