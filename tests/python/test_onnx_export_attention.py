@@ -78,3 +78,29 @@ def test_attention_op_exports(tmp_path, mask_kind, causal):
     want = module(q, k, v, m).numpy()
     (got,) = run_onnx(path, q, k, v, m)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mask_kind, causal", [("bool", "false"), ("float", "false"),
+                                                ("float", "true")])
+def test_rows_that_see_no_key_export_as_zeros(tmp_path, mask_kind, causal):
+    """kiln's op gives zeros for a query whose keys are all masked (as
+    torch's does); a bare Softmax over a row of -inf gives NaN. Regression:
+    the export gave NaN there, for -inf (padding) float masks too."""
+    mask_type = "bool[5, 6]" if mask_kind == "bool" else "f32[2, 1, 5, 6]"
+    module = kiln.jit.from_graph(kiln.jit.parse_graph(ATTENTION.format(mask=mask_type,
+                                                                       causal=causal)))
+    kiln.manual_seed(2)
+    q, k, v = kiln.randn(2, 3, 5, 8), kiln.randn(2, 3, 6, 8), kiln.randn(2, 3, 6, 4)
+    if mask_kind == "bool":
+        m = kiln.rand(5, 6) > 0.4
+        m[:, 0] = True
+        m[2] = False
+    else:
+        m = kiln.randn(2, 1, 5, 6)
+        m[0, 0, 3] = float("-inf")
+    path = tmp_path / "attention.onnx"
+    kiln.onnx.export(module, (q, k, v, m), str(path))
+    want = module(q, k, v, m).numpy()
+    assert not np.isnan(want).any()
+    (got,) = run_onnx(path, q, k, v, m)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

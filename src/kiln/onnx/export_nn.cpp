@@ -268,8 +268,8 @@ void layer_norm(const Node& node, ExportContext& c) {
 // scaled_dot_product_attention (the op fuse_attention puts in frozen traces)
 // as the ops it stands for: softmax(q . k^T * scale + mask) . v. A bool mask
 // (and is_causal) becomes Where(mask, scores, -inf). A query that sees no key
-// gets NaN in ONNX where kiln gives zeros; the masks the fusion finds are
-// additive (float), so exported traces are not affected.
+// (a row of -inf scores) gets zeros from kiln's op, as from torch's, but NaN
+// from Softmax: with a mask, a Where on the row's max puts the zeros back.
 void attention(const Node& node, ExportContext& c) {
   const DType dtype = node.output()->dtype();
   const int64_t rank = int64_t(node.input(0)->shape().size());
@@ -284,7 +284,8 @@ void attention(const Node& node, ExportContext& c) {
   const double scale = node.attrs().get_float("scale");
   if (scale != 1.0) scores = c.temp("Mul", {scores, c.scalar(scale, dtype)});
   const std::string minus_inf = c.scalar(-std::numeric_limits<double>::infinity(), dtype);
-  if (node.inputs().size() > 3 && node.input(3)) {
+  const bool masked = node.inputs().size() > 3 && node.input(3);
+  if (masked) {
     const jit::Value* mask = node.input(3);
     scores = mask->dtype() == DType::Bool ? c.temp("Where", {c.name(mask), scores, minus_inf})
                                           : c.temp("Add", {scores, c.name(mask)});
@@ -302,6 +303,14 @@ void attention(const Node& node, ExportContext& c) {
   pb::NodeProto* softmax = nullptr;
   std::string weights = c.temp("Softmax", {scores}, &softmax);
   set_attr(*softmax, "axis", int64_t(-1));
+  if (masked) {  // is_causal alone leaves every query key 0
+    pb::NodeProto* row_max = nullptr;
+    const std::string best = c.temp("ReduceMax", {scores}, &row_max);
+    set_attr(*row_max, "axes", std::vector<int64_t>{-1});  // an attribute up to opset 17
+    set_attr(*row_max, "keepdims", int64_t(1));
+    const std::string sees_nothing = c.temp("Equal", {best, minus_inf});
+    weights = c.temp("Where", {sees_nothing, c.scalar(0.0, dtype), weights});
+  }
   c.node_for(node.output(), "MatMul", {weights, c.name(node.input(2))});
 }
 
