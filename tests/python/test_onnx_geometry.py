@@ -310,6 +310,21 @@ def test_sizes_past_int64_are_refused_not_a_crash(tmp_path):
         F.unfold(kiln.ones(1, 1, 4, 4), (2, 2), padding=2**62)
 
 
+def test_shape_inputs_must_be_1d(tmp_path):
+    """The window, size, image and block shapes are 1-D tensors (ONNX
+    Runtime refuses others at load); kiln read a [1, 2] one as its values."""
+    node = helper.make_node("CenterCropPad", ["x", "shape"], ["y"], name="ccp2d")
+    path = model_file(tmp_path, node, [info("x", FLOAT, [2, 3]), info("shape", I64, [1, 2])], 18)
+    with pytest.raises(ValueError, match=r"node 'ccp2d' \(CenterCropPad\).*1-D.*\[1, 2\]"):
+        call(path, floats(2, 3), np.array([[4, 1]], np.int64))
+    node = helper.make_node("Col2Im", ["x", "image_shape", "block_shape"], ["y"], name="c2i2d")
+    path = model_file(tmp_path, node, [info("x", FLOAT, [1, 2, 4]),
+                                       info("image_shape", I64, [1, 2]),
+                                       info("block_shape", I64, [2])], 18)
+    with pytest.raises(ValueError, match=r"node 'c2i2d' \(Col2Im\).*1-D.*\[1, 2\]"):
+        call(path, floats(1, 2, 4), np.array([[2, 2]], np.int64), ints(1, 1))
+
+
 # ---- kiln.nn.functional.affine_grid against torch ----
 
 @pytest.mark.parametrize("align_corners", [False, True])

@@ -40,7 +40,11 @@ int64_t size_at_import(const Node& node, ImportContext& c, int input, const Valu
 // the inputs' shapes (Shape(x)), which make the model import again per
 // shape of the inputs that hold their symbols where any is symbolic.
 IntList numbers_at_import(const Node& node, ImportContext& c, int input, const std::string& what) {
-  const DimList sizes = c.constant_sizes(c.input(node, input), what);
+  const Value* value = c.input(node, input);
+  KILN_CHECK_VALUE(value, what, " is missing");
+  KILN_CHECK_VALUE(rank_of(value) == 1, what, " must be a 1-D tensor, but got shape ",
+                   to_string(value->shape()));
+  const DimList sizes = c.constant_sizes(value, what);
   if (is_static(sizes)) return to_static(sizes);
   const bool specialized = c.request_shapes_at_import(symbols_of(sizes));
   KILN_CHECK(false, what, " ", to_string(sizes),
