@@ -104,3 +104,35 @@ def test_rows_that_see_no_key_export_as_zeros(tmp_path, mask_kind, causal):
     assert not np.isnan(want).any()
     (got,) = run_onnx(path, q, k, v, m)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_causal_attention_with_a_symbolic_batch_exports(tmp_path):
+    """is_causal's mask needs the query and key lengths only. Regression:
+    the export asked for every dim of q and k to be concrete, so a graph
+    with a symbolic batch was refused."""
+    text = """graph(%q : f32[n, 3, 5, 8], %k : f32[n, 3, 6, 8], %v : f32[n, 3, 6, 4]) {
+  %0 = scaled_dot_product_attention(%q, %k, %v) {scale=0.35, is_causal=true}
+  return (%0)
+}
+"""
+    module = kiln.jit.from_graph(kiln.jit.parse_graph(text))
+    kiln.manual_seed(3)
+    path = tmp_path / "causal.onnx"
+    kiln.onnx.export(module, (kiln.randn(2, 3, 5, 8), kiln.randn(2, 3, 6, 8),
+                              kiln.randn(2, 3, 6, 4)), str(path))
+    for batch in (1, 4):
+        q, k, v = kiln.randn(batch, 3, 5, 8), kiln.randn(batch, 3, 6, 8), kiln.randn(batch, 3, 6, 4)
+        (got,) = run_onnx(path, q, k, v)
+        np.testing.assert_allclose(got, module(q, k, v).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_causal_attention_with_a_symbolic_length_is_refused_naming_it(tmp_path):
+    text = """graph(%q : f32[2, 3, s, 8], %k : f32[2, 3, s, 8], %v : f32[2, 3, s, 4]) {
+  %0 = scaled_dot_product_attention(%q, %k, %v) {scale=0.35, is_causal=true}
+  return (%0)
+}
+"""
+    module = kiln.jit.from_graph(kiln.jit.parse_graph(text))
+    args = (kiln.randn(2, 3, 5, 8), kiln.randn(2, 3, 5, 8), kiln.randn(2, 3, 5, 4))
+    with pytest.raises(RuntimeError, match=r"is_causal.*query and key lengths.*\[s, s\]"):
+        kiln.onnx.export(module, args, str(tmp_path / "causal.onnx"))

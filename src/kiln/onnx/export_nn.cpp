@@ -291,9 +291,14 @@ void attention(const Node& node, ExportContext& c) {
                                           : c.temp("Add", {scores, c.name(mask)});
   }
   if (node.attrs().get_bool("is_causal")) {
-    const IntList q_shape = static_shape(node, node.input(0));
-    const IntList k_shape = static_shape(node, node.input(1));
-    const int64_t queries = q_shape[size_t(rank - 2)], keys = k_shape[size_t(rank - 2)];
+    // The mask is a constant [L, S]: only those two sizes need be numbers.
+    const Dim &query_len = node.input(0)->shape()[size_t(rank - 2)],
+              &key_len = node.input(1)->shape()[size_t(rank - 2)];
+    KILN_CHECK(query_len.is_static() && key_len.is_static(), "onnx export: ", node.op().name,
+               " (node %", node.output()->id(),
+               "): is_causal's mask needs concrete query and key lengths, got [", query_len, ", ",
+               key_len, "]");
+    const int64_t queries = query_len.static_value(), keys = key_len.static_value();
     Tensor allowed = zeros({queries, keys}, DType::Bool);
     for (int64_t i = 0; i < queries; ++i)
       for (int64_t j = 0; j <= std::min(i, keys - 1); ++j)
