@@ -293,6 +293,32 @@ void conv2d_reference(const StridedView& out, const StridedView& x, const Stride
   });
 }
 
+// A convolution down a column (images one pixel wide, kernels one tap wide:
+// 1-D convolutions written as 2-D, as magika's byte CNN is) is the same
+// convolution along a row: [N, C, H, 1] and [N, C, 1, H] are the same
+// memory. oneDNN runs rows twice as fast (magika's 256 -> 512 channel,
+// 5-tap layer over 512 bytes: 15.1 ms as a column, 7.1 as a row, one
+// thread), and kiln's own kernels are made for rows too.
+bool is_column_conv(const StridedView& out, const StridedView& x, const StridedView& w,
+                    const Conv2dParams& p) {
+  return x.shape[3] == 1 && w.shape[3] == 1 && out.shape[3] == 1 && p.padding[1] == 0 &&
+         x.shape[2] > 1;
+}
+
+StridedView as_row(StridedView v) {
+  if (!v.data || v.ndim != 4) return v;
+  std::swap(v.shape[2], v.shape[3]);
+  std::swap(v.strides[2], v.strides[3]);
+  return v;
+}
+
+Conv2dParams as_row(Conv2dParams p) {
+  std::swap(p.stride[0], p.stride[1]);
+  std::swap(p.padding[0], p.padding[1]);
+  std::swap(p.dilation[0], p.dilation[1]);
+  return p;
+}
+
 void conv2d_onednn_f32(const StridedView& out, const StridedView& x, const StridedView& w,
                        const StridedView& bias, const Conv2dParams& p) {
   const ConvGeometry g = conv_geometry(out, x, w, bias, p);
@@ -334,6 +360,19 @@ Conv2dPlan::Conv2dPlan(const StridedView& out, const StridedView& x, const Strid
                        const StridedView& bias, const Conv2dParams& p, const ConvEpilogue& epilogue)
     : params_(p), epilogue_(epilogue), empty_(out.numel() == 0) {
   if (empty_ || needs_reference(out, w)) return;
+  if (is_column_conv(out, x, w, p)) {
+    column_ = true;
+    params_ = as_row(p);
+    init(as_row(out), as_row(x), as_row(w), bias);
+    return;
+  }
+  init(out, x, w, bias);
+}
+
+void Conv2dPlan::init(const StridedView& out, const StridedView& x, const StridedView& w,
+                      const StridedView& bias) {
+  const Conv2dParams& p = params_;
+  const ConvEpilogue& epilogue = epilogue_;
   depthwise_ = conv2d_depthwise_f32_applies(out, x, w, p);
   direct_ = !depthwise_ && conv2d_direct_f32_applies(out, x, w, p);
   if (depthwise_ || direct_) return;
@@ -348,6 +387,12 @@ Conv2dPlan::~Conv2dPlan() = default;
 void Conv2dPlan::run(const StridedView& out, const StridedView& x, const StridedView& w,
                      const StridedView& bias, const StridedView& residual) const {
   if (empty_) return;
+  if (column_) return run_as_given(as_row(out), as_row(x), as_row(w), bias, as_row(residual));
+  run_as_given(out, x, w, bias, residual);
+}
+
+void Conv2dPlan::run_as_given(const StridedView& out, const StridedView& x, const StridedView& w,
+                              const StridedView& bias, const StridedView& residual) const {
   // take_relu() gave relu to a plan without an epilogue of its own.
   ConvEpilogue epilogue = epilogue_;
   if (relu_) epilogue.activation = EpilogueActivation::Relu;
@@ -383,15 +428,19 @@ void Conv2dPlan::run_packed(const StridedView& out, const StridedView& x, const 
     run(out, x, w, bias, residual);
     return;
   }
+  const bool row = column_;
   onednn::guarded("conv2d", [&] {
-    std::shared_ptr<const OneDnn::Packed> packed = onednn_->packed_at(w, version);
-    execute_conv(onednn_->entry, out, x, w, bias, residual, packed->weights);
+    std::shared_ptr<const OneDnn::Packed> packed = onednn_->packed_at(row ? as_row(w) : w, version);
+    execute_conv(onednn_->entry, row ? as_row(out) : out, row ? as_row(x) : x, row ? as_row(w) : w,
+                 bias, row ? as_row(residual) : residual, packed->weights);
   });
 }
 
 void conv2d(const StridedView& out, const StridedView& x, const StridedView& w,
             const StridedView& bias, const Conv2dParams& p) {
   if (out.numel() == 0) return;
+  if (!needs_reference(out, w) && is_column_conv(out, x, w, p))
+    return conv2d(as_row(out), as_row(x), as_row(w), bias, as_row(p));
   if (needs_reference(out, w)) {
     conv2d_reference(out, x, w, bias, p);
     return;
@@ -411,6 +460,10 @@ void conv2d_fused(const StridedView& out, const StridedView& x, const StridedVie
                   const StridedView& bias, const StridedView& residual, const Conv2dParams& p,
                   const ConvEpilogue& epilogue) {
   if (out.numel() == 0) return;
+  if (!needs_reference(out, w) && is_column_conv(out, x, w, p)) {
+    return conv2d_fused(as_row(out), as_row(x), as_row(w), bias, as_row(residual), as_row(p),
+                        epilogue);
+  }
   if (needs_reference(out, w)) {
     conv2d_reference(out, x, w, bias, p);
     apply_conv_epilogue(out, residual, epilogue);

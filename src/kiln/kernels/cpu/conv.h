@@ -107,6 +107,12 @@ class Conv2dPlan {
   bool direct_ = false;
   bool depthwise_ = false;
   bool relu_ = false;
+  bool column_ = false;  // run as the same convolution along a row (conv.cpp)
+
+  void init(const StridedView& out, const StridedView& x, const StridedView& w,
+            const StridedView& bias);
+  void run_as_given(const StridedView& out, const StridedView& x, const StridedView& w,
+                    const StridedView& bias, const StridedView& residual) const;
 };
 
 // conv2d's backward (conv_backward.cpp), with the forward's geometry:
