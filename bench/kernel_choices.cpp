@@ -10,7 +10,12 @@
 //    11.5 vs 8.9, 256->128 4.7 vs 2.3, 128->2 2.9 vs 0.43.
 // 2. Max/avg pooling on NCHW (LeNet's 2x2 pools): our loops against oneDNN's
 //    pooling, whose fast paths want blocked layouts. Measured once (1 thread,
-//    batch 64, 6x28x28 avg pool): oneDNN 1625 µs vs loops 475 µs.
+//    batch 64, 6x28x28 avg pool): oneDNN 1625 µs vs loops 475 µs. Max pooling
+//    (on inputs whose maxima move, so branches mispredict as on real data)
+//    also shows the general loop its float32 path replaced: on ResNet's 3x3
+//    stride-2 pool over 64x112x112, general loop 4658 µs, float32 path 473,
+//    oneDNN 346. oneDNN stays out all the same: it drops NaNs (a window
+//    holding NaN and 5 gives 5; PyTorch and kiln give NaN).
 // 3. Small float32 convolutions (LeNet's two layers): cpu::conv2d_direct_f32,
 //    vectorized over output channels, against oneDNN's convolution, which
 //    reorders the weights into its blocked layout on every call.
@@ -125,22 +130,36 @@ StridedView view4(float* data, const int64_t (&shape)[4]) {
   return v;
 }
 
-void bench_pool(int64_t batch, int64_t channels, int64_t size, bool average) {
+void bench_pool(int64_t batch, int64_t channels, int64_t size, bool average, int64_t kernel = 2,
+                int64_t stride = 2, int64_t padding = 0) {
+  const int64_t out_size = (size + 2 * padding - kernel) / stride + 1;
   const int64_t in_shape[4] = {batch, channels, size, size};
-  const int64_t out_shape[4] = {batch, channels, size / 2, size / 2};
-  std::vector<float> x(size_t(batch * channels * size * size), 1.0f);
-  std::vector<float> y(size_t(batch * channels * (size / 2) * (size / 2)));
+  const int64_t out_shape[4] = {batch, channels, out_size, out_size};
+  std::vector<float> x(size_t(batch * channels * size * size));
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = float((i * 7919) % 1000) / 1000.0f;  // windows whose max moves
+  std::vector<float> y(size_t(batch * channels * out_size * out_size));
   StridedView in = view4(x.data(), in_shape), out = view4(y.data(), out_shape);
   kiln::cpu::Pool2dParams p;
-  p.kernel[0] = p.kernel[1] = p.stride[0] = p.stride[1] = 2;
+  p.kernel[0] = p.kernel[1] = kernel;
+  p.stride[0] = p.stride[1] = stride;
+  p.padding[0] = p.padding[1] = padding;
   double onednn = time_us([&] {
     average ? kiln::cpu::avg_pool2d_onednn(out, in, p) : kiln::cpu::max_pool2d_onednn(out, in, p);
   });
   double own = time_us(
       [&] { average ? kiln::cpu::avg_pool2d(out, in, p) : kiln::cpu::max_pool2d(out, in, p); });
-  std::printf("%s_pool2d %3lldx%2lldx%2lldx%2lld   onednn %8.2f us   loops  %8.2f us   %5.1fx\n",
-              average ? "avg" : "max", (long long)batch, (long long)channels, (long long)size,
-              (long long)size, onednn, own, onednn / own);
+  std::printf(
+      "%s_pool2d %3lldx%2lldx%3lldx%3lld k%lld s%lld p%lld   onednn %8.2f us   loops  %8.2f us"
+      "   %5.1fx",
+      average ? "avg" : "max", (long long)batch, (long long)channels, (long long)size,
+      (long long)size, (long long)kernel, (long long)stride, (long long)padding, onednn, own,
+      onednn / own);
+  if (!average) {  // the general loop the float32 path replaced
+    double reference = time_us([&] { kiln::cpu::max_pool2d_reference(out, in, p); });
+    std::printf("   general loop %8.2f us", reference);
+  }
+  std::printf("\n");
 }
 
 // A convolution's buffers, x, w and the bias normal draws (seed 0), and
@@ -284,6 +303,10 @@ int main(int argc, char** argv) {
     bench_pool(1, 6, 28, average);
     bench_pool(64, 6, 28, average);
     bench_pool(64, 16, 10, average);
+  }
+  if (wanted("pool")) {  // ResNet's stem pool, and a stride-1 3x3
+    bench_pool(1, 64, 112, false, 3, 2, 1);
+    bench_pool(1, 64, 56, false, 3, 1, 1);
   }
   for (int64_t batch : {1, 8, 64}) {
     if (!wanted("conv")) break;

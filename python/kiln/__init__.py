@@ -65,7 +65,7 @@ _install_tensor_methods()
 _random.install_tensor_methods()
 _install_engine_methods()
 
-from kiln import cuda, fft, jit, linalg, nn, onnx, optim, profiler, utils  # noqa: E402  (they use the ops above)
+from kiln import cuda, fft, jit, linalg, nn, onnx, optim, profiler, utils, vision  # noqa: E402  (they use the ops above)
 from kiln import serialization as _serialization  # noqa: E402
 from kiln.fft import stft  # noqa: E402  (kiln.stft, as torch.stft)
 from kiln.jit import compile  # noqa: E402,A001  (kiln.compile, as torch.compile)

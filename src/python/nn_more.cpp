@@ -50,6 +50,7 @@ void bind_pools(nb::module_& m) {
         arg("stride"));
   m.def("fold", &F::fold, arg("input"), arg("output_size"), arg("kernel_size"), arg("dilation"),
         arg("padding"), arg("stride"));
+  m.def("affine_grid", &F::affine_grid, arg("theta"), arg("size"), arg("align_corners"));
 }
 
 void bind_dropouts_norms_shapes(nb::module_& m) {

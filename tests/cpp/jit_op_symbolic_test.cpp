@@ -66,6 +66,7 @@ const std::map<std::string, Decision> kDecidesOnN = {
     {"masked_fill/broadcast_input", {OnN::Pins, kFixedElsewhere}},
     {"conv2d/unbatched_single_stride", {OnN::Pins, kFixedElsewhere}},
     {"conv2d/f64_unbatched_stride_skips_edge", {OnN::Pins, kFixedElsewhere}},
+    {"conv2d_fused/unbatched", {OnN::Pins, kFixedElsewhere}},
     {"conv2d_backward_input/stride_groups", {OnN::Pins, kFixedElsewhere}},
     {"conv2d_backward_input/dilation_strided", {OnN::Pins, kFixedElsewhere}},
     {"conv2d_backward_input/f64_stride_skips_edge", {OnN::Pins, kFixedElsewhere}},

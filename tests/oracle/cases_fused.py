@@ -1,7 +1,8 @@
 """Rows for the fused ops the fusion passes write: a producer and an
-activation as one op (linear_act, conv2d_act), and a chain of elementwise
-ops as one (fused_elementwise), against PyTorch running the ops one after
-the other."""
+activation as one op (linear_act, conv2d_act), a convolution with its
+residual add and activation (conv2d_fused), and a chain of elementwise ops
+as one (fused_elementwise), against PyTorch running the ops one after the
+other."""
 import torch
 import torch.nn.functional as F
 
@@ -68,6 +69,123 @@ CONV2D_ACT = [
 ]
 
 
+# conv2d_fused's activations, with its alpha and beta (ops/conv_fused_ops.cpp).
+EPILOGUES = {
+    "none": lambda v, a, b: v,
+    "relu": lambda v, a, b: torch.relu(v),
+    "clamp": lambda v, a, b: torch.clamp(v, a, b),
+    "hardsigmoid": lambda v, a, b: torch.clamp(v * a + b, 0, 1),
+    "hardswish": lambda v, a, b: v * torch.clamp(v * a + b, 0, 1),
+    "sigmoid": lambda v, a, b: torch.sigmoid(v),
+    "silu": lambda v, a, b: F.silu(v),
+    "tanh": lambda v, a, b: torch.tanh(v),
+}
+
+
+def conv_epilogue(activation="none", alpha=0.0, beta=0.0, after=(1.0, 0.0), **conv):
+    """(torch function, attrs) of conv2d_fused: activation(conv2d + residual)
+    * scale_after + shift_after."""
+    def fn(x, w, b=None, r=None):
+        y = F.conv2d(x, w, b, **conv)
+        y = EPILOGUES[activation](y if r is None else y + r, alpha, beta)
+        return y * after[0] + after[1] if after != (1.0, 0.0) else y
+    attrs = {k: list(v) if isinstance(v, tuple) else v for k, v in conv.items()}
+    return fn, dict(attrs, activation=activation, alpha=alpha, beta=beta,
+                    scale_after=after[0], shift_after=after[1])
+
+
+def fused_conv(name, inputs, activation="none", alpha=0.0, beta=0.0, reduce_len=9,
+               after=(1.0, 0.0), **conv):
+    fn, attrs = conv_epilogue(activation, alpha, beta, after, **conv)
+    return Case("conv2d_fused", inputs, fn, attrs=attrs, name=name, reduce_len=reduce_len,
+                grad=False)
+
+
+# Shapes that take each path of kiln's conv2d: oneDNN blocked (3x3, >= 64
+# output pixels) and plain (1x1), kiln's depthwise kernel (groups == C) and
+# its direct kernel (at most 16 output channels), the float64 loop.
+CONV2D_FUSED = [
+    fused_conv("resnet_relu_residual", [randn(1, 8, 10, 10), randn(32, 8, 3, 3), randn(32),
+                                        randn(1, 32, 10, 10)], "relu", padding=(1, 1),
+               reduce_len=72),
+    fused_conv("residual_only_1x1", [randn(1, 24, 8, 8), randn(32, 24, 1, 1), randn(32),
+                                     randn(1, 32, 8, 8)], reduce_len=24),
+    fused_conv("hardswish_1x1", [randn(2, 24, 7, 7), randn(40, 24, 1, 1), randn(40)],
+               "hardswish", 1 / 6, 0.5, reduce_len=24),
+    # PaddlePaddle's hardsigmoid (slope 0.2): oneDNN has no post-op for this
+    # hardswish, kiln's epilogue runs after the primitive.
+    fused_conv("hardswish_paddle_residual", [randn(1, 8, 9, 9), randn(24, 8, 3, 3), absent(),
+                                             randn(1, 24, 9, 9)], "hardswish", 0.2, 0.5,
+               padding=(1, 1), reduce_len=72),
+    fused_conv("relu6_blocked", [randn(1, 8, 10, 10), randn(32, 8, 3, 3), randn(32)], "clamp",
+               0.0, 6.0, padding=(1, 1), reduce_len=72),
+    fused_conv("hardsigmoid_1x1_image", [randn(1, 40, 1, 1), randn(24, 40, 1, 1), randn(24)],
+               "hardsigmoid", 1 / 6, 0.5, reduce_len=40),
+    fused_conv("sigmoid_onednn", [randn(1, 16, 6, 6), randn(32, 16, 1, 1), randn(32)],
+               "sigmoid", reduce_len=16),
+    fused_conv("silu_blocked_stride2", [randn(1, 8, 17, 17), randn(24, 8, 3, 3), randn(24)],
+               "silu", padding=(1, 1), stride=(2, 2), reduce_len=72),
+    fused_conv("tanh_onednn", [randn(1, 16, 6, 6), randn(32, 16, 1, 1), randn(32)], "tanh",
+               reduce_len=16),
+    fused_conv("depthwise_hardswish_stride2", [randn(1, 16, 13, 13), randn(16, 1, 5, 5),
+                                               randn(16)], "hardswish", 1 / 6, 0.5,
+               padding=(2, 2), stride=(2, 2), groups=16, reduce_len=25),
+    fused_conv("depthwise_relu_residual_odd", [randn(2, 7, 9, 11), randn(7, 1, 3, 3), randn(7),
+                                               randn(2, 7, 9, 11)], "relu", padding=(1, 1),
+               groups=7),
+    fused_conv("depthwise_residual_transposed", [randn(1, 12, 6, 6), randn(12, 1, 3, 3),
+                                                 absent(),
+                                                 randn(1, 12, 6, 6, layout="transposed")],
+               "silu", padding=(1, 1), groups=12),
+    fused_conv("direct_hardsigmoid_residual", [randn(2, 3, 12, 12), randn(8, 3, 3, 3), randn(8),
+                                               randn(2, 8, 10, 10)], "hardsigmoid", 0.2, 0.5,
+               reduce_len=27),
+    fused_conv("direct_relu6", [randn(1, 5, 9, 9), randn(6, 5, 3, 3), randn(6)], "clamp", 0.0,
+               6.0, reduce_len=45),
+    fused_conv("direct_sigmoid_residual", [randn(1, 3, 9, 9), randn(4, 3, 3, 3), randn(4),
+                                           randn(1, 4, 7, 7)], "sigmoid", reduce_len=27),
+    fused_conv("big_stride", [randn(1, 4, 20, 20), randn(20, 4, 3, 3), randn(20),
+                              randn(1, 20, 2, 2)], "relu", stride=(9, 9), reduce_len=36),
+    fused_conv("unbatched", [randn(8, 10, 10), randn(32, 8, 3, 3), randn(32),
+                             randn(32, 10, 10)], "relu", padding=(1, 1), reduce_len=72),
+    fused_conv("f64_reference", [randn(1, 3, 6, 6, dtype="float64"),
+                                 randn(4, 3, 3, 3, dtype="float64"), randn(4, dtype="float64"),
+                                 randn(1, 4, 4, 4, dtype="float64")], "hardswish", 1 / 6, 0.5,
+               reduce_len=27),
+    # PP-LCNet's scale and shift after the activation: oneDNN's linear
+    # post-op, after kiln's epilogue (PaddlePaddle's hardswish), in kiln's
+    # depthwise kernel after relu in its stores, in the direct kernel.
+    fused_conv("relu_residual_affine_blocked", [randn(1, 8, 10, 10), randn(32, 8, 3, 3),
+                                                randn(32), randn(1, 32, 10, 10)], "relu",
+               after=(1.5, -0.25), padding=(1, 1), reduce_len=72),
+    fused_conv("hardswish_paddle_affine_blocked", [randn(1, 8, 9, 9), randn(24, 8, 3, 3),
+                                                   randn(24)], "hardswish", 0.2, 0.5,
+               after=(0.75, 0.125), padding=(1, 1), reduce_len=72),
+    fused_conv("depthwise_relu_affine", [randn(1, 16, 9, 9), randn(16, 1, 3, 3), randn(16)],
+               "relu", after=(2.0, 0.5), padding=(1, 1), groups=16),
+    fused_conv("direct_none_affine", [randn(1, 3, 9, 9), randn(6, 3, 3, 3), randn(6)],
+               after=(-1.0, 3.0), reduce_len=27),
+    fused_conv("f64_hardswish_affine", [randn(1, 3, 6, 6, dtype="float64"),
+                                        randn(4, 3, 3, 3, dtype="float64"),
+                                        randn(4, dtype="float64")], "hardswish", 1 / 6, 0.5,
+               after=(1.25, -0.5), reduce_len=27),
+    Case("conv2d_fused", [randn(1, 8, 10, 10), randn(32, 8, 3, 3), randn(32),
+                          randn(1, 32, 1, 1)], name="broadcast_residual",
+         attrs={"activation": "relu"},
+         error="conv2d_fused: residual of shape [1, 32, 1, 1] is not the output's shape "
+               "[1, 32, 8, 8] (it does not broadcast)"),
+    Case("conv2d_fused", [randn(1, 8, 10, 10), randn(32, 8, 3, 3), randn(32)],
+         name="unknown_activation", attrs={"activation": "gelu"},
+         error="conv2d_fused: activation must be one of none, relu, clamp, hardsigmoid, "
+               "hardswish, sigmoid, silu, tanh, got 'gelu'"),
+    Case("conv2d_fused", [randn(1, 8, 10, 10), randn(32, 8, 3, 3), absent()],
+         name="clamp_bounds", attrs={"activation": "clamp", "alpha": 6.0, "beta": 0.0},
+         error="conv2d_fused: clamp's alpha (min) 6 is above its beta (max) 0"),
+    Case("conv2d_fused", [randn(1, 8, 10, 10), randn(32, 8, 3, 3), absent(),
+                          randn(1, 32, 8, 8, dtype="float64")], name="residual_dtype",
+         error="conv2d_fused: residual of dtype float64, the convolution gives float32"),
+]
+
 
 def program(text):
     return {"program": text}
@@ -105,4 +223,4 @@ FUSED_ELEMENTWISE = [
          error="the program reads %1 but the op has 1 inputs"),
 ]
 
-CASES = LINEAR_ACT + CONV2D_ACT + FUSED_ELEMENTWISE
+CASES = LINEAR_ACT + CONV2D_ACT + CONV2D_FUSED + FUSED_ELEMENTWISE

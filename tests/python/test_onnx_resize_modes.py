@@ -295,3 +295,16 @@ def test_upsample_module_bicubic_exports_to_onnx(tmp_path):
     np.testing.assert_allclose(net(x).numpy(), want, rtol=1e-5, atol=1e-5)
     torch_want = torch.nn.Upsample(scale_factor=2, mode="bicubic")(torch.tensor(x.numpy()))
     np.testing.assert_allclose(want, torch_want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+# Integer upscales of feature maps as detectors' pyramids hold them, wide
+# enough for the eight-wide column doubling (scale 2 in the modes that
+# floor) and the row copies (each input row read by several output rows):
+# odd widths, every rounding, int64 as well as float32.
+@pytest.mark.parametrize("scale", [2, 3, 8])
+@pytest.mark.parametrize("rounding", ROUNDINGS)
+@pytest.mark.parametrize("transform", ["asymmetric", "half_pixel"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_nearest_integer_upscale_of_wide_maps(tmp_path, scale, rounding, transform, dtype):
+    check(tmp_path, (1, 3, 5, 13), dtype=dtype, scales=[1, 1, scale, scale], mode="nearest",
+          nearest_mode=rounding, coordinate_transformation_mode=transform)

@@ -1,5 +1,5 @@
 """kiln.nn.functional's activations, 1-d and adaptive-max pools, LP pools,
-fold / unfold, channel and alpha dropout, rms_norm, local_response_norm,
+fold / unfold, affine_grid, channel and alpha dropout, rms_norm, local_response_norm,
 channel_shuffle, embedding_bag, pairwise_distance and the margin and
 likelihood losses, with torch's signatures. Each is kiln/nn's C++ function
 (layers_more.h, loss_more.h), bound once (kiln._C.nn); here an int becomes
@@ -22,7 +22,8 @@ __all__ = ["prelu", "selu", "celu", "glu", "logsigmoid", "softsign", "tanhshrink
            "feature_alpha_dropout", "rms_norm", "local_response_norm", "channel_shuffle",
            "embedding_bag", "pairwise_distance", "multilabel_soft_margin_loss",
            "margin_ranking_loss", "triplet_margin_loss", "gaussian_nll_loss", "poisson_nll_loss",
-           "soft_margin_loss", "hinge_embedding_loss", "multi_margin_loss", "grid_sample"]
+           "soft_margin_loss", "hinge_embedding_loss", "multi_margin_loss", "grid_sample",
+           "affine_grid"]
 
 IntOrSeq = int | Sequence[int]
 
@@ -362,3 +363,18 @@ def grid_sample(input: Tensor, grid: Tensor, mode: str = "bilinear", padding_mod
     return _C.dispatch("grid_sample", [input, grid],
                        {"mode": mode, "padding_mode": padding_mode,
                         "align_corners": bool(align_corners)})
+
+
+def affine_grid(theta: Tensor, size: Sequence[int], align_corners: bool | None = None) -> Tensor:
+    """torch's F.affine_grid: the grid_sample grid of the affine maps theta
+    ([N, 2, 3] for size (N, C, H, W), [N, 3, 4] for size (N, C, D, H, W));
+    differentiable in theta. align_corners=None is False, as in torch."""
+    size = [int(s) for s in size]
+    if len(size) not in (4, 5):
+        raise NotImplementedError("affine_grid only supports 4D and 5D sizes, for 2D and 3D "
+                                  f"affine transforms, respectively. Got size {size}.")
+    if align_corners and min(size[2:]) == 1:
+        warnings.warn("Since version 1.3.0, affine_grid behavior has changed for unit-size grids "
+                      "when align_corners=True. This is not an intended use case of affine_grid. "
+                      "See the documentation of affine_grid for details.", stacklevel=2)
+    return _C.nn.affine_grid(theta, size, bool(align_corners))

@@ -60,6 +60,11 @@ Tensor unfold(const Tensor& x, IntList kernel_size, IntList dilation = {1}, IntL
               IntList stride = {1});
 Tensor fold(const Tensor& x, IntList output_size, IntList kernel_size, IntList dilation = {1},
             IntList padding = {0}, IntList stride = {1});
+// The sampling grid of an affine map, for grid_sample: theta [N, 2, 3] and
+// size [N, C, H, W] give [N, H, W, 2]; theta [N, 3, 4] and size
+// [N, C, D, H, W] give [N, D, H, W, 3] (geometry.h's base grid times
+// theta^T, so theta gets a gradient).
+Tensor affine_grid(const Tensor& theta, IntList size, bool align_corners = false);
 
 // ---- dropout ----
 // Zeroes whole channels (dim 1 of [N, C, *]) with probability p and scales

@@ -14,6 +14,7 @@
 #include "kiln/nn/layers_more.h"
 #include "kiln/ops/conv_pool.h"
 #include "kiln/ops/elementwise.h"
+#include "kiln/ops/geometry.h"
 #include "kiln/ops/reduction.h"
 #include "kiln/ops/resample.h"
 #include "kiln/ops/shape.h"
@@ -219,60 +220,18 @@ Tensor lp_pool2d(const Tensor& x, double norm_type, IntList kernel_size, IntList
 
 namespace {
 
-// The sliding blocks of im2col / col2im over a (height, width) plane.
-struct Blocks {
-  std::array<int64_t, 2> kernel, dilation, padding, stride;
-  int64_t padded_h = 0, padded_w = 0, out_h = 0, out_w = 0;
-
-  int64_t count() const { return out_h * out_w; }
-  int64_t kernel_area() const { return kernel[0] * kernel[1]; }
-
-  // The flat position in the padded plane of each (kernel offset, block):
-  // [kh kw * L], PyTorch's column order.
-  std::vector<int64_t> positions() const {
-    std::vector<int64_t> out;
-    out.reserve(size_t(kernel_area() * count()));
-    for (int64_t i = 0; i < kernel[0]; ++i) {
-      for (int64_t j = 0; j < kernel[1]; ++j) {
-        for (int64_t by = 0; by < out_h; ++by) {
-          for (int64_t bx = 0; bx < out_w; ++bx) {
-            const int64_t row = by * stride[0] + i * dilation[0];
-            const int64_t col = bx * stride[1] + j * dilation[1];
-            out.push_back(row * padded_w + col);
-          }
-        }
-      }
-    }
-    return out;
-  }
-};
-
-Blocks blocks_over(int64_t height, int64_t width, const IntList& kernel_size,
-                   const IntList& dilation, const IntList& padding, const IntList& stride,
-                   const char* fn) {
-  Blocks b{two(kernel_size, fn, "kernel_size"), two(dilation, fn, "dilation"),
-           two(padding, fn, "padding"), two(stride, fn, "stride")};
-  for (int d = 0; d < 2; ++d) {
-    KILN_CHECK(b.kernel[d] > 0, fn, ": kernel size should be greater than zero, but got ",
-               kernel_size);
-    KILN_CHECK(b.dilation[d] > 0, fn, ": dilation should be greater than zero, but got ", dilation);
-    KILN_CHECK(b.padding[d] >= 0, fn, ": padding should be non-negative, but got ", padding);
-    KILN_CHECK(b.stride[d] > 0, fn, ": stride should be greater than zero, but got ", stride);
-  }
-  b.padded_h = height + 2 * b.padding[0];
-  b.padded_w = width + 2 * b.padding[1];
-  b.out_h = (b.padded_h - (b.dilation[0] * (b.kernel[0] - 1) + 1)) / b.stride[0] + 1;
-  b.out_w = (b.padded_w - (b.dilation[1] * (b.kernel[1] - 1) + 1)) / b.stride[1] + 1;
-  KILN_CHECK(b.out_h >= 1 && b.out_w >= 1, fn, ": Given input with spatial size (", height, ", ",
-             width, "), kernel_size=", kernel_size, ", dilation=", dilation, ", padding=", padding,
-             ", calculated shape of the array of sliding blocks as (", b.out_h, ", ", b.out_w,
-             "), but its components must be at least one.");
-  return b;
-}
-
-Tensor position_tensor(const Blocks& b) {
-  std::vector<int64_t> p = b.positions();
-  return tensor(p, {int64_t(p.size())});
+// The sliding blocks over a (height, width) plane, padded alike on both
+// sides (geometry.h, which ONNX's N-D Col2Im shares).
+SlidingBlocks blocks_over(int64_t height, int64_t width, const IntList& kernel_size,
+                          const IntList& dilation, const IntList& padding, const IntList& stride,
+                          const char* fn) {
+  auto pair = [fn](const IntList& values, const char* name) {
+    auto [first, second] = two(values, fn, name);
+    return IntList{first, second};
+  };
+  const IntList pads = pair(padding, "padding");
+  return sliding_blocks({height, width}, pair(kernel_size, "kernel_size"),
+                        pair(dilation, "dilation"), pads, pads, pair(stride, "stride"), fn);
 }
 
 }  // namespace
@@ -285,14 +244,15 @@ Tensor unfold(const Tensor& x, IntList kernel_size, IntList dilation, IntList pa
   Tensor input = batched ? x : unsqueeze(x, 0);
   const int64_t height = size_as_int(sym_size(input, 2), "unfold's input height");
   const int64_t width = size_as_int(sym_size(input, 3), "unfold's input width");
-  const Blocks b = blocks_over(height, width, kernel_size, dilation, padding, stride, "unfold");
-  if (b.padding[0] > 0 || b.padding[1] > 0) {
-    input = pad(input, {b.padding[1], b.padding[1], b.padding[0], b.padding[0]});
+  const SlidingBlocks b =
+      blocks_over(height, width, kernel_size, dilation, padding, stride, "unfold");
+  if (b.pads_begin[0] > 0 || b.pads_begin[1] > 0) {
+    input = pad(input, {b.pads_begin[1], b.pads_end[1], b.pads_begin[0], b.pads_end[0]});
   }
   const DimList shape = sym_shape(input);
-  Tensor plane = reshape(input, DimList{shape[0], shape[1], b.padded_h * b.padded_w});
-  Tensor columns = index_select(plane, 2, position_tensor(b));  // [N, C, kh kw L]
-  Tensor out = reshape(columns, DimList{shape[0], shape[1] * b.kernel_area(), b.count()});
+  Tensor plane = reshape(input, DimList{shape[0], shape[1], b.padded_volume()});
+  Tensor columns = index_select(plane, 2, b.positions());  // [N, C, kh kw L]
+  Tensor out = reshape(columns, DimList{shape[0], shape[1] * b.kernel_volume(), b.count()});
   return batched ? out : squeeze(out, 0);
 }
 
@@ -303,9 +263,10 @@ Tensor fold(const Tensor& x, IntList output_size, IntList kernel_size, IntList d
   const bool batched = x.dim() == 3;
   Tensor input = batched ? x : unsqueeze(x, 0);
   auto [height, width] = two(output_size, "fold", "output_size");
-  const Blocks b = blocks_over(height, width, kernel_size, dilation, padding, stride, "fold");
+  const SlidingBlocks b =
+      blocks_over(height, width, kernel_size, dilation, padding, stride, "fold");
   const int64_t rows = input.size(1);
-  KILN_CHECK(rows % b.kernel_area() == 0,
+  KILN_CHECK(rows % b.kernel_volume() == 0,
              "fold: Expected size of input's dimension 1 to be divisible by the product of "
              "kernel_size, but got input.size(1)=",
              rows, " and kernel_size=", kernel_size);
@@ -314,16 +275,16 @@ Tensor fold(const Tensor& x, IntList output_size, IntList kernel_size, IntList d
              ", stride=", stride,
              ", expected size of input's dimension 2 to match the calculated number of sliding "
              "blocks ",
-             b.out_h, " * ", b.out_w, " = ", b.count(), ", but got input.size(2)=", input.size(2),
-             ".");
+             b.blocks[0], " * ", b.blocks[1], " = ", b.count(),
+             ", but got input.size(2)=", input.size(2), ".");
   const DimList shape = sym_shape(input);
-  const Dim channels = floordiv(shape[1], b.kernel_area());
-  Tensor columns = reshape(input, DimList{shape[0], channels, b.kernel_area() * b.count()});
+  const Dim channels = floordiv(shape[1], b.kernel_volume());
+  Tensor columns = reshape(input, DimList{shape[0], channels, b.kernel_volume() * b.count()});
   Tensor zeros_plane =
-      expand(zeros({1, 1, 1}, x.dtype()), DimList{shape[0], channels, b.padded_h * b.padded_w});
-  Tensor plane = index_add(zeros_plane, 2, position_tensor(b), columns);
-  Tensor image = reshape(plane, DimList{shape[0], channels, b.padded_h, b.padded_w});
-  image = narrow(narrow(image, 2, b.padding[0], height), 3, b.padding[1], width);
+      expand(zeros({1, 1, 1}, x.dtype()), DimList{shape[0], channels, b.padded_volume()});
+  Tensor plane = index_add(zeros_plane, 2, b.positions(), columns);
+  Tensor image = reshape(plane, DimList{shape[0], channels, b.padded[0], b.padded[1]});
+  image = narrow(narrow(image, 2, b.pads_begin[0], height), 3, b.pads_begin[1], width);
   return batched ? image : squeeze(image, 0);
 }
 

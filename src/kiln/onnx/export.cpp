@@ -1,10 +1,12 @@
 // The export driver: unfuse, name the inputs and weights, translate node by
 // node (the export_*.cpp tables), name the outputs, serialize.
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <unordered_set>
 
+#include "kiln/core/factory.h"
 #include "kiln/jit/ir/rebatch.h"
 #include "kiln/onnx/export_context.h"
 #include "kiln/onnx/export_widen.h"
@@ -32,6 +34,63 @@ void unfuse_with_activation(Graph& graph, Node* node, const std::string& base) {
   graph.erase(node);
 }
 
+// The activation of a conv2d_fused over v, as the ops the fusion pass found
+// (ops/conv_fused_ops.cpp gives alpha and beta their meanings).
+Value* unfused_activation(Graph& graph, Node* node, Value* v) {
+  const Attrs& attrs = node->attrs();
+  const std::string& name = attrs.get_string("activation");
+  const double alpha = attrs.get_float("alpha"), beta = attrs.get_float("beta");
+  auto emit = [&](const char* op_name, std::vector<Value*> inputs, const Attrs& op_attrs = {}) {
+    return graph.insert_before(node, op(op_name), std::move(inputs), op_attrs)->output();
+  };
+  auto number = [&](double value) {
+    return graph.add_constant(full({}, Scalar(value), TensorOptions{v->dtype()}));
+  };
+  auto hardsigmoid = [&] {
+    Value* shifted = emit("add", {emit("mul", {v, number(alpha)}), number(beta)});
+    return emit("clamp", {shifted}, {{"min", 0.0}, {"max", 1.0}});
+  };
+  if (name == "none") return v;
+  if (name == "relu" || name == "sigmoid" || name == "tanh") return emit(name.c_str(), {v});
+  if (name == "clamp") {
+    auto bound = [](double b) {
+      return std::isinf(b) ? AttrValue(std::monostate{}) : AttrValue(b);
+    };
+    return emit("clamp", {v}, {{"min", bound(alpha)}, {"max", bound(beta)}});
+  }
+  if (name == "hardsigmoid") return hardsigmoid();
+  if (name == "hardswish") return emit("mul", {v, hardsigmoid()});
+  KILN_CHECK(name == "silu", "onnx export: conv2d_fused with activation '", name, "'");
+  return emit("mul", {v, emit("sigmoid", {v})});
+}
+
+// conv2d_fused(x, w, b, r) -> activation(conv2d(x, w, b) + r) * scale_after
+// + shift_after.
+void unfuse_conv_epilogue(Graph& graph, Node* node) {
+  Attrs attrs;
+  for (const auto& [name, value] : node->attrs().items())
+    if (name != "activation" && name != "alpha" && name != "beta" && name != "scale_after" &&
+        name != "shift_after") {
+      attrs.set(name, value);
+    }
+  std::vector<Value*> conv_inputs{node->input(0), node->input(1)};
+  if (node->inputs().size() > 2 && node->input(2)) conv_inputs.push_back(node->input(2));
+  Value* v = graph.insert_before(node, op("conv2d"), conv_inputs, attrs)->output();
+  if (node->inputs().size() > 3 && node->input(3)) {
+    v = graph.insert_before(node, op("add"), {v, node->input(3)})->output();
+  }
+  v = unfused_activation(graph, node, v);
+  const double scale = node->attrs().get_float("scale_after");
+  const double shift = node->attrs().get_float("shift_after");
+  auto number = [&](double value) {
+    return graph.add_constant(full({}, Scalar(value), TensorOptions{v->dtype()}));
+  };
+  if (scale != 1.0) v = graph.insert_before(node, op("mul"), {v, number(scale)})->output();
+  if (shift != 0.0) v = graph.insert_before(node, op("add"), {v, number(shift)})->output();
+  node->output()->replace_all_uses_with(v);
+  graph.erase(node);
+}
+
 // fused_elementwise -> the ops of its program, in order.
 void unfuse_program(Graph& graph, Node* node) {
   const Program& program = parse_program(node->attrs().get_string("program"));
@@ -54,6 +113,7 @@ void unfuse(Graph& graph) {
     const std::string& name = node->op().name;
     if (name == "linear_act") unfuse_with_activation(graph, node, "linear");
     if (name == "conv2d_act") unfuse_with_activation(graph, node, "conv2d");
+    if (name == "conv2d_fused") unfuse_conv_epilogue(graph, node);
     if (name == "fused_elementwise") unfuse_program(graph, node);
   }
 }
@@ -180,7 +240,8 @@ std::string output_name(const ExportOptions& options, size_t i) {
 }  // namespace
 
 bool can_export(const std::string& op_name) {
-  if (op_name == "linear_act" || op_name == "conv2d_act" || op_name == "fused_elementwise")
+  if (op_name == "linear_act" || op_name == "conv2d_act" || op_name == "conv2d_fused" ||
+      op_name == "fused_elementwise")
     return true;
   return find_exporter(op_name) != nullptr;
 }

@@ -3,6 +3,9 @@
 // with extra outputs for their backward rule (dropout's mask, batch_norm's
 // and layer_norm's statistics) export when only their first output is read,
 // which is the case in inference graphs.
+#include <algorithm>
+#include <limits>
+
 #include "kiln/core/factory.h"
 #include "kiln/onnx/export_context.h"
 #include "kiln/util/error.h"
@@ -262,6 +265,60 @@ void layer_norm(const Node& node, ExportContext& c) {
   set_attr(made, "epsilon", float(node.attrs().get_float("eps")));
 }
 
+// scaled_dot_product_attention (the op fuse_attention puts in frozen traces)
+// as the ops it stands for: softmax(q . k^T * scale + mask) . v. A bool mask
+// (and is_causal) becomes Where(mask, scores, -inf). A query that sees no key
+// (a row of -inf scores) gets zeros from kiln's op, as from torch's, but NaN
+// from Softmax: with a mask, a Where on the row's max puts the zeros back.
+void attention(const Node& node, ExportContext& c) {
+  const DType dtype = node.output()->dtype();
+  const int64_t rank = int64_t(node.input(0)->shape().size());
+  std::vector<int64_t> perm(static_cast<size_t>(rank));
+  for (int64_t d = 0; d < rank; ++d)
+    perm[size_t(d)] = d;
+  std::swap(perm[size_t(rank - 2)], perm[size_t(rank - 1)]);
+  pb::NodeProto* transpose = nullptr;
+  std::string key_t = c.temp("Transpose", {c.name(node.input(1))}, &transpose);
+  set_attr(*transpose, "perm", perm);
+  std::string scores = c.temp("MatMul", {c.name(node.input(0)), key_t});
+  const double scale = node.attrs().get_float("scale");
+  if (scale != 1.0) scores = c.temp("Mul", {scores, c.scalar(scale, dtype)});
+  const std::string minus_inf = c.scalar(-std::numeric_limits<double>::infinity(), dtype);
+  const bool masked = node.inputs().size() > 3 && node.input(3);
+  if (masked) {
+    const jit::Value* mask = node.input(3);
+    scores = mask->dtype() == DType::Bool ? c.temp("Where", {c.name(mask), scores, minus_inf})
+                                          : c.temp("Add", {scores, c.name(mask)});
+  }
+  if (node.attrs().get_bool("is_causal")) {
+    // The mask is a constant [L, S]: only those two sizes need be numbers.
+    const Dim &query_len = node.input(0)->shape()[size_t(rank - 2)],
+              &key_len = node.input(1)->shape()[size_t(rank - 2)];
+    KILN_CHECK(query_len.is_static() && key_len.is_static(), "onnx export: ", node.op().name,
+               " (node %", node.output()->id(),
+               "): is_causal's mask needs concrete query and key lengths, got [", query_len, ", ",
+               key_len, "]");
+    const int64_t queries = query_len.static_value(), keys = key_len.static_value();
+    Tensor allowed = zeros({queries, keys}, DType::Bool);
+    for (int64_t i = 0; i < queries; ++i)
+      for (int64_t j = 0; j <= std::min(i, keys - 1); ++j)
+        allowed.data<bool>()[i * keys + j] = true;
+    scores = c.temp("Where", {c.initializer(allowed), scores, minus_inf});
+  }
+  pb::NodeProto* softmax = nullptr;
+  std::string weights = c.temp("Softmax", {scores}, &softmax);
+  set_attr(*softmax, "axis", int64_t(-1));
+  if (masked) {  // is_causal alone leaves every query key 0
+    pb::NodeProto* row_max = nullptr;
+    const std::string best = c.temp("ReduceMax", {scores}, &row_max);
+    set_attr(*row_max, "axes", std::vector<int64_t>{-1});  // an attribute up to opset 17
+    set_attr(*row_max, "keepdims", int64_t(1));
+    const std::string sees_nothing = c.temp("Equal", {best, minus_inf});
+    weights = c.temp("Where", {sees_nothing, c.scalar(0.0, dtype), weights});
+  }
+  c.node_for(node.output(), "MatMul", {weights, c.name(node.input(2))});
+}
+
 }  // namespace
 
 void add_nn_exporters(Table& table) {
@@ -277,6 +334,7 @@ void add_nn_exporters(Table& table) {
   table["dropout"] = dropout;
   table["batch_norm"] = batch_norm;
   table["layer_norm"] = layer_norm;
+  table["scaled_dot_product_attention"] = attention;
 }
 
 }  // namespace kiln::onnx

@@ -5,8 +5,8 @@
 //                      {.opset_version = 17, .dynamic_batch = true});
 //
 // Parameters become initializers under their state_dict names, graph inputs
-// keep their names. Fused ops (linear_act, conv2d_act, fused_elementwise)
-// are written as the ops they stand for. Every op of the table either has a
+// keep their names. Fused ops (linear_act, conv2d_act, conv2d_fused,
+// fused_elementwise) are written as the ops they stand for. Every op of the table either has a
 // translation (export_*.cpp, export_generic.cpp) or export fails naming it.
 //
 // A graph with symbolic sizes (issue 21) exports as it is: its symbolic

@@ -127,10 +127,7 @@ void register_attention_ops(OpRegistry& registry) {
             .infer = infer_attention,
             .cpu = attention_kernel,
             .grad = attention_grad,
-            .kind = OpKind::Opaque,
-            .onnx = onnx_not_exportable(
-                "a fused op of eager calls and compiled plans; traces and ONNX exports hold the "
-                "matmul, softmax and matmul it stands for")});
+            .kind = OpKind::Opaque});  // exported as the ops it stands for (export_nn.cpp)
 }
 
 }  // namespace kiln

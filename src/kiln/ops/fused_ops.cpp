@@ -245,12 +245,14 @@ constexpr char kConv2d[] = "conv2d";
 
 void register_fused_elementwise(OpRegistry& registry);  // fused_elementwise.cpp
 void register_attention_ops(OpRegistry& registry);      // attention_ops.cpp
+void register_conv_fused_ops(OpRegistry& registry);     // conv_fused_ops.cpp
 
 void register_fused_ops(OpRegistry& registry) {
   registry.add(WithActivation<kLinear>::def(registry, "linear_act"));
   registry.add(WithActivation<kConv2d>::def(registry, "conv2d_act"));
   register_fused_elementwise(registry);
   register_attention_ops(registry);
+  register_conv_fused_ops(registry);
 }
 
 }  // namespace kiln

@@ -1,6 +1,7 @@
 // grid_sample(input, grid; mode, padding_mode, align_corners): torch's
-// F.grid_sample on 4-D inputs and ONNX's GridSample (opsets 16 to 19, whose
-// mode names these are), kernels/cpu/grid_sample.h.
+// F.grid_sample on 4-D inputs and ONNX's GridSample (opsets 16 to 19 name
+// the modes so; onnx/import_geometry.cpp also reads opset 20's),
+// kernels/cpu/grid_sample.h.
 //
 // It has no backward rule yet: PyTorch's gradient w.r.t. the input is a
 // scatter of the interpolation weights and w.r.t. the grid the weights'
@@ -65,13 +66,16 @@ void register_grid_sample_ops(OpRegistry& registry) {
                      .infer = infer_grid_sample,
                      .cpu = grid_sample_kernel,
                      .kind = OpKind::Opaque,
+                     // Exported one to one at opsets 16 to 19 (the exporter's); imported
+                     // by onnx/import_geometry.cpp, which also reads opset 20's mode names.
                      .onnx = [] {
-                       OnnxInfo info = onnx_op(
-                           "GridSample", {{"mode", "mode", std::string("bilinear")},
-                                          {"padding_mode", "padding_mode", std::string("zeros")},
-                                          {"align_corners", "align_corners", false}});
-                       info.min_opset =
-                           16;  // opset 20 renamed the modes (linear, cubic) and went N-D
+                       OnnxInfo info =
+                           onnx_op("GridSample",
+                                   {{"mode", "mode", std::string("bilinear")},
+                                    {"padding_mode", "padding_mode", std::string("zeros")},
+                                    {"align_corners", "align_corners", false}},
+                                   {}, OnnxDirection::ExportOnly);
+                       info.min_opset = 16;
                        info.max_opset = 19;
                        return info;
                      }()});

@@ -55,6 +55,8 @@ void register_builtin_ops(OpRegistry& registry) {
   register_conv_pool_ops(registry);
   register_resample_ops(registry);
   register_grid_sample_ops(registry);
+  register_roi_pool_ops(registry);
+  register_deform_conv_ops(registry);
   register_scatter_reduce_ops(registry);
   register_pad_ops(registry);
   register_nn_ops(registry);

@@ -50,6 +50,8 @@ void register_reduction_ops(OpRegistry& registry);
 void register_copy_ops(OpRegistry& registry);  // cast, clone, contiguous, fill
 void register_view_ops(OpRegistry& registry);
 void register_grid_sample_ops(OpRegistry& registry);
+void register_roi_pool_ops(OpRegistry& registry);     // max_roi_pool
+void register_deform_conv_ops(OpRegistry& registry);  // deform_conv2d, deform_im2col
 void register_scatter_reduce_ops(OpRegistry& registry);
 void register_shape_ops(OpRegistry& registry);      // cat, stack, gather, embedding, one_hot, ...
 void register_linalg_ops(OpRegistry& registry);     // matmul, linear, addmm

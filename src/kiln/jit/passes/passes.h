@@ -21,6 +21,12 @@ bool cse(Graph& graph, PassContext& context);
 // Nodes whose results nobody uses, and unused constants, are removed.
 bool dce(Graph& graph, PassContext& context);
 
+// conv2d followed by a residual add and/or an activation (relu, clamp,
+// hardsigmoid, hardswish, sigmoid, silu, tanh, as kiln.nn and ONNX imports
+// write them) becomes one conv2d_fused (fuse_conv_epilogue.cpp). Changes
+// rounding: fast-math, and frozen graphs unless exact.
+bool fuse_conv_epilogue(Graph& graph, PassContext& context);
+
 // linear/conv2d followed by relu/sigmoid/tanh become one fused op
 // (linear_act, conv2d_act) when the activation is the only user.
 bool fuse_activations(Graph& graph, PassContext& context);

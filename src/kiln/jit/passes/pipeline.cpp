@@ -212,6 +212,12 @@ void register_builtin_passes(PassRegistry& registry) {
                 .summary = "frozen: batch_norm (eval) folds into the conv2d/linear before it "
                            "(not with exact)",
                 .may_change_rounding = true});
+  registry.add({.name = "fuse_conv_epilogue",
+                .run = fuse_conv_epilogue,
+                .summary = "frozen: conv2d + residual add + activation (relu, clamp, "
+                           "hardsigmoid, hardswish, sigmoid, silu, tanh) become one "
+                           "conv2d_fused (not with exact)",
+                .may_change_rounding = true});
   registry.add({.name = "fuse_activations",
                 .run = fuse_activations,
                 .summary = "linear/conv2d + relu/sigmoid/tanh become one fused op"});
@@ -244,6 +250,9 @@ const std::vector<PipelineStep>& default_pipeline_steps() {
       // On by default in frozen graphs (inference), off with exact.
       {"fold_batch_norm", /*fast_math_only=*/true, /*frozen_unless_exact=*/true},
       {"fuse_attention", /*fast_math_only=*/true, /*frozen_unless_exact=*/true},
+      // After fold_batch_norm (conv + bn + relu is then conv + relu) and
+      // before fuse_activations, which would take conv2d + relu alone.
+      {"fuse_conv_epilogue", /*fast_math_only=*/true, /*frozen_unless_exact=*/true},
       // Before fuse_elementwise, which would take the relu/sigmoid/tanh
       // after a linear/conv2d into an elementwise group instead.
       {"fuse_activations"},

@@ -1,5 +1,6 @@
 #include "kiln/kernels/cpu/conv.h"
 
+#include <cstring>
 #include <memory>
 #include <mutex>
 
@@ -53,10 +54,12 @@ struct ConvGeometry {
   dims src, weights, dst;
   bool has_bias = false;
   Conv2dParams params;
+  ConvEpilogue epilogue;
 };
 
 ConvGeometry conv_geometry(const StridedView& out, const StridedView& x, const StridedView& w,
-                           const StridedView& bias, const Conv2dParams& p) {
+                           const StridedView& bias, const Conv2dParams& p,
+                           const ConvEpilogue& epilogue = {}) {
   const int64_t G = p.groups, OC = w.shape[0];
   ConvGeometry g;
   g.src = dims(x.shape, x.shape + 4);
@@ -65,6 +68,7 @@ ConvGeometry conv_geometry(const StridedView& out, const StridedView& x, const S
       G > 1 ? dims{G, OC / G, w.shape[1], w.shape[2], w.shape[3]} : dims(w.shape, w.shape + 4);
   g.has_bias = bias.data != nullptr;
   g.params = p;
+  g.epilogue = epilogue;
   return g;
 }
 
@@ -74,6 +78,9 @@ onednn::Key key_of(const ConvGeometry& g) {
   key.add(g.src.data(), 4).add(g.weights.data(), int(g.weights.size())).add(g.dst.data(), 4);
   key.add(p.groups).add(g.has_bias);
   key.add(p.stride, 2).add(p.padding, 2).add(p.dilation, 2);
+  const ConvEpilogue& e = g.epilogue;
+  key.add(int64_t(e.activation)).add(e.residual).add_double(e.alpha).add_double(e.beta);
+  key.add_double(e.scale_after).add_double(e.shift_after);
   return key;
 }
 
@@ -84,6 +91,13 @@ struct ConvEntry {
   dnnl::memory::desc bias;
   dnnl::memory::desc scratchpad;
   onednn::Reorder weights, src, dst;
+  // The epilogue: the residual goes into the destination before the
+  // primitive runs (its `sum` post-op adds it; `residual` reorders it into
+  // a blocked destination), and `after` is what the post-ops could not do,
+  // applied by kiln's epilogue over the output.
+  bool sums_residual = false;
+  onednn::Reorder residual;
+  ConvEpilogue after;
 };
 
 onednn::PrimitiveCache<ConvEntry>& conv_cache() {
@@ -109,7 +123,66 @@ bool wants_blocked_layout(const ConvGeometry& g) {
   return g.params.groups == 1 && taps > 1 && pixels >= kMinBlockedPixels;
 }
 
-ConvEntry make_conv(const ConvGeometry& g, bool blocked) {
+// The epilogue as oneDNN post-ops, in order: the residual as `sum` (a
+// `binary_add` reading kiln's NCHW residual would spare its reorder into
+// the blocked destination, but oneDNN 2.6 then gives up its blocked
+// kernels for im2col + GEMM on NCHW: ResNet-18's 64-channel 3x3 layer ran
+// 5.6x slower), then the
+// activation as eltwise ops where oneDNN 2.6 has them (hardsigmoid as
+// linear then clip; hardswish only with PyTorch's constants, 1/6 and 1/2,
+// oneDNN's fixed form), then the scale and shift after it as linear. What
+// they leave out goes into `after`. oneDNN's
+// eltwise functions round differently from kiln's (within float32
+// tolerance): the fused op is made only where rounding may change.
+dnnl::post_ops post_ops_for(const ConvEpilogue& e, ConvEpilogue& after) {
+  using alg = dnnl::algorithm;
+  using E = EpilogueActivation;
+  dnnl::post_ops ops;
+  if (e.residual) ops.append_sum(1.0f);
+  const float alpha = float(e.alpha), beta = float(e.beta);
+  switch (e.activation) {
+    case E::None:
+      break;
+    case E::Relu:
+      ops.append_eltwise(1.0f, alg::eltwise_relu, 0.0f, 0.0f);
+      break;
+    case E::Clamp:
+      ops.append_eltwise(1.0f, alg::eltwise_clip_v2, alpha, beta);
+      break;
+    case E::HardSigmoid:
+      ops.append_eltwise(1.0f, alg::eltwise_linear, alpha, beta);
+      ops.append_eltwise(1.0f, alg::eltwise_clip_v2, 0.0f, 1.0f);
+      break;
+    case E::HardSwish:
+      if (alpha == 1.0f / 6.0f && beta == 0.5f) {
+        ops.append_eltwise(1.0f, alg::eltwise_hardswish, 0.0f, 0.0f);
+      } else {
+        after.activation = e.activation;
+        after.alpha = e.alpha;
+        after.beta = e.beta;
+      }
+      break;
+    case E::Sigmoid:
+      ops.append_eltwise(1.0f, alg::eltwise_logistic, 0.0f, 0.0f);
+      break;
+    case E::Silu:
+      ops.append_eltwise(1.0f, alg::eltwise_swish, 1.0f, 0.0f);
+      break;
+    case E::Tanh:
+      ops.append_eltwise(1.0f, alg::eltwise_tanh, 0.0f, 0.0f);
+      break;
+  }
+  if (!e.has_affine_after()) return ops;
+  if (after.activation != E::None) {  // it must follow the activation left out
+    after.scale_after = e.scale_after;
+    after.shift_after = e.shift_after;
+  } else {
+    ops.append_eltwise(1.0f, alg::eltwise_linear, float(e.scale_after), float(e.shift_after));
+  }
+  return ops;
+}
+
+ConvEntry make_conv(const ConvGeometry& g, bool blocked, bool with_post_ops = true) {
   using tag = dnnl::memory::format_tag;
   const auto f32 = dnnl::memory::data_type::f32;
   const Conv2dParams& p = g.params;
@@ -132,23 +205,52 @@ ConvEntry make_conv(const ConvGeometry& g, bool blocked) {
   dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
                                        dnnl::algorithm::convolution_direct, src, any_wei,
                                        entry.bias, dst, strides, dilation, pad_l, pad_r);
-  dnnl::convolution_forward::primitive_desc pd(desc, onednn::default_attr(), onednn::engine());
+  dnnl::primitive_attr attr = onednn::default_attr();
+  if (with_post_ops) {
+    attr.set_post_ops(post_ops_for(g.epilogue, entry.after));
+    entry.sums_residual = g.epilogue.residual;
+  } else {
+    entry.after = g.epilogue;
+  }
+  dnnl::convolution_forward::primitive_desc pd(desc, attr, onednn::engine());
   entry.conv = dnnl::convolution_forward(pd);
   entry.scratchpad = pd.scratchpad_desc();
   entry.weights = onednn::Reorder(user_wei, pd.weights_desc());
   entry.src = onednn::Reorder(user_src, pd.src_desc());
   entry.dst = onednn::Reorder(pd.dst_desc(), user_dst);
+  if (entry.sums_residual) entry.residual = onednn::Reorder(user_dst, pd.dst_desc());
   return entry;
+}
+
+// make_conv with the epilogue in post-ops where they pay: on the blocked
+// layouts, whose jit kernels apply them as they store. On plain NCHW oneDNN
+// 2.6 runs a convolution as im2col + GEMM and applies eltwise post-ops
+// element by element afterwards: on MobileNetV3's 1x1 layers (16 -> 72
+// channels at 56x56, 40 -> 240 at 14x14, one thread) relu made the call 5x
+// slower, hardswish 14x, hardsigmoid 20x, where kiln's epilogue over the
+// output costs a few percent. So there (and should oneDNN refuse the
+// post-ops for a geometry) kiln's epilogue does it all.
+ConvEntry make_fused_conv(const ConvGeometry& g) {
+  const bool blocked = wants_blocked_layout(g);
+  if (g.epilogue.empty()) return make_conv(g, blocked);
+  if (!blocked) return make_conv(g, blocked, /*with_post_ops=*/false);
+  try {
+    return make_conv(g, blocked);
+  } catch (const dnnl::error&) {
+    return make_conv(g, blocked, /*with_post_ops=*/false);
+  }
 }
 
 // Runs the convolution; `packed` holds the weights already in the
 // primitive's layout, or is empty (they are reordered now, into a
 // per-thread buffer: they may change between calls).
 void execute_conv(const ConvEntry& entry, const StridedView& out, const StridedView& x,
-                  const StridedView& w, const StridedView& bias,
+                  const StridedView& w, const StridedView& bias, const StridedView& residual,
                   const dnnl::memory& packed = dnnl::memory()) {
   using onednn::ReorderSlot;
-  std::vector<float> x_copy, w_copy, bias_copy;
+  std::vector<float> x_copy, w_copy, bias_copy, residual_copy;
+  const float* residual_data =
+      residual.data ? contiguous_residual_f32(residual, residual_copy) : nullptr;
   const float* x_data = onednn::dense_f32(x, x_copy);
   const float* bias_data = bias.data ? onednn::dense_f32(bias, bias_copy) : nullptr;
   dnnl::memory weights = packed;
@@ -157,6 +259,13 @@ void execute_conv(const ConvEntry& entry, const StridedView& out, const StridedV
   dnnl::memory dst = entry.dst.needed()
                          ? onednn::reorder_buffer(entry.dst.from(), ReorderSlot::Destination)
                          : onednn::wrap(entry.dst.to(), out.data);
+  if (entry.sums_residual && residual_data) {  // the `sum` post-op adds what dst holds
+    if (entry.dst.needed()) {
+      entry.residual.run_into(onednn::wrap(entry.residual.from(), residual_data), dst);
+    } else if (residual_data != out.data) {
+      std::memcpy(out.data, residual_data, size_t(out.numel()) * sizeof(float));
+    }
+  }
   onednn::execute(entry.conv, {{DNNL_ARG_SRC, src},
                                {DNNL_ARG_WEIGHTS, weights},
                                {DNNL_ARG_DST, dst},
@@ -164,6 +273,8 @@ void execute_conv(const ConvEntry& entry, const StridedView& out, const StridedV
                                 bias_data ? onednn::wrap(entry.bias, bias_data) : dnnl::memory()},
                                {DNNL_ARG_SCRATCHPAD, onednn::scratchpad(entry.scratchpad)}});
   if (entry.dst.needed()) entry.dst.run_into(dst, out.data);
+  apply_conv_epilogue_f32(out.ptr<float>(), entry.after.residual ? residual_data : nullptr,
+                          out.numel(), entry.after);
 }
 
 // conv2d() takes the loop where oneDNN cannot: float64, or zero input
@@ -182,13 +293,39 @@ void conv2d_reference(const StridedView& out, const StridedView& x, const Stride
   });
 }
 
+// A convolution down a column (images one pixel wide, kernels one tap wide:
+// 1-D convolutions written as 2-D, as magika's byte CNN is) is the same
+// convolution along a row: [N, C, H, 1] and [N, C, 1, H] are the same
+// memory. oneDNN runs rows twice as fast (magika's 256 -> 512 channel,
+// 5-tap layer over 512 bytes: 15.1 ms as a column, 7.1 as a row, one
+// thread), and kiln's own kernels are made for rows too.
+bool is_column_conv(const StridedView& out, const StridedView& x, const StridedView& w,
+                    const Conv2dParams& p) {
+  return x.shape[3] == 1 && w.shape[3] == 1 && out.shape[3] == 1 && p.padding[1] == 0 &&
+         x.shape[2] > 1;
+}
+
+StridedView as_row(StridedView v) {
+  if (!v.data || v.ndim != 4) return v;
+  std::swap(v.shape[2], v.shape[3]);
+  std::swap(v.strides[2], v.strides[3]);
+  return v;
+}
+
+Conv2dParams as_row(Conv2dParams p) {
+  std::swap(p.stride[0], p.stride[1]);
+  std::swap(p.padding[0], p.padding[1]);
+  std::swap(p.dilation[0], p.dilation[1]);
+  return p;
+}
+
 void conv2d_onednn_f32(const StridedView& out, const StridedView& x, const StridedView& w,
                        const StridedView& bias, const Conv2dParams& p) {
   const ConvGeometry g = conv_geometry(out, x, w, bias, p);
   onednn::guarded("conv2d", [&] {
     ConvEntry entry =
         conv_cache().get(key_of(g), [&] { return make_conv(g, wants_blocked_layout(g)); });
-    execute_conv(entry, out, x, w, bias);
+    execute_conv(entry, out, x, w, bias, StridedView{});
   });
 }
 
@@ -220,41 +357,63 @@ struct Conv2dPlan::OneDnn {
 };
 
 Conv2dPlan::Conv2dPlan(const StridedView& out, const StridedView& x, const StridedView& w,
-                       const StridedView& bias, const Conv2dParams& p)
-    : params_(p), empty_(out.numel() == 0) {
+                       const StridedView& bias, const Conv2dParams& p, const ConvEpilogue& epilogue)
+    : params_(p), epilogue_(epilogue), empty_(out.numel() == 0) {
   if (empty_ || needs_reference(out, w)) return;
+  if (is_column_conv(out, x, w, p)) {
+    column_ = true;
+    params_ = as_row(p);
+    init(as_row(out), as_row(x), as_row(w), bias);
+    return;
+  }
+  init(out, x, w, bias);
+}
+
+void Conv2dPlan::init(const StridedView& out, const StridedView& x, const StridedView& w,
+                      const StridedView& bias) {
+  const Conv2dParams& p = params_;
+  const ConvEpilogue& epilogue = epilogue_;
   depthwise_ = conv2d_depthwise_f32_applies(out, x, w, p);
   direct_ = !depthwise_ && conv2d_direct_f32_applies(out, x, w, p);
   if (depthwise_ || direct_) return;
   auto state = std::make_unique<OneDnn>();
-  const ConvGeometry g = conv_geometry(out, x, w, bias, p);
-  onednn::guarded("conv2d", [&] { state->entry = make_conv(g, wants_blocked_layout(g)); });
+  const ConvGeometry g = conv_geometry(out, x, w, bias, p, epilogue);
+  onednn::guarded("conv2d", [&] { state->entry = make_fused_conv(g); });
   onednn_ = std::move(state);
 }
 
 Conv2dPlan::~Conv2dPlan() = default;
 
 void Conv2dPlan::run(const StridedView& out, const StridedView& x, const StridedView& w,
-                     const StridedView& bias) const {
+                     const StridedView& bias, const StridedView& residual) const {
   if (empty_) return;
+  if (column_) return run_as_given(as_row(out), as_row(x), as_row(w), bias, as_row(residual));
+  run_as_given(out, x, w, bias, residual);
+}
+
+void Conv2dPlan::run_as_given(const StridedView& out, const StridedView& x, const StridedView& w,
+                              const StridedView& bias, const StridedView& residual) const {
+  // take_relu() gave relu to a plan without an epilogue of its own.
+  ConvEpilogue epilogue = epilogue_;
+  if (relu_) epilogue.activation = EpilogueActivation::Relu;
   if (depthwise_) {
-    conv2d_depthwise_f32(out, x, w, bias, params_, relu_);
+    conv2d_depthwise_f32(out, x, w, bias, params_, epilogue, residual);
     return;
   }
   if (direct_) {
-    conv2d_direct_f32(out, x, w, bias, params_,
-                      relu_ ? ConvActivation::Relu : ConvActivation::None);
+    conv2d_direct_f32(out, x, w, bias, params_, epilogue, residual);
     return;
   }
   if (!onednn_) {
     conv2d_reference(out, x, w, bias, params_);
+    apply_conv_epilogue(out, residual, epilogue_);
     return;
   }
-  onednn::guarded("conv2d", [&] { execute_conv(onednn_->entry, out, x, w, bias); });
+  onednn::guarded("conv2d", [&] { execute_conv(onednn_->entry, out, x, w, bias, residual); });
 }
 
 bool Conv2dPlan::take_relu() {
-  relu_ = !empty_ && (depthwise_ || direct_);
+  relu_ = !empty_ && (depthwise_ || direct_) && epilogue_.empty();
   return relu_;
 }
 
@@ -263,20 +422,25 @@ bool Conv2dPlan::packs_weights() const {
 }
 
 void Conv2dPlan::run_packed(const StridedView& out, const StridedView& x, const StridedView& w,
-                            const StridedView& bias, uint64_t version) const {
+                            const StridedView& bias, uint64_t version,
+                            const StridedView& residual) const {
   if (!packs_weights()) {
-    run(out, x, w, bias);
+    run(out, x, w, bias, residual);
     return;
   }
+  const bool row = column_;
   onednn::guarded("conv2d", [&] {
-    std::shared_ptr<const OneDnn::Packed> packed = onednn_->packed_at(w, version);
-    execute_conv(onednn_->entry, out, x, w, bias, packed->weights);
+    std::shared_ptr<const OneDnn::Packed> packed = onednn_->packed_at(row ? as_row(w) : w, version);
+    execute_conv(onednn_->entry, row ? as_row(out) : out, row ? as_row(x) : x, row ? as_row(w) : w,
+                 bias, row ? as_row(residual) : residual, packed->weights);
   });
 }
 
 void conv2d(const StridedView& out, const StridedView& x, const StridedView& w,
             const StridedView& bias, const Conv2dParams& p) {
   if (out.numel() == 0) return;
+  if (!needs_reference(out, w) && is_column_conv(out, x, w, p))
+    return conv2d(as_row(out), as_row(x), as_row(w), bias, as_row(p));
   if (needs_reference(out, w)) {
     conv2d_reference(out, x, w, bias, p);
     return;
@@ -290,6 +454,34 @@ void conv2d(const StridedView& out, const StridedView& x, const StridedView& w,
     return;
   }
   conv2d_onednn_f32(out, x, w, bias, p);
+}
+
+void conv2d_fused(const StridedView& out, const StridedView& x, const StridedView& w,
+                  const StridedView& bias, const StridedView& residual, const Conv2dParams& p,
+                  const ConvEpilogue& epilogue) {
+  if (out.numel() == 0) return;
+  if (!needs_reference(out, w) && is_column_conv(out, x, w, p)) {
+    return conv2d_fused(as_row(out), as_row(x), as_row(w), bias, as_row(residual), as_row(p),
+                        epilogue);
+  }
+  if (needs_reference(out, w)) {
+    conv2d_reference(out, x, w, bias, p);
+    apply_conv_epilogue(out, residual, epilogue);
+    return;
+  }
+  if (conv2d_depthwise_f32_applies(out, x, w, p)) {
+    conv2d_depthwise_f32(out, x, w, bias, p, epilogue, residual);
+    return;
+  }
+  if (conv2d_direct_f32_applies(out, x, w, p)) {
+    conv2d_direct_f32(out, x, w, bias, p, epilogue, residual);
+    return;
+  }
+  const ConvGeometry g = conv_geometry(out, x, w, bias, p, epilogue);
+  onednn::guarded("conv2d", [&] {
+    ConvEntry entry = conv_cache().get(key_of(g), [&] { return make_fused_conv(g); });
+    execute_conv(entry, out, x, w, bias, residual);
+  });
 }
 
 }  // namespace kiln::cpu

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "kiln/kernels/cpu/conv_epilogue.h"
 #include "kiln/kernels/cpu/strided.h"
 
 namespace kiln::cpu {
@@ -32,6 +33,11 @@ bool conv2d_direct_f32_applies(const StridedView& out, const StridedView& x, con
 void conv2d_direct_f32(const StridedView& out, const StridedView& x, const StridedView& w,
                        const StridedView& bias, const Conv2dParams& p,
                        ConvActivation activation = ConvActivation::None);
+// With a fused epilogue (conv_epilogue.h), applied to each image as it is
+// finished (in registers where it is relu or sigmoid and there is no residual).
+void conv2d_direct_f32(const StridedView& out, const StridedView& x, const StridedView& w,
+                       const StridedView& bias, const Conv2dParams& p, const ConvEpilogue& epilogue,
+                       const StridedView& residual);
 
 // Depthwise float32 convolutions (groups == in == out channels, no
 // dilation: MobileNet's) go to kiln's own kernel (conv_depthwise.cpp): on
@@ -41,6 +47,18 @@ bool conv2d_depthwise_f32_applies(const StridedView& out, const StridedView& x,
 // relu: applied as it stores, the bits relu over the output gives.
 void conv2d_depthwise_f32(const StridedView& out, const StridedView& x, const StridedView& w,
                           const StridedView& bias, const Conv2dParams& p, bool relu = false);
+// With a fused epilogue, applied to each output plane as it is finished
+// (relu without a residual: in registers, as above).
+void conv2d_depthwise_f32(const StridedView& out, const StridedView& x, const StridedView& w,
+                          const StridedView& bias, const Conv2dParams& p,
+                          const ConvEpilogue& epilogue, const StridedView& residual);
+
+// conv2d() followed by the epilogue: activation(conv + bias + residual),
+// each path applying it its own way (oneDNN: post-ops). Eager calls of
+// conv2d_fused; a Conv2dPlan made with the same epilogue gives the same bits.
+void conv2d_fused(const StridedView& out, const StridedView& x, const StridedView& w,
+                  const StridedView& bias, const StridedView& residual, const Conv2dParams& p,
+                  const ConvEpilogue& epilogue);
 
 // The other implementations behind conv2d(), for tests that cross-check them.
 void conv2d_onednn_f32(const StridedView& out, const StridedView& x, const StridedView& w,
@@ -56,13 +74,14 @@ void conv2d_reference(const StridedView& out, const StridedView& x, const Stride
 class Conv2dPlan {
  public:
   Conv2dPlan(const StridedView& out, const StridedView& x, const StridedView& w,
-             const StridedView& bias, const Conv2dParams& p);
+             const StridedView& bias, const Conv2dParams& p, const ConvEpilogue& epilogue = {});
   ~Conv2dPlan();
   Conv2dPlan(const Conv2dPlan&) = delete;
   Conv2dPlan& operator=(const Conv2dPlan&) = delete;
 
+  // `residual`: the epilogue's, when the plan has one.
   void run(const StridedView& out, const StridedView& x, const StridedView& w,
-           const StridedView& bias) const;
+           const StridedView& bias, const StridedView& residual = {}) const;
 
   // Whether the weights go into a layout of oneDNN's own (blocked, for
   // spatial kernels), which run() reorders them into on every call and
@@ -76,16 +95,24 @@ class Conv2dPlan {
   // does (conv2d_act with relu; the same bits as relu afterwards).
   bool take_relu();
   void run_packed(const StridedView& out, const StridedView& x, const StridedView& w,
-                  const StridedView& bias, uint64_t version) const;
+                  const StridedView& bias, uint64_t version,
+                  const StridedView& residual = {}) const;
 
  private:
   struct OneDnn;
   std::unique_ptr<const OneDnn> onednn_;  // null: nothing to do, our kernels, or the loop
   Conv2dParams params_;
+  ConvEpilogue epilogue_;
   bool empty_;
   bool direct_ = false;
   bool depthwise_ = false;
   bool relu_ = false;
+  bool column_ = false;  // run as the same convolution along a row (conv.cpp)
+
+  void init(const StridedView& out, const StridedView& x, const StridedView& w,
+            const StridedView& bias);
+  void run_as_given(const StridedView& out, const StridedView& x, const StridedView& w,
+                    const StridedView& bias, const StridedView& residual) const;
 };
 
 // conv2d's backward (conv_backward.cpp), with the forward's geometry:

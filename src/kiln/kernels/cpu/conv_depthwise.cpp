@@ -209,9 +209,26 @@ bool conv2d_depthwise_f32_applies(const StridedView& out, const StridedView& x,
 
 void conv2d_depthwise_f32(const StridedView& out, const StridedView& x, const StridedView& w,
                           const StridedView& bias, const Conv2dParams& p, bool relu) {
+  ConvEpilogue epilogue;
+  if (relu) epilogue.activation = EpilogueActivation::Relu;
+  conv2d_depthwise_f32(out, x, w, bias, p, epilogue, StridedView{});
+}
+
+void conv2d_depthwise_f32(const StridedView& out, const StridedView& x, const StridedView& w,
+                          const StridedView& bias, const Conv2dParams& p,
+                          const ConvEpilogue& epilogue, const StridedView& residual) {
   Geometry g = geometry_of(out, x, w, p);
-  g.relu = relu;
-  const int64_t N = x.shape[0], planes = N * g.C;
+  std::vector<float> residual_copy;
+  const float* residual_data =
+      residual.data ? contiguous_residual_f32(residual, residual_copy) : nullptr;
+  // relu alone goes into the stores; anything else runs over each plane
+  // after it is computed, while it is still in cache.
+  g.relu = epilogue.activation == EpilogueActivation::Relu && !residual_data;
+  ConvEpilogue rest = epilogue;  // what the stores leave to the pass over each plane
+  if (g.relu) rest.activation = EpilogueActivation::None;
+  const bool plane_epilogue =
+      residual_data || rest.activation != EpilogueActivation::None || rest.has_affine_after();
+  const int64_t N = x.shape[0], planes = N * g.C, plane_size = g.OH * g.OW;
   const int64_t work = out.numel() * g.KH * g.KW;
   const std::vector<int64_t> taps = tap_offsets(g);
   parallel_for(planes, work > (int64_t(1) << 18) && max_threads() > 1, [&](int64_t index) {
@@ -221,8 +238,13 @@ void conv2d_depthwise_f32(const StridedView& out, const StridedView& x, const St
     const float* in = x.ptr<const float>() + n * x.strides[0] + c * x.strides[1];
     fill_phases(g, in, x.strides[2], x.strides[3], phases.data());
     const float b = bias.data ? bias.ptr<const float>()[c * bias.strides[0]] : 0.0f;
-    plane(g, phases.data(), taps.data(), channel_weights(w, c, weight_copy), b,
-          out.ptr<float>() + index * g.OH * g.OW);
+    float* out_plane = out.ptr<float>() + index * plane_size;
+    plane(g, phases.data(), taps.data(), channel_weights(w, c, weight_copy), b, out_plane);
+    if (plane_epilogue) {
+      apply_conv_epilogue_f32(out_plane,
+                              residual_data ? residual_data + index * plane_size : nullptr,
+                              plane_size, rest);
+    }
   });
 }
 

@@ -346,12 +346,18 @@ bool conv2d_direct_f32_applies(const StridedView& out, const StridedView& x, con
   return OC <= 2 * kLanes && C > 0 && macs <= kMaxDirectMacs;
 }
 
-void conv2d_direct_f32(const StridedView& out, const StridedView& x, const StridedView& w,
-                       const StridedView& bias, const Conv2dParams& p, ConvActivation act) {
+namespace {
+
+// act in registers, then `after` over each image (residual: of the output's
+// shape, contiguous, or null).
+void run_direct(const StridedView& out, const StridedView& x, const StridedView& w,
+                const StridedView& bias, const Conv2dParams& p, ConvActivation act,
+                const float* residual, const ConvEpilogue& after) {
   const Geometry g = geometry_of(out, x, w, p);
   Scratch& packed = scratch();
   pack_weights(g, w, bias, packed);
   const int64_t image_macs = g.OC * g.OH * g.OW * g.C * g.KH * g.KW;
+  const int64_t image_size = g.OC * g.OH * g.OW;
   // Images are independent: split them across threads when there is enough
   // work; each thread pads into its own buffer and reads the packed weights.
   parallel_for(g.N, g.N > 1 && g.N * image_macs > (int64_t(1) << 20), [&](int64_t n) {
@@ -360,16 +366,49 @@ void conv2d_direct_f32(const StridedView& out, const StridedView& x, const Strid
     // padded row, so the plane needs no slack.)
     input.resize(size_t(g.C * g.PH * g.PW));
     pad_input(g, x, n, input.data());
-    float* out_image = out.ptr<float>() + n * g.OC * g.OH * g.OW;
+    float* out_image = out.ptr<float>() + n * image_size;
     switch (act) {
       case ConvActivation::None:
-        return conv_image<ConvActivation::None>(g, input.data(), packed, out_image);
+        conv_image<ConvActivation::None>(g, input.data(), packed, out_image);
+        break;
       case ConvActivation::Relu:
-        return conv_image<ConvActivation::Relu>(g, input.data(), packed, out_image);
+        conv_image<ConvActivation::Relu>(g, input.data(), packed, out_image);
+        break;
       case ConvActivation::Sigmoid:
-        return conv_image<ConvActivation::Sigmoid>(g, input.data(), packed, out_image);
+        conv_image<ConvActivation::Sigmoid>(g, input.data(), packed, out_image);
+        break;
     }
+    apply_conv_epilogue_f32(out_image, residual ? residual + n * image_size : nullptr, image_size,
+                            after);
   });
+}
+
+// The activation the direct kernel applies in registers for `epilogue`
+// (relu or sigmoid without a residual), else None.
+ConvActivation in_register(const ConvEpilogue& epilogue, bool has_residual) {
+  if (has_residual) return ConvActivation::None;
+  if (epilogue.activation == EpilogueActivation::Relu) return ConvActivation::Relu;
+  if (epilogue.activation == EpilogueActivation::Sigmoid) return ConvActivation::Sigmoid;
+  return ConvActivation::None;
+}
+
+}  // namespace
+
+void conv2d_direct_f32(const StridedView& out, const StridedView& x, const StridedView& w,
+                       const StridedView& bias, const Conv2dParams& p, ConvActivation act) {
+  run_direct(out, x, w, bias, p, act, nullptr, ConvEpilogue{});
+}
+
+void conv2d_direct_f32(const StridedView& out, const StridedView& x, const StridedView& w,
+                       const StridedView& bias, const Conv2dParams& p, const ConvEpilogue& epilogue,
+                       const StridedView& residual) {
+  std::vector<float> residual_copy;
+  const float* residual_data =
+      residual.data ? contiguous_residual_f32(residual, residual_copy) : nullptr;
+  const ConvActivation act = in_register(epilogue, residual_data != nullptr);
+  ConvEpilogue after = epilogue;
+  if (act != ConvActivation::None) after.activation = EpilogueActivation::None;
+  run_direct(out, x, w, bias, p, act, residual_data, after);
 }
 
 }  // namespace kiln::cpu

@@ -370,6 +370,7 @@ void avg_pool2d_onednn(const StridedView& out, const StridedView& x, const Pool2
 // 2x2 pools at batch 1 and 64), since its fast paths want blocked layouts.
 void max_pool2d(const StridedView& out, const StridedView& x, const Pool2dParams& p) {
   if (out.numel() == 0) return;
+  if (max_pool2d_f32_applies(out, x, p)) return max_pool2d_f32(out, x, p);
   max_pool2d_reference(out, x, p);
 }
 
@@ -384,6 +385,7 @@ void avg_pool2d(const StridedView& out, const StridedView& x, const Pool2dParams
 
 void adaptive_avg_pool2d(const StridedView& out, const StridedView& x) {
   if (out.numel() == 0) return;
+  if (global_avg_pool2d_f32_applies(out, x)) return global_avg_pool2d_f32(out, x);
   const int64_t H = x.shape[2], W = x.shape[3], OH = out.shape[2], OW = out.shape[3];
   const bool divides = H % OH == 0 && W % OW == 0;
   if (out.dtype != DType::Float32 || !divides) {

@@ -64,6 +64,16 @@ void max_pool2d_backward(const StridedView& dx, const StridedView& dy, const Str
 void avg_pool2d_backward(const StridedView& dx, const StridedView& dy, const Pool2dParams& p);
 void adaptive_avg_pool2d_backward(const StridedView& dx, const StridedView& dy);
 
+// float32 with contiguous rows (pool_max_f32.cpp): max_pool2d's fast path,
+// the same results as the reference loop.
+bool max_pool2d_f32_applies(const StridedView& out, const StridedView& x, const Pool2dParams& p);
+void max_pool2d_f32(const StridedView& out, const StridedView& x, const Pool2dParams& p);
+
+// adaptive_avg_pool2d to 1x1 of float32 planes stored whole
+// (pool_global_f32.cpp): a vectorized sum per plane.
+bool global_avg_pool2d_f32_applies(const StridedView& out, const StridedView& x);
+void global_avg_pool2d_f32(const StridedView& out, const StridedView& x);
+
 // The reference loops behind the above, for tests that cross-check them.
 void max_pool2d_reference(const StridedView& out, const StridedView& x, const Pool2dParams& p);
 void avg_pool2d_reference(const StridedView& out, const StridedView& x, const Pool2dParams& p);

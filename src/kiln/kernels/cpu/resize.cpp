@@ -7,6 +7,8 @@
 // lands in its own input slice).
 #include "kiln/kernels/cpu/resize.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -282,6 +284,29 @@ void interpolate_row(const T* plane, int64_t W, const int64_t* ri, const T* rw, 
   }
 }
 
+// Nearest columns that read input column ow / 2 for output ow (an upscale
+// by 2 in the modes that floor, the feature pyramids of detectors).
+bool reads_each_twice(const AxisTaps& a) {
+  for (int64_t o = 0; o < a.out; ++o)
+    if (a.index[size_t(o)] != o / 2) return false;
+  return true;
+}
+
+// to[o] = row[o / 2] for o < n: each element written twice.
+template <typename T>
+void double_each(const T* row, T* to, int64_t n) {
+  int64_t o = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    for (; o + 8 <= n; o += 8) {
+      const __m128 v = _mm_loadu_ps(row + o / 2);
+      _mm_storeu_ps(to + o, _mm_unpacklo_ps(v, v));
+      _mm_storeu_ps(to + o + 4, _mm_unpackhi_ps(v, v));
+    }
+  }
+  for (; o < n; ++o)
+    to[o] = row[o / 2];
+}
+
 // Both of the last two axes in one pass, dst [planes, OH, OW] from src
 // [planes, H, W], with no buffer between them (the common [N, C, H, W]
 // case). Each output sums its taps along W per input row, then the rows
@@ -291,13 +316,24 @@ void plane_pass(const T* src, T* dst, int64_t planes, const AxisTaps& rows, cons
   const int64_t H = rows.in, W = cols.in, OH = rows.out, OW = cols.out;
   const int64_t kr = rows.width, kc = cols.width;
   const std::vector<T> row_weight = weights_as<T>(rows), col_weight = weights_as<T>(cols);
+  const bool doubles_columns = kc == 1 && reads_each_twice(cols);
   parallel_for(planes, planes * OH * OW * kr * kc > kParallelGrain, [&](int64_t p) {
     const T* plane = src + p * H * W;
     T* to = dst + p * OH * OW;
     for (int64_t oh = 0; oh < OH; ++oh, to += OW) {
       const int64_t* ri = rows.index.data() + oh * kr;
       if (kr == 1 && kc == 1) {  // nearest: a gather, for any dtype
+        // An upscale reads each input row for several output rows: the
+        // gather is done once and copied.
+        if (oh > 0 && ri[0] == ri[-1]) {
+          std::copy(to - OW, to, to);
+          continue;
+        }
         const T* row = plane + ri[0] * W;
+        if (doubles_columns) {
+          double_each(row, to, OW);
+          continue;
+        }
         for (int64_t ow = 0; ow < OW; ++ow)
           to[ow] = row[cols.index[size_t(ow)]];
         continue;
