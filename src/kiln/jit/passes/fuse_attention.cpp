@@ -19,6 +19,7 @@
 // a trace that is not frozen.
 #include <optional>
 
+#include "kiln/jit/passes/pass_util.h"
 #include "kiln/jit/passes/passes.h"
 #include "kiln/ops/registry.h"
 
@@ -32,18 +33,6 @@ Node* sole_producer(const Value* value, const char* op_name) {
   if (!producer || producer->op().name != op_name) return nullptr;
   if (value->uses().size() != 1 || producer->graph().output_uses(value) != 0) return nullptr;
   return producer;
-}
-
-// A one-element floating constant's value (or a parameter's, in a frozen
-// graph, whose parameters are read-only: an ONNX initializer).
-std::optional<double> constant_number(const Value* value, bool frozen) {
-  if (!value) return std::nullopt;
-  const bool fixed = value->kind() == ValueKind::Constant ||
-                     (frozen && value->kind() == ValueKind::Param && value->data().defined());
-  if (!fixed) return std::nullopt;
-  const Tensor& data = value->data();
-  if (data.numel() != 1 || !is_floating(data.dtype())) return std::nullopt;
-  return read_element(data, 0).to_double();
 }
 
 struct Match {

@@ -43,17 +43,6 @@ namespace {
 
 using cpu::EpilogueActivation;
 
-// A one-element floating constant's value (or a frozen parameter's).
-std::optional<double> number_of(const Value* value, bool frozen) {
-  if (!value) return std::nullopt;
-  const bool fixed = value->kind() == ValueKind::Constant ||
-                     (frozen && value->kind() == ValueKind::Param && value->data().defined());
-  if (!fixed) return std::nullopt;
-  const Tensor& data = value->data();
-  if (data.numel() != 1 || !is_floating(data.dtype())) return std::nullopt;
-  return read_element(data, 0).to_double();
-}
-
 // The producer of `value` when it is the op `name`.
 Node* made_by(const Value* value, const char* name) {
   Node* producer = value ? value->producer() : nullptr;
@@ -74,7 +63,7 @@ struct Activation {
 std::optional<std::pair<Value*, double>> with_constant(Node* node, bool frozen) {
   if (!node || node->inputs().size() != 2) return std::nullopt;
   for (size_t constant = node->op().name == "div" ? 1 : 0; constant < 2; ++constant) {
-    if (std::optional<double> c = number_of(node->input(constant), frozen))
+    if (std::optional<double> c = constant_number(node->input(constant), frozen))
       return std::make_pair(node->input(1 - constant), *c);
   }
   return std::nullopt;

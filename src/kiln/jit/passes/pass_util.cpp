@@ -96,6 +96,16 @@ Tensor plain_data(const Value* value) {
   return Tensor(std::move(impl));
 }
 
+std::optional<double> constant_number(const Value* value, bool frozen) {
+  if (!value) return std::nullopt;
+  const bool fixed = value->kind() == ValueKind::Constant ||
+                     (frozen && value->kind() == ValueKind::Param && value->data().defined());
+  if (!fixed) return std::nullopt;
+  const Tensor& data = value->data();
+  if (data.numel() != 1 || !is_floating(data.dtype())) return std::nullopt;
+  return read_element(data, 0).to_double();
+}
+
 NoDispatchObserver::NoDispatchObserver() : saved_(dispatch_observer()) {
   set_dispatch_observer(nullptr);
 }

@@ -2,6 +2,8 @@
 // outputs, when a node is dead, when one value may take another's place.
 #pragma once
 
+#include <optional>
+
 #include "kiln/jit/ir/graph.h"
 #include "kiln/ops/dispatch.h"
 
@@ -58,6 +60,11 @@ bool is_known_contiguous(const Value& value);
 // carrying the wrapped-number flag of its graph value, which dispatch reads
 // for type promotion exactly as the node's inference did. Null: absent.
 Tensor plain_data(const Value* value);
+
+// A one-element floating constant's value (or a parameter's, in a frozen
+// graph, whose parameters are read-only: an ONNX initializer); none for
+// anything else.
+std::optional<double> constant_number(const Value* value, bool frozen);
 
 // While it lives, a recorder on this thread does not see the ops a pass
 // dispatches (passes may run while a trace is being recorded).
