@@ -420,3 +420,42 @@ def test_a_loop_changing_a_carried_shape_is_refused(tmp_path):
     with pytest.raises(RuntimeError, match=r"node 'grow' \(Loop\).*changes the loop-carried value "
                                            r"'v0' from f32\[2\] to f32\[4\]"):
         kiln.onnx.load(path)
+
+
+# ---------------------------------------------------------------- pass-through carried values
+
+
+def test_loop_carrying_weights_it_returns_unchanged(tmp_path):
+    """A Loop that carries its weights as loop-carried values and returns them
+    unchanged, as Paddle's exports do (SLANet's decoder): the while_loop keeps
+    one buffer for such a value instead of copying it every iteration. The
+    state, the weights after the loop (also after no iteration at all) and a
+    carried value that swaps places with another must all be what ONNX
+    Runtime gives."""
+    rng = np.random.default_rng(4)
+    w = (rng.standard_normal((6, 6)) * 0.4).astype(np.float32)
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["h_in", "w_in"], ["hw"]),
+         helper.make_node("Tanh", ["hw"], ["h_out"]),
+         helper.make_node("Identity", ["w_in"], ["w_same"]),
+         helper.make_node("Identity", ["c_in"], ["cond_out"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+         float_info("h_in", [2, 6]), float_info("w_in", [6, 6]),
+         float_info("a_in", [2, 6]), float_info("b_in", [2, 6])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         float_info("h_out", [2, 6]), float_info("w_in", [6, 6]),
+         float_info("b_in", [2, 6]), float_info("a_in", [2, 6])])
+    loop = helper.make_node("Loop", ["trips", "", "h0", "w", "a0", "b0"],
+                            ["h", "w_after", "a", "b"], body=body)
+    path = save_model(tmp_path / "loop.onnx", [loop],
+                      [helper.make_tensor_value_info("trips", TensorProto.INT64, []),
+                       float_info("h0", [2, 6]), float_info("a0", [2, 6]),
+                       float_info("b0", [2, 6])],
+                      [float_info("h", [2, 6]), float_info("w_after", [6, 6]),
+                       float_info("a", [2, 6]), float_info("b", [2, 6])],
+                      [numpy_helper.from_array(w, "w")], check=False)
+    for trips in (0, 1, 5, 6):
+        h0, a0, b0 = (rng.standard_normal((2, 6)).astype(np.float32) for _ in range(3))
+        load_and_compare(path, np.array(trips, np.int64), h0, a0, b0)

@@ -91,6 +91,14 @@ class WhileKernel final : public ControlFlowKernel {
         body_(executable_of(node.block(1))),
         num_carried_(size_t(node.attrs().get_int("num_carried"))),
         max_iterations_(node.attrs().get_int("max_iterations")) {
+    // Carried values the body returns unchanged (exporters carry weights so:
+    // Paddle's SLANet carries five through its decoder loop) keep one buffer
+    // for both sets, so no iteration copies them: the body's copy of its
+    // input into its output is then a copy onto itself, which copy_convert
+    // skips.
+    const Graph& body = node.block(1);
+    for (size_t j = 0; j < num_carried_; ++j)
+      if (body.outputs()[j] == body.inputs()[j]) passed_through_.push_back(j);
     // The predicate lives on the call's stack: one bool, viewed with the
     // cond block's one-element output shape.
     const IntList shape = to_static(node.block(0).outputs()[0]->shape(), "while_loop");
@@ -114,6 +122,8 @@ class WhileKernel final : public ControlFlowKernel {
     pred.data = &flag;
     for (size_t i = 0; i < n; ++i)
       cpu::copy_convert(a[i], args.inputs[i]);
+    for (size_t j : passed_through_)
+      b[j] = a[j];
     for (Views* state : {&a, &b})
       state->insert(state->end(), args.inputs.begin() + std::ptrdiff_t(n), args.inputs.end());
     Views *current = &a, *next = &b;
@@ -144,6 +154,7 @@ class WhileKernel final : public ControlFlowKernel {
  private:
   std::unique_ptr<Executable> cond_, body_;
   size_t num_carried_;
+  std::vector<size_t> passed_through_;  // carried values the body returns as they came
   int64_t max_iterations_;
   cpu::StridedView pred_;
 };
