@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kiln/kernels/cpu/conv.h"
+#include "kiln/kernels/cpu/lanes.h"
 #include "kiln/kernels/cpu/parallel.h"
 
 namespace kiln::cpu {
@@ -72,11 +73,7 @@ void fill_phases(const Geometry& g, const float* plane, int64_t row_stride, int6
       int64_t j = first;
       if (step == 2) {  // stride 2 over a dense row: 8 of every 16 floats at a time
         for (; j + kLanes <= end && 2 * (j - first + kLanes) <= g.W - first_col; j += kLanes) {
-          const float* from = src + 2 * (j - first);
-          const __m256 lo = _mm256_loadu_ps(from), hi = _mm256_loadu_ps(from + kLanes);
-          const __m256 picked = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
-          _mm256_storeu_ps(row + j, _mm256_castpd_ps(_mm256_permute4x64_pd(
-                                        _mm256_castps_pd(picked), _MM_SHUFFLE(3, 1, 2, 0))));
+          _mm256_storeu_ps(row + j, even_of_16_f32(src + 2 * (j - first)));
         }
       }
       for (; j < end; ++j)

@@ -18,6 +18,7 @@
 #include <limits>
 #include <vector>
 
+#include "kiln/kernels/cpu/lanes.h"
 #include "kiln/kernels/cpu/loops.h"
 #include "kiln/kernels/cpu/parallel.h"
 #include "kiln/kernels/cpu/pool.h"
@@ -90,14 +91,7 @@ __m256 vector_block(const float* row, const RowGeometry& g, int64_t ow) {
   const float* start = row + ow * g.stride - g.padding;
   for (int64_t kw = 0; kw < g.kernel; ++kw) {
     const float* at = start + kw * g.dilation;
-    __m256 v;
-    if (g.stride == 1) {
-      v = _mm256_loadu_ps(at);
-    } else {  // the even elements of 16
-      const __m256 lo = _mm256_loadu_ps(at), hi = _mm256_loadu_ps(at + 8);
-      const __m256 even = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
-      v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), _MM_SHUFFLE(3, 1, 2, 0)));
-    }
+    const __m256 v = g.stride == 1 ? _mm256_loadu_ps(at) : even_of_16_f32(at);
     best = _mm256_max_ps(v, best);  // v > best ? v : best: the first of equals stays
     nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
   }
