@@ -60,18 +60,25 @@ def execution(mode: str) -> Iterator[None]:
     synchronize()
 
 
-def set_engine_limits(max_ops: int, max_bytes: int) -> None:
+def set_engine_limits(max_ops: int, max_bytes: int, inline_bytes: int | None = None) -> None:
     """Backpressure: an op issued while `max_ops` ops, or ops holding
-    `max_bytes` bytes of outputs, are in flight waits for room."""
-    _C.set_engine_limits(max_ops, max_bytes)
+    `max_bytes` bytes of outputs, are in flight waits for room.
+    `inline_bytes` (unchanged when None): an op touching at most this many
+    bytes runs at once on the caller when nothing it touches is pending
+    (queueing it would cost more than its kernel); 0 queues every op."""
+    if inline_bytes is None:
+        inline_bytes = _C.engine_limits()[2]
+    _C.set_engine_limits(max_ops, max_bytes, inline_bytes)
 
 
-def engine_limits() -> tuple[int, int]:
+def engine_limits() -> tuple[int, int, int]:
+    """(max_ops, max_bytes, inline_bytes)."""
     return _C.engine_limits()
 
 
 def engine_stats() -> dict[str, int]:
-    """Ops pushed, in flight now and at the peak (and their bytes)."""
+    """Ops pushed (queued), in flight now and at the peak (and their bytes),
+    ops run at once (ran_inline), sync points that had to wait (sync_waits)."""
     return _C.engine_stats()
 
 

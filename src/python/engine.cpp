@@ -6,8 +6,10 @@
 // threads go on).
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -95,6 +97,8 @@ nb::dict stats_dict() {
   d["peak_in_flight"] = s.peak_in_flight;
   d["in_flight_bytes"] = s.in_flight_bytes;
   d["peak_in_flight_bytes"] = s.peak_in_flight_bytes;
+  d["ran_inline"] = s.ran_inline;
+  d["sync_waits"] = s.sync_waits;
   return d;
 }
 
@@ -121,13 +125,13 @@ void bind_engine(nb::module_& m) {
   m.def("get_num_interop_threads", &engine::num_interop_threads);
   m.def(
       "set_engine_limits",
-      [](int64_t max_ops, int64_t max_bytes) {
-        engine::set_limits({max_ops, max_bytes});
+      [](int64_t max_ops, int64_t max_bytes, int64_t inline_bytes) {
+        engine::set_limits({max_ops, max_bytes, inline_bytes});
       },
-      nb::arg("max_ops"), nb::arg("max_bytes"));
+      nb::arg("max_ops"), nb::arg("max_bytes"), nb::arg("inline_bytes"));
   m.def("engine_limits", [] {
     engine::Limits l = engine::limits();
-    return std::make_pair(l.max_ops, l.max_bytes);
+    return std::make_tuple(l.max_ops, l.max_bytes, l.inline_bytes);
   });
   m.def("engine_stats", &stats_dict);
   m.def("reset_engine_peak_stats", &engine::reset_peak_stats);

@@ -159,7 +159,7 @@ TEST_F(EngineTest, InFlightOpsAreBounded) {
 
 TEST_F(EngineTest, InFlightBytesAreBounded) {
   use(engine::Execution::Async);
-  engine::set_limits({.max_ops = 1 << 20, .max_bytes = 4096});
+  engine::set_limits({.max_ops = 1 << 20, .max_bytes = 4096, .inline_bytes = 0});
   engine::reset_peak_stats();
   Tensor y = zeros({256});  // 1 KiB per result
   for (int i = 0; i < 300; ++i)
@@ -188,10 +188,67 @@ std::vector<float> mixed_program() {
 TEST_F(EngineTest, AsyncEqualsSyncBitForBit) {
   use(engine::Execution::Sync);
   std::vector<float> expected = mixed_program();
-  for (int workers : {1, 2}) {
-    use(engine::Execution::Async, workers);
-    EXPECT_EQ(mixed_program(), expected) << workers << " workers";
+  for (int64_t inline_bytes : {int64_t(0), engine::Limits{}.inline_bytes}) {
+    engine::set_limits({.inline_bytes = inline_bytes});
+    for (int workers : {1, 2}) {
+      use(engine::Execution::Async, workers);
+      EXPECT_EQ(mixed_program(), expected) << workers << " workers, inline " << inline_bytes;
+    }
   }
+}
+
+TEST_F(EngineTest, RunIfIdleRunsAtOnceOnlyWhenNothingIsPending) {
+  use(engine::Execution::Async);
+  Storage s;
+  EngineVar* v = fresh_var(s);
+  std::atomic<bool> release{false};
+  engine::push([&] { eventually([&] { return release.load(); }); }, {}, {&v, 1}, {"hold"});
+  int ran = 0;
+  auto count = [&] { ++ran; };
+  int64_t before = engine::stats().ran_inline;
+  EXPECT_FALSE(engine::run_if_idle(count, {&v, 1}, {}, {"count"}));  // the write is pending
+  EXPECT_EQ(ran, 0);
+  release = true;
+  v->wait_for_host_access();
+  EXPECT_TRUE(engine::run_if_idle(count, {&v, 1}, {}, {"count"}));
+  EXPECT_EQ(ran, 1);
+  EXPECT_EQ(engine::stats().ran_inline, before + 1);
+  use(engine::Execution::Sync);
+  EXPECT_FALSE(engine::run_if_idle(count, {&v, 1}, {}, {"count"}));  // sync mode: not its job
+}
+
+TEST_F(EngineTest, AFailureRunAtOnceRaisesAtTheSyncPoint) {
+  use(engine::Execution::Async);
+  Storage s;
+  EngineVar* v = fresh_var(s);
+  auto fail = [] { KILN_CHECK_INDEX(false, "inner: index 5 is out of range"); };
+  EXPECT_TRUE(engine::run_if_idle(fail, {}, {&v, 1}, {"pick", "here.cc:7"}));  // no throw
+  Error e = error_of([&] { v->wait_for_host_access(); });
+  EXPECT_EQ(e.kind(), ErrorKind::Index);
+  EXPECT_TRUE(mentions(e,
+                       "pick (issued at here.cc:7) failed while running asynchronously: "
+                       "inner: index 5"))
+      << e.what();
+  EXPECT_NO_THROW(engine::synchronize());  // raised at the sync point already
+  int ran = 0;
+  auto count = [&] { ++ran; };
+  EXPECT_FALSE(engine::run_if_idle(count, {&v, 1}, {}, {"count"}));  // inherits: queued
+}
+
+TEST_F(EngineTest, DispatchRunsSmallOpsAtOnceAndQueuesLargeOnes) {
+  use(engine::Execution::Async);
+  Tensor small = zeros({4});
+  Tensor large = zeros({64, 1024});
+  engine::Stats before = engine::stats();
+  Tensor a = add(small, 1.0);
+  engine::Stats after_small = engine::stats();
+  Tensor b = add(large, 1.0);
+  engine::Stats after_large = engine::stats();
+  EXPECT_GT(after_small.ran_inline, before.ran_inline);
+  EXPECT_EQ(after_small.pushed, before.pushed);
+  EXPECT_GT(after_large.pushed, after_small.pushed);
+  EXPECT_EQ(a.to_vector<float>()[3], 1.0f);
+  EXPECT_EQ(b.to_vector<float>()[5000], 1.0f);
 }
 
 TEST_F(EngineTest, DispatchedFailureNamesOpAndShapes) {
@@ -220,13 +277,16 @@ TEST_F(EngineTest, SeveralThreadsPushing) {
   for (int t = 0; t < 4; ++t)
     expected.push_back(chain(t));
   use(engine::Execution::Async, 2);
-  std::vector<std::vector<float>> got(4);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t)
-    threads.emplace_back([&, t] { got[size_t(t)] = chain(t); });
-  for (std::thread& th : threads)
-    th.join();
-  EXPECT_EQ(got, expected);
+  for (int64_t inline_bytes : {int64_t(0), engine::Limits{}.inline_bytes}) {
+    engine::set_limits({.inline_bytes = inline_bytes});
+    std::vector<std::vector<float>> got(4);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+      threads.emplace_back([&, t] { got[size_t(t)] = chain(t); });
+    for (std::thread& th : threads)
+      th.join();
+    EXPECT_EQ(got, expected) << "inline " << inline_bytes;
+  }
 }
 
 }  // namespace

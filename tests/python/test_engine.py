@@ -12,6 +12,15 @@ import pytest
 
 import kiln
 
+_DEFAULT_LIMITS = kiln.engine_limits()
+# inline_bytes values: every op queued, and the default (small ops whose
+# inputs are idle run at once on the caller).
+_INLINE = pytest.mark.parametrize("inline_bytes", [0, _DEFAULT_LIMITS[2]])
+
+
+def _use_inline(inline_bytes: int) -> None:
+    kiln.set_engine_limits(*_DEFAULT_LIMITS[:2], inline_bytes=inline_bytes)
+
 
 @pytest.fixture(autouse=True)
 def _restore_sync_mode():
@@ -22,7 +31,7 @@ def _restore_sync_mode():
         pass
     kiln.set_execution("sync")
     kiln.set_num_interop_threads(1)
-    kiln.set_engine_limits(4096, 1 << 30)
+    kiln.set_engine_limits(*_DEFAULT_LIMITS)
 
 
 def _compiled_step():
@@ -81,8 +90,10 @@ def _random_program(seed: int, compiled) -> list[np.ndarray]:
                                                          w1.grad.numpy().copy()]
 
 
+@_INLINE
 @pytest.mark.parametrize("workers", [1, 2])
-def test_random_programs_equal_sync_bit_for_bit(workers):
+def test_random_programs_equal_sync_bit_for_bit(workers, inline_bytes):
+    _use_inline(inline_bytes)
     compiled = _compiled_step()
     for seed in range(25):
         kiln.set_execution("sync")
@@ -124,7 +135,9 @@ def test_shape_and_dtype_do_not_wait():
     assert tuple(y.shape) == (64, 64) and y.dtype == kiln.float32
 
 
-def test_failure_raises_at_a_dependents_sync_naming_op_and_line():
+@_INLINE
+def test_failure_raises_at_a_dependents_sync_naming_op_and_line(inline_bytes):
+    _use_inline(inline_bytes)
     kiln.set_execution("async")
     x = kiln.ones(3, 2)
     line = inspect.currentframe().f_lineno + 1
@@ -144,7 +157,9 @@ def test_failure_raises_at_a_dependents_sync_naming_op_and_line():
         bad.tolist()
 
 
-def test_synchronize_raises_a_failure_nobody_read_once():
+@_INLINE
+def test_synchronize_raises_a_failure_nobody_read_once(inline_bytes):
+    _use_inline(inline_bytes)
     kiln.set_execution("async")
     kiln.index_select(kiln.ones(2), 0, kiln.tensor([9]))
     with pytest.raises(IndexError, match="index_select"):
@@ -190,7 +205,9 @@ def test_a_long_loop_without_syncs_runs_in_bounded_memory():
     assert y[0, 0].item() == 300.0
 
 
-def test_several_python_threads_pushing():
+@_INLINE
+def test_several_python_threads_pushing(inline_bytes):
+    _use_inline(inline_bytes)
     shared = kiln.full((32,), 0.5)
 
     def chain(seed: int) -> list[float]:
@@ -238,3 +255,31 @@ def test_a_failed_compiled_call_poisons_neither_generator_nor_plan():
     kiln.set_execution("sync")
     kiln.manual_seed(0)
     assert kiln.randn(4).tolist() == draw
+
+
+def test_small_ops_run_at_once_unless_they_wait_on_a_queued_op():
+    kiln.set_execution("async")
+    small = kiln.ones(8)
+    before = kiln.engine_stats()
+    a = small * 3 + 1
+    after = kiln.engine_stats()
+    assert after["ran_inline"] - before["ran_inline"] >= 2
+    assert after["pushed"] == before["pushed"]
+    big = kiln.ones(256, 256) @ kiln.ones(256, 256)  # queued: 768 KiB touched
+    tail = big.sum(0)[:4] * 2  # reads the queued result: queued behind it
+    after_big = kiln.engine_stats()
+    assert after_big["pushed"] - after["pushed"] >= 3
+    assert tail.tolist() == [2.0 * 256 * 256] * 4
+    assert a.tolist() == [4.0] * 8
+    _use_inline(0)
+    before = kiln.engine_stats()
+    b = small * 3
+    assert kiln.engine_stats()["ran_inline"] == before["ran_inline"]
+    assert b.tolist() == [3.0] * 8
+
+
+def test_engine_limits_are_checked():
+    with pytest.raises(ValueError, match="inline_bytes"):
+        kiln.set_engine_limits(16, 1 << 20, inline_bytes=-1)
+    kiln.set_engine_limits(16, 1 << 20)  # inline_bytes kept
+    assert kiln.engine_limits() == (16, 1 << 20, _DEFAULT_LIMITS[2])

@@ -29,25 +29,22 @@ Var* install(EngineVarSlot& slot, bool carries_failures = true) {
   return static_cast<Var*>(slot.install(new Var(carries_failures)));
 }
 
-// Each variable once; one both read and written is a write. The op holds a
-// reference to each, so a storage freed while its ops are queued keeps its
-// variable until they finish.
-void collect(Op& op, std::span<EngineVar* const> reads, std::span<EngineVar* const> writes) {
-  auto add = [](std::vector<Var*>& into, EngineVar* v) {
+// Each variable once; one both read and written is a write. A queued op
+// holds a reference to each, so a storage freed while its ops are queued
+// keeps its variable until they finish (an op run at once needs none: its
+// caller holds the tensors).
+void collect(Op& op, std::span<EngineVar* const> reads, std::span<EngineVar* const> writes,
+             bool retain) {
+  for (EngineVar* v : writes) {
     auto* var = static_cast<Var*>(v);
-    if (std::find(into.begin(), into.end(), var) != into.end()) return;
-    into.push_back(var);
-  };
-  op.writes.reserve(writes.size());
-  for (EngineVar* v : writes)
-    add(op.writes, v);
-  op.reads.reserve(reads.size());
+    if (!op.writes.contains(var)) op.writes.push_back(var);
+  }
   for (EngineVar* v : reads) {
     auto* var = static_cast<Var*>(v);
-    if (std::find(op.writes.begin(), op.writes.end(), var) != op.writes.end()) continue;
-    add(op.reads, v);
+    if (!op.writes.contains(var) && !op.reads.contains(var)) op.reads.push_back(var);
   }
-  for (auto* vars : {&op.reads, &op.writes}) {
+  if (!retain) return;
+  for (const detail::VarList* vars : {&op.reads, &op.writes}) {
     for (Var* var : *vars)
       var->retain();
   }
@@ -123,9 +120,19 @@ void push(std::function<void()> fn, std::span<EngineVar* const> reads,
   auto* op = new Op();
   op->fn = std::move(fn);
   op->site = site;
+  if (!op->site.where) op->site.where = caller_location();  // the worker cannot ask
   op->bytes = bytes;
-  collect(*op, reads, writes);
+  collect(*op, reads, writes, /*retain=*/true);
   s.push(op);
+}
+
+bool run_if_idle(FunctionRef fn, std::span<EngineVar* const> reads,
+                 std::span<EngineVar* const> writes, Site site) {
+  if (!pushing()) return false;
+  Op op;
+  op.site = site;
+  collect(op, reads, writes, /*retain=*/false);
+  return detail::scheduler().run_inline(op, fn);
 }
 
 void synchronize() {

@@ -69,7 +69,9 @@ EngineVar* new_order_var();
 
 // Where an op was issued, for its error: the op's name and the caller's
 // location ("train.py:42"); both must outlive the op (string literals, op
-// names, interned locations).
+// names, interned locations). A null `where` is filled by the engine from
+// caller_location() when it needs it (on queueing, or when an op run at
+// once fails), so an op that runs at once never pays for the lookup.
 struct Site {
   const char* op = "";
   const char* where = "";
@@ -97,14 +99,41 @@ void set_blocking_hooks(BlockingHooks hooks);
 void push(std::function<void()> fn, std::span<EngineVar* const> reads,
           std::span<EngineVar* const> writes, Site site, int64_t bytes = 0);
 
+// A callable borrowed for the length of one call (no allocation, no copy).
+class FunctionRef {
+ public:
+  template <typename F>
+  FunctionRef(F& fn)  // NOLINT: implicit, like std::function_ref
+      : object_(&fn), call_([](void* o) { (*static_cast<F*>(o))(); }) {}
+  void operator()() const { call_(object_); }
+
+ private:
+  void* object_;
+  void (*call_)(void*);
+};
+
+// The fast path of async mode (Note [Running small ops at once]): runs `fn`
+// now, on the calling thread, when no op is pending on any of the
+// variables, as if it had been queued and run at once: its failure is
+// stored and raised at a sync point, as a queued op's would be. Returns
+// false, running nothing, when an op is pending there (push it instead).
+// The caller decides the op is small enough (Limits::inline_bytes).
+// `site.where` may be null: it is asked of the site hook only on failure.
+bool run_if_idle(FunctionRef fn, std::span<EngineVar* const> reads,
+                 std::span<EngineVar* const> writes, Site site);
+
 // Waits for every pushed op; raises a failure no sync point raised yet.
 void synchronize();
 
 // Backpressure: push blocks while this many ops, or ops holding this many
 // bytes, are in flight (one op larger than the byte limit still runs alone).
+// inline_bytes: an op touching at most this many bytes (inputs and
+// outputs) runs at once on the caller when its variables are idle
+// (run_if_idle); 0 queues every op.
 struct Limits {
   int64_t max_ops = 4096;
   int64_t max_bytes = int64_t(1) << 30;
+  int64_t inline_bytes = 16 << 10;
 };
 void set_limits(Limits limits);
 Limits limits();
@@ -122,6 +151,8 @@ struct Stats {
   int64_t peak_in_flight = 0;
   int64_t in_flight_bytes = 0;
   int64_t peak_in_flight_bytes = 0;
+  int64_t ran_inline = 0;  // ops async mode ran at once (run_if_idle)
+  int64_t sync_waits = 0;  // sync points that found ops pending and waited
 };
 Stats stats();
 void reset_peak_stats();

@@ -60,8 +60,23 @@ void update_peak(std::atomic<int64_t>& peak, int64_t value) {
 }
 
 std::string failure_message(const Site& site, const char* what) {
-  std::string where = *site.where ? str(" (issued at ", site.where, ")") : std::string();
+  std::string where =
+      site.where && *site.where ? str(" (issued at ", site.where, ")") : std::string();
   return str(site.op, where, " failed while running asynchronously: ", what);
+}
+
+// What an op that threw `error` leaves on the variables it writes.
+std::shared_ptr<Failure> failure_of(std::exception_ptr error, const Site& site) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    return std::make_shared<Failure>(Failure{e.kind(), failure_message(site, e.what())});
+  } catch (const std::exception& e) {
+    return std::make_shared<Failure>(Failure{ErrorKind::Runtime, failure_message(site, e.what())});
+  } catch (...) {
+    return std::make_shared<Failure>(
+        Failure{ErrorKind::Runtime, failure_message(site, "an unknown exception")});
+  }
 }
 
 }  // namespace
@@ -80,7 +95,10 @@ Scheduler& scheduler() {
   return *s;
 }
 
-Scheduler::Scheduler() : max_ops_(Limits{}.max_ops), max_bytes_(Limits{}.max_bytes) {}
+Scheduler::Scheduler()
+    : max_ops_(Limits{}.max_ops),
+      max_bytes_(Limits{}.max_bytes),
+      inline_bytes_(Limits{}.inline_bytes) {}
 
 void Var::wait_for_host_access() {
   if (t_in_running_op) return;
@@ -110,7 +128,7 @@ void Scheduler::free_retired() {
   Op* op = retired_.exchange(nullptr, std::memory_order_acquire);
   while (op) {
     Op* next = op->next_retired;
-    for (auto* vars : {&op->reads, &op->writes}) {
+    for (const VarList* vars : {&op->reads, &op->writes}) {
       for (Var* v : *vars)
         v->release();
     }
@@ -137,6 +155,7 @@ void Scheduler::wait_until(Done done) {
 }
 
 void Scheduler::wait_var_idle(Var& var) {
+  sync_waits_.fetch_add(1, std::memory_order_relaxed);
   wait_until([&] { return var.pending.load() == 0; });
 }
 
@@ -276,7 +295,7 @@ void Scheduler::run(Op* op) {
   std::shared_ptr<Failure> inherited;
   {
     std::lock_guard<std::mutex> lock(state_mutex_);
-    for (auto* vars : {&op->reads, &op->writes}) {
+    for (const VarList* vars : {&op->reads, &op->writes}) {
       for (Var* v : *vars) {
         if (v->failure && !inherited) inherited = v->failure;
       }
@@ -287,28 +306,76 @@ void Scheduler::run(Op* op) {
     RunningOp running;
     try {
       op->fn();
-    } catch (const Error& e) {
-      failure = std::make_shared<Failure>(Failure{e.kind(), failure_message(op->site, e.what())});
-    } catch (const std::exception& e) {
-      failure = std::make_shared<Failure>(
-          Failure{ErrorKind::Runtime, failure_message(op->site, e.what())});
     } catch (...) {
-      failure = std::make_shared<Failure>(
-          Failure{ErrorKind::Runtime, failure_message(op->site, "an unknown exception")});
+      failure = failure_of(std::current_exception(), op->site);
     }
   }
   complete(op, failure, failure && !inherited);
 }
 
-void Scheduler::complete(Op* op, const std::shared_ptr<Failure>& failure, bool new_failure) {
+// Note [Running small ops at once]
+// Queueing an op costs more than running a small kernel (the op's record,
+// a worker taking it, the cache lines both threads touch: microseconds), so
+// a loop of small ops was slower async than sync. An op whose variables
+// have nothing pending depends on nothing outstanding, and nothing queued
+// can depend on it yet: running it at once on the caller gives the order
+// and values of queueing it. It is granted its variables as a queued op is
+// (under the state mutex, so another thread's push on them queues behind
+// it), runs as a running op (nested ops inline, no sync point waits), and
+// its failure is stored on what it writes, not thrown: a sync point raises
+// it, as for any async op. Only small ops come here (the caller's cost
+// model, Limits::inline_bytes): a large kernel is still queued, so the
+// caller runs ahead of it.
+bool Scheduler::run_inline(Op& op, FunctionRef fn) {
+  auto idle = [](const VarList& vars) {
+    return std::all_of(vars.begin(), vars.end(), [](const Var* v) {
+      return v->pending.load(std::memory_order_acquire) == 0 &&
+             !v->poisoned.load(std::memory_order_relaxed);
+    });
+  };
+  if (!idle(op.reads) || !idle(op.writes)) return false;  // the usual refusal, without the lock
+  {
+    std::lock_guard<std::mutex> lock(state_mutex_);
+    if (!idle(op.reads) || !idle(op.writes)) return false;
+    for (Var* v : op.reads) {
+      v->pending.fetch_add(1, std::memory_order_relaxed);
+      ++v->running_reads;
+    }
+    for (Var* v : op.writes) {
+      v->pending.fetch_add(1, std::memory_order_relaxed);
+      v->running_write = true;
+    }
+  }
+  in_flight_.fetch_add(1);
+  ran_inline_.fetch_add(1, std::memory_order_relaxed);
+  std::shared_ptr<Failure> failure;
+  {
+    RunningOp running;
+    try {
+      fn();
+    } catch (...) {
+      if (!op.site.where) op.site.where = caller_location();  // asked only now: it costs
+      failure = failure_of(std::current_exception(), op.site);
+    }
+  }
+  release_vars(op, failure, failure != nullptr);
+  in_flight_.fetch_sub(1);
+  notify_waiters();
+  return true;
+}
+
+// The op is done: its variables grant the ops waiting on them (queued at
+// once) and take its failure.
+void Scheduler::release_vars(const Op& op, const std::shared_ptr<Failure>& failure,
+                             bool new_failure) {
   std::vector<Op*> ready;
   {
     std::lock_guard<std::mutex> lock(state_mutex_);
     if (new_failure) unreported_.push_back(failure);
-    for (Var* v : op->reads) {
+    for (Var* v : op.reads) {
       if (--v->running_reads == 0) grant_waiting(*v, ready);
     }
-    for (Var* v : op->writes) {
+    for (Var* v : op.writes) {
       if (failure && v->carries_failures) {
         v->failure = failure;
         v->poisoned.store(true, std::memory_order_release);
@@ -316,21 +383,28 @@ void Scheduler::complete(Op* op, const std::shared_ptr<Failure>& failure, bool n
       v->running_write = false;
       grant_waiting(*v, ready);
     }
-    for (auto* vars : {&op->reads, &op->writes}) {
+    for (const VarList* vars : {&op.reads, &op.writes}) {
       for (Var* v : *vars)
         v->pending.fetch_sub(1);
     }
   }
   for (Op* next : ready)
     enqueue(next);
+}
+
+void Scheduler::notify_waiters() {
+  if (waiters_.load() == 0) return;
+  std::lock_guard<std::mutex> lock(wait_mutex_);
+  wait_cv_.notify_all();
+}
+
+void Scheduler::complete(Op* op, const std::shared_ptr<Failure>& failure, bool new_failure) {
+  release_vars(*op, failure, new_failure);
   const int64_t bytes = op->bytes;
   retire(op);  // the last touch: the issuing side may free it from here on
   in_flight_bytes_.fetch_sub(bytes);
   in_flight_.fetch_sub(1);  // after retire: synchronize() frees every finished op
-  if (waiters_.load() > 0) {
-    std::lock_guard<std::mutex> lock(wait_mutex_);
-    wait_cv_.notify_all();
-  }
+  notify_waiters();
 }
 
 void Scheduler::start_workers_locked() {
@@ -364,20 +438,27 @@ void Scheduler::set_workers(int n) {
 }
 
 Limits Scheduler::limits() const {
-  return Limits{max_ops_.load(), max_bytes_.load()};
+  return Limits{max_ops_.load(), max_bytes_.load(), inline_bytes_.load()};
 }
 
 void Scheduler::set_limits(Limits limits) {
-  KILN_CHECK_VALUE(limits.max_ops >= 1 && limits.max_bytes >= 0,
-                   "set_engine_limits: expected max_ops >= 1 and max_bytes >= 0, got ",
-                   limits.max_ops, " and ", limits.max_bytes);
+  KILN_CHECK_VALUE(limits.max_ops >= 1 && limits.max_bytes >= 0 && limits.inline_bytes >= 0,
+                   "set_engine_limits: expected max_ops >= 1, max_bytes >= 0 and inline_bytes "
+                   ">= 0, got ",
+                   limits.max_ops, ", ", limits.max_bytes, " and ", limits.inline_bytes);
   max_ops_.store(limits.max_ops);
   max_bytes_.store(limits.max_bytes);
+  inline_bytes_.store(limits.inline_bytes);
 }
 
 Stats Scheduler::stats() {
-  return Stats{pushed_.load(), in_flight_.load(), peak_in_flight_.load(), in_flight_bytes_.load(),
-               peak_in_flight_bytes_.load()};
+  return Stats{pushed_.load(),
+               in_flight_.load(),
+               peak_in_flight_.load(),
+               in_flight_bytes_.load(),
+               peak_in_flight_bytes_.load(),
+               ran_inline_.load(),
+               sync_waits_.load()};
 }
 
 void Scheduler::reset_peaks() {

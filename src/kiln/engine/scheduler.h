@@ -3,6 +3,7 @@
 // for users (nothing outside src/kiln/engine includes it).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -59,10 +60,35 @@ class Var final : public EngineVar {
   bool idle() const { return head == queue.size(); }
 };
 
+// An op's variables: a handful (its inputs and outputs), kept in the op so
+// a push allocates no lists.
+class VarList {
+ public:
+  void push_back(Var* v) {
+    if (size_ < kInline) {
+      inline_[size_++] = v;
+      return;
+    }
+    if (size_ == kInline) heap_.assign(inline_, inline_ + kInline);
+    heap_.push_back(v);
+    ++size_;
+  }
+  Var* const* begin() const { return size_ > kInline ? heap_.data() : inline_; }
+  Var* const* end() const { return begin() + size_; }
+  size_t size() const { return size_; }
+  bool contains(const Var* v) const { return std::find(begin(), end(), v) != end(); }
+
+ private:
+  static constexpr size_t kInline = 6;
+  Var* inline_[kInline];
+  std::vector<Var*> heap_;
+  size_t size_ = 0;
+};
+
 struct Op {
   std::function<void()> fn;
-  std::vector<Var*> reads, writes;  // distinct; each holds a reference
-  int waiting = 0;                  // variables that have not granted it yet
+  VarList reads, writes;  // distinct; each holds a reference (not an inline op's)
+  int waiting = 0;        // variables that have not granted it yet
   Site site;
   int64_t bytes = 0;
   Op* next_retired = nullptr;
@@ -73,6 +99,8 @@ class Scheduler {
   Scheduler();
 
   void push(Op* op);
+  // run_if_idle (engine.h): `op` lives on the caller's stack.
+  bool run_inline(Op& op, FunctionRef fn);
   void wait_var_idle(Var& var);
   // Frees the ops workers finished: on the issuing side (a push or a wait),
   // see Note [Freeing on the issuing side] in scheduler.cpp.
@@ -99,6 +127,8 @@ class Scheduler {
   void worker_loop(int intra_threads);
   void run(Op* op);
   void complete(Op* op, const std::shared_ptr<Failure>& failure, bool new_failure);
+  void release_vars(const Op& op, const std::shared_ptr<Failure>& failure, bool new_failure);
+  void notify_waiters();
   void start_workers_locked();
   void stop_workers();
 
@@ -125,7 +155,8 @@ class Scheduler {
 
   std::atomic<int64_t> in_flight_{0}, in_flight_bytes_{0};
   std::atomic<int64_t> pushed_{0}, peak_in_flight_{0}, peak_in_flight_bytes_{0};
-  std::atomic<int64_t> max_ops_, max_bytes_;
+  std::atomic<int64_t> ran_inline_{0}, sync_waits_{0};
+  std::atomic<int64_t> max_ops_, max_bytes_, inline_bytes_;
   BlockingHooks blocking_;
 };
 

@@ -123,9 +123,12 @@ struct KernelCall {
   std::vector<Tensor> inputs, outputs;
   Tensor cast_into;  // set: outputs[0] holds the result dtype, converted into this
 
-  void operator()() const {
+  void operator()() const { run(*op, attrs, inputs, outputs, cast_into); }
+
+  static void run(const OpDef& op, const Attrs& attrs, const std::vector<Tensor>& inputs,
+                  const std::vector<Tensor>& outputs, const Tensor& cast_into) {
     try {
-      run_kernels(*op, inputs, outputs, attrs, cast_into);
+      run_kernels(op, inputs, outputs, attrs, cast_into);
     } catch (const Error& e) {
       std::string shapes;
       for (const Tensor& t : inputs)
@@ -135,6 +138,19 @@ struct KernelCall {
   }
 };
 
+// The engine's cost model for one kernel: the bytes it reads and writes.
+// A small kernel costs less than queueing it, and runs at once when
+// nothing it touches is pending (Note [Running small ops at once]).
+int64_t touched_bytes(const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
+  int64_t bytes = 0;
+  for (const auto* tensors : {&inputs, &outputs}) {
+    for (const Tensor& t : *tensors) {
+      if (t.defined()) bytes += t.numel() * int64_t(t.itemsize());
+    }
+  }
+  return bytes;
+}
+
 // Ops whose kernel calls back into Python run where they were issued.
 bool runs_on_caller(const OpDef& op) {
   return op.name == "custom_function";
@@ -143,7 +159,9 @@ bool runs_on_caller(const OpDef& op) {
 // Runs the kernel now, or pushes it: it reads its inputs and writes its
 // outputs, the inputs it mutates (batch_norm's running statistics) and,
 // when it draws random numbers, the default generator, so draws keep the
-// order of sync mode. Note [Sync points] in engine/engine.h.
+// order of sync mode. A small kernel whose memory has nothing pending runs
+// at once (Note [Running small ops at once], engine/scheduler.cpp). Note
+// [Sync points] in engine/engine.h.
 void launch(const OpDef& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
             const Attrs& attrs, const Tensor& cast_into = Tensor()) {
   if (!engine::pushing() || runs_on_caller(op)) {
@@ -172,8 +190,12 @@ void launch(const OpDef& op, const std::vector<Tensor>& inputs, const std::vecto
   if (op.is_random) *next++ = engine::var_of(default_generator());
   std::span<EngineVar* const> reads(base, first_write);
   std::span<EngineVar* const> writes(first_write, next);
-  engine::push(KernelCall{&op, attrs, inputs, outputs, cast_into}, reads, writes,
-               engine::Site{op.name.c_str(), engine::caller_location()}, bytes);
+  engine::Site site{op.name.c_str(), nullptr};
+  if (touched_bytes(inputs, outputs) <= engine::limits().inline_bytes) {
+    auto now = [&] { KernelCall::run(op, attrs, inputs, outputs, cast_into); };
+    if (engine::run_if_idle(now, reads, writes, site)) return;
+  }
+  engine::push(KernelCall{&op, attrs, inputs, outputs, cast_into}, reads, writes, site, bytes);
 }
 
 // An op on a tensor that requires grad, before autograd installed its hook,
