@@ -4,13 +4,17 @@
    tensor, in async mode with y.wait_to_read() after every op against one
    kiln.synchronize() at the end (d2l measured 3.4x for MXNet; goal >= 2x),
    and async against sync mode on the same loop (goal: the engine costs at
-   most 10% on this dispatch-bound loop), with the engine's cost per op.
+   most 10% on this dispatch-bound loop), with the engine's cost per op;
+   and the same with every op queued (inline_bytes=0: no small op runs at
+   once), which shows what queueing an op and a round trip to a worker cost.
 2. SCENARIOS.md's W1 training loop (MLP 512-256-128-2, SGD) in eager
    Python at batch 64, one thread per op: async against sync mode (the
    Python thread overlaps the kernels; goal >= 1.2x).
-3. Two independent chains of 512x512 matmuls, one OpenMP thread per op:
-   two engine workers against the same ops run serially (goal >= 1.7x on
-   two cores).
+3. Two independent chains of 512x512 matmuls, and a model of two
+   branches, one OpenMP thread per op: two engine workers against the same
+   ops run serially (goal >= 1.7x on two cores).
+4. W1-W3 (SCENARIOS.md's reference workloads) in eager Python in both
+   modes (goal: async never more than 3% slower).
 
 Variants are interleaved within each repetition, so a slow moment of the
 machine hits all of them; the tables give the median repetition.
@@ -47,8 +51,21 @@ def d2l_variants(n: int) -> dict:
         kiln.set_execution("async")
         loop_ops(n, wait_each=False)
 
+    def queued(wait_each: bool):
+        def run() -> None:
+            kiln.set_execution("async")
+            limits = kiln.engine_limits()
+            kiln.set_engine_limits(*limits[:2], inline_bytes=0)
+            try:
+                loop_ops(n, wait_each=wait_each)
+            finally:
+                kiln.set_engine_limits(*limits)
+        return run
+
     return {"sync mode": sync, "async, wait_to_read each op": async_wait_each,
-            "async, one synchronize at the end": async_one_sync}
+            "async, one synchronize at the end": async_one_sync,
+            "every op queued, wait_to_read each": queued(True),
+            "every op queued, one synchronize": queued(False)}
 
 
 def w1_training(steps: int) -> None:
@@ -104,6 +121,101 @@ def chain_variants(length: int) -> dict:
     return {"serial (sync mode)": serial, "2 workers (async mode)": parallel}
 
 
+def mlp(nn):
+    return nn.Sequential(nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
+                         nn.Linear(128, 2))
+
+
+def lenet(nn):
+    return nn.Sequential(
+        nn.Conv2d(1, 6, kernel_size=5, padding=2), nn.Sigmoid(),
+        nn.AvgPool2d(kernel_size=2, stride=2),
+        nn.Conv2d(6, 16, kernel_size=5), nn.Sigmoid(),
+        nn.AvgPool2d(kernel_size=2, stride=2), nn.Flatten(),
+        nn.Linear(16 * 5 * 5, 120), nn.Sigmoid(), nn.Linear(120, 84), nn.Sigmoid(),
+        nn.Linear(84, 10))
+
+
+def my_model(nn):  # SCENARIOS.md §6
+    return nn.Sequential(nn.Linear(10, 5), nn.ReLU(), nn.Linear(5, 2))
+
+
+def inference(build, shape):
+    """`calls` forward calls under no_grad, the last output read at the end
+    (a user's loop over batches that looks at the result)."""
+    kiln.manual_seed(0)
+    model = build(kiln.nn)
+    x = kiln.randn(*shape)
+
+    def run(calls: int) -> None:
+        with kiln.no_grad():
+            for _ in range(calls):
+                out = model(x)
+            out.wait_to_read()
+    return run
+
+
+def training(build, shape, classes):
+    """`calls` SGD steps (W3: forward, cross-entropy, backward, update), the
+    loss read at the end."""
+    kiln.manual_seed(0)
+    model = build(kiln.nn)
+    opt = kiln.optim.SGD(model.parameters(), lr=0.01)
+    x = kiln.randn(*shape)
+    target = kiln.randint(0, classes, (shape[0],))
+
+    def run(calls: int) -> None:
+        for _ in range(calls):
+            opt.zero_grad()
+            loss = kiln.nn.functional.cross_entropy(model(x), target)
+            loss.backward()
+            opt.step()
+        loss.item()
+    return run
+
+
+WORKLOADS = {  # name: (workload, calls per repetition)
+    "W1 batch 1": (lambda: inference(mlp, (1, 512)), 400),
+    "W1 batch 64": (lambda: inference(mlp, (64, 512)), 100),
+    "W1 batch 1024": (lambda: inference(mlp, (1024, 512)), 10),
+    "W2 batch 1": (lambda: inference(lenet, (1, 1, 28, 28)), 200),
+    "W2 batch 64": (lambda: inference(lenet, (64, 1, 28, 28)), 10),
+    "W3a (W1 step, batch 64)": (lambda: training(mlp, (64, 512), 2), 50),
+    "W3b (MyModel step, batch 10)": (lambda: training(my_model, (10, 10), 2), 200),
+}
+
+
+def mode_variants(run, calls: int) -> dict:
+    def in_mode(mode: str):
+        def go() -> None:
+            kiln.set_execution(mode)
+            run(calls)
+        return go
+    return {"sync": in_mode("sync"), "async": in_mode("async")}
+
+
+class TwoBranches:
+    """A model whose two branches (each 4 x Linear 512->512 + ReLU on a
+    batch of 128) only meet at the end: independent work for two workers."""
+
+    def __init__(self):
+        nn = kiln.nn
+
+        def branch():
+            layers = []
+            for _ in range(4):
+                layers += [nn.Linear(512, 512), nn.ReLU()]
+            return nn.Sequential(*layers)
+        kiln.manual_seed(0)
+        self.a, self.b = branch(), branch()
+        self.x = kiln.randn(128, 512)
+
+    def __call__(self) -> None:
+        with kiln.no_grad():
+            out = self.a(self.x) + self.b(self.x)
+        out.wait_to_read()
+
+
 def measure(variants: dict, reps: int, setup=None) -> dict:
     times = {name: [] for name in variants}
     for _ in range(reps):
@@ -140,6 +252,12 @@ def main() -> None:
     print(f"  engine cost per op (async - sync)    {(one_sync - sync) / args.ops * 1e6:8.2f} µs  "
           f"(MXNet 30-60 µs)")
     print(f"  round trip per op (wait each - sync) {(wait_each - sync) / args.ops * 1e6:8.2f} µs")
+    q_each = d2l["every op queued, wait_to_read each"]
+    q_one = d2l["every op queued, one synchronize"]
+    print(f"  every op queued (inline_bytes=0): wait each / one sync {q_each / q_one:5.2f}x, "
+          f"async / sync {q_one / sync:5.2f}x,")
+    print(f"    queueing cost per op {(q_one - sync) / args.ops * 1e6:5.2f} µs, "
+          f"round trip to a worker {(q_each - sync) / args.ops * 1e6:5.2f} µs")
 
     print()
     print(f"== W1 training loop, eager Python, batch 64, 1 thread per op, {args.steps} steps, "
@@ -162,7 +280,26 @@ def main() -> None:
         print(f"  {name:<36} {t * 1e3:8.2f}")
     ratio = chains["serial (sync mode)"] / chains["2 workers (async mode)"]
     print(f"  serial / 2 workers                   {ratio:8.2f}x  (goal >= 1.7x on two cores)")
+    model = TwoBranches()
+    branches = measure({"serial (sync mode)": lambda: (kiln.set_execution("sync"), model()),
+                        "2 workers (async mode)": lambda: (kiln.set_execution("async"),
+                                                           model())}, args.reps)
+    print(f"== a two-branch model (2 x 4 Linear 512->512, batch 128, eager, no_grad), one thread "
+          f"per op, median of {args.reps}, ms")
+    for name, t in branches.items():
+        print(f"  {name:<36} {t * 1e3:8.2f}")
+    ratio = branches["serial (sync mode)"] / branches["2 workers (async mode)"]
+    print(f"  serial / 2 workers                   {ratio:8.2f}x  (goal >= 1.7x on two cores)")
+
+    print()
+    print(f"== W1-W3 in both modes, eager Python, one thread, one worker, median of {args.reps}, "
+          f"µs per call")
     kiln.set_num_interop_threads(1)
+    for name, (make, calls) in WORKLOADS.items():
+        times = measure(mode_variants(make(), calls), args.reps)
+        sync_t, async_t = times["sync"] / calls * 1e6, times["async"] / calls * 1e6
+        print(f"  {name:<30} sync {sync_t:9.1f}  async {async_t:9.1f}  async/sync "
+              f"{async_t / sync_t:5.2f}x  (goal <= 1.03x)")
     kiln.set_num_threads(threads)
 
 

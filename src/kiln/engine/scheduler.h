@@ -125,9 +125,10 @@ class Scheduler {
   void enqueue(Op* op);
   Op* pop_ready();
   void worker_loop(int intra_threads);
-  void run(Op* op);
-  void complete(Op* op, const std::shared_ptr<Failure>& failure, bool new_failure);
-  void release_vars(const Op& op, const std::shared_ptr<Failure>& failure, bool new_failure);
+  Op* run(Op* op);  // returns the op to run next on this worker, or null
+  Op* complete(Op* op, const std::shared_ptr<Failure>& failure, bool new_failure);
+  void release_vars(const Op& op, const std::shared_ptr<Failure>& failure, bool new_failure,
+                    Op** keep);
   void notify_waiters();
   void start_workers_locked();
   void stop_workers();
