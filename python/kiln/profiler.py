@@ -122,7 +122,8 @@ class profile:
     def events(self) -> EventList:
         """Every range recorded, by thread and start time (name, kind,
         thread, depth, start_us, duration_us, self_cpu_time_total,
-        input_shapes, ...)."""
+        input_shapes, ...). In async mode a queued op's kernel is an event
+        of kind "kernel" on the engine worker that ran it, with queued_us."""
         session = self._stopped()
         return EventList(session.events if session else [], self.profile_memory)
 

@@ -2,9 +2,12 @@
 // (kiln/profiler in C++); kiln/profiler.py shapes them as torch.profiler.
 // Times cross as microseconds (floats), as PyTorch's events give them.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
+
+#include <optional>
 
 #include "kiln/profiler/profiler.h"
 
@@ -37,7 +40,12 @@ void bind_profiler(nb::module_& m) {
       .def_ro("self_cpu_memory_usage", &Event::self_bytes)
       .def_ro("cpu_memory_usage", &Event::total_bytes)
       .def_ro("input_shapes", &Event::shapes)
-      .def_ro("attributes", &Event::attributes);
+      .def_ro("attributes", &Event::attributes)
+      .def_prop_ro("queued_us",  // a queued op's kernel: when it was queued; else None
+                   [](const Event& e) -> std::optional<double> {
+                     if (e.queued_ns < 0) return std::nullopt;
+                     return us(e.queued_ns);
+                   });
 
   nb::class_<EventAverage>(m, "EventAverage")
       .def_ro("key", &EventAverage::name)

@@ -14,6 +14,7 @@
 #include "kiln/ops/random.h"
 #include "kiln/ops/shape.h"
 #include "kiln/ops/view.h"
+#include "kiln/profiler/profiler.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -287,6 +288,36 @@ TEST_F(EngineTest, SeveralThreadsPushing) {
       th.join();
     EXPECT_EQ(got, expected) << "inline " << inline_bytes;
   }
+}
+
+TEST_F(EngineTest, TheProfilerRecordsQueuedKernelsOnTheWorkers) {
+  use(engine::Execution::Async, 2);
+  Tensor a = ones({128, 128});
+  Tensor b = ones({128, 128});
+  engine::synchronize();
+  profiler::Profile prof;
+  Tensor c = matmul(a, a);  // 192 KiB touched: queued
+  Tensor d = matmul(b, b);
+  engine::synchronize();
+  prof.stop();
+  std::vector<const profiler::Event*> kernels, ops;
+  for (const profiler::Event& e : prof.events()) {
+    if (e.kind == profiler::EventKind::Kernel) kernels.push_back(&e);
+    if (e.kind == profiler::EventKind::Op) ops.push_back(&e);
+  }
+  ASSERT_EQ(kernels.size(), 2u);
+  ASSERT_EQ(ops.size(), 2u);
+  for (const profiler::Event* k : kernels) {
+    EXPECT_EQ(k->name, "matmul");
+    EXPECT_NE(k->thread, ops[0]->thread);
+    EXPECT_GE(k->queued_ns, ops[0]->start_ns);
+    EXPECT_LE(k->queued_ns, k->start_ns);
+  }
+  std::string trace = prof.chrome_trace();
+  EXPECT_NE(trace.find("\"name\": \"engine worker (thread "), std::string::npos) << trace;
+  EXPECT_NE(trace.find("\"Queue wait\": "), std::string::npos) << trace;
+  EXPECT_EQ(c.to_vector<float>()[0], 128.0f);
+  EXPECT_EQ(d.to_vector<float>()[0], 128.0f);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 sync results bit for bit over random programs, sync points, errors raised
 where they were made, bounded memory, several Python threads."""
 import inspect
+import json
 import os
 import subprocess
 import sys
@@ -283,3 +284,34 @@ def test_engine_limits_are_checked():
         kiln.set_engine_limits(16, 1 << 20, inline_bytes=-1)
     kiln.set_engine_limits(16, 1 << 20)  # inline_bytes kept
     assert kiln.engine_limits() == (16, 1 << 20, _DEFAULT_LIMITS[2])
+
+
+def test_the_trace_shows_queued_kernels_per_worker(tmp_path):
+    kiln.set_num_interop_threads(2)
+    kiln.set_execution("async")
+    a, b = kiln.ones(256, 256), kiln.ones(256, 256)
+    kiln.synchronize()
+    with kiln.profiler.profile() as prof:
+        c = a @ a  # queued (large), two independent chains
+        d = b @ b
+        e = (c + d).sum()
+        e.item()
+    kernels = [ev for ev in prof.events() if ev.kind == "kernel"]
+    issued = [ev for ev in prof.events() if ev.kind == "op"]
+    assert sorted(ev.name for ev in kernels) == ["add", "matmul", "matmul", "sum"]
+    issue_threads = {ev.thread for ev in issued}
+    for ev in kernels:
+        assert ev.thread not in issue_threads  # on a worker
+        assert 0 <= ev.queued_us <= ev.start_us
+    assert all(ev.queued_us is None for ev in issued)
+    keys = {row.key for row in prof.key_averages()}
+    assert {"matmul", "matmul (kernel)"} <= keys
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    trace = json.loads(path.read_text())["traceEvents"]
+    workers = {ev["tid"] for ev in trace
+               if ev["ph"] == "M" and ev["args"]["name"].startswith("engine worker")}
+    queued = [ev for ev in trace if ev["ph"] == "X" and ev["cat"] == "kernel"]
+    assert len(queued) == 4 and {ev["tid"] for ev in queued} <= workers
+    for ev in queued:
+        assert ev["args"]["Queued"] + ev["args"]["Queue wait"] == pytest.approx(ev["ts"], abs=1e-3)

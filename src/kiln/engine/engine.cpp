@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "kiln/engine/scheduler.h"
+#include "kiln/util/profile_recorder.h"
 
 namespace kiln::engine {
 namespace {
@@ -122,6 +123,7 @@ void push(std::function<void()> fn, std::span<EngineVar* const> reads,
   op->site = site;
   if (!op->site.where) op->site.where = caller_location();  // the worker cannot ask
   op->bytes = bytes;
+  if (profiler::recording()) op->queued_ns = profiler::now_ns();
   collect(*op, reads, writes, /*retain=*/true);
   s.push(op);
 }

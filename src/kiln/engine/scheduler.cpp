@@ -12,6 +12,7 @@
 #include <cstdlib>
 
 #include "kiln/kernels/cpu/parallel.h"
+#include "kiln/util/profile_recorder.h"
 
 namespace kiln::engine::detail {
 namespace {
@@ -311,6 +312,11 @@ Op* Scheduler::run(Op* op) {
   std::shared_ptr<Failure> failure = inherited;
   if (!failure) {
     RunningOp running;
+    profiler::Range range;  // the kernel on this worker, with its queueing time
+    if (op->queued_ns >= 0 && profiler::recording()) {
+      range.open(profiler::EventKind::Kernel, op->site.op);
+      range.set_queued(op->queued_ns);
+    }
     try {
       op->fn();
     } catch (...) {

@@ -91,6 +91,7 @@ struct Op {
   int waiting = 0;        // variables that have not granted it yet
   Site site;
   int64_t bytes = 0;
+  int64_t queued_ns = -1;  // profiler session time when queued, or -1
   Op* next_retired = nullptr;
 };
 

@@ -47,6 +47,10 @@ std::string complete_event(const Event& e) {
   std::string args = "\"kind\": \"" + std::string(to_string(e.kind)) + "\"";
   if (!e.shapes.empty()) args += ", \"Input Dims\": " + shapes_text(e.shapes);
   if (!e.attributes.empty()) args += ", \"Attributes\": " + json_string(e.attributes);
+  if (e.queued_ns >= 0) {
+    args += ", \"Queued\": " + microseconds_text(e.queued_ns) +
+            ", \"Queue wait\": " + microseconds_text(e.start_ns - e.queued_ns);
+  }
   if (e.self_bytes != 0 || e.total_bytes != 0) {
     args += ", \"Self CPU Mem\": " + std::to_string(e.self_bytes) +
             ", \"CPU Mem\": " + std::to_string(e.total_bytes);
@@ -59,14 +63,21 @@ std::string complete_event(const Event& e) {
 
 }  // namespace
 
+// A thread that ran queued ops' kernels is named as the engine's worker,
+// so the rows of an async run show which ops ran side by side.
 std::string chrome_trace_json(std::span<const Event> events) {
-  std::set<uint32_t> threads;
-  for (const Event& e : events)
+  std::set<uint32_t> threads, workers;
+  for (const Event& e : events) {
     threads.insert(e.thread);
+    if (e.kind == EventKind::Kernel) workers.insert(e.thread);
+  }
   std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
   out += metadata("process_name", 0, "kiln");
-  for (uint32_t t : threads)
-    out += ",\n" + metadata("thread_name", t, "thread " + std::to_string(t));
+  for (uint32_t t : threads) {
+    const char* what = workers.count(t) ? "engine worker (thread " : "thread ";
+    out += ",\n" +
+           metadata("thread_name", t, what + std::to_string(t) + (workers.count(t) ? ")" : ""));
+  }
   for (const Event& e : events)
     out += ",\n" + complete_event(e);
   return out + "\n]}\n";

@@ -61,8 +61,10 @@ std::vector<EventAverage> key_averages(std::span<const Event> events, bool group
   std::map<std::pair<std::string, std::string>, size_t> row_of;  // lookups only
   for (const Event& e : events) {
     std::string shapes = group_by_input_shape ? shapes_text(e.shapes) : std::string();
-    auto [it, fresh] = row_of.try_emplace({e.name, shapes}, rows.size());
-    if (fresh) rows.push_back(EventAverage{e.name, std::move(shapes), e.kind});
+    // A queued op's kernel is a row of its own: the op's row is its issue.
+    std::string name = e.kind == EventKind::Kernel ? e.name + " (kernel)" : e.name;
+    auto [it, fresh] = row_of.try_emplace({name, shapes}, rows.size());
+    if (fresh) rows.push_back(EventAverage{std::move(name), std::move(shapes), e.kind});
     EventAverage& row = rows[it->second];
     row.calls += 1;
     row.self_ns += e.self_ns;

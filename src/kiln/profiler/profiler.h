@@ -9,7 +9,8 @@
 //
 // Ranges come from kiln/util/profile_recorder.h: every eager op (dispatch),
 // every step of a compiled plan, each compiled call around its steps, each
-// autograd backward node, and ranges users open (Range, record_function).
+// autograd backward node, ranges users open (Range, record_function), and
+// in async mode each queued op's kernel on the engine worker that ran it.
 // A range's self time is its time less the ranges nested in it on its
 // thread; its total includes them.
 #pragma once
@@ -83,7 +84,9 @@ std::string shapes_text(const std::vector<std::vector<int64_t>>& shapes);
 
 // The Chrome trace event format (JSON object form): one complete ("X")
 // event per range, ts and dur in microseconds, pid 0, tid the thread, args
-// with the kind, input shapes and bytes; thread names as metadata events.
+// with the kind, input shapes and bytes (and, for a queued op's kernel,
+// when it was queued and how long it waited); thread names as metadata
+// events, the engine's workers named so.
 std::string chrome_trace_json(std::span<const Event> events);
 
 }  // namespace kiln::profiler

@@ -191,6 +191,8 @@ const char* to_string(EventKind kind) {
       return "call";
     case EventKind::User:
       return "user";
+    case EventKind::Kernel:
+      return "kernel";
   }
   return "?";
 }
@@ -236,6 +238,13 @@ RecorderOptions options() {
   return g_session ? g_session->options : RecorderOptions{};
 }
 
+int64_t now_ns() {
+  if (!recording()) return -1;
+  ThreadState* state = thread_state();
+  if (state == nullptr || !attach(*state)) return -1;
+  return since_start(*state->session);
+}
+
 void record_memory(int64_t bytes) {
   ThreadState* state = t_state;
   if (state == nullptr || state->frames.empty() || !state->session) return;
@@ -264,6 +273,11 @@ void Range::add_shape(const int64_t* dims, size_t ndim) {
 void Range::set_attributes(std::string text) {
   if (!wants_shapes()) return;
   t_state->frames.back().event.attributes = std::move(text);
+}
+
+void Range::set_queued(int64_t ns) {
+  if (!active_) return;
+  t_state->frames.back().event.queued_ns = ns;
 }
 
 void Range::add_absent_input() {

@@ -28,6 +28,9 @@ enum class EventKind : uint8_t {
   Step,  // one step of a compiled plan
   Call,  // a call of a compiled function, around its steps
   User,  // record_function / a Range a caller opened
+  // A queued op's kernel, on the engine worker that ran it (async mode):
+  // Event::queued_ns says when it was queued, so the trace shows its wait.
+  Kernel,
 };
 const char* to_string(EventKind kind);
 
@@ -53,6 +56,8 @@ struct Event {
   std::vector<std::vector<int64_t>> shapes;
   // The op's attributes as text, "dim=1, keepdim=false" (record_shapes).
   std::string attributes;
+  // A Kernel event: when its op was queued (session time), or -1.
+  int64_t queued_ns = -1;
 };
 
 namespace detail {
@@ -72,6 +77,10 @@ void start(const RecorderOptions& options = {});
 std::vector<Event> stop();
 // The options of the session recording now (defaults when none records).
 RecorderOptions options();
+
+// Nanoseconds since the recording session started, or -1 when none
+// records: the engine stamps a queued op with it (Range::set_queued).
+int64_t now_ns();
 
 // The allocator's hook: `bytes` allocated (> 0) or freed (< 0) on this
 // thread, counted in its innermost open range. Call only when recording().
@@ -106,6 +115,8 @@ class Range {
   void add_shape(const int64_t* dims, size_t ndim);
   void add_absent_input();
   void set_attributes(std::string text);
+  // A Kernel range: when its op was queued (a now_ns() of the same session).
+  void set_queued(int64_t ns);
 
  private:
   bool active_ = false;
