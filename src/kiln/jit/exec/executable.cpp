@@ -8,6 +8,7 @@
 #include "kiln/jit/exec/interpreter.h"
 #include "kiln/jit/exec/workspace.h"
 #include "kiln/jit/ir/size_symbols.h"
+#include "kiln/kernels/cpu/parallel.h"
 #include "kiln/ops/attrs_text.h"
 #include "kiln/util/profile_recorder.h"
 
@@ -194,7 +195,8 @@ void Executable::wait_for_held() const {
 // do; the run packs weights under the versions read then, not when it runs
 // (a later in-place op has bumped them by then, without having run). A plan
 // that calls back into Python (a custom autograd Function) runs where it
-// was called. Running a plan's independent branches side by side is next.
+// was called. Inside the run, independent steps may run side by side (Note
+// [Concurrent steps], concurrency.h).
 void Executable::execute(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const {
   if (!engine::pushing() || calls_python_) {
     run_plan(inputs, outputs);
@@ -313,37 +315,57 @@ void Executable::run_views(std::span<const cpu::StridedView> inputs,
   }
 }
 
+// Note [Concurrent steps] (concurrency.h): a wave the cost model marked
+// runs side by side when the running thread has threads to spare; inputs
+// with other strides than planned take the plain kernels, in order.
 void Executable::run_steps(Workspace& ws, bool inputs_strided,
                            std::span<const uint64_t> input_keys) const {
-  const cpu::StridedView* args = ws.args();
   const bool profiling = profiler::recording();  // read once per run, not per step
-  for (const Step& step : plan_.steps) {
-    const cpu::StridedView* first = args + step.first_arg;
-    KernelArgs kernel_args{
-        {first, step.num_inputs}, {first + step.num_inputs, step.num_outputs}, *step.attrs};
-    profiler::Range range(profiling, profiler::EventKind::Step, step.op->name);
-    record_step_shapes(range, kernel_args);
-    if (step.control_flow) {
-      // It takes any strides itself.
-      run_control_flow(step, kernel_args, ws, input_keys);
-      continue;
-    }
-    if (!step.prepared || (inputs_strided && step.touches_inputs)) {
-      step.kernel(kernel_args);
-      continue;
-    }
-    if (step.packed_held >= 0) {
-      step.prepared->run_packed(kernel_args, ws.held_version(size_t(step.packed_held)));
-      continue;
-    }
-    const uint64_t key =
-        step.packed_input >= 0 && !input_keys.empty() ? input_keys[size_t(step.packed_input)] : 0;
-    if (key) {
-      step.prepared->run_packed(kernel_args, key);
-      continue;
-    }
-    step.prepared->run(kernel_args);
+  const int threads = plan_.has_concurrent_waves && !inputs_strided ? cpu::max_threads() : 1;
+  if (threads < 2) {
+    for (const Step& step : plan_.steps)
+      run_step(step, ws, inputs_strided, input_keys, profiling);
+    return;
   }
+  for (const Wave& wave : plan_.waves) {
+    const Step* steps = plan_.steps.data() + wave.first;
+    if (!wave.concurrent) {
+      for (uint32_t k = 0; k < wave.count; ++k)
+        run_step(steps[k], ws, false, input_keys, profiling);
+      continue;
+    }
+    cpu::run_concurrently(wave.count, std::min(threads, int(wave.count)),
+                          [&](int64_t k) { run_step(steps[k], ws, false, input_keys, profiling); });
+  }
+}
+
+void Executable::run_step(const Step& step, Workspace& ws, bool inputs_strided,
+                          std::span<const uint64_t> input_keys, bool profiling) const {
+  const cpu::StridedView* first = ws.args() + step.first_arg;
+  KernelArgs kernel_args{
+      {first, step.num_inputs}, {first + step.num_inputs, step.num_outputs}, *step.attrs};
+  profiler::Range range(profiling, profiler::EventKind::Step, step.op->name);
+  record_step_shapes(range, kernel_args);
+  if (step.control_flow) {
+    // It takes any strides itself.
+    run_control_flow(step, kernel_args, ws, input_keys);
+    return;
+  }
+  if (!step.prepared || (inputs_strided && step.touches_inputs)) {
+    step.kernel(kernel_args);
+    return;
+  }
+  if (step.packed_held >= 0) {
+    step.prepared->run_packed(kernel_args, ws.held_version(size_t(step.packed_held)));
+    return;
+  }
+  const uint64_t key =
+      step.packed_input >= 0 && !input_keys.empty() ? input_keys[size_t(step.packed_input)] : 0;
+  if (key) {
+    step.prepared->run_packed(kernel_args, key);
+    return;
+  }
+  step.prepared->run(kernel_args);
 }
 
 // The step's input keys from Plan::key_sources, in the workspace's buffer.

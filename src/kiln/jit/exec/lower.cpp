@@ -8,6 +8,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "kiln/jit/exec/concurrency.h"
 #include "kiln/jit/exec/control_flow_exec.h"
 #include "kiln/jit/exec/plan.h"
 #include "kiln/jit/ir/control_flow.h"
@@ -86,7 +87,9 @@ class Lowering {
     }
     add_output_copies();
     choose_packed_weights();
+    if (!place_) order_by_waves(plan_);  // before placement: reuse must not order them
     place_buffers();
+    check_waves(plan_);
     return std::move(plan_);
   }
 

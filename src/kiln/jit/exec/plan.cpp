@@ -63,6 +63,12 @@ std::string Plan::to_string() const {
     if (step.packed_input >= 0) out << " [packs keyed input " << step.packed_input << "]";
     out << "\n";
   }
+  for (size_t w = 0; w < waves.size(); ++w) {
+    if (waves[w].count < 2) continue;
+    out << "wave " << w << ": steps";
+    out << " " << waves[w].first << ".." << waves[w].first + waves[w].count - 1;
+    out << (waves[w].concurrent ? " (side by side)" : " (in order: small)") << "\n";
+  }
   out << "arena: " << memory.arena_bytes << " bytes (unshared: " << memory.unshared_bytes
       << " bytes)\n";
   return out.str();

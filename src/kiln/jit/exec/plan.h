@@ -100,6 +100,12 @@ struct OutputIntoParam {
   const Value* param;
 };
 
+// Steps that may run side by side: Note [Concurrent steps], concurrency.h.
+struct Wave {
+  uint32_t first = 0, count = 0;  // in Plan::steps
+  bool concurrent = false;        // the cost model says run it side by side
+};
+
 struct Plan {
   size_t num_inputs = 0, num_outputs = 0;
   // Per graph output: the held tensor it is written into, or -1.
@@ -120,6 +126,9 @@ struct Plan {
   std::vector<Tensor> held;
   std::deque<Attrs> attrs;  // a deque: steps point into it
   std::vector<std::unique_ptr<PreparedKernel>> prepared;
+  // The steps by wave, in order (empty: none could run side by side).
+  std::vector<Wave> waves;
+  bool has_concurrent_waves = false;
 
   // One line per slot and step: where each value lives, what runs.
   std::string to_string() const;

@@ -2,6 +2,9 @@
 
 #include <omp.h>
 
+#include <exception>
+#include <mutex>
+
 namespace kiln::cpu {
 
 int omp_threads_in_region() {
@@ -15,6 +18,21 @@ int max_threads() {
 }
 void set_num_threads(int n) {
   omp_set_num_threads(n);
+}
+
+void run_concurrently(int64_t n, int threads, void (*task)(void*, int64_t), void* context) {
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t i = 0; i < n; ++i) {
+    try {
+      task(context, i);
+    } catch (...) {  // an exception must not leave an OpenMP region
+      std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace kiln::cpu

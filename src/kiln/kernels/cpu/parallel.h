@@ -26,4 +26,19 @@ void parallel_for(int64_t n, bool split, const Body& body) {
     body(i);
 }
 
+// Runs task(i) for every i in [0, n) on up to `threads` OpenMP threads
+// (independent tasks: a compiled plan's concurrent steps). Kernels inside a
+// task run on one thread, as OpenMP regions do not nest: tasks times
+// threads per task stay within `threads`. The first exception a task
+// throws is rethrown here once every task has ended.
+void run_concurrently(int64_t n, int threads, void (*task)(void* context, int64_t i),
+                      void* context);
+
+template <typename Task>
+void run_concurrently(int64_t n, int threads, const Task& task) {
+  run_concurrently(
+      n, threads, [](void* c, int64_t i) { (*static_cast<const Task*>(c))(i); },
+      const_cast<Task*>(&task));
+}
+
 }  // namespace kiln::cpu
