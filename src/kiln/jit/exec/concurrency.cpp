@@ -195,13 +195,21 @@ void order_by_waves(Plan& plan) {
 }
 
 void check_waves(const Plan& plan) {
-  if (plan.waves.empty()) return;
-  std::vector<int64_t> bytes;
-  std::vector<uint32_t> wave = step_waves(plan, /*placed=*/true, bytes);
+  int64_t bytes = 0;
   for (const Wave& w : plan.waves) {
+    if (w.count < 2) continue;
+    std::vector<std::vector<Access>> accesses;
+    for (uint32_t k = 0; k < w.count; ++k)
+      accesses.push_back(accesses_of(plan, plan.steps[w.first + k], /*placed=*/true, bytes));
     for (uint32_t k = 1; k < w.count; ++k) {
-      KILN_ASSERT(wave[w.first + k] <= wave[w.first], "order_by_waves: step ", w.first + k,
-                  " conflicts with an earlier step of its wave once placed");
+      for (uint32_t i = 0; i < k; ++i) {
+        for (const Access& a : accesses[i]) {
+          for (const Access& b : accesses[k]) {
+            KILN_ASSERT(!conflict(a, b), "order_by_waves: steps ", w.first + i, " and ",
+                        w.first + k, " of one wave conflict once placed");
+          }
+        }
+      }
     }
   }
 }
