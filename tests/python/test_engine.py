@@ -315,3 +315,35 @@ def test_the_trace_shows_queued_kernels_per_worker(tmp_path):
     assert len(queued) == 4 and {ev["tid"] for ev in queued} <= workers
     for ev in queued:
         assert ev["args"]["Queued"] + ev["args"]["Queue wait"] == pytest.approx(ev["ts"], abs=1e-3)
+
+
+@pytest.mark.parametrize("optimizer", ["SGD", "Adam", "AdamW", "RMSprop"])
+def test_backward_optimizers_and_the_data_loader_never_wait(optimizer):
+    from kiln.utils.data import DataLoader, TensorDataset
+
+    kiln.manual_seed(0)
+    nn = kiln.nn
+    model = nn.Sequential(nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 2))
+    opt = getattr(kiln.optim, optimizer)(model.parameters(), lr=0.01)
+    data = TensorDataset(kiln.randn(256, 512), kiln.randint(0, 2, (256,)))
+    kiln.set_execution("async")
+    before = kiln.engine_stats()
+    for x, target in DataLoader(data, batch_size=64, shuffle=True):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), target).backward()
+        opt.step()
+    after = kiln.engine_stats()
+    assert after["pushed"] - before["pushed"] >= 4 * 20  # the kernels were queued...
+    assert after["sync_waits"] == before["sync_waits"]  # ...and nothing waited for them
+    weights = [p.detach().numpy().copy() for p in model.parameters()]
+    kiln.set_execution("sync")
+    kiln.manual_seed(0)
+    model_sync = nn.Sequential(nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 2))
+    opt_sync = getattr(kiln.optim, optimizer)(model_sync.parameters(), lr=0.01)
+    data_sync = TensorDataset(kiln.randn(256, 512), kiln.randint(0, 2, (256,)))
+    for x, target in DataLoader(data_sync, batch_size=64, shuffle=True):
+        opt_sync.zero_grad()
+        nn.functional.cross_entropy(model_sync(x), target).backward()
+        opt_sync.step()
+    for got, expected in zip(weights, model_sync.parameters()):
+        np.testing.assert_array_equal(got, expected.detach().numpy())
