@@ -265,6 +265,32 @@ TEST_F(EngineTest, DispatchedFailureNamesOpAndShapes) {
   EXPECT_TRUE(mentions(e, "input shapes: [3, 2], [1]")) << e.what();
 }
 
+TEST_F(EngineTest, ACppCallerNamesItsSite) {
+  use(engine::Execution::Async);
+  engine::set_limits({.inline_bytes = 0});
+  Tensor x = ones({3, 2});
+  Tensor bad;
+  int line = 0;
+  {
+    line = __LINE__ + 1;
+    KILN_ENGINE_SITE();
+    bad = index_select(x, 0, full({1}, 5, DType::Int64));
+  }
+  Error e = error_of([&] { bad.to_vector<float>(); });
+  EXPECT_TRUE(mentions(e, str("index_select (issued at engine_test.cpp:", line, ") failed")))
+      << e.what();
+  engine::set_limits({});  // the default: the op runs at once, the site is asked when it fails
+  {
+    KILN_ENGINE_SITE();
+    bad = index_select(x, 0, full({1}, 7, DType::Int64));
+  }
+  e = error_of([&] { bad.to_vector<float>(); });
+  EXPECT_TRUE(mentions(e, "(issued at engine_test.cpp:")) << e.what();
+  Tensor outside = index_select(x, 0, full({1}, 9, DType::Int64));
+  e = error_of([&] { outside.to_vector<float>(); });
+  EXPECT_TRUE(mentions(e, "index_select failed while running asynchronously")) << e.what();
+}
+
 TEST_F(EngineTest, SeveralThreadsPushing) {
   use(engine::Execution::Sync);
   Tensor shared = full({64}, 0.5);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 
 #include "kiln/engine/scheduler.h"
 #include "kiln/util/profile_recorder.h"
@@ -95,9 +96,22 @@ void set_site_hook(SiteHook hook) {
   g_site_hook.store(hook, std::memory_order_relaxed);
 }
 
+thread_local const char* t_cpp_site = nullptr;
+
 const char* caller_location() {
   SiteHook hook = g_site_hook.load(std::memory_order_relaxed);
-  return hook ? hook() : "";
+  const char* where = hook ? hook() : "";
+  if (*where || !t_cpp_site) return where;
+  const char* slash = std::strrchr(t_cpp_site, '/');  // the file's name, not its path
+  return slash ? slash + 1 : t_cpp_site;
+}
+
+SiteScope::SiteScope(const char* where) : saved_(t_cpp_site) {
+  t_cpp_site = where;
+}
+
+SiteScope::~SiteScope() {
+  t_cpp_site = saved_;
 }
 
 void set_blocking_hooks(BlockingHooks hooks) {

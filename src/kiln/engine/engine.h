@@ -82,7 +82,27 @@ struct Site {
 // string that lives as long as the process (or "").
 using SiteHook = const char* (*)();
 void set_site_hook(SiteHook hook);
+// The hook's answer, else the innermost SiteScope of this thread, else "".
 const char* caller_location();
+
+// A C++ caller's site for the ops it issues while the scope lives (their
+// errors name it): KILN_ENGINE_SITE() names the file and line it stands
+// on. `where` must outlive the ops (a string literal).
+class SiteScope {
+ public:
+  explicit SiteScope(const char* where);
+  ~SiteScope();
+  SiteScope(const SiteScope&) = delete;
+  SiteScope& operator=(const SiteScope&) = delete;
+
+ private:
+  const char* saved_;
+};
+
+#define KILN_ENGINE_SITE_TEXT2(line) #line
+#define KILN_ENGINE_SITE_TEXT(line) KILN_ENGINE_SITE_TEXT2(line)
+#define KILN_ENGINE_SITE() \
+  ::kiln::engine::SiteScope kiln_engine_site_(__FILE__ ":" KILN_ENGINE_SITE_TEXT(__LINE__))
 
 // Around a wait that blocks (the Python bindings release the GIL there, so
 // workers running Python callbacks and other Python threads go on).
