@@ -59,23 +59,33 @@ Value* unfused_activation(Graph& graph, Node* node, Value* v) {
     return emit("clamp", {v}, {{"min", bound(alpha)}, {"max", bound(beta)}});
   }
   if (name == "hardsigmoid") return hardsigmoid();
+  if (name == "leaky_relu") {
+    Value* leaky = emit("leaky_relu", {v}, {{"negative_slope", alpha}});
+    return std::isinf(beta) ? leaky : emit("maximum", {leaky, number(beta)});
+  }
   if (name == "hardswish") return emit("mul", {v, hardsigmoid()});
   KILN_CHECK(name == "silu", "onnx export: conv2d_fused with activation '", name, "'");
   return emit("mul", {v, emit("sigmoid", {v})});
 }
 
 // conv2d_fused(x, w, b, r) -> activation(conv2d(x, w, b) + r) * scale_after
-// + shift_after.
+// + shift_after; with layout nhwc, between transposes to NCHW and back.
 void unfuse_conv_epilogue(Graph& graph, Node* node) {
   Attrs attrs;
   for (const auto& [name, value] : node->attrs().items())
     if (name != "activation" && name != "alpha" && name != "beta" && name != "scale_after" &&
-        name != "shift_after") {
+        name != "shift_after" && name != "layout") {
       attrs.set(name, value);
     }
-  std::vector<Value*> conv_inputs{node->input(0), node->input(1)};
+  const bool nhwc = node->attrs().get_string("layout") == "nhwc";
+  auto layout = [&](Value* v, IntList dims) {
+    if (!nhwc) return v;
+    return graph.insert_before(node, op("permute"), {v}, {{"dims", std::move(dims)}})->output();
+  };
+  std::vector<Value*> conv_inputs{layout(node->input(0), {0, 3, 1, 2}), node->input(1)};
   if (node->inputs().size() > 2 && node->input(2)) conv_inputs.push_back(node->input(2));
   Value* v = graph.insert_before(node, op("conv2d"), conv_inputs, attrs)->output();
+  v = layout(v, {0, 2, 3, 1});
   if (node->inputs().size() > 3 && node->input(3)) {
     v = graph.insert_before(node, op("add"), {v, node->input(3)})->output();
   }
