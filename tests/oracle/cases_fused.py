@@ -6,7 +6,7 @@ other."""
 import torch
 import torch.nn.functional as F
 
-from oracle import Case, absent, ints, randn
+from oracle import Case, absent, ints, randn, values
 
 ACTIVATIONS = {"relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
                "gelu": F.gelu}
@@ -158,6 +158,36 @@ CONV2D_FUSED_NHWC = [
 ]
 
 
+def nhwc_max_pool(k, s=None, p=0, d=1, ceil=False):
+    return lambda x: F.max_pool2d(x.permute(0, 3, 1, 2), k, s, p, d,
+                                  ceil_mode=ceil).permute(0, 2, 3, 1)
+
+
+# max_pool2d_nhwc: max_pool2d over [N, H, W, C] (the pools inside a
+# channels-last chain). NaN wins, as in max_pool2d.
+MAX_POOL2D_NHWC = [
+    Case("max_pool2d_nhwc", [randn(1, 9, 9, 16)], nhwc_max_pool(3, 2, 1),
+         attrs={"kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1]}, name="resnet",
+         grad=False),
+    Case("max_pool2d_nhwc", [randn(2, 6, 7, 5)], nhwc_max_pool(2),
+         attrs={"kernel_size": [2, 2]}, name="odd_channels", grad=False),
+    Case("max_pool2d_nhwc", [randn(1, 4, 8, 24)], nhwc_max_pool((1, 2)),
+         attrs={"kernel_size": [1, 2]}, name="row_only", grad=False),
+    Case("max_pool2d_nhwc", [randn(1, 9, 8, 3)], nhwc_max_pool(3, 2, 1, 2, True),
+         attrs={"kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1], "dilation": [2, 2],
+                "ceil_mode": True}, name="dilation_ceil_mode", grad=False),
+    Case("max_pool2d_nhwc", [randn(1, 6, 6, 8, layout="transposed")], nhwc_max_pool(2, 1),
+         attrs={"kernel_size": [2, 2], "stride": [1, 1]}, name="strided_input", grad=False),
+    Case("max_pool2d_nhwc", [values([1.0, float("nan"), -2.0, 3.0, 0.5, float("nan"), 4.0, -1.0],
+                                    shape=(1, 2, 2, 2))], nhwc_max_pool(2),
+         attrs={"kernel_size": [2, 2]}, name="nan_wins", grad=False),
+    Case("max_pool2d_nhwc", [randn(1, 5, 5, 4, dtype="float64")], nhwc_max_pool(2, 1),
+         attrs={"kernel_size": [2, 2], "stride": [1, 1]}, name="f64", grad=False),
+    Case("max_pool2d_nhwc", [randn(6, 6, 4)], attrs={"kernel_size": [2, 2]}, name="not_4d",
+         error="max_pool2d_nhwc: expected a 4-D [N, H, W, C] input, got shape [6, 6, 4]"),
+]
+
+
 # Shapes that take each path of kiln's conv2d: oneDNN blocked (3x3, >= 64
 # output pixels) and plain (1x1), kiln's depthwise kernel (groups == C) and
 # its direct kernel (at most 16 output channels), the float64 loop.
@@ -297,4 +327,5 @@ FUSED_ELEMENTWISE = [
          error="the program reads %1 but the op has 1 inputs"),
 ]
 
-CASES = LINEAR_ACT + CONV2D_ACT + CONV2D_FUSED + CONV2D_FUSED_NHWC + FUSED_ELEMENTWISE
+CASES = (LINEAR_ACT + CONV2D_ACT + CONV2D_FUSED + CONV2D_FUSED_NHWC + MAX_POOL2D_NHWC
+         + FUSED_ELEMENTWISE)

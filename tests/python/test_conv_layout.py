@@ -2,7 +2,8 @@
 jit/passes/carry_conv_layout.cpp): in a frozen trace, consecutive
 convolutions of a ResNet (their fused relus and residual adds included)
 become conv2d_fused {layout="nhwc"} reading each other's NHWC outputs, with
-Winograd's kernels on the 3x3 stride-1 ones; results stay within float32
+Winograd's kernels on the 3x3 stride-1 ones and the max pool between them
+channels-last too; results stay within float32
 tolerance of PyTorch; exact=True keeps NCHW and eager's bits; ONNX export
 writes a chained graph as plain NCHW ops."""
 import io
@@ -91,8 +92,9 @@ def test_frozen_resnet_runs_one_chain_within_tolerance(width, batch):
         frozen = kiln.jit.trace(km, kx, frozen=True)
         got = frozen(kx).numpy()
     # The stem, four 3x3 layers and the downsampling 1x1 (which joins the
-    # chain its input is in): all channels-last.
+    # chain its input is in): all channels-last, the max pool too.
     assert len(_chained(frozen)) == 6, frozen.graph
+    assert "max_pool2d_nhwc" in [node.op for node in frozen.graph.nodes]
     assert "carry_conv_layout" in str(frozen.report())
     with torch.no_grad():
         want = tm(torch.from_numpy(x)).numpy()
@@ -111,14 +113,15 @@ def test_exact_keeps_nchw_and_eagers_bits():
     assert "permute" not in [node.op for node in exact.graph.nodes]
 
 
-def test_chain_output_read_outside_is_copied_back_to_nchw():
-    # The max pool reads the stem's output: a clone of its NCHW view.
+def test_max_pool_joins_and_the_mean_reads_a_copy_in_nchw():
+    # The max pool after the stem pools channels-last; the mean at the end
+    # reads a clone of the chain's NCHW view.
     _, km, x = _models()
     with kiln.no_grad():
         frozen = kiln.jit.trace(km, kiln.tensor(x), frozen=True)
     ops = [node.op for node in frozen.graph.nodes]
-    assert ops[ops.index("max_pool2d") - 2:ops.index("max_pool2d")] == ["permute", "clone"], \
-        frozen.graph
+    assert "max_pool2d_nhwc" in ops and "max_pool2d" not in ops, frozen.graph
+    assert ops.count("clone") == 1 and ops.index("clone") == ops.index("mean") - 1, frozen.graph
 
 
 def test_onnx_export_of_a_chained_trace_matches_torch():

@@ -101,6 +101,17 @@ void unfuse_conv_epilogue(Graph& graph, Node* node) {
   graph.erase(node);
 }
 
+// max_pool2d_nhwc(x) -> permute(max_pool2d(permute(x))).
+void unfuse_channels_last_pool(Graph& graph, Node* node) {
+  auto permute = [&](Value* v, IntList dims) {
+    return graph.insert_before(node, op("permute"), {v}, {{"dims", std::move(dims)}})->output();
+  };
+  Value* nchw = permute(node->input(0), {0, 3, 1, 2});
+  Value* pooled = graph.insert_before(node, op("max_pool2d"), {nchw}, node->attrs())->output();
+  node->output()->replace_all_uses_with(permute(pooled, {0, 2, 3, 1}));
+  graph.erase(node);
+}
+
 // fused_elementwise -> the ops of its program, in order.
 void unfuse_program(Graph& graph, Node* node) {
   const Program& program = parse_program(node->attrs().get_string("program"));
@@ -124,6 +135,7 @@ void unfuse(Graph& graph) {
     if (name == "linear_act") unfuse_with_activation(graph, node, "linear");
     if (name == "conv2d_act") unfuse_with_activation(graph, node, "conv2d");
     if (name == "conv2d_fused") unfuse_conv_epilogue(graph, node);
+    if (name == "max_pool2d_nhwc") unfuse_channels_last_pool(graph, node);
     if (name == "fused_elementwise") unfuse_program(graph, node);
   }
 }
@@ -251,7 +263,7 @@ std::string output_name(const ExportOptions& options, size_t i) {
 
 bool can_export(const std::string& op_name) {
   if (op_name == "linear_act" || op_name == "conv2d_act" || op_name == "conv2d_fused" ||
-      op_name == "fused_elementwise")
+      op_name == "max_pool2d_nhwc" || op_name == "fused_elementwise")
     return true;
   return find_exporter(op_name) != nullptr;
 }

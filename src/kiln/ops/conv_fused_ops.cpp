@@ -158,6 +158,32 @@ std::unique_ptr<PreparedKernel> prepare_conv2d_fused(const KernelArgs& args) {
   return std::make_unique<PreparedConv2dFused>(args);
 }
 
+// max_pool2d_nhwc(x) {max_pool2d's attrs}: max_pool2d over a channels-last
+// [N, H, W, C] input, giving [N, OH, OW, C]; the pooling between the
+// convolutions of a channels-last chain (carry_conv_layout.cpp). Inference
+// only; export writes max_pool2d between transposes.
+constexpr const char* kPoolOp = "max_pool2d_nhwc";
+
+InferResult infer_max_pool2d_nhwc(const InferArgs& args) {
+  static const OpDef& pool = op("max_pool2d");
+  const TensorMeta& x = args.inputs[0];
+  KILN_CHECK(x.dim() == 4, kPoolOp, ": expected a 4-D [N, H, W, C] input, got shape ", x.shape);
+  const TensorMeta nchw = to_nchw(x);
+  InferResult result = pool.infer(InferArgs{pool, {&nchw, 1}, args.attrs});
+  result.outputs[0] = to_nhwc(result.outputs[0]);
+  return result;
+}
+
+void max_pool2d_nhwc_kernel(const KernelArgs& args) {
+  static const OpDef& pool = op("max_pool2d");
+  cpu::StridedView nchw = args.inputs[0];
+  const int64_t* s = args.inputs[0].shape;
+  const int64_t shape[4] = {s[0], s[3], s[1], s[2]};
+  std::copy(shape, shape + 4, nchw.shape);
+  cpu::max_pool2d_nhwc(args.outputs[0], args.inputs[0],
+                       conv_pool::params_for(pool, nchw, args.attrs, true));
+}
+
 }  // namespace
 
 void register_conv_fused_ops(OpRegistry& registry) {
@@ -177,6 +203,14 @@ void register_conv_fused_ops(OpRegistry& registry) {
   fused.grad = nullptr;  // inference only: the pass runs on frozen graphs
   fused.onnx = {};       // the exporter writes the ops it stands for
   registry.add(std::move(fused));
+
+  OpDef pool = registry.get("max_pool2d");
+  pool.name = kPoolOp;
+  pool.infer = infer_max_pool2d_nhwc;
+  pool.cpu = max_pool2d_nhwc_kernel;
+  pool.grad = nullptr;  // inference only
+  pool.onnx = {};       // exported as max_pool2d between transposes
+  registry.add(std::move(pool));
 }
 
 }  // namespace kiln

@@ -5,8 +5,9 @@
 //    %y  = clone(permute(%yt) {dims=[0, 3, 1, 2]}) (for readers outside)
 // A convolution that reads %y (or adds it as its residual) reads %yt
 // instead, so a chain of them (ResNet's blocks, residual adds included)
-// keeps oneDNN's blocked layout (NHWC here: `acdb`) from one to the next and
-// reorders only where the chain starts (the copy %xt's reader makes of the
+// keeps oneDNN's blocked layout (NHWC here: `acdb`) from one to the next
+// (through the max pools between them too: max_pool2d_nhwc) and reorders
+// only where the chain starts (the copy %xt's reader makes of the
 // permuted view) and where something else reads it (the clone); those
 // left unread are removed. On NCHW each such convolution reordered its
 // source, destination and residual per call: 32 reorders per ResNet-18
@@ -99,29 +100,42 @@ class Chains {
 
   void convert(Node* conv) {
     static const OpDef& fused = op("conv2d_fused");
-    static const OpDef& permute = op("permute");
-    static const OpDef& clone = op("clone");
     std::vector<Value*> inputs{nhwc_of(conv->input(0), conv), conv->input(1)};
     const size_t count = conv->inputs().size();
     if (count > 2) inputs.push_back(conv->input(2));  // null: no bias
     if (count > 3 && conv->input(3)) inputs.push_back(nhwc_of(conv->input(3), conv));
     Attrs attrs = conv->attrs();
     attrs.set("layout", std::string("nhwc"));
-    Node* chained = graph_.insert_before(conv, fused, inputs, attrs);
-    Node* back =
-        graph_.insert_before(conv, permute, {chained->output()}, {{"dims", IntList{0, 3, 1, 2}}});
-    Node* copy = graph_.insert_before(conv, clone, {back->output()});
-    conv->output()->replace_all_uses_with(copy->output());
-    graph_.erase(conv);
-    nhwc_.emplace(copy->output(), chained->output());
-    edges_.push_back(back);
-    edges_.push_back(copy);
+    replace(conv, graph_.insert_before(conv, fused, inputs, attrs));
+  }
+
+  // A max pool reading the chain pools channels-last.
+  void convert_pool(Node* pool) {
+    static const OpDef& pool_nhwc = op("max_pool2d_nhwc");
+    replace(pool,
+            graph_.insert_before(pool, pool_nhwc, {nhwc_of(pool->input(0), pool)}, pool->attrs()));
   }
 
   // The edges nothing reads: the chain continued past them.
   void erase_unread() {
     for (auto it = edges_.rbegin(); it != edges_.rend(); ++it)
       if (is_dead(**it)) graph_.erase(*it);
+  }
+
+ private:
+  // `node`'s readers read clone(permute(chained)) instead; the chain reads
+  // `chained` itself.
+  void replace(Node* node, Node* chained) {
+    static const OpDef& permute = op("permute");
+    static const OpDef& clone = op("clone");
+    Node* back =
+        graph_.insert_before(node, permute, {chained->output()}, {{"dims", IntList{0, 3, 1, 2}}});
+    Node* copy = graph_.insert_before(node, clone, {back->output()});
+    node->output()->replace_all_uses_with(copy->output());
+    graph_.erase(node);
+    nhwc_.emplace(copy->output(), chained->output());
+    edges_.push_back(back);
+    edges_.push_back(copy);
   }
 
  private:
@@ -137,6 +151,12 @@ bool carry_conv_layout(Graph& graph, PassContext& context) {
   Chains chains(graph);
   bool changed = false;
   for (Node* node : graph.nodes()) {
+    if (node->op().name == "max_pool2d" && chains.in_chain(node->input(0))) {
+      context.count_rule("max pool in a channels-last chain");
+      chains.convert_pool(node);
+      changed = true;
+      continue;
+    }
     if (!is_conv(*node)) continue;
     const Fit fit = chain_fit(*node);
     if (fit == Fit::No) continue;
