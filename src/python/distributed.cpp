@@ -47,6 +47,7 @@ void bind_distributed(nb::module_& m) {
   m.def("world_size", &dist::world_size);
   m.def("timeout_seconds", &dist::timeout_seconds);
   m.def("set_timeout", &dist::set_timeout);
+  m.def("abandon", &dist::abandon);
   m.def("is_broken", &dist::is_broken);
   m.def("broken_reason", &dist::broken_reason);
   m.def("stats", [] {

@@ -67,9 +67,41 @@ def describe(outcomes, done) -> str:
     return f"outcomes {outcomes}\nmpirun rc {done.returncode}\n{tail}"
 
 
-@pytest.mark.parametrize("ranks", [2, 3])
-def test_collectives_match_numpy(tmp_path, ranks):
-    outcomes, done, _ = launch("collectives", ranks, tmp_path)
+def test_collectives_match_numpy_3_ranks(tmp_path):
+    outcomes, done, _ = launch("collectives", 3, tmp_path)
+    check_all_ok(outcomes, done, 3)
+
+
+def test_launcher_runs_the_collectives_on_2_ranks(tmp_path):
+    command = [sys.executable, "-m", "kiln.distributed.run", "--nproc", "2", str(WORKER)]
+    done = subprocess.run(
+        command + ["collectives", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=mpirun_env(),
+    )
+    outcomes = {
+        r: (tmp_path / f"rank{r}.txt").read_text()
+        for r in range(2)
+        if (tmp_path / f"rank{r}.txt").exists()
+    }
+    check_all_ok(outcomes, done, 2)
+
+
+def test_launcher_flags():
+    from kiln.distributed.run import mpirun_command
+
+    many = (os.cpu_count() or 1) + 1
+    command = mpirun_command(many, "train.py", ["--lr", "0.1"], python="py")
+    assert command[:3] == ["mpirun", "-np", str(many)]
+    assert "--oversubscribe" in command
+    assert command[-4:] == ["py", "train.py", "--lr", "0.1"]
+    assert ("--allow-run-as-root" in command) == (os.geteuid() == 0)
+    assert "--oversubscribe" not in mpirun_command(1, "train.py", [], python="py")
+
+
+def check_all_ok(outcomes, done, ranks):
     assert done.returncode == 0, describe(outcomes, done)
     assert sorted(outcomes) == list(range(ranks)), describe(outcomes, done)
     for rank, outcome in outcomes.items():
@@ -94,3 +126,47 @@ def seconds_of(outcome: str) -> float:
     match = re.match(r"error after ([0-9.]+)s: ", outcome)
     assert match, outcome
     return float(match.group(1))
+
+
+def test_timeout_raises_on_every_waiting_rank(tmp_path):
+    # Timeout 1.5 s; the last rank joins the all_reduce 3.5 s late.
+    outcomes, done, elapsed = launch("timeout", 3, tmp_path)
+    for rank in (0, 1):
+        outcome = outcomes.get(rank, "")
+        assert "timed out after 1.5 s" in outcome, describe(outcomes, done)
+        assert f"on rank {rank} of 3" in outcome, outcome
+        assert 1.4 <= seconds_of(outcome) < 10, outcome
+    # The late rank times out too, or mpirun ends it once the others exit
+    # without finalizing (they skip MPI_Finalize after a fatal error).
+    late = outcomes.get(2, "")
+    assert (
+        "timed out" in late or "rank 2 of 3 terminated by the launcher" in done.stderr + done.stdout
+    ), describe(outcomes, done)
+    assert done.returncode != 0
+    assert elapsed < 60, elapsed
+
+
+def test_killed_rank_ends_the_survivors(tmp_path):
+    # Rank 1 kills itself (SIGKILL) between collectives; mpirun's default is
+    # to end the job: every survivor says why on stderr, well within the
+    # 3 s timeout, and nothing hangs.
+    outcomes, done, elapsed = launch("kill", 3, tmp_path)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0
+    for rank in (0, 2):
+        terminated = f"rank {rank} of 3 terminated by the launcher" in output
+        assert terminated or "timed out" in outcomes.get(rank, ""), describe(outcomes, done)
+    assert 1 not in outcomes
+    assert elapsed < 60, elapsed
+
+
+def test_killed_rank_with_recovery_raises_on_every_survivor(tmp_path):
+    # With --enable-recovery mpirun lets the survivors run: each raises the
+    # timeout error of its pending all_reduce (3 s) and exits, not hangs.
+    outcomes, done, elapsed = launch("kill", 3, tmp_path, extra=("--enable-recovery",))
+    for rank in (0, 2):
+        outcome = outcomes.get(rank, "")
+        assert "timed out after 3 s" in outcome, describe(outcomes, done)
+        assert 2.9 <= seconds_of(outcome) < 20, outcome
+    assert 1 not in outcomes
+    assert elapsed < 60, elapsed

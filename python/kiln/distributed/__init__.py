@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import datetime
+import sys
 from typing import Any
 
 from kiln import _C
@@ -97,6 +98,23 @@ def init_process_group(
             f"the launcher's rank {found[0]} of {found[1]}"
         )
     atexit.register(_D.destroy)
+    _install_excepthook()
+
+
+def _install_excepthook() -> None:
+    # An uncaught exception on one rank: print it, then exit without
+    # MPI_Finalize (which would wait for the other ranks, themselves waiting
+    # in a collective for this one); mpirun then ends the job at once.
+    previous = sys.excepthook
+    if getattr(previous, "_kiln_distributed", False):
+        return
+
+    def hook(kind, value, traceback):
+        previous(kind, value, traceback)
+        _D.abandon(f"rank {_D.rank()} raised {kind.__name__}: {value}")
+
+    hook._kiln_distributed = True  # type: ignore[attr-defined]
+    sys.excepthook = hook
 
 
 def destroy_process_group(group: Any = None) -> None:

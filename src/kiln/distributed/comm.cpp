@@ -3,9 +3,14 @@
 // communication thread] and [Failures]).
 #include "kiln/distributed/comm.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -61,11 +66,41 @@ struct Running {
   std::vector<MPI_Request> requests;
 };
 
+// Note [Terminated by the launcher]
+// When a rank dies or exits without finalizing, mpirun ends every other
+// rank (SIGTERM, then SIGKILL). Those ranks may be inside a collective with
+// nothing to raise yet: the handler says on stderr why they end, then ends
+// them as SIGTERM would have. Installed only over the default disposition.
+char g_terminated_text[160];
+size_t g_terminated_length = 0;
+
+void on_terminate(int signal_number) {
+  ssize_t written = write(STDERR_FILENO, g_terminated_text, g_terminated_length);
+  (void)written;
+  std::signal(signal_number, SIG_DFL);
+  std::raise(signal_number);
+}
+
+void install_terminate_handler(int rank, int size) {
+  struct sigaction current {};
+  if (sigaction(SIGTERM, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;
+  int length = std::snprintf(g_terminated_text, sizeof g_terminated_text,
+                             "kiln.distributed: rank %d of %d terminated by the launcher: another "
+                             "rank failed or died (see mpirun's report)\n",
+                             rank, size);
+  g_terminated_length = size_t(std::clamp(length, 0, int(sizeof g_terminated_text) - 1));
+  struct sigaction action {};
+  action.sa_handler = on_terminate;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
 class Group {
  public:
   void init(const InitOptions& options);
   void destroy();
   void enqueue(Job job);
+  void break_group(const std::string& reason);
 
   bool initialized = false;
   bool finalized = false;
@@ -91,7 +126,6 @@ class Group {
   bool start_check(Running& r);
   bool start_run(Running& r);
   void fail(Running& r, const std::string& error, ErrorKind kind = ErrorKind::Runtime);
-  void break_group(const std::string& reason);
   bool test(Running& r, bool& done);
   std::string mismatch_error(const Running& r) const;
 
@@ -136,6 +170,7 @@ void Group::init(const InitOptions& options) {
   MPI_Comm_set_errhandler(p2p_comm_, MPI_ERRORS_RETURN);
   MPI_Comm_rank(collective_comm_, &rank);
   MPI_Comm_size(collective_comm_, &size);
+  install_terminate_handler(rank, size);
   stopping_ = false;
   broken_reason_.clear();
   initialized = true;
@@ -488,6 +523,10 @@ void set_timeout(double seconds) {
 
 void destroy() {
   detail::group().destroy();
+}
+
+void abandon(const std::string& reason) {
+  if (is_initialized()) detail::group().break_group(reason);
 }
 
 bool is_broken() {

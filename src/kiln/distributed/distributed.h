@@ -75,6 +75,11 @@ void barrier();
 // MPI (unless the group is broken, see Note [Failures]). A no-op when not
 // initialized. MPI cannot be initialized again in the same process.
 void destroy();
+// Marks the group broken (the calls after it raise; destroy() skips
+// MPI_Finalize), so a rank that fails exits at once and mpirun ends the
+// others, rather than finalizing while they wait for it (Python does it for
+// an uncaught exception).
+void abandon(const std::string& reason);
 // True once a timeout or an MPI error broke the group; the first error.
 bool is_broken();
 std::string broken_reason();
