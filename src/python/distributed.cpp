@@ -32,7 +32,9 @@ void bind_distributed(nb::module_& m) {
             return true;
           },
           "waits until the call is done; raises its error")
-      .def("is_completed", &dist::Work::is_completed);
+      .def("is_completed", &dist::Work::is_completed)
+      .def_prop_ro("started_ns", &dist::Work::started_ns)
+      .def_prop_ro("finished_ns", &dist::Work::finished_ns);
 
   m.def("is_available", &dist::is_available);
   m.def(

@@ -19,6 +19,7 @@ import numpy as np
 
 import kiln
 import kiln.distributed as dist
+import kiln.profiler
 
 DTYPES = {
     "float32": np.float32,
@@ -107,6 +108,14 @@ def check_progress(c: Checker, rank: int, world: int) -> None:
     assert work.is_completed(), "an async all_reduce made no progress without wait()"
     work.wait()
     c.equal(t, np.full(1000, world * (world + 1) / 2, np.float32), "async progress")
+    assert 0 < work.started_ns <= work.finished_ns, (work.started_ns, work.finished_ns)
+    # The profiler sees each collective as a range on the communication thread.
+    with kiln.profiler.profile() as prof:
+        dist.all_reduce(t)
+        dist.broadcast(t, 0)
+    names = [e.name for e in prof.events()]
+    assert "kiln.distributed.all_reduce" in names and "kiln.distributed.broadcast" in names, names
+    c.count += 1
 
 
 def check_broadcast_gather_scatter(c: Checker, rank: int, world: int) -> None:

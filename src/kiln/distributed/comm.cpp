@@ -3,6 +3,8 @@
 // communication thread] and [Failures]).
 #include "kiln/distributed/comm.h"
 
+#include "kiln/util/profile_recorder.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -64,6 +66,7 @@ struct Running {
   std::vector<char> own_text;
   std::vector<char> all_texts;
   std::vector<MPI_Request> requests;
+  profiler::Range range;  // collectives only: they run one at a time, so ranges nest
 };
 
 // Note [Terminated by the launcher]
@@ -213,6 +216,7 @@ void Group::break_group(const std::string& reason) {
 }
 
 void Group::fail(Running& r, const std::string& error, ErrorKind kind) {
+  if (r.range.active()) r.range.close();
   r.job.work->complete(error, kind);
   r.job.tensors.clear();
 }
@@ -237,6 +241,10 @@ bool Group::test(Running& r, bool& done) {
 }
 
 bool Group::start_check(Running& r) {
+  r.job.work->mark_started();
+  if (r.job.collective && profiler::recording())
+    r.range.open(profiler::EventKind::User,
+                 "kiln.distributed." + r.job.call.substr(0, r.job.call.find('(')));
   for (const Tensor& t : r.job.tensors) {
     try {
       t.wait_for_engine();
@@ -346,6 +354,7 @@ bool Group::step(Running& r) {
         return false;
       }
       r.job.tensors.clear();
+      if (r.range.active()) r.range.close();
       if (r.job.collective) completed.fetch_add(1);
       r.job.work->complete("");
       return false;
@@ -440,7 +449,18 @@ bool WorkState::is_completed() const {
   return done_;
 }
 
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void WorkState::mark_started() {
+  started_ns_ = now_ns();
+}
+
 void WorkState::complete(std::string error, ErrorKind kind) {
+  finished_ns_ = now_ns();
   {
     std::lock_guard lock(mutex_);
     error_ = std::move(error);

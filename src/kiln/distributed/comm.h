@@ -5,6 +5,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -24,7 +25,10 @@ class WorkState final : public Work {
  public:
   void wait() override;
   bool is_completed() const override;
+  int64_t started_ns() const override { return started_ns_.load(); }
+  int64_t finished_ns() const override { return finished_ns_.load(); }
 
+  void mark_started();
   void complete(std::string error, ErrorKind kind = ErrorKind::Runtime);
   // Runs on the caller's thread at the first wait() after a success (copying
   // a contiguous staging buffer back into a strided tensor).
@@ -37,6 +41,8 @@ class WorkState final : public Work {
   bool after_ran_ = false;
   std::string error_;
   ErrorKind kind_ = ErrorKind::Runtime;
+  std::atomic<int64_t> started_ns_{0};
+  std::atomic<int64_t> finished_ns_{0};
 };
 
 // One queued call. A collective holds the queue until it is done (every rank

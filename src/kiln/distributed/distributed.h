@@ -60,6 +60,12 @@ class Work {
   virtual ~Work() = default;
   virtual void wait() = 0;
   virtual bool is_completed() const = 0;
+  // When the communication thread started and finished the call, in
+  // steady_clock nanoseconds (0 until then): what DDP's overlap is measured
+  // from. The profiler also records each collective as a range
+  // "kiln.distributed.<name>" on the communication thread.
+  virtual int64_t started_ns() const = 0;
+  virtual int64_t finished_ns() const = 0;
 };
 using WorkPtr = std::shared_ptr<Work>;
 
