@@ -222,8 +222,22 @@ def scenario_desync(rank: int, world: int) -> str:
     t = kiln.ones(2)
     dist.all_reduce(t)  # the group is still usable after a desync
     assert t.tolist() == [world, world], t.tolist()
+    # An op that fails in the background on rank 0 (async execution): the
+    # collective on its result fails on every rank, naming that failure.
+    with kiln.execution("async"):
+        index = kiln.tensor([5 if rank == 0 else 0])
+        x = kiln.index_select(kiln.ones(3), 0, index)
+        try:
+            dist.all_reduce(x)
+            return "no error for a failed input"
+        except RuntimeError as e:
+            failed = str(e)
+    try:
+        kiln.synchronize()
+    except IndexError:
+        pass  # rank 0's failure, raised once
     dist.destroy_process_group()
-    return "error " + message
+    return "error " + message + "\nfailed input: " + failed
 
 
 def scenario_timeout(rank: int, world: int) -> str:

@@ -120,6 +120,8 @@ def test_desync_raises_on_every_rank_naming_both_calls(tmp_path):
         assert "all_reduce(float32 [3], op=sum)" in outcome, outcome
         assert "all_reduce(float32 [4], op=sum)" in outcome, outcome
         assert f"rank {rank} (this one)" in outcome, outcome
+        failed = outcome.split("failed input: ", 1)[1]
+        assert "did not run on any rank: an input failed on rank 0: index_select" in failed, failed
 
 
 def seconds_of(outcome: str) -> float:

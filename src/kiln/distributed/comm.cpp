@@ -292,6 +292,17 @@ bool Group::start_run(Running& r) {
 }
 
 std::string Group::mismatch_error(const Running& r) const {
+  // A rank whose input failed in the engine: that, not a desync, is the news.
+  const std::string marker = " [could not start on rank ";
+  for (int i = 0; i < size; ++i) {
+    std::string theirs(r.all_texts.data() + size_t(i) * kCallTextSize);
+    size_t at = theirs.find(marker);
+    if (at == std::string::npos) continue;
+    std::string failure = theirs.substr(at + marker.size());
+    if (!failure.empty() && failure.back() == ']') failure.pop_back();
+    return str("kiln.distributed: ", r.job.call, " (collective call #", r.job.number,
+               ") did not run on any rank: an input failed on rank ", failure);
+  }
   std::string own(r.own_text.data());
   std::string other = "(unknown)";
   int other_rank = -1;
