@@ -1,0 +1,222 @@
+"""The gradient reducer of DistributedDataParallel: buckets of parameters,
+each all-reduced as soon as backward has produced its last gradient.
+
+Note [Bucketed all-reduce during backward]: parameters are grouped, in
+reverse registration order (roughly the order backward produces their
+gradients), into buckets of about bucket_cap bytes (the first one capped at
+1 MiB so communication starts early, as PyTorch does). A hook after each
+parameter's gradient accumulation (Tensor.register_post_accumulate_grad_hook)
+copies the gradient into its bucket's flat buffer; when the bucket is full
+its all-reduce is issued asynchronously and backward goes on while the
+communication thread moves it. Buckets are issued in index order on every
+rank, whatever order their gradients arrive in, so that all ranks issue the
+same collectives in the same order. A callback queued for the end of the
+backward (kiln.autograd.queue_callback) issues what is left (parameters that
+got no gradient, with find_unused_parameters), waits for every bucket,
+averages and writes the gradients back into .grad before backward returns.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import kiln
+from kiln import autograd, profiler
+from kiln import distributed as dist
+from kiln._C import Tensor
+
+FIRST_BUCKET_BYTES = 1024 * 1024
+
+
+class _Bucket:
+    """Parameters whose gradients travel in one flat buffer."""
+
+    def __init__(self, index: int, params: list[int], sizes: list[int], dtype: Any) -> None:
+        self.index = index
+        self.params = params  # indices into the reducer's parameter list
+        self.offsets = [sum(sizes[:k]) for k in range(len(sizes))]
+        self.sizes = sizes
+        self.flat = kiln.zeros(sum(sizes), dtype=dtype)
+        self.pending = len(params)
+        self.work: Any = None
+
+
+def assign_buckets(params: Sequence[Tensor], cap_bytes: int) -> list[list[int]]:
+    """Indices of `params` per bucket: reverse order, one dtype per bucket,
+    a bucket closed once it holds at least its cap (1 MiB for each dtype's
+    first, then cap_bytes)."""
+    open_buckets: dict[Any, list[int]] = {}
+    open_bytes: dict[Any, int] = {}
+    closed_count: dict[Any, int] = {}
+    buckets: list[list[int]] = []
+    for index in reversed(range(len(params))):
+        p = params[index]
+        dtype = p.dtype
+        open_buckets.setdefault(dtype, []).append(index)
+        open_bytes[dtype] = open_bytes.get(dtype, 0) + p.numel() * p.dtype.itemsize
+        limit = min(FIRST_BUCKET_BYTES, cap_bytes) if closed_count.get(dtype, 0) == 0 \
+            else cap_bytes
+        if open_bytes[dtype] >= limit:
+            buckets.append(open_buckets.pop(dtype))
+            open_bytes[dtype] = 0
+            closed_count[dtype] = closed_count.get(dtype, 0) + 1
+    buckets.extend(b for b in open_buckets.values() if b)
+    return buckets
+
+
+class Reducer:
+    """Owns the buckets and the hooks; DistributedDataParallel drives it."""
+
+    def __init__(self, named_params: list[tuple[str, Tensor]], cap_bytes: int,
+                 find_unused_parameters: bool, gradient_as_bucket_view: bool) -> None:
+        self.names = [name for name, _ in named_params]
+        self.params = [p for _, p in named_params]
+        self.find_unused_parameters = find_unused_parameters
+        self.gradient_as_bucket_view = gradient_as_bucket_view
+        self.world_size = dist.get_world_size()
+        self.buckets: list[_Bucket] = []
+        self.bucket_of: list[tuple[_Bucket, int]] = [None] * len(self.params)  # type: ignore
+        for index, members in enumerate(assign_buckets(self.params, cap_bytes)):
+            bucket = _Bucket(index, members, [self.params[i].numel() for i in members],
+                             self.params[members[0]].dtype)
+            self.buckets.append(bucket)
+            for slot, i in enumerate(members):
+                self.bucket_of[i] = (bucket, slot)
+        self.sync_enabled = True
+        # Summed over backwards: all-reduce time (on the communication
+        # thread), the part of it inside backward's computation, and the
+        # time backward waited for it at the end.
+        self.stats = {"backwards": 0, "allreduce_s": 0.0, "hidden_s": 0.0, "exposed_wait_s": 0.0}
+        self._reset()
+        self._handles = [p.register_post_accumulate_grad_hook(self._hook_for(i))
+                         for i, p in enumerate(self.params)]
+
+    def remove_hooks(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def _reset(self) -> None:
+        self.ready = [False] * len(self.params)
+        self.next_to_issue = 0
+        self.finish_queued = False
+        self.backward_started_ns = 0
+        for bucket in self.buckets:
+            bucket.pending = len(bucket.params)
+            bucket.work = None
+
+    def _hook_for(self, index: int) -> Any:
+        def hook(_: Tensor) -> None:
+            self._mark_ready(index)
+        return hook
+
+    # -- during backward ------------------------------------------------------
+    def start_backward(self) -> None:
+        """Called from a hook on forward's outputs, as backward begins, so
+        that the end callback is queued even when no parameter gets a
+        gradient on this rank."""
+        if self.sync_enabled and not self.finish_queued:
+            self.finish_queued = True
+            self.backward_started_ns = time.monotonic_ns()
+            autograd.queue_callback(self._finish)
+
+    def _mark_ready(self, index: int) -> None:
+        if not self.sync_enabled:
+            return
+        self.start_backward()
+        if self.ready[index]:
+            raise RuntimeError(
+                f"DistributedDataParallel: parameter '{self.names[index]}' received a gradient "
+                "twice in one backward; reducing it once per backward is all that is supported")
+        grad = self.params[index].grad
+        self._fill(index, grad)
+
+    def _fill(self, index: int, grad: Tensor | None) -> None:
+        bucket, slot = self.bucket_of[index]
+        start, size = bucket.offsets[slot], bucket.sizes[slot]
+        with kiln.no_grad():
+            target = bucket.flat[start:start + size]
+            if grad is None:
+                target.zero_()
+            else:
+                target.copy_(grad.reshape(-1))
+        self.ready[index] = True
+        bucket.pending -= 1
+        if bucket.pending == 0:
+            self._issue_ready_buckets()
+
+    def _issue_ready_buckets(self) -> None:
+        while self.next_to_issue < len(self.buckets):
+            bucket = self.buckets[self.next_to_issue]
+            if bucket.pending:
+                return
+            with profiler.record_function(f"DDP: all_reduce bucket {bucket.index}"):
+                bucket.work = dist.all_reduce(bucket.flat, op=dist.ReduceOp.SUM, async_op=True)
+            self.next_to_issue += 1
+
+    # -- at the end of backward ---------------------------------------------
+    def _finish(self) -> None:
+        computed_ns = time.monotonic_ns()  # backward's computation is over
+        try:
+            unused = [i for i, done in enumerate(self.ready) if not done]
+            # Issue every bucket, even when this rank then raises: the other
+            # ranks are waiting for the same all-reduces.
+            for i in unused:
+                self._fill(i, self.params[i].grad)
+            start = time.perf_counter()
+            for bucket in self.buckets:
+                bucket.work.wait()
+            self.stats["exposed_wait_s"] += time.perf_counter() - start
+            self._count_overlap(computed_ns)
+            if unused and not self.find_unused_parameters:
+                raise RuntimeError(self._unused_message(unused))
+            used_anywhere = self._used_anywhere(unused)
+            self._write_back(used_anywhere)
+        finally:
+            self._reset()
+
+    def _count_overlap(self, computed_ns: int) -> None:
+        # Work times are steady_clock's, which is time.monotonic_ns's clock.
+        self.stats["backwards"] += 1
+        for bucket in self.buckets:
+            began, ended = bucket.work.started_ns, bucket.work.finished_ns
+            self.stats["allreduce_s"] += (ended - began) * 1e-9
+            inside = min(ended, computed_ns) - max(began, self.backward_started_ns)
+            self.stats["hidden_s"] += max(inside, 0) * 1e-9
+
+    def _unused_message(self, unused: list[int]) -> str:
+        names = ", ".join(f"'{self.names[i]}'" for i in unused)
+        return ("DistributedDataParallel: expected every parameter to receive a gradient in "
+                f"this backward, but on rank {dist.get_rank()} these did not: {names}. Pass "
+                "find_unused_parameters=True to DistributedDataParallel when forward leaves "
+                "parameters unused, or make every forward output take part in the loss")
+
+    def _used_anywhere(self, unused: list[int]) -> list[bool]:
+        """Whether each parameter had a gradient on some rank: one that had
+        none anywhere keeps .grad as it was (None), as in PyTorch. Every
+        rank asks, whether or not it has unused parameters itself."""
+        if not self.find_unused_parameters:
+            return [True] * len(self.params)
+        had_grad = set(range(len(self.params))) - {i for i in unused
+                                                   if self.params[i].grad is None}
+        flags = kiln.tensor([1.0 if i in had_grad else 0.0 for i in range(len(self.params))])
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+        return [bool(v > 0) for v in flags.tolist()]
+
+    def _write_back(self, used_anywhere: list[bool]) -> None:
+        with kiln.no_grad():
+            for bucket in self.buckets:
+                bucket.flat.div_(self.world_size)
+                for slot, i in enumerate(bucket.params):
+                    if not used_anywhere[i]:
+                        continue
+                    p = self.params[i]
+                    start, size = bucket.offsets[slot], bucket.sizes[slot]
+                    averaged = bucket.flat[start:start + size].view(p.shape)
+                    if self.gradient_as_bucket_view:
+                        p.grad = averaged
+                    elif p.grad is None:
+                        p.grad = averaged.clone()
+                    else:
+                        p.grad.copy_(averaged)
