@@ -267,10 +267,22 @@ def scenario_kill(rank: int, world: int) -> str:
         return f"error after {time.monotonic() - start:.1f}s: {e}"
 
 
+def scenario_raise(rank: int, world: int) -> str:
+    """Rank 1 raises, uncaught; the others wait in an all_reduce (timeout 60 s)."""
+    dist.init_process_group("mpi", timeout=60)
+    dist.all_reduce(kiln.ones(4))
+    if rank == 1:
+        raise ValueError("rank 1 gives up")
+    dist.all_reduce(kiln.ones(4))
+    return "no error"
+
+
 def main() -> None:
     scenario, out_dir = sys.argv[1], sys.argv[2]
     rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
     world = int(os.environ["OMPI_COMM_WORLD_SIZE"])
+    if scenario == "raise":
+        scenario_raise(rank, world)  # the exception leaves the script
     try:
         outcome = globals()[f"scenario_{scenario}"](rank, world)
     except BaseException:

@@ -172,3 +172,15 @@ def test_killed_rank_with_recovery_raises_on_every_survivor(tmp_path):
         assert 2.9 <= seconds_of(outcome) < 20, outcome
     assert 1 not in outcomes
     assert elapsed < 60, elapsed
+
+
+def test_uncaught_exception_ends_the_job_at_once(tmp_path):
+    # The raising rank exits without MPI_Finalize (kiln's excepthook), so
+    # mpirun ends the others long before their 60 s timeout.
+    outcomes, done, elapsed = launch("raise", 3, tmp_path)
+    output = done.stdout + done.stderr
+    assert "ValueError: rank 1 gives up" in output, describe(outcomes, done)
+    for rank in (0, 2):
+        assert f"rank {rank} of 3 terminated by the launcher" in output, describe(outcomes, done)
+    assert done.returncode != 0
+    assert elapsed < 30, elapsed

@@ -20,6 +20,7 @@ import sys
 from typing import Any
 
 from kiln import _C
+from kiln._C import Tensor
 
 _D = _C.distributed
 
@@ -109,7 +110,7 @@ def _install_excepthook() -> None:
     if getattr(previous, "_kiln_distributed", False):
         return
 
-    def hook(kind, value, traceback):
+    def hook(kind: Any, value: Any, traceback: Any) -> None:
         previous(kind, value, traceback)
         _D.abandon(f"rank {_D.rank()} raised {kind.__name__}: {value}")
 
@@ -143,38 +144,50 @@ def barrier(group: Any = None, async_op: bool = False) -> None:
     _D.barrier()
 
 
-def all_reduce(tensor, op=ReduceOp.SUM, group: Any = None, async_op: bool = False):
+def all_reduce(
+    tensor: Tensor, op: Any = ReduceOp.SUM, group: Any = None, async_op: bool = False
+) -> Any:
     return _D.all_reduce(tensor, op, async_op)
 
 
-def broadcast(tensor, src: int, group: Any = None, async_op: bool = False):
+def broadcast(tensor: Tensor, src: int, group: Any = None, async_op: bool = False) -> Any:
     return _D.broadcast(tensor, src, async_op)
 
 
-def all_gather(tensor_list, tensor, group: Any = None, async_op: bool = False):
+def all_gather(
+    tensor_list: list[Tensor], tensor: Tensor, group: Any = None, async_op: bool = False
+) -> Any:
     return _D.all_gather(list(tensor_list), tensor, async_op)
 
 
-def all_gather_into_tensor(output_tensor, input_tensor, group: Any = None, async_op: bool = False):
+def all_gather_into_tensor(
+    output_tensor: Tensor, input_tensor: Tensor, group: Any = None, async_op: bool = False
+) -> Any:
     return _D.all_gather_into_tensor(output_tensor, input_tensor, async_op)
 
 
-def reduce_scatter(output, input_list, op=ReduceOp.SUM, group: Any = None, async_op: bool = False):
+def reduce_scatter(
+    output: Tensor,
+    input_list: list[Tensor],
+    op: Any = ReduceOp.SUM,
+    group: Any = None,
+    async_op: bool = False,
+) -> Any:
     return _D.reduce_scatter(output, list(input_list), op, async_op)
 
 
-def send(tensor, dst: int, group: Any = None, tag: int = 0) -> None:
+def send(tensor: Tensor, dst: int, group: Any = None, tag: int = 0) -> None:
     _D.send(tensor, dst, tag)
 
 
-def recv(tensor, src: int, group: Any = None, tag: int = 0) -> int:
+def recv(tensor: Tensor, src: int, group: Any = None, tag: int = 0) -> int:
     _D.recv(tensor, src, tag)
     return src
 
 
-def isend(tensor, dst: int, group: Any = None, tag: int = 0):
+def isend(tensor: Tensor, dst: int, group: Any = None, tag: int = 0) -> Any:
     return _D.isend(tensor, dst, tag)
 
 
-def irecv(tensor, src: int, group: Any = None, tag: int = 0):
+def irecv(tensor: Tensor, src: int, group: Any = None, tag: int = 0) -> Any:
     return _D.irecv(tensor, src, tag)
