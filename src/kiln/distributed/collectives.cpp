@@ -113,7 +113,6 @@ WorkPtr all_reduce(const Tensor& t, ReduceOp op, bool async_op) {
   job.work = std::make_shared<WorkState>();
   Tensor buffer = staged(t, job.work, true);
   job.call = str("all_reduce(", describe(t), ", op=", to_string(op), ")");
-  job.number = detail::next_collective_number();
   job.tensors = {buffer};
   MPI_Datatype type = detail::mpi_type_of(t.dtype());
   int count = count_of(t);
@@ -134,7 +133,6 @@ WorkPtr broadcast(const Tensor& t, int src, bool async_op) {
   job.work = std::make_shared<WorkState>();
   Tensor buffer = staged(t, job.work, true);
   job.call = str("broadcast(", describe(t), ", src=", src, ")");
-  job.number = detail::next_collective_number();
   job.tensors = {buffer};
   MPI_Datatype type = detail::mpi_type_of(t.dtype());
   int count = count_of(t);
@@ -158,7 +156,6 @@ WorkPtr all_gather_into_tensor(const Tensor& output, const Tensor& input, bool a
   Tensor out = staged(output, job.work, true);
   Tensor in = input.is_contiguous() ? input : clone(input);
   job.call = str("all_gather(", describe(input), ")");
-  job.number = detail::next_collective_number();
   job.tensors = {out, in};
   MPI_Datatype type = detail::mpi_type_of(input.dtype());
   int count = count_of(input);
@@ -213,7 +210,6 @@ WorkPtr reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, 
   job.work = std::make_shared<WorkState>();
   Tensor out = staged(output, job.work, true);
   job.call = str("reduce_scatter(", describe(output), ", op=", to_string(op), ")");
-  job.number = detail::next_collective_number();
   job.tensors = {out, packed};
   MPI_Datatype type = detail::mpi_type_of(output.dtype());
   int count = count_of(output);
@@ -231,7 +227,6 @@ void barrier() {
   Job job;
   job.work = std::make_shared<WorkState>();
   job.call = "barrier()";
-  job.number = detail::next_collective_number();
   job.start = [](MPI_Comm comm, std::vector<MPI_Request>& requests) {
     requests.resize(1);
     return MPI_Ibarrier(comm, requests.data());

@@ -206,6 +206,9 @@ void Group::enqueue(Job job) {
   std::lock_guard lock(mutex_);
   KILN_CHECK(broken_reason_.empty(), job.call,
              ": the process group is broken by an earlier failure: ", broken_reason_);
+  // Numbered under the lock: threads that issue calls side by side still
+  // number them in queue order.
+  if (job.collective) job.number = collectives.fetch_add(1);
   queue_.push_back(std::move(job));
   queued_cv_.notify_one();
 }
@@ -483,10 +486,6 @@ void WorkState::complete(std::string error, ErrorKind kind) {
 
 void enqueue(Job job) {
   group().enqueue(std::move(job));
-}
-
-int64_t next_collective_number() {
-  return group().collectives.fetch_add(1);
 }
 
 MPI_Datatype mpi_type_of(DType dtype) {

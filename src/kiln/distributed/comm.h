@@ -51,7 +51,7 @@ class WorkState final : public Work {
 struct Job {
   bool collective = true;
   std::string call;             // "all_reduce(float32 [4, 3], op=sum)"
-  int64_t number = 0;           // the collective's call number on this rank
+  int64_t number = 0;           // the collective's call number on this rank (enqueue sets it)
   std::vector<Tensor> tensors;  // waited for in the engine, kept alive
   // Issues the non-blocking MPI calls (into `requests`) on the thread; a
   // non-success MPI code breaks the group.
@@ -63,8 +63,6 @@ struct Job {
 // Queues a job for the communication thread. Throws (at the call) when the
 // group is not initialized or is broken.
 void enqueue(Job job);
-// The call number the next collective gets (counts every rank's calls alike).
-int64_t next_collective_number();
 
 MPI_Datatype mpi_type_of(DType dtype);  // TypeError for dtypes MPI lacks here
 
