@@ -210,6 +210,25 @@ def first_bucket_issued_before_backward_ends() -> str:
     return f"{len(later)} of {len(issued)} buckets issued before the last node ({last_node.name})"
 
 
+def compiled_step_refused() -> str:
+    """A compiled step would replay without the all-reduces: refused."""
+    model = make(dist.get_rank())
+    ddp = DDP(model)
+
+    @kiln.compile
+    def step(x):
+        ddp(x).sum().backward()
+
+    try:
+        step(kiln.randn(BATCH, IN))
+    except RuntimeError as e:
+        assert "not graph ops" in str(e), str(e)
+    else:
+        raise AssertionError("a compiled step around DistributedDataParallel ran")
+    ddp(kiln.randn(BATCH, IN)).sum().backward()  # eager still works afterwards
+    return "refused"
+
+
 def sampler_takes_the_group() -> str:
     sampler = kiln.utils.data.DistributedSampler(list(range(10)), shuffle=False)
     world, rank = dist.get_world_size(), dist.get_rank()
@@ -228,6 +247,7 @@ SCENARIOS = {
     "unused_without_find_raises": unused_without_find_raises,
     "buffers_broadcast": buffers_broadcast,
     "bucket_issued_during_backward": first_bucket_issued_before_backward_ends,
+    "compiled_step_refused": compiled_step_refused,
     "sampler_takes_the_group": sampler_takes_the_group,
 }
 

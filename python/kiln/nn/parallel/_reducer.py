@@ -22,11 +22,23 @@ from collections.abc import Sequence
 from typing import Any
 
 import kiln
-from kiln import autograd, profiler
+from kiln import _C, autograd, profiler
 from kiln import distributed as dist
 from kiln._C import Tensor
 
 FIRST_BUCKET_BYTES = 1024 * 1024
+
+
+def refuse_recording() -> None:
+    """The all-reduces are MPI calls, not graph ops: a graph recorded around
+    them would replay without them, each rank training on its own."""
+    if _C.jit.is_recording():
+        raise RuntimeError(
+            "DistributedDataParallel: cannot run inside a function being compiled or traced "
+            "(kiln.compile, kiln.jit.trace, or hybridize of a module that holds it): its "
+            "all-reduces are not graph ops, so the compiled step would skip them. Hybridize "
+            "the wrapped model instead (ddp.hybridize() does) and keep backward and the "
+            "optimizer step outside the compiled function")
 
 
 class _Bucket:
@@ -124,6 +136,7 @@ class Reducer:
     def _mark_ready(self, index: int) -> None:
         if not self.sync_enabled:
             return
+        refuse_recording()
         self.start_backward()
         if self.ready[index]:
             raise RuntimeError(

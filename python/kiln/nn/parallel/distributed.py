@@ -23,7 +23,7 @@ import kiln
 from kiln import distributed as dist
 from kiln._C import Tensor
 from kiln.nn.module import Module
-from kiln.nn.parallel._reducer import Reducer
+from kiln.nn.parallel._reducer import Reducer, refuse_recording
 
 __all__ = ["DistributedDataParallel"]
 
@@ -109,6 +109,7 @@ class DistributedDataParallel(Module):
         return [(name, b) for name, b in self.module.named_buffers() if b is not None]
 
     def forward(self, *inputs: Any, **kwargs: Any) -> Any:
+        refuse_recording()
         sync = self.require_backward_grad_sync
         if self.broadcast_buffers and sync:
             buffers = [b for _, b in self._named_buffers()]
