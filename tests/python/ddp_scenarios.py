@@ -103,8 +103,9 @@ def train_both(kind: str, hybridize: bool = False, flags=None, find_unused: bool
     return ddp, reference
 
 
-def equals_reference(kind: str, hybridize: bool = False) -> str:
-    ddp, reference = train_both(kind, hybridize)
+def equals_reference(kind: str, hybridize: bool = False, execution: str = "sync") -> str:
+    with kiln.execution(execution):  # async: copies and collectives wait on queued ops
+        ddp, reference = train_both(kind, hybridize)
     if hybridize and ddp.module.cache_info().misses == 0:
         raise AssertionError("the hybridized model never compiled")
     diff = max_difference(ddp.module, reference)
@@ -242,6 +243,7 @@ SCENARIOS = {
     "adam_eager": lambda: equals_reference("adam"),
     "sgd_hybridized": lambda: equals_reference("sgd", hybridize=True),
     "adam_hybridized": lambda: equals_reference("adam", hybridize=True),
+    "sgd_async_execution": lambda: equals_reference("sgd", execution="async"),
     "no_sync": no_sync_accumulates,
     "find_unused_parameters": find_unused,
     "unused_without_find_raises": unused_without_find_raises,
@@ -256,6 +258,7 @@ def main() -> None:
     dist.init_process_group("mpi", timeout=60)
     rank = dist.get_rank()
     out = Path(sys.argv[1]) / f"rank{rank}.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
     names = sys.argv[2:] or list(SCENARIOS)
     for name in names:
         try:
