@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 BATCH, WARMUP = 64, 20
-RUNS = [(1, 25.0), (2, 25.0), (2, 0.25), (2, 0.1)]
+RUNS = [(1, 25.0), (2, 25.0), (2, 0.1), (2, 0.001)]
 
 
 def worker(steps: int, bucket_cap_mb: float, out: str) -> None:
