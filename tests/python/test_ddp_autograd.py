@@ -1,6 +1,6 @@
 """What DistributedDataParallel stands on, in one process: post-accumulate
-gradient hooks and end-of-backward callbacks (against torch's), and the
-bucket assignment (against torch.distributed's)."""
+gradient hooks and end-of-backward callbacks (against torch's), the bucket
+assignment (against torch.distributed's), and DDP without a process group."""
 import numpy as np
 import pytest
 import torch
@@ -140,3 +140,10 @@ def test_bucket_assignment_equals_torchs_over_the_reversed_parameters(cap_mb):
 def test_buckets_hold_one_dtype_each():
     params = [kiln.zeros(10), kiln.zeros(10, dtype=kiln.float64), kiln.zeros(10)]
     assert assign_buckets(params, 1024) == [[2, 0], [1]]
+
+
+def test_ddp_without_a_process_group_says_what_to_do():
+    if kiln.distributed.is_initialized():
+        pytest.skip("a process group is initialized in this process")
+    with pytest.raises(RuntimeError, match=r"init_process_group\(\"mpi\"\) first"):
+        nn.parallel.DistributedDataParallel(nn.Linear(2, 2))

@@ -74,6 +74,10 @@ class DistributedDataParallel(Module):
                  check_reduction: bool = False, gradient_as_bucket_view: bool = False,
                  static_graph: bool = False, init_sync: bool = True) -> None:
         super().__init__()
+        if not dist.is_initialized():
+            raise RuntimeError("DistributedDataParallel: the default process group is not "
+                               "initialized; call kiln.distributed.init_process_group(\"mpi\") "
+                               "first, in a program launched with mpirun")
         if process_group is not None:
             raise NotImplementedError("DistributedDataParallel: only the default process group "
                                       "is supported (process_group=None)")
