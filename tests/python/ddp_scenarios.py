@@ -75,7 +75,8 @@ def max_difference(a: nn.Module, b: nn.Module) -> float:
 
 
 def train_both(kind: str, hybridize: bool = False, flags=None, find_unused: bool = False,
-               batch_norm: bool = False, extra: bool = False, bucket_cap_mb: float = 0.001):
+               batch_norm: bool = False, extra: bool = False, bucket_cap_mb: float = 0.001,
+               **ddp_options):
     """Trains DDP (rank r starts from seed r: construction must broadcast
     rank 0's weights) and the reference (seed 0); returns both models."""
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -84,7 +85,8 @@ def train_both(kind: str, hybridize: bool = False, flags=None, find_unused: bool
     reference = make(0, batch_norm=batch_norm, extra=extra)
     if hybridize:
         model.hybridize()
-    ddp = DDP(model, bucket_cap_mb=bucket_cap_mb, find_unused_parameters=find_unused)
+    ddp = DDP(model, bucket_cap_mb=bucket_cap_mb, find_unused_parameters=find_unused,
+              **ddp_options)
     opt, opt_ref = optimizer(kind, ddp.parameters()), optimizer(kind, reference.parameters())
     xs, ys = data(world)
 
@@ -103,9 +105,10 @@ def train_both(kind: str, hybridize: bool = False, flags=None, find_unused: bool
     return ddp, reference
 
 
-def equals_reference(kind: str, hybridize: bool = False, execution: str = "sync") -> str:
+def equals_reference(kind: str, hybridize: bool = False, execution: str = "sync",
+                     **ddp_options) -> str:
     with kiln.execution(execution):  # async: copies and collectives wait on queued ops
-        ddp, reference = train_both(kind, hybridize)
+        ddp, reference = train_both(kind, hybridize, **ddp_options)
     if hybridize and ddp.module.cache_info().misses == 0:
         raise AssertionError("the hybridized model never compiled")
     diff = max_difference(ddp.module, reference)
@@ -244,6 +247,8 @@ SCENARIOS = {
     "sgd_hybridized": lambda: equals_reference("sgd", hybridize=True),
     "adam_hybridized": lambda: equals_reference("adam", hybridize=True),
     "sgd_async_execution": lambda: equals_reference("sgd", execution="async"),
+    "adam_gradient_as_bucket_view": lambda: equals_reference("adam",
+                                                             gradient_as_bucket_view=True),
     "no_sync": no_sync_accumulates,
     "find_unused_parameters": find_unused,
     "unused_without_find_raises": unused_without_find_raises,
