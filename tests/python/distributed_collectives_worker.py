@@ -89,6 +89,17 @@ def check_all_reduce(c: Checker, rank: int, world: int) -> None:
     want_base = rank_data(rank, (4, 6), "float32", 99)
     want_base.T[1:4] = sum(rank_data(r, (4, 6), "float32", 99).T[1:4] for r in range(world))
     c.equal(base, want_base, "all_reduce of a transposed slice")
+    # An in-place write, as autograd sees it: a saved tensor changed under it.
+    w = kiln.ones(3, requires_grad=True) * 1
+    loss = (w * w).sum()
+    dist.all_reduce(w, group=dist.group.WORLD)
+    try:
+        loss.backward()
+    except RuntimeError as e:
+        assert "modified by an inplace operation" in str(e) or "version" in str(e), str(e)
+        c.count += 1
+    else:
+        raise AssertionError("backward through a tensor all_reduce overwrote did not raise")
     try:
         dist.all_reduce(kiln.tensor([1, 2]), op=dist.ReduceOp.AVG)
     except ValueError as e:

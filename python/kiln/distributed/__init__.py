@@ -38,6 +38,7 @@ __all__ = [
     "destroy_process_group",
     "get_rank",
     "get_world_size",
+    "group",
     "init_process_group",
     "irecv",
     "is_available",
@@ -47,6 +48,12 @@ __all__ = [
     "reduce_scatter",
     "send",
 ]
+
+
+class group:  # noqa: N801  (torch.distributed.group)
+    """The process groups: kiln has one, every rank (``group=`` arguments are ignored)."""
+
+    WORLD: Any = None
 
 
 def _seconds(timeout: Any) -> float:

@@ -76,7 +76,12 @@ void check_tensor(const Tensor& t, const char* name) {
 // The contiguous buffer the job works on: `t` itself, or a copy of it that
 // the caller copies back at wait() when `write_back`.
 Tensor staged(const Tensor& t, const std::shared_ptr<WorkState>& work, bool write_back) {
-  if (t.is_contiguous()) return t;
+  if (t.is_contiguous()) {
+    // Written in place, as an in-place op would be: autograd's check of
+    // saved tensors sees the write.
+    if (write_back) t.bump_version();
+    return t;
+  }
   Tensor buffer = clone(t);
   if (write_back) work->after = [t, buffer] { copy_(t, buffer); };
   return buffer;
