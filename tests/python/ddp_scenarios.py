@@ -74,7 +74,7 @@ def max_difference(a: nn.Module, b: nn.Module) -> float:
     return worst
 
 
-def train_both(kind: str, hybridize: bool = False, flags=None, find_unused: bool = False,
+def train_both(kind: str, hybridize: str = "", flags=None, find_unused: bool = False,
                batch_norm: bool = False, extra: bool = False, bucket_cap_mb: float = 0.001,
                **ddp_options):
     """Trains DDP (rank r starts from seed r: construction must broadcast
@@ -83,10 +83,12 @@ def train_both(kind: str, hybridize: bool = False, flags=None, find_unused: bool
     flags = flags or [False] * world
     model = make(rank, batch_norm=batch_norm, extra=extra)
     reference = make(0, batch_norm=batch_norm, extra=extra)
-    if hybridize:
+    if hybridize == "model":
         model.hybridize()
     ddp = DDP(model, bucket_cap_mb=bucket_cap_mb, find_unused_parameters=find_unused,
               **ddp_options)
+    if hybridize == "wrapper":
+        ddp.hybridize()  # hybridizes the wrapped model
     opt, opt_ref = optimizer(kind, ddp.parameters()), optimizer(kind, reference.parameters())
     xs, ys = data(world)
 
@@ -105,7 +107,7 @@ def train_both(kind: str, hybridize: bool = False, flags=None, find_unused: bool
     return ddp, reference
 
 
-def equals_reference(kind: str, hybridize: bool = False, execution: str = "sync",
+def equals_reference(kind: str, hybridize: str = "", execution: str = "sync",
                      **ddp_options) -> str:
     with kiln.execution(execution):  # async: copies and collectives wait on queued ops
         ddp, reference = train_both(kind, hybridize, **ddp_options)
@@ -244,8 +246,8 @@ def sampler_takes_the_group() -> str:
 SCENARIOS = {
     "sgd_eager": lambda: equals_reference("sgd"),
     "adam_eager": lambda: equals_reference("adam"),
-    "sgd_hybridized": lambda: equals_reference("sgd", hybridize=True),
-    "adam_hybridized": lambda: equals_reference("adam", hybridize=True),
+    "sgd_hybridized": lambda: equals_reference("sgd", hybridize="model"),
+    "adam_hybridized": lambda: equals_reference("adam", hybridize="wrapper"),
     "sgd_async_execution": lambda: equals_reference("sgd", execution="async"),
     "adam_gradient_as_bucket_view": lambda: equals_reference("adam",
                                                              gradient_as_bucket_view=True),
