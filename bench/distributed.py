@@ -2,7 +2,8 @@
 512-256-128-2, cross-entropy, SGD) at batch 64 per rank under
 nn.parallel.DistributedDataParallel, on 1 and 2 ranks of one thread each.
 
-For each run it prints the step time and throughput per rank, the
+For each run it prints the step time and throughput per rank (and, timed
+in the same processes in alternating blocks, the same step without DDP), the
 all-reduce time per step (measured on the communication thread from the
 work handles' start and finish times), and the share of it hidden behind
 backward's computation: the part of each all-reduce that falls between the
@@ -27,9 +28,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-BATCH, WARMUP = 64, 20
+BATCH, WARMUP, ROUNDS = 64, 20, 4
 RUNS = [(1, 25.0), (2, 25.0), (2, 0.1), (2, 0.001)]
 
 
@@ -41,34 +43,47 @@ def worker(steps: int, bucket_cap_mb: float, out: str) -> None:
 
     kiln.set_num_threads(1)
     dist.init_process_group("mpi")
-    kiln.manual_seed(0)
-    model = nn.Sequential(nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
-                          nn.Linear(128, 2))
-    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb)
-    opt = kiln.optim.SGD(ddp.parameters(), lr=0.01)
+    def w1() -> nn.Module:
+        kiln.manual_seed(0)
+        return nn.Sequential(nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
+                             nn.Linear(128, 2))
+
+    ddp = nn.parallel.DistributedDataParallel(w1(), bucket_cap_mb=bucket_cap_mb)
+    plain = w1()  # the same step without DDP, timed alongside
     kiln.manual_seed(1 + dist.get_rank())
     x, y = kiln.randn(BATCH, 512), kiln.randint(0, 2, (BATCH,))
 
-    def step() -> None:
-        opt.zero_grad()
-        F.cross_entropy(ddp(x), y).backward()
-        opt.step()
+    def stepper(model: nn.Module) -> Callable[[], None]:
+        opt = kiln.optim.SGD(model.parameters(), lr=0.01)
 
-    for _ in range(WARMUP):
-        step()
+        def step() -> None:
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+        return step
+
+    steps_of = {"ddp": stepper(ddp), "plain": stepper(plain)}
+    for step in steps_of.values():
+        for _ in range(WARMUP):
+            step()
     stats = ddp.reducer.stats
     for key in stats:
         stats[key] = 0
+    seconds = {"ddp": 0.0, "plain": 0.0}
     dist.barrier()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    seconds = time.perf_counter() - start
+    for _ in range(ROUNDS):  # interleaved, so that a slow moment hits both
+        for name, step in steps_of.items():
+            start = time.perf_counter()
+            for _ in range(steps // ROUNDS):
+                step()
+            seconds[name] += time.perf_counter() - start
+    done = steps // ROUNDS * ROUNDS
     if dist.get_rank() == 0:
         Path(out).write_text(json.dumps({
-            "step_ms": seconds / steps * 1e3, "buckets": len(ddp.reducer.buckets),
-            "allreduce_ms": stats["allreduce_s"] / steps * 1e3,
-            "exposed_ms": stats["exposed_wait_s"] / steps * 1e3,
+            "step_ms": seconds["ddp"] / done * 1e3, "buckets": len(ddp.reducer.buckets),
+            "plain_ms": seconds["plain"] / done * 1e3,
+            "allreduce_ms": stats["allreduce_s"] / done * 1e3,
+            "exposed_ms": stats["exposed_wait_s"] / done * 1e3,
             "hidden": stats["hidden_s"] / stats["allreduce_s"] if stats["allreduce_s"] else 0.0,
         }))
     dist.destroy_process_group()
@@ -101,11 +116,11 @@ def main() -> None:
         return
     print(f"DDP training of W1 (SCENARIOS.md W3a), batch {BATCH} per rank, 1 thread per rank, "
           f"{args.steps} steps (bench/distributed.py)")
-    print(f"{'ranks':>5} {'bucket MB':>9} {'buckets':>7} {'step ms':>8} {'samples/s/rank':>14} "
-          f"{'all-reduce ms':>13} {'waited ms':>9} {'hidden':>7}")
+    print(f"{'ranks':>5} {'bucket MB':>9} {'buckets':>7} {'step ms':>8} {'no DDP ms':>9} "
+          f"{'samples/s/rank':>14} {'all-reduce ms':>13} {'waited ms':>9} {'hidden':>7}")
     for ranks, cap in RUNS:
         r = launch(mpirun, ranks, cap, args.steps)
-        print(f"{ranks:>5} {cap:>9g} {r['buckets']:>7} {r['step_ms']:>8.3f} "
+        print(f"{ranks:>5} {cap:>9g} {r['buckets']:>7} {r['step_ms']:>8.3f} {r['plain_ms']:>9.3f} "
               f"{BATCH / r['step_ms'] * 1e3:>14.0f} {r['allreduce_ms']:>13.3f} "
               f"{r['exposed_ms']:>9.3f} {r['hidden']:>7.0%}")
 
