@@ -12,9 +12,11 @@ models without batch norm, the loss of the whole batch of N·b).
 """
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import traceback
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -235,6 +237,23 @@ def compiled_step_refused() -> str:
     return "refused"
 
 
+def rewrapping_frees_the_old_reducer() -> str:
+    """The parameters hold DDP's hooks; they must not keep the wrapper's
+    reducer alive, or a model wrapped twice would reduce twice."""
+    model = make(dist.get_rank())
+    first = DDP(model)
+    F.cross_entropy(first(kiln.randn(BATCH, IN)), kiln.tensor([0] * BATCH)).backward()
+    old = weakref.ref(first.reducer)
+    del first
+    gc.collect()
+    assert old() is None, "the first wrapper's reducer outlived it"
+    second = DDP(model)
+    model.zero_grad()
+    F.cross_entropy(second(kiln.randn(BATCH, IN)), kiln.tensor([0] * BATCH)).backward()
+    assert second.reducer.stats["backwards"] == 1
+    return "freed"
+
+
 def sampler_takes_the_group() -> str:
     sampler = kiln.utils.data.DistributedSampler(list(range(10)), shuffle=False)
     world, rank = dist.get_world_size(), dist.get_rank()
@@ -257,6 +276,7 @@ SCENARIOS = {
     "buffers_broadcast": buffers_broadcast,
     "bucket_issued_during_backward": first_bucket_issued_before_backward_ends,
     "compiled_step_refused": compiled_step_refused,
+    "rewrapping_frees_the_old_reducer": rewrapping_frees_the_old_reducer,
     "sampler_takes_the_group": sampler_takes_the_group,
 }
 

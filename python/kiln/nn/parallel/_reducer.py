@@ -18,6 +18,7 @@ averages and writes the gradients back into .grad before backward returns.
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -77,6 +78,20 @@ def assign_buckets(params: Sequence[Tensor], cap_bytes: int) -> list[list[int]]:
     return buckets
 
 
+def _hook_for(reducer: weakref.ref[Reducer], index: int) -> Any:
+    def hook(_: Tensor) -> None:
+        alive = reducer()
+        if alive is not None:
+            alive._mark_ready(index)
+    return hook
+
+
+def _remove_all(handles: list[Any]) -> None:
+    for handle in handles:
+        handle.remove()
+    handles.clear()
+
+
 class Reducer:
     """Owns the buckets and the hooks; DistributedDataParallel drives it."""
 
@@ -101,13 +116,17 @@ class Reducer:
         # time backward waited for it at the end.
         self.stats = {"backwards": 0, "allreduce_s": 0.0, "hidden_s": 0.0, "exposed_wait_s": 0.0}
         self._reset()
-        self._handles = [p.register_post_accumulate_grad_hook(self._hook_for(i))
+        # The hooks hold the reducer weakly: the parameters (C++ tensors)
+        # hold the hooks, and a strong reference would keep every reducer
+        # of a model alive, each still reducing. A collected reducer takes
+        # its hooks with it.
+        this = weakref.ref(self)
+        self._handles = [p.register_post_accumulate_grad_hook(_hook_for(this, i))
                          for i, p in enumerate(self.params)]
+        weakref.finalize(self, _remove_all, self._handles)
 
     def remove_hooks(self) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles = []
+        _remove_all(self._handles)
 
     def _reset(self) -> None:
         self.ready = [False] * len(self.params)
@@ -117,11 +136,6 @@ class Reducer:
         for bucket in self.buckets:
             bucket.pending = len(bucket.params)
             bucket.work = None
-
-    def _hook_for(self, index: int) -> Any:
-        def hook(_: Tensor) -> None:
-            self._mark_ready(index)
-        return hook
 
     # -- during backward ------------------------------------------------------
     def start_backward(self) -> None:
