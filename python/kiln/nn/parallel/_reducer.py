@@ -119,7 +119,8 @@ class Reducer:
         # The hooks hold the reducer weakly: the parameters (C++ tensors)
         # hold the hooks, and a strong reference would keep every reducer
         # of a model alive, each still reducing. A collected reducer takes
-        # its hooks with it.
+        # its hooks with it, and so does the interpreter's exit (finalize
+        # runs then), before nanobind checks for Python objects C++ holds.
         this = weakref.ref(self)
         self._handles = [p.register_post_accumulate_grad_hook(_hook_for(this, i))
                          for i, p in enumerate(self.params)]

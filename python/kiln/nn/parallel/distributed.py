@@ -13,9 +13,7 @@ backward returns, every parameter's .grad holds the average over the ranks.
 """
 from __future__ import annotations
 
-import atexit
 import contextlib
-import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,14 +42,6 @@ def _broadcast_coalesced(tensors: list[Tensor], src: int = 0) -> None:
                 n = t.numel()
                 t.detach().copy_(flat[offset:offset + n].view(t.shape))
                 offset += n
-
-
-def _remove_hooks_at_exit(reducer_ref: weakref.ref[Reducer]) -> None:
-    # The hooks are Python callables held by C++ tensors; dropping them
-    # before the interpreter goes keeps the exit clean.
-    reducer = reducer_ref()
-    if reducer is not None:
-        reducer.remove_hooks()
 
 
 class DistributedDataParallel(Module):
@@ -106,7 +96,6 @@ class DistributedDataParallel(Module):
         reducer = Reducer(named, self.bucket_bytes_cap, find_unused_parameters,
                           gradient_as_bucket_view)
         object.__setattr__(self, "reducer", reducer)
-        atexit.register(_remove_hooks_at_exit, weakref.ref(reducer))
 
     def _named_buffers(self) -> list[tuple[str, Tensor]]:
         # Read on each use: a module may assign a new tensor to a buffer.
