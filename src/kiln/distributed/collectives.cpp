@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kiln/distributed/comm.h"
+#include "kiln/ops/collective_ops.h"
 #include "kiln/ops/copy.h"
 #include "kiln/ops/view.h"
 
@@ -287,3 +288,21 @@ WorkPtr irecv(const Tensor& t, int src, int tag) {
 }
 
 }  // namespace kiln::distributed
+
+namespace kiln::distributed::detail {
+
+// What all_reduce_start's kernel calls (ops/collective_ops.h): the ops layer
+// sits below this one, so it reaches the communication thread through this
+// hook, installed once the first process group is initialized.
+void install_graph_collectives() {
+  set_async_all_reduce([](const Tensor& buffer, const std::string& name) {
+    ReduceOp op = ReduceOp::Sum;
+    for (ReduceOp candidate : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Max, ReduceOp::Min}) {
+      if (name == to_string(candidate)) op = candidate;
+    }
+    WorkPtr work = all_reduce(buffer, op, /*async_op=*/true);
+    return std::function<void()>([work] { work->wait(); });
+  });
+}
+
+}  // namespace kiln::distributed::detail

@@ -523,6 +523,7 @@ void init(const InitOptions& options) {
     // A program that never calls destroy() still stops the thread and
     // finalizes (or skips finalizing a broken group) on exit.
     std::atexit([] { detail::group().destroy(); });
+    detail::install_graph_collectives();
     return true;
   }();
   (void)registered;

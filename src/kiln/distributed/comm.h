@@ -66,4 +66,8 @@ void enqueue(Job job);
 
 MPI_Datatype mpi_type_of(DType dtype);  // TypeError for dtypes MPI lacks here
 
+// Lets graphs run all-reduces: installs the hook all_reduce_start's kernel
+// calls (ops/collective_ops.h). init() calls it.
+void install_graph_collectives();
+
 }  // namespace kiln::distributed::detail
