@@ -113,7 +113,7 @@ def equals_reference(kind: str, hybridize: str = "", execution: str = "sync",
                      **ddp_options) -> str:
     with kiln.execution(execution):  # async: copies and collectives wait on queued ops
         ddp, reference = train_both(kind, hybridize, **ddp_options)
-    if hybridize and ddp.module.cache_info().misses == 0:
+    if hybridize and not ddp.module.cache_info().misses:
         raise AssertionError("the hybridized model never compiled")
     diff = max_difference(ddp.module, reference)
     assert diff < 1e-5, f"weights differ from single-process training by {diff}"
@@ -218,10 +218,106 @@ def first_bucket_issued_before_backward_ends() -> str:
     return f"{len(later)} of {len(issued)} buckets issued before the last node ({last_node.name})"
 
 
-def compiled_step_refused() -> str:
-    """A compiled step would replay without the all-reduces: refused."""
-    model = make(dist.get_rank())
-    ddp = DDP(model)
+def compiled_equals_reference(kind: str, hybridize: bool = False) -> str:
+    """kiln.compile of forward, loss, backward and the optimizer step around
+    DDP: the bucket all-reduces are graph ops, and replaying the step trains
+    as single-process training over the whole batch."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    model, reference = make(rank), make(0)
+    if hybridize:
+        model.hybridize()  # recorded inline by the step's recording
+    ddp = DDP(model, bucket_cap_mb=0.001)
+    opt, opt_ref = optimizer(kind, ddp.parameters()), optimizer(kind, reference.parameters())
+    xs, ys = data(world)
+
+    @kiln.compile
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(ddp(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    for s in range(STEPS):
+        step(share(xs[s], rank), share(ys[s], rank))
+        opt_ref.zero_grad()
+        losses = [F.cross_entropy(reference(share(xs[s], r)), share(ys[s], r))
+                  for r in range(world)]
+        (sum(losses[1:], losses[0]) / world).backward()
+        opt_ref.step()
+    info = step.cache_info()
+    assert (len(info.misses), info.hits) == (1, STEPS - 1), info  # recorded once, then replayed
+    diff = max_difference(ddp.module, reference)
+    assert diff < 1e-5, f"weights differ from single-process training by {diff}"
+    averaged = max(float(np.abs(p.grad.numpy() - q.grad.numpy()).max())
+                   for p, q in zip(ddp.module.parameters(), reference.parameters(), strict=True))
+    assert averaged < 1e-5, f"the last step's .grad is not the average ({averaged})"
+    return f"max difference {diff:.2e} after {STEPS} steps, {STEPS - 1} replayed"
+
+
+def compiled_plan_overlaps() -> str:
+    """The profiler's trace of one replayed step: an all_reduce_start step
+    per bucket, its wait later, and backward steps of the plan between."""
+    rank = dist.get_rank()
+    kiln.manual_seed(rank)
+    model = nn.Sequential(*[nn.Linear(32, 32) for _ in range(4)])
+    ddp = DDP(model, bucket_cap_mb=0.003)  # a bucket per layer
+    opt = kiln.optim.SGD(ddp.parameters(), lr=0.01)
+
+    @kiln.compile
+    def step(x):
+        opt.zero_grad()
+        ddp(x).square().mean().backward()
+        opt.step()
+
+    x = kiln.randn(BATCH, 32)
+    step(x)  # records
+    with kiln.profiler.profile() as prof:
+        step(x)
+    events = list(prof.events())
+    start = next(e for e in events if e.name == "all_reduce_start")
+    # The plan's steps: the start's siblings on its thread.
+    names = [e.name for e in sorted(events, key=lambda e: e.start_us)
+             if e.thread == start.thread and e.depth == start.depth]
+    buckets = len(ddp.reducer.buckets)
+    assert names.count("all_reduce_start") == names.count("all_reduce_wait") == buckets, names
+    first_start, first_wait = names.index("all_reduce_start"), names.index("all_reduce_wait")
+    between = [n for n in names[first_start:first_wait] if not n.startswith("all_reduce")]
+    assert between, f"nothing runs between the first start and its wait: {names}"
+    return (f"{buckets} buckets, {len(names)} plan steps; between bucket 0's start and wait: "
+            f"{', '.join(between)}")
+
+
+def compiled_all_reduce(x):
+    """The graph ops DDP emits, called directly: a sum over the ranks."""
+    token = kiln._C.dispatch("all_reduce_start", [x * 2], {"op": "sum"})
+    return kiln._C.dispatch("all_reduce_wait", [token], {"numel": x.numel(), "dtype": x.dtype})
+
+
+def compiled_desync_raises() -> str:
+    """Replayed plans whose all-reduces differ between ranks: every rank
+    raises the desync error from all_reduce_wait, and the group stays
+    usable."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    three, four = kiln.compile(compiled_all_reduce), kiln.compile(compiled_all_reduce)
+    assert three(kiln.ones(3)).tolist() == [2.0 * world] * 3  # records, on every rank
+    assert four(kiln.ones(4)).tolist() == [2.0 * world] * 4
+    try:
+        four(kiln.ones(4)) if rank == 0 else three(kiln.ones(3))  # replays
+    except RuntimeError as e:
+        assert "ranks called different collectives" in str(e), str(e)
+        assert "all_reduce(float32 [4]" in str(e) and "all_reduce(float32 [3]" in str(e), str(e)
+    else:
+        raise AssertionError("different all-reduces in replayed plans did not raise")
+    assert three(kiln.ones(3)).tolist() == [2.0 * world] * 3
+    assert three.cache_info().hits == 2 - (rank == 0)
+    return "raised on every rank; the group still works"
+
+
+def compiled_step_refuses_what_it_cannot_record() -> str:
+    """find_unused_parameters decides per backward on the host: a compiled
+    step with it is refused, naming it; eager still works afterwards."""
+    ddp = DDP(make(dist.get_rank()), find_unused_parameters=True)
 
     @kiln.compile
     def step(x):
@@ -230,10 +326,10 @@ def compiled_step_refused() -> str:
     try:
         step(kiln.randn(BATCH, IN))
     except RuntimeError as e:
-        assert "not graph ops" in str(e), str(e)
+        assert "find_unused_parameters=True decides" in str(e), str(e)
     else:
-        raise AssertionError("a compiled step around DistributedDataParallel ran")
-    ddp(kiln.randn(BATCH, IN)).sum().backward()  # eager still works afterwards
+        raise AssertionError("a compiled step with find_unused_parameters ran")
+    ddp(kiln.randn(BATCH, IN)).sum().backward()
     return "refused"
 
 
@@ -275,7 +371,12 @@ SCENARIOS = {
     "unused_without_find_raises": unused_without_find_raises,
     "buffers_broadcast": buffers_broadcast,
     "bucket_issued_during_backward": first_bucket_issued_before_backward_ends,
-    "compiled_step_refused": compiled_step_refused,
+    "sgd_compiled_step": lambda: compiled_equals_reference("sgd"),
+    "adam_compiled_step": lambda: compiled_equals_reference("adam"),
+    "adam_compiled_step_hybridized": lambda: compiled_equals_reference("adam", hybridize=True),
+    "compiled_plan_overlaps": compiled_plan_overlaps,
+    "compiled_desync_raises": compiled_desync_raises,
+    "compiled_step_refuses_what_it_cannot_record": compiled_step_refuses_what_it_cannot_record,
     "rewrapping_frees_the_old_reducer": rewrapping_frees_the_old_reducer,
     "sampler_takes_the_group": sampler_takes_the_group,
 }

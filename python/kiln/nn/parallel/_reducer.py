@@ -14,6 +14,13 @@ same collectives in the same order. A callback queued for the end of the
 backward (kiln.autograd.queue_callback) issues what is left (parameters that
 got no gradient, with find_unused_parameters), waits for every bucket,
 averages and writes the gradients back into .grad before backward returns.
+
+While a graph records (kiln.compile of forward, backward and the optimizer
+step), the same hooks emit graph ops instead of MPI calls: a full bucket
+becomes one all_reduce_start node over its gradients, and the end callback
+one all_reduce_wait node per bucket followed by the division and the writes
+into .grad, so the compiled step replays the all-reduces with the rest of
+backward between each start and its wait (src/kiln/ops/collective_ops.h).
 """
 from __future__ import annotations
 
@@ -30,16 +37,12 @@ from kiln._C import Tensor
 FIRST_BUCKET_BYTES = 1024 * 1024
 
 
-def refuse_recording() -> None:
-    """The all-reduces are MPI calls, not graph ops: a graph recorded around
-    them would replay without them, each rank training on its own."""
-    if _C.jit.is_recording():
-        raise RuntimeError(
-            "DistributedDataParallel: cannot run inside a function being compiled or traced "
-            "(kiln.compile, kiln.jit.trace, or hybridize of a module that holds it): its "
-            "all-reduces are not graph ops, so the compiled step would skip them. Hybridize "
-            "the wrapped model instead (ddp.hybridize() does) and keep backward and the "
-            "optimizer step outside the compiled function")
+def recording() -> bool:
+    """Whether a graph records (kiln.compile of a training step, a trace):
+    the reducer then emits the collectives as graph ops
+    (all_reduce_start / all_reduce_wait) rather than calling MPI, so the
+    compiled step replays them."""
+    return bool(_C.jit.is_recording())
 
 
 class _Bucket:
@@ -53,6 +56,10 @@ class _Bucket:
         self.flat = kiln.zeros(sum(sizes), dtype=dtype)
         self.pending = len(params)
         self.work: Any = None
+        # While a graph records: the gradients as graph values, and the
+        # token of the bucket's all_reduce_start node.
+        self.recorded: list[Tensor | None] = [None] * len(params)
+        self.token: Tensor | None = None
 
 
 def assign_buckets(params: Sequence[Tensor], cap_bytes: int) -> list[list[int]]:
@@ -137,6 +144,8 @@ class Reducer:
         for bucket in self.buckets:
             bucket.pending = len(bucket.params)
             bucket.work = None
+            bucket.recorded = [None] * len(bucket.params)
+            bucket.token = None
 
     # -- during backward ------------------------------------------------------
     def start_backward(self) -> None:
@@ -151,7 +160,6 @@ class Reducer:
     def _mark_ready(self, index: int) -> None:
         if not self.sync_enabled:
             return
-        refuse_recording()
         self.start_backward()
         if self.ready[index]:
             raise RuntimeError(
@@ -164,11 +172,16 @@ class Reducer:
         bucket, slot = self.bucket_of[index]
         start, size = bucket.offsets[slot], bucket.sizes[slot]
         with kiln.no_grad():
-            target = bucket.flat[start:start + size]
-            if grad is None:
-                target.zero_()
+            if recording():
+                p = self.params[index]
+                bucket.recorded[slot] = kiln.zeros(p.shape, dtype=p.dtype) if grad is None \
+                    else grad.detach()
             else:
-                target.copy_(grad.reshape(-1))
+                target = bucket.flat[start:start + size]
+                if grad is None:
+                    target.zero_()
+                else:
+                    target.copy_(grad.reshape(-1))
         self.ready[index] = True
         bucket.pending -= 1
         if bucket.pending == 0:
@@ -180,7 +193,16 @@ class Reducer:
             if bucket.pending:
                 return
             with profiler.record_function(f"DDP: all_reduce bucket {bucket.index}"):
-                bucket.work = dist.all_reduce(bucket.flat, op=dist.ReduceOp.SUM, async_op=True)
+                if recording():
+                    # A graph node that copies the gradients into a buffer
+                    # of its own and queues its all-reduce; the compiled
+                    # step runs the rest of backward before the wait.
+                    with kiln.no_grad():
+                        bucket.token = _C.dispatch("all_reduce_start", bucket.recorded,
+                                                   {"op": "sum"})
+                else:
+                    bucket.work = dist.all_reduce(bucket.flat, op=dist.ReduceOp.SUM,
+                                                  async_op=True)
             self.next_to_issue += 1
 
     # -- at the end of backward ---------------------------------------------
@@ -192,6 +214,9 @@ class Reducer:
             # ranks are waiting for the same all-reduces.
             for i in unused:
                 self._fill(i, self.params[i].grad)
+            if recording():
+                self._finish_recorded(unused)
+                return
             start = time.perf_counter()
             for bucket in self.buckets:
                 bucket.work.wait()
@@ -203,6 +228,19 @@ class Reducer:
             self._write_back(used_anywhere)
         finally:
             self._reset()
+
+    def _finish_recorded(self, unused: list[int]) -> None:
+        """The end of a recorded backward: one all_reduce_wait node per
+        bucket, in bucket order, then the averages into .grad as graph ops."""
+        if unused:  # find_unused_parameters was refused at forward
+            raise RuntimeError(self._unused_message(unused))
+        reduced = []
+        with kiln.no_grad():
+            for bucket in self.buckets:
+                total = sum(bucket.sizes)
+                reduced.append(_C.dispatch("all_reduce_wait", [bucket.token],
+                                           {"numel": total, "dtype": bucket.flat.dtype}))
+        self._write_back([True] * len(self.params), reduced)
 
     def _count_overlap(self, computed_ns: int) -> None:
         # Work times are steady_clock's, which is time.monotonic_ns's clock.
@@ -232,16 +270,24 @@ class Reducer:
         dist.all_reduce(flags, op=dist.ReduceOp.MAX)
         return [bool(v > 0) for v in flags.tolist()]
 
-    def _write_back(self, used_anywhere: list[bool]) -> None:
+    def _write_back(self, used_anywhere: list[bool],
+                    reduced: list[Tensor] | None = None) -> None:
+        """Divides each bucket's sum by the world size and writes the
+        averages into .grad: `reduced` holds the recorded buckets' sums
+        (graph values), else the buckets' own buffers hold them."""
         with kiln.no_grad():
-            for bucket in self.buckets:
-                bucket.flat.div_(self.world_size)
+            for b, bucket in enumerate(self.buckets):
+                if reduced is None:
+                    flat = bucket.flat
+                    flat.div_(self.world_size)
+                else:
+                    flat = reduced[b] / self.world_size
                 for slot, i in enumerate(bucket.params):
                     if not used_anywhere[i]:
                         continue
                     p = self.params[i]
                     start, size = bucket.offsets[slot], bucket.sizes[slot]
-                    averaged = bucket.flat[start:start + size].view(p.shape)
+                    averaged = flat[start:start + size].view(p.shape)
                     if self.gradient_as_bucket_view:
                         p.grad = averaged
                     elif p.grad is None:

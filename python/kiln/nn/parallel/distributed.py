@@ -21,7 +21,7 @@ import kiln
 from kiln import distributed as dist
 from kiln._C import Tensor
 from kiln.nn.module import Module
-from kiln.nn.parallel._reducer import Reducer, refuse_recording
+from kiln.nn.parallel._reducer import Reducer, recording
 
 __all__ = ["DistributedDataParallel"]
 
@@ -102,7 +102,8 @@ class DistributedDataParallel(Module):
         return [(name, b) for name, b in self.module.named_buffers() if b is not None]
 
     def forward(self, *inputs: Any, **kwargs: Any) -> Any:
-        refuse_recording()
+        if recording():
+            self._check_recordable()
         sync = self.require_backward_grad_sync
         if self.broadcast_buffers and sync:
             buffers = [b for _, b in self._named_buffers()]
@@ -112,6 +113,28 @@ class DistributedDataParallel(Module):
         if sync and kiln.is_grad_enabled():
             self._watch_outputs(output)
         return output
+
+    def _check_recordable(self) -> None:
+        """A compiled step (kiln.compile of forward, backward and step)
+        records the gradient all-reduces as graph ops; what still needs a
+        decision or an MPI call outside the graph on every step is refused,
+        naming it."""
+        cannot = ("DistributedDataParallel: cannot record this forward into a compiled step "
+                  "(kiln.compile, kiln.jit.trace): ")
+        if not self.require_backward_grad_sync:
+            raise RuntimeError(cannot + "inside no_sync() the step would be recorded without "
+                               "its all-reduces and replay so; call the compiled step outside "
+                               "no_sync(), or accumulate with eager steps")
+        if self.find_unused_parameters:
+            raise RuntimeError(cannot + "find_unused_parameters=True decides on every backward "
+                               "which parameters got a gradient, which a graph cannot; "
+                               "construct it without find_unused_parameters, or keep the step "
+                               "eager")
+        if self.broadcast_buffers and self._named_buffers():
+            raise RuntimeError(cannot + "broadcast_buffers=True broadcasts rank 0's buffers "
+                               f"({', '.join(n for n, _ in self._named_buffers())}) with an MPI "
+                               "call each forward, which is not a graph op; pass "
+                               "broadcast_buffers=False, or keep the step eager")
 
     def _watch_outputs(self, output: Any) -> None:
         """A hook on each output that backward will reach: backward queues
@@ -136,8 +159,9 @@ class DistributedDataParallel(Module):
     def hybridize(self, *args: Any, **kwargs: Any) -> DistributedDataParallel:
         """Hybridizes the wrapped module (its compiled backward hands each
         parameter's gradient to the reducer's hooks as eager backward does);
-        the wrapper itself stays eager, as its collectives are not graph
-        ops."""
+        the wrapper itself stays eager: its all-reduces run from the
+        gradient hooks. kiln.compile of a whole training step records them
+        as graph ops instead."""
         self.module.hybridize(*args, **kwargs)
         return self
 
