@@ -3,7 +3,8 @@
 nn.parallel.DistributedDataParallel, on 1 and 2 ranks of one thread each.
 
 For each run it prints the step time and throughput per rank (and, timed
-in the same processes in alternating blocks, the same step without DDP), the
+in the same processes in alternating blocks, the same step without DDP and
+the DDP step compiled with kiln.compile, its all-reduces graph ops), the
 all-reduce time per step (measured on the communication thread from the
 work handles' start and finish times), and the share of it hidden behind
 backward's computation: the part of each all-reduce that falls between the
@@ -50,26 +51,29 @@ def worker(steps: int, bucket_cap_mb: float, out: str) -> None:
 
     ddp = nn.parallel.DistributedDataParallel(w1(), bucket_cap_mb=bucket_cap_mb)
     plain = w1()  # the same step without DDP, timed alongside
+    ddp_compiled = nn.parallel.DistributedDataParallel(w1(), bucket_cap_mb=bucket_cap_mb)
     kiln.manual_seed(1 + dist.get_rank())
     x, y = kiln.randn(BATCH, 512), kiln.randint(0, 2, (BATCH,))
 
-    def stepper(model: nn.Module) -> Callable[[], None]:
+    def stepper(model: nn.Module, compiled: bool = False) -> Callable[[], None]:
         opt = kiln.optim.SGD(model.parameters(), lr=0.01)
 
-        def step() -> None:
+        def step(x: kiln.Tensor, y: kiln.Tensor) -> None:
             opt.zero_grad()
             F.cross_entropy(model(x), y).backward()
             opt.step()
-        return step
+        run = kiln.compile(step) if compiled else step
+        return lambda: run(x, y)
 
-    steps_of = {"ddp": stepper(ddp), "plain": stepper(plain)}
+    steps_of = {"ddp": stepper(ddp), "plain": stepper(plain),
+                "compiled": stepper(ddp_compiled, compiled=True)}
     for step in steps_of.values():
         for _ in range(WARMUP):
             step()
     stats = ddp.reducer.stats
     for key in stats:
         stats[key] = 0
-    seconds = {"ddp": 0.0, "plain": 0.0}
+    seconds = dict.fromkeys(steps_of, 0.0)
     dist.barrier()
     for _ in range(ROUNDS):  # interleaved, so that a slow moment hits both
         for name, step in steps_of.items():
@@ -82,6 +86,7 @@ def worker(steps: int, bucket_cap_mb: float, out: str) -> None:
         Path(out).write_text(json.dumps({
             "step_ms": seconds["ddp"] / done * 1e3, "buckets": len(ddp.reducer.buckets),
             "plain_ms": seconds["plain"] / done * 1e3,
+            "compiled_ms": seconds["compiled"] / done * 1e3,
             "allreduce_ms": stats["allreduce_s"] / done * 1e3,
             "exposed_ms": stats["exposed_wait_s"] / done * 1e3,
             "hidden": stats["hidden_s"] / stats["allreduce_s"] if stats["allreduce_s"] else 0.0,
@@ -117,10 +122,12 @@ def main() -> None:
     print(f"DDP training of W1 (SCENARIOS.md W3a), batch {BATCH} per rank, 1 thread per rank, "
           f"{args.steps} steps (bench/distributed.py)")
     print(f"{'ranks':>5} {'bucket MB':>9} {'buckets':>7} {'step ms':>8} {'no DDP ms':>9} "
+          f"{'compiled ms':>11} "
           f"{'samples/s/rank':>14} {'all-reduce ms':>13} {'waited ms':>9} {'hidden':>7}")
     for ranks, cap in RUNS:
         r = launch(mpirun, ranks, cap, args.steps)
         print(f"{ranks:>5} {cap:>9g} {r['buckets']:>7} {r['step_ms']:>8.3f} {r['plain_ms']:>9.3f} "
+              f"{r['compiled_ms']:>11.3f} "
               f"{BATCH / r['step_ms'] * 1e3:>14.0f} {r['allreduce_ms']:>13.3f} "
               f"{r['exposed_ms']:>9.3f} {r['hidden']:>7.0%}")
 
