@@ -264,6 +264,29 @@ def scenario_timeout(rank: int, world: int) -> str:
         return f"error after {time.monotonic() - start:.1f}s: {e}"
 
 
+def scenario_timeout_compiled(rank: int, world: int) -> str:
+    """As scenario_timeout, with the all-reduce in a compiled plan (the graph
+    ops DDP records in a compiled step): all_reduce_wait raises it."""
+    dist.init_process_group("mpi", timeout=1.5)
+
+    def reduce(x):
+        token = kiln._C.dispatch("all_reduce_start", [x + 1], {"op": "sum"})
+        return kiln._C.dispatch("all_reduce_wait", [token], {"numel": 4, "dtype": x.dtype})
+
+    step = kiln.compile(reduce)
+    if step(kiln.ones(4)).tolist() != [2.0 * world] * 4:  # records, every rank at once
+        return "wrong sum"
+    dist.barrier()
+    if rank == world - 1:
+        time.sleep(3.5)
+    start = time.monotonic()
+    try:
+        step(kiln.ones(4))  # replays the plan
+        return "no error"
+    except RuntimeError as e:
+        return f"error after {time.monotonic() - start:.1f}s: {e}"
+
+
 def scenario_kill(rank: int, world: int) -> str:
     dist.init_process_group("mpi", timeout=3)
     dist.all_reduce(kiln.ones(4))

@@ -130,9 +130,11 @@ def seconds_of(outcome: str) -> float:
     return float(match.group(1))
 
 
-def test_timeout_raises_on_every_waiting_rank(tmp_path):
-    # Timeout 1.5 s; the last rank joins the all_reduce 3.5 s late.
-    outcomes, done, elapsed = launch("timeout", 3, tmp_path)
+@pytest.mark.parametrize("scenario", ["timeout", "timeout_compiled"])
+def test_timeout_raises_on_every_waiting_rank(tmp_path, scenario):
+    # Timeout 1.5 s; the last rank joins the all_reduce 3.5 s late (in a
+    # compiled plan too: its all_reduce_wait raises).
+    outcomes, done, elapsed = launch(scenario, 3, tmp_path)
     for rank in (0, 1):
         outcome = outcomes.get(rank, "")
         assert "timed out after 1.5 s" in outcome, describe(outcomes, done)
