@@ -12,6 +12,7 @@ models without batch norm, the loss of the whole batch of N·b).
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import sys
@@ -315,22 +316,31 @@ def compiled_desync_raises() -> str:
 
 
 def compiled_step_refuses_what_it_cannot_record() -> str:
-    """find_unused_parameters decides per backward on the host: a compiled
-    step with it is refused, naming it; eager still works afterwards."""
-    ddp = DDP(make(dist.get_rank()), find_unused_parameters=True)
+    """What needs a host-side decision or an MPI call outside the graph on
+    every step is refused while a step records, naming it; eager still
+    works afterwards."""
+    rank = dist.get_rank()
+    cases = [
+        (DDP(make(rank), find_unused_parameters=True), False,
+         "find_unused_parameters=True decides"),
+        (DDP(make(rank, batch_norm=True)), False, "broadcast_buffers=True broadcasts"),
+        (DDP(make(rank)), True, "inside no_sync()"),
+    ]
+    for ddp, in_no_sync, message in cases:
+        @kiln.compile
+        def step(x, ddp=ddp):
+            ddp(x).sum().backward()
 
-    @kiln.compile
-    def step(x):
-        ddp(x).sum().backward()
-
-    try:
-        step(kiln.randn(BATCH, IN))
-    except RuntimeError as e:
-        assert "find_unused_parameters=True decides" in str(e), str(e)
-    else:
-        raise AssertionError("a compiled step with find_unused_parameters ran")
-    ddp(kiln.randn(BATCH, IN)).sum().backward()
-    return "refused"
+        context = ddp.no_sync() if in_no_sync else contextlib.nullcontext()
+        try:
+            with context:
+                step(kiln.randn(BATCH, IN))
+        except RuntimeError as e:
+            assert message in str(e), str(e)
+        else:
+            raise AssertionError(f"a compiled step ran where '{message}' was expected")
+        ddp(kiln.randn(BATCH, IN)).sum().backward()
+    return f"{len(cases)} refusals"
 
 
 def rewrapping_frees_the_old_reducer() -> str:
