@@ -51,9 +51,12 @@ lint: setup
 # ONNX Runtime, at 1 and 2 threads, each framework in a process pinned to
 # that many cores; goals <= 0.8x ONNX Runtime and <= 0.5x PyTorch eager
 # (its own section of bench/RESULTS.md; --quick to try it). run_all.py pins
-# its runners the same way. Last, the dependency engine (bench/engine.py:
+# its runners the same way. Then the dependency engine (bench/engine.py:
 # d2l's async microbenchmark, async against sync mode, two matmul chains on
-# two workers against serial). eager_python.py and hybrid_python.py run alone.
+# two workers against serial). Last, data-parallel training (bench/distributed.py:
+# W1 under DistributedDataParallel on 1 and 2 ranks, one thread each, and the
+# share of the all-reduce time backward hides). eager_python.py and
+# hybrid_python.py run alone.
 bench: build
 	@OMP_NUM_THREADS=1 $(BUILD)/bench/kiln_bench_kernels
 	@echo
@@ -69,6 +72,8 @@ bench: build
 	@$(PY) bench/real_models.py --threads 1,2
 	@echo
 	@$(PY) bench/engine.py
+	@echo
+	@$(PY) bench/distributed.py
 
 # The C++ suite under AddressSanitizer and UBSan: not part of make test, but
 # CI runs it last. From scratch on 2 cores without ccache it costs about 10.5

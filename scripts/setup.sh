@@ -12,6 +12,7 @@ APT_PACKAGES=(
   libxxhash-dev libcli11-dev clang-16 libclang-rt-16-dev
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   dataset-fashion-mnist
+  libopenmpi-dev openmpi-bin
   python3 python3-venv python3-dev
 )
 

@@ -25,6 +25,10 @@ if TYPE_CHECKING:
         ...
 
 
+# Ops only graphs call: DDP emits them while a step records
+# (kiln.distributed's all_reduce is the user's call).
+_GRAPH_ONLY = {"all_reduce_start", "all_reduce_wait"}
+
 # Ops whose one list attribute PyTorch also takes as varargs: x.view(2, 3).
 _SIZE_VARARGS = {"view", "reshape", "permute", "expand"}
 
@@ -70,8 +74,8 @@ def _make_op(name: str, min_inputs: int, max_inputs: int,
 
 def _install() -> None:
     for name, min_inputs, max_inputs, _, attrs in _C.op_schemas():
-        if name.endswith("_backward"):
-            continue  # gradient kernels, not user API
+        if name.endswith("_backward") or name in _GRAPH_ONLY:
+            continue  # gradient kernels and graph-only ops, not user API
         globals()[name] = _make_op(name, min_inputs, max_inputs, [a[0] for a in attrs])
         __all__.append(name)
         if max_inputs == 0:

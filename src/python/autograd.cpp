@@ -184,6 +184,25 @@ void bind_autograd(nb::module_ m) {
         return register_hook(t, python_hook(std::move(hook)));
       },
       nb::arg("tensor"), nb::arg("hook"));
+  m.def(
+      "register_post_accumulate_grad_hook",
+      [](const Tensor& t, nb::object hook) {
+        return register_post_accumulate_grad_hook(
+            t, [call = PythonCallable(std::move(hook))](const Tensor& leaf) {
+              nb::gil_scoped_acquire gil;
+              call(leaf);
+            });
+      },
+      nb::arg("tensor"), nb::arg("hook"));
+  m.def(
+      "queue_callback",
+      [](nb::object callback) {
+        queue_callback([call = PythonCallable(std::move(callback))] {
+          nb::gil_scoped_acquire gil;
+          call();
+        });
+      },
+      nb::arg("callback"));
   m.def("retain_grad", &retain_grad, nb::arg("tensor"));
   m.def("retains_grad", &retains_grad, nb::arg("tensor"));
 }

@@ -24,6 +24,7 @@ void bind_nn_layers(nb::module_& m);     // nn_layers.cpp
 void bind_nn_more(nb::module_& m);       // nn_more.cpp
 void bind_profiler(nb::module_& m);      // profiler.cpp
 void bind_engine(nb::module_& m);        // engine.cpp
+void bind_distributed(nb::module_& m);   // distributed.cpp
 
 namespace {
 
@@ -321,6 +322,9 @@ NB_MODULE(_C, m) {
   bind_onnx(onnx);
   nb::module_ profiler = m.def_submodule("profiler", "profiles: events, averages, tables, traces");
   bind_profiler(profiler);
+  nb::module_ distributed =
+      m.def_submodule("distributed", "the process group and its collectives, over MPI");
+  bind_distributed(distributed);
 
   // An entry of the op table, by reference (the table lives as long as the
   // process): kiln._ops looks each op up once and dispatches through it.

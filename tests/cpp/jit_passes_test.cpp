@@ -55,16 +55,17 @@ TEST(PassPipeline, DefaultPipelineHoldsOnlyPassesThatKeepRounding) {
                                              "fuse_linear_gelu", "fuse_elementwise"}));
   for (const std::string& name : names)
     EXPECT_FALSE(pass_registry().get(name).may_change_rounding) << name;
-  EXPECT_EQ(
-      default_pipeline(/*fast_math=*/true),
-      (std::vector<std::string>{"constant_fold", "peephole", "cse", "simplify_control_flow", "dce",
-                                "fold_batch_norm", "fuse_attention", "fuse_conv_epilogue",
-                                "fuse_activations", "fuse_linear_gelu", "fuse_elementwise"}));
-  // Inference: frozen graphs also fold batch_norm and fuse conv epilogues,
-  // unless exact.
+  EXPECT_EQ(default_pipeline(/*fast_math=*/true),
+            (std::vector<std::string>{"constant_fold", "peephole", "cse", "simplify_control_flow",
+                                      "dce", "fold_batch_norm", "fuse_attention",
+                                      "fuse_conv_epilogue", "carry_conv_layout", "fuse_activations",
+                                      "fuse_linear_gelu", "fuse_elementwise"}));
+  // Inference: frozen graphs also fold batch_norm, fuse conv epilogues and
+  // chain convolutions channels-last, unless exact.
   const std::vector<std::string> inference = default_pipeline(PassOptions{.frozen = true});
   EXPECT_NE(std::find(inference.begin(), inference.end(), "fold_batch_norm"), inference.end());
   EXPECT_NE(std::find(inference.begin(), inference.end(), "fuse_conv_epilogue"), inference.end());
+  EXPECT_NE(std::find(inference.begin(), inference.end(), "carry_conv_layout"), inference.end());
   EXPECT_EQ(default_pipeline(PassOptions{.frozen = true, .exact = true}), names);
 }
 

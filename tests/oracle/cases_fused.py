@@ -6,7 +6,7 @@ other."""
 import torch
 import torch.nn.functional as F
 
-from oracle import Case, absent, ints, randn
+from oracle import Case, absent, ints, randn, values
 
 ACTIVATIONS = {"relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
                "gelu": F.gelu}
@@ -79,6 +79,7 @@ EPILOGUES = {
     "sigmoid": lambda v, a, b: torch.sigmoid(v),
     "silu": lambda v, a, b: F.silu(v),
     "tanh": lambda v, a, b: torch.tanh(v),
+    "leaky_relu": lambda v, a, b: torch.clamp_min(F.leaky_relu(v, a), b),
 }
 
 
@@ -99,6 +100,92 @@ def fused_conv(name, inputs, activation="none", alpha=0.0, beta=0.0, reduce_len=
     fn, attrs = conv_epilogue(activation, alpha, beta, after, **conv)
     return Case("conv2d_fused", inputs, fn, attrs=attrs, name=name, reduce_len=reduce_len,
                 grad=False)
+
+
+def nhwc_conv(name, inputs, activation="none", alpha=0.0, beta=0.0, reduce_len=9, **conv):
+    """conv2d_fused {layout=nhwc}: x, residual and output [N, H, W, C]."""
+    fn, attrs = conv_epilogue(activation, alpha, beta, **conv)
+
+    def nchw(t):
+        return None if t is None else t.permute(0, 3, 1, 2)
+
+    def channels_last(x, w, b=None, r=None):
+        return fn(nchw(x), w, b, nchw(r)).permute(0, 2, 3, 1)
+    return Case("conv2d_fused", inputs, channels_last, attrs=dict(attrs, layout="nhwc"),
+                name=name, reduce_len=reduce_len, grad=False)
+
+
+# Channels-last (jit/passes/carry_conv_layout.cpp writes it): Winograd's
+# kernels (3x3, stride 1, channels in sixteens, >= 16 pixels), oneDNN's
+# direct ones for the rest (1x1, strides, odd channels, groups, 1x1 and
+# 2x2 images), the float64 loop.
+CONV2D_FUSED_NHWC = [
+    nhwc_conv("nhwc_winograd_relu_residual", [randn(1, 8, 8, 32), randn(32, 32, 3, 3), randn(32),
+                                              randn(1, 8, 8, 32)], "relu", padding=(1, 1),
+              reduce_len=288),
+    nhwc_conv("nhwc_3x3_128_channels_batch2", [randn(2, 12, 12, 128), randn(128, 128, 3, 3),
+                                           randn(128)], "relu", padding=(1, 1), reduce_len=1152),
+    nhwc_conv("nhwc_winograd_no_padding_hardswish", [randn(1, 9, 7, 16), randn(48, 16, 3, 3),
+                                                     absent(), randn(1, 7, 5, 48)],
+              "hardswish", 0.2, 0.5, reduce_len=144),
+    nhwc_conv("nhwc_winograd_leaky_floor", [randn(1, 6, 6, 16), randn(16, 16, 3, 3), randn(16)],
+              "leaky_relu", 0.2, -0.3, padding=(1, 1), reduce_len=144),
+    nhwc_conv("nhwc_small_image_direct", [randn(1, 2, 2, 32), randn(32, 32, 3, 3), randn(32),
+                                          randn(1, 2, 2, 32)], "relu", padding=(1, 1),
+              reduce_len=288),
+    nhwc_conv("nhwc_1x1_stride2", [randn(2, 9, 9, 24), randn(40, 24, 1, 1), randn(40)],
+              stride=(2, 2), reduce_len=24),
+    nhwc_conv("nhwc_odd_channels_clamp", [randn(1, 7, 6, 5), randn(7, 5, 3, 3), randn(7)],
+              "clamp", -0.5, 0.5, padding=(1, 1), reduce_len=45),
+    nhwc_conv("nhwc_1x1_image_sigmoid", [randn(1, 1, 1, 40), randn(24, 40, 1, 1), randn(24)],
+              "sigmoid", reduce_len=40),
+    nhwc_conv("nhwc_groups_silu", [randn(1, 6, 6, 8), randn(8, 4, 3, 3), randn(8)], "silu",
+              groups=2, padding=(1, 1), reduce_len=36),
+    nhwc_conv("nhwc_depthwise_stride2", [randn(1, 11, 11, 16), randn(16, 1, 5, 5), randn(16)],
+              "tanh", groups=16, padding=(2, 2), stride=(2, 2), reduce_len=25),
+    nhwc_conv("nhwc_strided_input", [randn(1, 10, 10, 16, layout="transposed"),
+                                     randn(16, 16, 3, 3), randn(16)], "relu", padding=(1, 1),
+              reduce_len=144),
+    nhwc_conv("nhwc_f64", [randn(1, 6, 6, 3, dtype="float64"), randn(4, 3, 3, 3, dtype="float64"),
+                           randn(4, dtype="float64"), randn(1, 4, 4, 4, dtype="float64")],
+              "hardswish", 1 / 6, 0.5, reduce_len=27),
+    Case("conv2d_fused", [randn(10, 10, 8), randn(32, 8, 3, 3), randn(32)], name="nhwc_3d",
+         attrs={"layout": "nhwc"},
+         error="conv2d_fused: layout nhwc takes a 4-D input, got shape [10, 10, 8]"),
+    Case("conv2d_fused", [randn(1, 10, 10, 8), randn(32, 8, 3, 3), randn(32)],
+         name="unknown_layout", attrs={"layout": "nChw16c"},
+         error="conv2d_fused: layout must be nchw or nhwc, got 'nChw16c'"),
+]
+
+
+def nhwc_max_pool(k, s=None, p=0, d=1, ceil=False):
+    return lambda x: F.max_pool2d(x.permute(0, 3, 1, 2), k, s, p, d,
+                                  ceil_mode=ceil).permute(0, 2, 3, 1)
+
+
+# max_pool2d_nhwc: max_pool2d over [N, H, W, C] (the pools inside a
+# channels-last chain). NaN wins, as in max_pool2d.
+MAX_POOL2D_NHWC = [
+    Case("max_pool2d_nhwc", [randn(1, 9, 9, 16)], nhwc_max_pool(3, 2, 1),
+         attrs={"kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1]}, name="resnet",
+         grad=False),
+    Case("max_pool2d_nhwc", [randn(2, 6, 7, 5)], nhwc_max_pool(2),
+         attrs={"kernel_size": [2, 2]}, name="odd_channels", grad=False),
+    Case("max_pool2d_nhwc", [randn(1, 4, 8, 24)], nhwc_max_pool((1, 2)),
+         attrs={"kernel_size": [1, 2]}, name="row_only", grad=False),
+    Case("max_pool2d_nhwc", [randn(1, 9, 8, 3)], nhwc_max_pool(3, 2, 1, 2, True),
+         attrs={"kernel_size": [3, 3], "stride": [2, 2], "padding": [1, 1], "dilation": [2, 2],
+                "ceil_mode": True}, name="dilation_ceil_mode", grad=False),
+    Case("max_pool2d_nhwc", [randn(1, 6, 6, 8, layout="transposed")], nhwc_max_pool(2, 1),
+         attrs={"kernel_size": [2, 2], "stride": [1, 1]}, name="strided_input", grad=False),
+    Case("max_pool2d_nhwc", [values([1.0, float("nan"), -2.0, 3.0, 0.5, float("nan"), 4.0, -1.0],
+                                    shape=(1, 2, 2, 2))], nhwc_max_pool(2),
+         attrs={"kernel_size": [2, 2]}, name="nan_wins", grad=False),
+    Case("max_pool2d_nhwc", [randn(1, 5, 5, 4, dtype="float64")], nhwc_max_pool(2, 1),
+         attrs={"kernel_size": [2, 2], "stride": [1, 1]}, name="f64", grad=False),
+    Case("max_pool2d_nhwc", [randn(6, 6, 4)], attrs={"kernel_size": [2, 2]}, name="not_4d",
+         error="max_pool2d_nhwc: expected a 4-D [N, H, W, C] input, got shape [6, 6, 4]"),
+]
 
 
 # Shapes that take each path of kiln's conv2d: oneDNN blocked (3x3, >= 64
@@ -169,6 +256,23 @@ CONV2D_FUSED = [
                                         randn(4, 3, 3, 3, dtype="float64"),
                                         randn(4, dtype="float64")], "hardswish", 1 / 6, 0.5,
                after=(1.25, -0.5), reduce_len=27),
+    # leaky_relu with a floor (openwakeword's leaky_relu then maximum): on
+    # oneDNN's blocked layout (relu with a slope, then clip), plain 1x1 (kiln's
+    # epilogue), kiln's depthwise and direct kernels, float64. A floor far
+    # below stands for none (attributes here cannot hold -inf).
+    fused_conv("leaky_floor_blocked_residual", [randn(1, 8, 10, 10), randn(32, 8, 3, 3),
+                                                randn(32), randn(1, 32, 10, 10)], "leaky_relu",
+               0.2, -0.4, padding=(1, 1), reduce_len=72),
+    fused_conv("leaky_1x1_plain", [randn(1, 24, 8, 8), randn(32, 24, 1, 1), randn(32)],
+               "leaky_relu", 0.1, -1e30, reduce_len=24),
+    fused_conv("leaky_depthwise_floor", [randn(1, 16, 9, 9), randn(16, 1, 3, 3), randn(16)],
+               "leaky_relu", 0.2, -0.1, padding=(1, 1), groups=16),
+    fused_conv("leaky_direct_floor_residual", [randn(1, 3, 9, 9), randn(6, 3, 3, 3), randn(6),
+                                               randn(1, 6, 7, 7)], "leaky_relu", 0.3, -0.2,
+               reduce_len=27),
+    fused_conv("leaky_f64", [randn(1, 3, 6, 6, dtype="float64"),
+                             randn(4, 3, 3, 3, dtype="float64"), randn(4, dtype="float64")],
+               "leaky_relu", 0.2, -0.4, reduce_len=27),
     Case("conv2d_fused", [randn(1, 8, 10, 10), randn(32, 8, 3, 3), randn(32),
                           randn(1, 32, 1, 1)], name="broadcast_residual",
          attrs={"activation": "relu"},
@@ -177,7 +281,7 @@ CONV2D_FUSED = [
     Case("conv2d_fused", [randn(1, 8, 10, 10), randn(32, 8, 3, 3), randn(32)],
          name="unknown_activation", attrs={"activation": "gelu"},
          error="conv2d_fused: activation must be one of none, relu, clamp, hardsigmoid, "
-               "hardswish, sigmoid, silu, tanh, got 'gelu'"),
+               "hardswish, sigmoid, silu, tanh, leaky_relu, got 'gelu'"),
     Case("conv2d_fused", [randn(1, 8, 10, 10), randn(32, 8, 3, 3), absent()],
          name="clamp_bounds", attrs={"activation": "clamp", "alpha": 6.0, "beta": 0.0},
          error="conv2d_fused: clamp's alpha (min) 6 is above its beta (max) 0"),
@@ -223,4 +327,5 @@ FUSED_ELEMENTWISE = [
          error="the program reads %1 but the op has 1 inputs"),
 ]
 
-CASES = LINEAR_ACT + CONV2D_ACT + CONV2D_FUSED + FUSED_ELEMENTWISE
+CASES = (LINEAR_ACT + CONV2D_ACT + CONV2D_FUSED + CONV2D_FUSED_NHWC + MAX_POOL2D_NHWC
+         + FUSED_ELEMENTWISE)

@@ -49,6 +49,24 @@ def residual(nn, body, activation=None, broadcast=False):
     return Residual()
 
 
+def leaky_floor(nn, c_in, c_out, floor=None):
+    """openwakeword's convolutions: conv, leaky_relu(0.2), then maximum with
+    a constant (the floor; none: no maximum)."""
+    class LeakyFloor(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(c_in, c_out, 3, padding=(0, 1))
+            self.act = nn.LeakyReLU(0.2)
+
+        def forward(self, x):
+            y = self.act(self.conv(x))
+            if floor is None:
+                return y
+            lib = torch if isinstance(y, torch.Tensor) else kiln
+            return lib.maximum(y, lib.full((), floor))
+    return LeakyFloor()
+
+
 # (input shape, model, conv2d_fused nodes expected in the frozen trace).
 CASES = {
     # ResNet's block end on oneDNN's blocked layout (3x3, >= 64 pixels).
@@ -70,6 +88,11 @@ CASES = {
         conv_act(nn, 16, 48, 1, "hardswish"),
         conv_act(nn, 48, 48, 3, "hardswish", padding=1, groups=48),
         nn.Conv2d(48, 16, 1))), 3),
+    # openwakeword's: leaky_relu then a floor, on oneDNN's blocked layout
+    # and in kiln's direct kernel; a leaky_relu alone.
+    "leaky_floor_blocked": ((1, 24, 20, 8), lambda nn: leaky_floor(nn, 24, 48, -0.4), 1),
+    "leaky_floor_direct": ((1, 1, 19, 8), lambda nn: leaky_floor(nn, 1, 12, -0.1), 1),
+    "leaky_no_floor": ((1, 24, 12, 8), lambda nn: leaky_floor(nn, 24, 32), 1),
     # A residual that broadcasts stays an add (then relu): only the
     # conv stays unfused, nothing else changes.
     "broadcast_residual_stays": ((1, 8, 10, 10), lambda nn: residual(
@@ -152,7 +175,8 @@ def _onnx_path(tm, x, tmp_path, name):
 
 
 @pytest.mark.parametrize("case", ["resnet_relu_residual", "mobilenet_inverted_residual",
-                                  "hardsigmoid_one_by_one_image", "relu6_depthwise_stride2"])
+                                  "hardsigmoid_one_by_one_image", "relu6_depthwise_stride2",
+                                  "leaky_floor_blocked", "leaky_no_floor"])
 def test_onnx_import_fuses_and_matches_onnxruntime(case, tmp_path):
     tm, _, x = _models(case)
     path = _onnx_path(tm, x, tmp_path, case)
@@ -166,7 +190,8 @@ def test_onnx_import_fuses_and_matches_onnxruntime(case, tmp_path):
 
 
 @pytest.mark.parametrize("case", ["mobilenet_inverted_residual", "silu_stride_over_kernel",
-                                  "hardsigmoid_one_by_one_image"])
+                                  "hardsigmoid_one_by_one_image", "leaky_floor_direct",
+                                  "leaky_no_floor"])
 def test_onnx_export_unfuses(case, tmp_path):
     tm, km, x = _models(case)
     kx = kiln.tensor(x)

@@ -246,11 +246,12 @@ def test_deform_conv2d_errors_name_the_shapes():
         ops.roi_pool(x, kiln.zeros(2, 4), 2)
 
 
-def test_deform_conv2d_export_is_refused_naming_the_op():
+def test_deform_conv2d_export_is_refused_naming_the_op_and_why():
     x, w = kiln.from_numpy(floats(1, 2, 5, 5)), kiln.from_numpy(floats(3, 2, 3, 3))
     offset = kiln.from_numpy(floats(1, 18, 3, 3))
-    with pytest.raises(RuntimeError, match="op 'deform_conv2d' has no ONNX translation"):
+    with pytest.raises(RuntimeError, match="op 'deform_conv2d' has no ONNX translation") as info:
         kiln.onnx.export(lambda a, o: ops.deform_conv2d(a, o, w), (x, offset), io.BytesIO())
+    assert "DeformConv is opset 19" in str(info.value)
 
 
 def test_deform_conv_then_max_roi_pool_with_symbolic_batch_and_rois(tmp_path):

@@ -1,6 +1,7 @@
 """kiln.autograd: gradients without touching .grad (grad), custom functions
-(Function), tensor hooks (Tensor.register_hook, retain_grad), finite-
-difference checks (gradcheck, gradgradcheck) and the functional API
+(Function), tensor hooks (Tensor.register_hook, retain_grad,
+register_post_accumulate_grad_hook), callbacks at the end of a backward
+(queue_callback), finite-difference checks (gradcheck, gradgradcheck) and the functional API
 (kiln.autograd.functional: jacobian, hessian, vjp, jvp, vhp, hvp), as
 torch.autograd."""
 from __future__ import annotations
@@ -15,8 +16,8 @@ from kiln.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
 
 from . import functional
 
-__all__ = ["grad", "increment_version", "Function", "FunctionCtx", "once_differentiable",
-           "gradcheck", "gradgradcheck", "GradcheckError", "functional"]
+__all__ = ["grad", "increment_version", "queue_callback", "Function", "FunctionCtx",
+           "once_differentiable", "gradcheck", "gradgradcheck", "GradcheckError", "functional"]
 
 
 def grad(outputs: Tensor | Sequence[Tensor], inputs: Tensor | Sequence[Tensor],
@@ -53,6 +54,21 @@ def _register_hook(self: Tensor, hook: Callable[[Tensor], Tensor | None]) -> obj
     return _C.autograd.register_hook(self, hook)
 
 
+def _register_post_accumulate_grad_hook(self: Tensor, hook: Callable[[Tensor], None]) -> object:
+    """Calls hook(tensor) after each backward accumulated a gradient into
+    this leaf's .grad (the hook returns None). Returns a handle whose
+    remove() unregisters it."""
+    return _C.autograd.register_post_accumulate_grad_hook(self, hook)
+
+
+def queue_callback(callback: Callable[[], None]) -> None:
+    """Runs callback() once the backward now running has walked its whole
+    graph, before backward() returns (torch's
+    Variable._execution_engine.queue_callback); only from inside a backward,
+    e.g. from a hook."""
+    _C.autograd.queue_callback(callback)
+
+
 def _retain_grad(self: Tensor) -> None:
     """Makes backward fill this non-leaf tensor's .grad (a no-op on leaves)."""
     _C.autograd.retain_grad(self)
@@ -61,6 +77,7 @@ def _retain_grad(self: Tensor) -> None:
 def _install_tensor_methods() -> None:
     cls = _C.Tensor
     cls.register_hook = _register_hook
+    cls.register_post_accumulate_grad_hook = _register_post_accumulate_grad_hook
     cls.retain_grad = _retain_grad
     cls.retains_grad = property(_C.autograd.retains_grad)
     # The node that made this tensor (name(), next_functions), None for a leaf.

@@ -1,7 +1,7 @@
 """kiln.nn: Module (subclassable, as torch.nn.Module), Parameter, the layers
 (recurrent ones included) and losses, and kiln.nn.functional."""
 from kiln._missing import module_getattr
-from kiln.nn import functional, init, utils
+from kiln.nn import functional, init, parallel, utils
 from kiln.nn.activation import ELU, Hardsigmoid, Hardswish, Hardtanh, Mish, ReLU6, SiLU, Softplus
 from kiln.nn.containers import ModuleDict, ParameterDict, ParameterList
 from kiln.nn.conv_resample import (
@@ -121,7 +121,7 @@ from kiln.nn.transformer import (
     TransformerEncoderLayer,
 )
 
-__all__ = ["functional", "init", "utils", "Module", "Parameter", "AdaptiveAvgPool2d",
+__all__ = ["functional", "init", "parallel", "utils", "Module", "Parameter", "AdaptiveAvgPool2d",
            "AvgPool2d", "BatchNorm1d", "BatchNorm2d", "BCEWithLogitsLoss", "Conv2d",
            "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "GELU", "Identity", "L1Loss",
            "LayerNorm", "LeakyReLU", "Linear", "LogSoftmax", "MaxPool2d", "ModuleList",

@@ -115,6 +115,7 @@ std::vector<Tensor> run_backward(const std::vector<Edge>& roots,
 
   const bool previous_mode = grad_mode_enabled();
   set_grad_mode(create_graph);
+  BackwardCallbacks callbacks;  // what hooks queue with queue_callback
   try {
     while (!ready.empty()) {
       Node* node = ready.top();
@@ -150,6 +151,7 @@ std::vector<Tensor> run_backward(const std::vector<Edge>& roots,
       }
       owners.erase(node);
     }
+    callbacks.finish();
   } catch (...) {
     set_grad_mode(previous_mode);
     throw;

@@ -34,7 +34,62 @@ void store_retained(AutogradMetaImpl& meta, const Tensor& grad) {
   meta.grad = meta.grad + grad;
 }
 
+// The callbacks of the backward running on this thread (innermost).
+thread_local BackwardCallbacks* t_running_backward = nullptr;
+
 }  // namespace
+
+BackwardCallbacks::BackwardCallbacks() : outer_(t_running_backward) {
+  t_running_backward = this;
+}
+
+BackwardCallbacks::~BackwardCallbacks() {
+  t_running_backward = outer_;
+}
+
+void BackwardCallbacks::finish() {
+  // By index: a callback may queue another.
+  for (size_t i = 0; i < queued_.size(); ++i) {
+    std::function<void()> callback = std::move(queued_[i]);
+    callback();
+  }
+  queued_.clear();
+}
+
+void queue_callback(std::function<void()> callback) {
+  KILN_CHECK(t_running_backward != nullptr,
+             "queue_callback: can only be called while backward is running");
+  t_running_backward->queued_.push_back(std::move(callback));
+}
+
+HookHandle register_post_accumulate_grad_hook(const Tensor& leaf, PostAccumulateGradHook hook) {
+  KILN_CHECK(leaf.defined() && leaf.requires_grad(),
+             "register_post_accumulate_grad_hook: cannot register a hook on a tensor that "
+             "doesn't require gradient");
+  KILN_CHECK(is_leaf(leaf),
+             "register_post_accumulate_grad_hook: post accumulate grad hooks cannot be "
+             "registered on non-leaf tensors");
+  TensorHook call = [hook = std::move(hook)](const Tensor& t) {
+    hook(t);
+    return Tensor();
+  };
+  auto slot = std::make_shared<HookSlot>(HookSlot{std::move(call)});
+  ensure_autograd_meta(leaf).post_accumulate_hooks.push_back(slot);
+  return HookHandle(slot);
+}
+
+void run_post_accumulate_grad_hooks(const Tensor& leaf) {
+  AutogradMetaImpl* meta = autograd_meta(leaf);
+  if (!meta || meta->post_accumulate_hooks.empty()) return;
+  // By index, each slot copied: a hook may register or remove hooks.
+  for (size_t i = 0; i < meta->post_accumulate_hooks.size(); ++i) {
+    std::shared_ptr<HookSlot> slot = meta->post_accumulate_hooks[i];
+    if (!slot->fn) continue;
+    TensorHook fn = slot->fn;
+    fn(leaf);
+  }
+  std::erase_if(meta->post_accumulate_hooks, removed);
+}
 
 void HookHandle::remove() {
   if (std::shared_ptr<HookSlot> slot = slot_.lock()) slot->fn = nullptr;

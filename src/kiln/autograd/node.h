@@ -28,6 +28,9 @@ struct AutogradMetaImpl : AutogradMeta {
   std::weak_ptr<Node> grad_accumulator;
   // A leaf's hooks (hooks.h; a non-leaf's are on its grad_fn).
   std::vector<std::shared_ptr<HookSlot>> hooks;
+  // Run after AccumulateGrad wrote this backward's gradient (hooks.h); each
+  // slot's fn is called with the leaf and its result ignored.
+  std::vector<std::shared_ptr<HookSlot>> post_accumulate_hooks;
   bool retains_grad = false;  // a non-leaf after retain_grad()
 };
 

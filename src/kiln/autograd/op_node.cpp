@@ -151,6 +151,7 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {
   } else {
     meta.grad = meta.grad + incoming;
   }
+  run_post_accumulate_grad_hooks(leaf_);
   return {};
 }
 

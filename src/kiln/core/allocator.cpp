@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -160,6 +161,10 @@ bool keep_small_block(void* ptr, size_t size) {
 }  // namespace
 
 void* cpu_allocate(size_t nbytes) {
+  // No machine has half the address space; refusing here also keeps the
+  // rounding below from wrapping a huge request into a tiny block.
+  KILN_CHECK(nbytes <= std::numeric_limits<size_t>::max() / 2, "out of memory: failed to allocate ",
+             nbytes, " bytes");
   const size_t size = rounded_size(nbytes);
   void* ptr = nullptr;
   if (size <= kSmallCachedMaxBytes) {

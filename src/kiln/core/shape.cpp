@@ -8,8 +8,11 @@ namespace kiln {
 
 int64_t numel_of(const IntList& shape) {
   int64_t n = 1;
-  for (int64_t s : shape)
-    n *= s;
+  for (int64_t s : shape) {
+    // A wrapped product would size a storage smaller than its tensor.
+    KILN_CHECK(!__builtin_mul_overflow(n, s, &n), "shape ", shape,
+               " has more elements than int64 can count");
+  }
   return n;
 }
 

@@ -71,7 +71,11 @@ Tensor make_tensor(const IntList& shape, DType dtype) {
     KILN_CHECK_VALUE(shape[i] >= 0, "negative dimension ", shape[i], " at dim ", i,
                      " of requested shape ", shape);
   }
-  auto storage = std::make_shared<StorageImpl>(size_t(numel_of(shape)) * element_size(dtype));
+  size_t bytes = 0;
+  KILN_CHECK(!__builtin_mul_overflow(size_t(numel_of(shape)), element_size(dtype), &bytes),
+             "tensor of shape ", shape, " and dtype ", to_string(dtype),
+             " has more bytes than memory can address");
+  auto storage = std::make_shared<StorageImpl>(bytes);
   Tensor t(
       std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape), 0, dtype));
   if (TraceHook* hook = trace_hook()) hook->on_tensor_created(t);

@@ -59,23 +59,33 @@ Value* unfused_activation(Graph& graph, Node* node, Value* v) {
     return emit("clamp", {v}, {{"min", bound(alpha)}, {"max", bound(beta)}});
   }
   if (name == "hardsigmoid") return hardsigmoid();
+  if (name == "leaky_relu") {
+    Value* leaky = emit("leaky_relu", {v}, {{"negative_slope", alpha}});
+    return std::isinf(beta) ? leaky : emit("maximum", {leaky, number(beta)});
+  }
   if (name == "hardswish") return emit("mul", {v, hardsigmoid()});
   KILN_CHECK(name == "silu", "onnx export: conv2d_fused with activation '", name, "'");
   return emit("mul", {v, emit("sigmoid", {v})});
 }
 
 // conv2d_fused(x, w, b, r) -> activation(conv2d(x, w, b) + r) * scale_after
-// + shift_after.
+// + shift_after; with layout nhwc, between transposes to NCHW and back.
 void unfuse_conv_epilogue(Graph& graph, Node* node) {
   Attrs attrs;
   for (const auto& [name, value] : node->attrs().items())
     if (name != "activation" && name != "alpha" && name != "beta" && name != "scale_after" &&
-        name != "shift_after") {
+        name != "shift_after" && name != "layout") {
       attrs.set(name, value);
     }
-  std::vector<Value*> conv_inputs{node->input(0), node->input(1)};
+  const bool nhwc = node->attrs().get_string("layout") == "nhwc";
+  auto layout = [&](Value* v, IntList dims) {
+    if (!nhwc) return v;
+    return graph.insert_before(node, op("permute"), {v}, {{"dims", std::move(dims)}})->output();
+  };
+  std::vector<Value*> conv_inputs{layout(node->input(0), {0, 3, 1, 2}), node->input(1)};
   if (node->inputs().size() > 2 && node->input(2)) conv_inputs.push_back(node->input(2));
   Value* v = graph.insert_before(node, op("conv2d"), conv_inputs, attrs)->output();
+  v = layout(v, {0, 2, 3, 1});
   if (node->inputs().size() > 3 && node->input(3)) {
     v = graph.insert_before(node, op("add"), {v, node->input(3)})->output();
   }
@@ -88,6 +98,17 @@ void unfuse_conv_epilogue(Graph& graph, Node* node) {
   if (scale != 1.0) v = graph.insert_before(node, op("mul"), {v, number(scale)})->output();
   if (shift != 0.0) v = graph.insert_before(node, op("add"), {v, number(shift)})->output();
   node->output()->replace_all_uses_with(v);
+  graph.erase(node);
+}
+
+// max_pool2d_nhwc(x) -> permute(max_pool2d(permute(x))).
+void unfuse_channels_last_pool(Graph& graph, Node* node) {
+  auto permute = [&](Value* v, IntList dims) {
+    return graph.insert_before(node, op("permute"), {v}, {{"dims", std::move(dims)}})->output();
+  };
+  Value* nchw = permute(node->input(0), {0, 3, 1, 2});
+  Value* pooled = graph.insert_before(node, op("max_pool2d"), {nchw}, node->attrs())->output();
+  node->output()->replace_all_uses_with(permute(pooled, {0, 2, 3, 1}));
   graph.erase(node);
 }
 
@@ -114,6 +135,7 @@ void unfuse(Graph& graph) {
     if (name == "linear_act") unfuse_with_activation(graph, node, "linear");
     if (name == "conv2d_act") unfuse_with_activation(graph, node, "conv2d");
     if (name == "conv2d_fused") unfuse_conv_epilogue(graph, node);
+    if (name == "max_pool2d_nhwc") unfuse_channels_last_pool(graph, node);
     if (name == "fused_elementwise") unfuse_program(graph, node);
   }
 }
@@ -241,7 +263,7 @@ std::string output_name(const ExportOptions& options, size_t i) {
 
 bool can_export(const std::string& op_name) {
   if (op_name == "linear_act" || op_name == "conv2d_act" || op_name == "conv2d_fused" ||
-      op_name == "fused_elementwise")
+      op_name == "max_pool2d_nhwc" || op_name == "fused_elementwise")
     return true;
   return find_exporter(op_name) != nullptr;
 }

@@ -200,8 +200,9 @@ ExportFn find_exporter(const std::string& op_name) {
 void export_nodes(const jit::Graph& graph, ExportContext& context) {
   for (const jit::Node* node : graph.nodes()) {
     ExportFn exporter = find_exporter(node->op().name);
+    const std::string& why = node->op().onnx.not_exportable;
     KILN_CHECK(exporter, "onnx export: op '", node->op().name, "' has no ONNX translation (node %",
-               node->output()->id(), ")");
+               node->output()->id(), ")", why.empty() ? "" : ": ", why);
     exporter(*node, context);
   }
 }

@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "kiln/ops/collective_ops.h"
 #include "kiln/ops/data_dependent.h"
 #include "kiln/ops/spectral.h"
 
@@ -72,6 +73,7 @@ void register_builtin_ops(OpRegistry& registry) {
   register_fused_ops(registry);           // after the ops they fuse
   register_control_flow_ops(registry);
   register_custom_function_ops(registry);
+  register_collective_ops(registry);  // all_reduce_start, all_reduce_wait
 }
 
 }  // namespace kiln

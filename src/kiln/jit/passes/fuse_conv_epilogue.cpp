@@ -14,6 +14,9 @@
 //                div(clamp(add(v, c), 0, k), k)          alpha = 1/k, beta = c/k
 //   hardswish    mul(v, hardsigmoid(v)),  div(mul(v, clamp(add(v, c), 0, k)), k)
 //   silu         mul(v, sigmoid(v))
+//   leaky_relu   leaky_relu(v) {negative_slope}              alpha = slope
+//                maximum(leaky_relu(v), c)                   beta = c (floor)
+//   clamp        maximum(v, c)                               [c, inf]
 // An affine map the graph applies to the conv's output apart, before the
 // residual and the activation (mul by s, add t: s and t one value, or one
 // per output channel, constants; PaddlePaddle's exports write a Conv's
@@ -42,6 +45,8 @@ namespace kiln::jit {
 namespace {
 
 using cpu::EpilogueActivation;
+
+constexpr double inf = std::numeric_limits<double>::infinity();
 
 // The producer of `value` when it is the op `name`.
 Node* made_by(const Value* value, const char* name) {
@@ -144,6 +149,23 @@ std::optional<Activation> gated_at(Node* mul, bool frozen) {
 
 std::optional<Activation> activation_at(Node* node, bool frozen);
 
+// maximum(v, c), c a one-element constant not widening v's shape: a floor
+// under a leaky_relu (openwakeword's), or a clamp from below.
+std::optional<Activation> floor_at(Node* maximum, bool frozen) {
+  auto floored = with_constant(maximum, frozen);
+  if (!floored || floored->first->shape().size() != maximum->output()->shape().size())
+    return std::nullopt;
+  Value* inner = floored->first;
+  if (Node* leaky = made_by(inner, "leaky_relu")) {
+    return Activation{leaky->input(0),
+                      EpilogueActivation::LeakyRelu,
+                      leaky->attrs().get_float("negative_slope"),
+                      floored->second,
+                      {leaky, maximum}};
+  }
+  return Activation{inner, EpilogueActivation::Clamp, floored->second, inf, {maximum}};
+}
+
 // An activation followed by mul(·, s) and/or add(·, t), s and t one-element
 // constants (PP-LCNet's learnable affine map), ending at `node`.
 std::optional<Activation> affine_after_at(Node* node, bool frozen) {
@@ -185,7 +207,6 @@ std::optional<Activation> activation_at(Node* node, bool frozen) {
   if (name == "clamp") {
     if (auto hard = hardsigmoid_at(node->output(), frozen)) return hard;
     const Attrs& attrs = node->attrs();
-    const double inf = std::numeric_limits<double>::infinity();
     return Activation{node->input(0),
                       EpilogueActivation::Clamp,
                       attrs.has("min") ? attrs.get_float("min") : -inf,
@@ -200,6 +221,14 @@ std::optional<Activation> activation_at(Node* node, bool frozen) {
     if (auto gated = gated_at(node, frozen)) return gated;
   }
   if (name == "mul" || name == "add") return affine_after_at(node, frozen);
+  if (name == "leaky_relu") {
+    return Activation{node->input(0),
+                      EpilogueActivation::LeakyRelu,
+                      node->attrs().get_float("negative_slope"),
+                      -inf,
+                      {node}};
+  }
+  if (name == "maximum") return floor_at(node, frozen);
   return std::nullopt;
 }
 

@@ -27,6 +27,11 @@ bool dce(Graph& graph, PassContext& context);
 // rounding: fast-math, and frozen graphs unless exact.
 bool fuse_conv_epilogue(Graph& graph, PassContext& context);
 
+// Chains of float32 convolutions run channels-last (conv2d_fused {layout=
+// "nhwc"}), reordered only at a chain's edges (carry_conv_layout.cpp).
+// Changes rounding: fast-math, and frozen graphs unless exact.
+bool carry_conv_layout(Graph& graph, PassContext& context);
+
 // linear/conv2d followed by relu/sigmoid/tanh become one fused op
 // (linear_act, conv2d_act) when the activation is the only user.
 bool fuse_activations(Graph& graph, PassContext& context);

@@ -218,6 +218,11 @@ void register_builtin_passes(PassRegistry& registry) {
                            "hardsigmoid, hardswish, sigmoid, silu, tanh) become one "
                            "conv2d_fused (not with exact)",
                 .may_change_rounding = true});
+  registry.add({.name = "carry_conv_layout",
+                .run = carry_conv_layout,
+                .summary = "frozen: chains of convolutions keep oneDNN's channels-last layout "
+                           "between them (conv2d_fused layout=nhwc; not with exact)",
+                .may_change_rounding = true});
   registry.add({.name = "fuse_activations",
                 .run = fuse_activations,
                 .summary = "linear/conv2d + relu/sigmoid/tanh become one fused op"});
@@ -253,6 +258,9 @@ const std::vector<PipelineStep>& default_pipeline_steps() {
       // After fold_batch_norm (conv + bn + relu is then conv + relu) and
       // before fuse_activations, which would take conv2d + relu alone.
       {"fuse_conv_epilogue", /*fast_math_only=*/true, /*frozen_unless_exact=*/true},
+      // After fuse_conv_epilogue, whose fused ops it chains, and before
+      // fuse_activations, which would take a conv2d it may chain.
+      {"carry_conv_layout", /*fast_math_only=*/true, /*frozen_unless_exact=*/true},
       // Before fuse_elementwise, which would take the relu/sigmoid/tanh
       // after a linear/conv2d into an elementwise group instead.
       {"fuse_activations"},

@@ -1,9 +1,14 @@
 #include "kiln/kernels/cpu/conv.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
+#include <string_view>
 
+#include "kiln/kernels/cpu/copy.h"
 #include "kiln/kernels/cpu/loops.h"
 #include "kiln/kernels/cpu/onednn.h"
 
@@ -64,6 +69,10 @@ ConvGeometry conv_geometry(const StridedView& out, const StridedView& x, const S
   ConvGeometry g;
   g.src = dims(x.shape, x.shape + 4);
   g.dst = dims(out.shape, out.shape + 4);
+  if (p.channels_last) {  // oneDNN's dims are NCHW whatever the layout
+    g.src = {x.shape[0], x.shape[3], x.shape[1], x.shape[2]};
+    g.dst = {out.shape[0], out.shape[3], out.shape[1], out.shape[2]};
+  }
   g.weights =
       G > 1 ? dims{G, OC / G, w.shape[1], w.shape[2], w.shape[3]} : dims(w.shape, w.shape + 4);
   g.has_bias = bias.data != nullptr;
@@ -77,7 +86,7 @@ onednn::Key key_of(const ConvGeometry& g) {
   onednn::Key key;
   key.add(g.src.data(), 4).add(g.weights.data(), int(g.weights.size())).add(g.dst.data(), 4);
   key.add(p.groups).add(g.has_bias);
-  key.add(p.stride, 2).add(p.padding, 2).add(p.dilation, 2);
+  key.add(p.stride, 2).add(p.padding, 2).add(p.dilation, 2).add(p.channels_last);
   const ConvEpilogue& e = g.epilogue;
   key.add(int64_t(e.activation)).add(e.residual).add_double(e.alpha).add_double(e.beta);
   key.add_double(e.scale_after).add_double(e.shift_after);
@@ -121,6 +130,28 @@ bool wants_blocked_layout(const ConvGeometry& g) {
   const int64_t taps = g.weights[g.weights.size() - 2] * g.weights.back();
   const int64_t pixels = g.dst[0] * g.dst[2] * g.dst[3];
   return g.params.groups == 1 && taps > 1 && pixels >= kMinBlockedPixels;
+}
+
+// Winograd's algorithm for 3x3 stride-1 convolutions, in channels-last
+// chains only (conv2d_fused {layout=nhwc}, which inference graphs get
+// unless exact; eager conv2d and NCHW graphs keep the direct algorithm):
+// oneDNN 2.6's F(2x2, 3x3) kernel does 2.25x fewer multiplications and ran
+// ResNet-18's layers (64, 256, 512 channels at 56x56, 14x14, 7x7, one
+// thread) in 0.5-0.75 of brgconv's time, reorders to and from nChw16c
+// included, where brgconv already runs at the FMA peak. It rounds
+// differently (sums of transformed tiles; an infinite input gives NaN
+// where a direct sum may give inf): ResNet-18's logits stayed within 3e-6
+// of PyTorch's, as close as the direct kernels. Channels in multiples of
+// 16 (nChw16c without padding) and at least 16 output pixels: at 2x2 it
+// ran 2.6x slower.
+constexpr int64_t kMinWinogradPixels = 16;
+
+bool runs_winograd(const ConvGeometry& g) {
+  const Conv2dParams& p = g.params;
+  const int64_t pixels = g.dst[0] * g.dst[2] * g.dst[3];
+  return p.channels_last && g.weights.size() == 4 && g.weights[2] == 3 && g.weights[3] == 3 &&
+         p.stride[0] == 1 && p.stride[1] == 1 && p.dilation[0] == 1 && p.dilation[1] == 1 &&
+         p.groups == 1 && g.src[1] % 16 == 0 && g.dst[1] % 16 == 0 && pixels >= kMinWinogradPixels;
 }
 
 // The epilogue as oneDNN post-ops, in order: the residual as `sum` (a
@@ -171,6 +202,13 @@ dnnl::post_ops post_ops_for(const ConvEpilogue& e, ConvEpilogue& after) {
     case E::Tanh:
       ops.append_eltwise(1.0f, alg::eltwise_tanh, 0.0f, 0.0f);
       break;
+    case E::LeakyRelu:  // oneDNN's relu has a negative slope; the floor: clip
+      ops.append_eltwise(1.0f, alg::eltwise_relu, alpha, 0.0f);
+      if (!std::isinf(e.beta)) {
+        ops.append_eltwise(1.0f, alg::eltwise_clip_v2, beta,
+                           std::numeric_limits<float>::infinity());
+      }
+      break;
   }
   if (!e.has_affine_after()) return ops;
   if (after.activation != E::None) {  // it must follow the activation left out
@@ -182,16 +220,31 @@ dnnl::post_ops post_ops_for(const ConvEpilogue& e, ConvEpilogue& after) {
   return ops;
 }
 
-ConvEntry make_conv(const ConvGeometry& g, bool blocked, bool with_post_ops = true) {
+// Winograd's F(2x2, 3x3) only: oneDNN's F(4x4, 3x3) kernel (jit_wino_4x3,
+// which it picks for some geometries) was 10x further from the exact sum
+// than the direct kernels (128 channels at 12x12: 2.3e-4 on outputs of 25),
+// F(2x2, 3x3) about as close. Throws when there is none for the geometry.
+void skip_to_small_tiles(dnnl::convolution_forward::primitive_desc& pd) {
+  while (std::string_view(pd.impl_info_str()).find("wino_4x3") != std::string_view::npos) {
+    if (!pd.next_impl()) throw dnnl::error(dnnl_unimplemented, "no F(2x2, 3x3) kernel");
+  }
+}
+
+ConvEntry make_conv(const ConvGeometry& g, bool blocked, bool with_post_ops = true,
+                    bool winograd = false) {
   using tag = dnnl::memory::format_tag;
   const auto f32 = dnnl::memory::data_type::f32;
   const Conv2dParams& p = g.params;
   ConvEntry entry;
-  const dnnl::memory::desc user_src(g.src, f32, tag::nchw), user_dst(g.dst, f32, tag::nchw);
+  const tag layout = p.channels_last ? tag::nhwc : tag::nchw;
+  const dnnl::memory::desc user_src(g.src, f32, layout), user_dst(g.dst, f32, layout);
   const dnnl::memory::desc user_wei(g.weights, f32, p.groups > 1 ? tag::goihw : tag::oihw);
   const dnnl::memory::desc any_wei(g.weights, f32, tag::any);
-  const dnnl::memory::desc src = blocked ? dnnl::memory::desc(g.src, f32, tag::any) : user_src;
-  const dnnl::memory::desc dst = blocked ? dnnl::memory::desc(g.dst, f32, tag::any) : user_dst;
+  // Channels-last is the layout `any` picks here: no reorder at all.
+  // Winograd's kernels take oneDNN's nChw16c (`any`): reordered in and out.
+  const bool any = (blocked && !p.channels_last) || winograd;
+  const dnnl::memory::desc src = any ? dnnl::memory::desc(g.src, f32, tag::any) : user_src;
+  const dnnl::memory::desc dst = any ? dnnl::memory::desc(g.dst, f32, tag::any) : user_dst;
   if (g.has_bias) entry.bias = dnnl::memory::desc({g.dst[1]}, f32, tag::x);
   // oneDNN counts dilation from 0 (no gap), PyTorch from 1.
   dims strides{p.stride[0], p.stride[1]}, dilation{p.dilation[0] - 1, p.dilation[1] - 1};
@@ -202,9 +255,10 @@ ConvEntry make_conv(const ConvGeometry& g, bool blocked, bool with_post_ops = tr
     int64_t eff_kernel = (g.weights[g.weights.size() - 2 + i] - 1) * p.dilation[i] + 1;
     pad_r[i] = (g.dst[2 + i] - 1) * p.stride[i] + eff_kernel - g.src[2 + i] - p.padding[i];
   }
-  dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                       dnnl::algorithm::convolution_direct, src, any_wei,
-                                       entry.bias, dst, strides, dilation, pad_l, pad_r);
+  dnnl::convolution_forward::desc desc(
+      dnnl::prop_kind::forward_inference,
+      winograd ? dnnl::algorithm::convolution_winograd : dnnl::algorithm::convolution_direct, src,
+      any_wei, entry.bias, dst, strides, dilation, pad_l, pad_r);
   dnnl::primitive_attr attr = onednn::default_attr();
   if (with_post_ops) {
     attr.set_post_ops(post_ops_for(g.epilogue, entry.after));
@@ -213,6 +267,7 @@ ConvEntry make_conv(const ConvGeometry& g, bool blocked, bool with_post_ops = tr
     entry.after = g.epilogue;
   }
   dnnl::convolution_forward::primitive_desc pd(desc, attr, onednn::engine());
+  if (winograd) skip_to_small_tiles(pd);
   entry.conv = dnnl::convolution_forward(pd);
   entry.scratchpad = pd.scratchpad_desc();
   entry.weights = onednn::Reorder(user_wei, pd.weights_desc());
@@ -231,9 +286,19 @@ ConvEntry make_conv(const ConvGeometry& g, bool blocked, bool with_post_ops = tr
 // output costs a few percent. So there (and should oneDNN refuse the
 // post-ops for a geometry) kiln's epilogue does it all.
 ConvEntry make_fused_conv(const ConvGeometry& g) {
-  const bool blocked = wants_blocked_layout(g);
-  if (g.epilogue.empty()) return make_conv(g, blocked);
-  if (!blocked) return make_conv(g, blocked, /*with_post_ops=*/false);
+  // Channels-last runs oneDNN's jit kernels, which apply post-ops as they
+  // store, whatever the geometry.
+  const bool blocked = g.params.channels_last || wants_blocked_layout(g);
+  const bool with_post_ops = blocked || g.epilogue.empty();
+  if (runs_winograd(g)) {
+    for (bool post_ops : {with_post_ops, false}) {
+      try {
+        return make_conv(g, blocked, post_ops, /*winograd=*/true);
+      } catch (const dnnl::error&) {  // a geometry or post-op it lacks: direct
+      }
+    }
+  }
+  if (!with_post_ops) return make_conv(g, blocked, /*with_post_ops=*/false);
   try {
     return make_conv(g, blocked);
   } catch (const dnnl::error&) {
@@ -319,6 +384,64 @@ Conv2dParams as_row(Conv2dParams p) {
   return p;
 }
 
+namespace {
+
+// [N, H, W, C] seen as [N, C, H, W] (strided).
+StridedView nchw_view(StridedView v) {
+  if (!v.data) return v;
+  const int64_t shape[4] = {v.shape[0], v.shape[3], v.shape[1], v.shape[2]};
+  const int64_t strides[4] = {v.strides[0], v.strides[3], v.strides[1], v.strides[2]};
+  std::copy(shape, shape + 4, v.shape);
+  std::copy(strides, strides + 4, v.strides);
+  return v;
+}
+
+// Channels-last where oneDNN does not run (float64, no input channels): the
+// NCHW loop into a buffer, then copied across.
+void conv2d_channels_last_reference(const StridedView& out, const StridedView& x,
+                                    const StridedView& w, const StridedView& bias,
+                                    const StridedView& residual, Conv2dParams p,
+                                    const ConvEpilogue& epilogue) {
+  p.channels_last = false;
+  const StridedView target = nchw_view(out);
+  std::vector<double> buffer(size_t(out.numel()));  // room for either dtype
+  StridedView dense = target;
+  dense.data = buffer.data();
+  int64_t stride = 1;
+  for (int d = 3; d >= 0; --d) {
+    dense.strides[d] = stride;
+    stride *= dense.shape[d];
+  }
+  conv2d_reference(dense, nchw_view(x), w, bias, p);
+  apply_conv_epilogue(dense, nchw_view(residual), epilogue);
+  copy_convert(target, dense);
+}
+
+StridedView shape_only(const int64_t* shape) {
+  StridedView v;
+  v.ndim = 4;
+  std::copy(shape, shape + 4, v.shape);
+  return v;
+}
+
+}  // namespace
+
+bool conv2d_channels_last_runs(const int64_t* out, const int64_t* x, const int64_t* w,
+                               const Conv2dParams& p) {
+  const StridedView o = shape_only(out), xv = shape_only(x), wv = shape_only(w);
+  return p.groups == 1 && w[1] > 0 && !is_column_conv(o, xv, wv, p) &&
+         !conv2d_direct_f32_applies(o, xv, wv, p);
+}
+
+bool conv2d_channels_last_starts_chain(const int64_t* out, const int64_t* x, const int64_t* w,
+                                       const Conv2dParams& p) {
+  if (!conv2d_channels_last_runs(out, x, w, p)) return false;
+  const StridedView o = shape_only(out), xv = shape_only(x), wv = shape_only(w);
+  Conv2dParams nchw = p;
+  nchw.channels_last = false;
+  return wants_blocked_layout(conv_geometry(o, xv, wv, StridedView{}, nchw));
+}
+
 void conv2d_onednn_f32(const StridedView& out, const StridedView& x, const StridedView& w,
                        const StridedView& bias, const Conv2dParams& p) {
   const ConvGeometry g = conv_geometry(out, x, w, bias, p);
@@ -360,6 +483,13 @@ Conv2dPlan::Conv2dPlan(const StridedView& out, const StridedView& x, const Strid
                        const StridedView& bias, const Conv2dParams& p, const ConvEpilogue& epilogue)
     : params_(p), epilogue_(epilogue), empty_(out.numel() == 0) {
   if (empty_ || needs_reference(out, w)) return;
+  if (p.channels_last) {  // oneDNN's kernels only (kiln's are NCHW)
+    auto state = std::make_unique<OneDnn>();
+    const ConvGeometry g = conv_geometry(out, x, w, bias, p, epilogue);
+    onednn::guarded("conv2d", [&] { state->entry = make_fused_conv(g); });
+    onednn_ = std::move(state);
+    return;
+  }
   if (is_column_conv(out, x, w, p)) {
     column_ = true;
     params_ = as_row(p);
@@ -404,6 +534,10 @@ void Conv2dPlan::run_as_given(const StridedView& out, const StridedView& x, cons
     conv2d_direct_f32(out, x, w, bias, params_, epilogue, residual);
     return;
   }
+  if (!onednn_ && params_.channels_last) {
+    conv2d_channels_last_reference(out, x, w, bias, residual, params_, epilogue_);
+    return;
+  }
   if (!onednn_) {
     conv2d_reference(out, x, w, bias, params_);
     apply_conv_epilogue(out, residual, epilogue_);
@@ -439,6 +573,7 @@ void Conv2dPlan::run_packed(const StridedView& out, const StridedView& x, const 
 void conv2d(const StridedView& out, const StridedView& x, const StridedView& w,
             const StridedView& bias, const Conv2dParams& p) {
   if (out.numel() == 0) return;
+  if (p.channels_last) return conv2d_fused(out, x, w, bias, StridedView{}, p, ConvEpilogue{});
   if (!needs_reference(out, w) && is_column_conv(out, x, w, p))
     return conv2d(as_row(out), as_row(x), as_row(w), bias, as_row(p));
   if (needs_reference(out, w)) {
@@ -460,7 +595,9 @@ void conv2d_fused(const StridedView& out, const StridedView& x, const StridedVie
                   const StridedView& bias, const StridedView& residual, const Conv2dParams& p,
                   const ConvEpilogue& epilogue) {
   if (out.numel() == 0) return;
-  if (!needs_reference(out, w) && is_column_conv(out, x, w, p)) {
+  if (p.channels_last && needs_reference(out, w))
+    return conv2d_channels_last_reference(out, x, w, bias, residual, p, epilogue);
+  if (!p.channels_last && !needs_reference(out, w) && is_column_conv(out, x, w, p)) {
     return conv2d_fused(as_row(out), as_row(x), as_row(w), bias, as_row(residual), as_row(p),
                         epilogue);
   }
@@ -469,11 +606,11 @@ void conv2d_fused(const StridedView& out, const StridedView& x, const StridedVie
     apply_conv_epilogue(out, residual, epilogue);
     return;
   }
-  if (conv2d_depthwise_f32_applies(out, x, w, p)) {
+  if (!p.channels_last && conv2d_depthwise_f32_applies(out, x, w, p)) {
     conv2d_depthwise_f32(out, x, w, bias, p, epilogue, residual);
     return;
   }
-  if (conv2d_direct_f32_applies(out, x, w, p)) {
+  if (!p.channels_last && conv2d_direct_f32_applies(out, x, w, p)) {
     conv2d_direct_f32(out, x, w, bias, p, epilogue, residual);
     return;
   }

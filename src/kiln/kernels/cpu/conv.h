@@ -15,6 +15,11 @@ struct Conv2dParams {
   int64_t padding[2] = {0, 0};
   int64_t dilation[2] = {1, 1};
   int64_t groups = 1;
+  // x, out and the residual are channels-last: [N, H, W, C] (NHWC), the
+  // layout oneDNN's blocked kernels use here (`acdb`), so a chain of
+  // convolutions in a compiled graph runs without reordering between them
+  // (jit/passes/carry_conv_layout.cpp). Weights stay [OC, C / groups, KH, KW].
+  bool channels_last = false;
 };
 
 // out[N, OC, OH, OW] (contiguous) = conv(x[N, C, H, W], w[OC, C / groups, KH, KW]) + bias[OC].
@@ -59,6 +64,17 @@ void conv2d_depthwise_f32(const StridedView& out, const StridedView& x, const St
 void conv2d_fused(const StridedView& out, const StridedView& x, const StridedView& w,
                   const StridedView& bias, const StridedView& residual, const Conv2dParams& p,
                   const ConvEpilogue& epilogue);
+
+// Whether a float32 convolution of this geometry (NCHW shapes: x [N, C, H,
+// W], w, out) runs channels-last on oneDNN's kernels (groups 1, not one
+// kiln's direct or column kernels take), and whether it pays to start a
+// chain there: a spatial kernel over enough pixels, the convolutions that
+// take oneDNN's blocked layouts on NCHW anyway. A convolution whose input
+// is already channels-last joins whenever it runs so.
+bool conv2d_channels_last_runs(const int64_t* out, const int64_t* x, const int64_t* w,
+                               const Conv2dParams& p);
+bool conv2d_channels_last_starts_chain(const int64_t* out, const int64_t* x, const int64_t* w,
+                                       const Conv2dParams& p);
 
 // The other implementations behind conv2d(), for tests that cross-check them.
 void conv2d_onednn_f32(const StridedView& out, const StridedView& x, const StridedView& w,

@@ -16,10 +16,15 @@ struct NamedActivation {
   EpilogueActivation activation;
 };
 constexpr NamedActivation kActivations[] = {
-    {"none", EpilogueActivation::None},           {"relu", EpilogueActivation::Relu},
-    {"clamp", EpilogueActivation::Clamp},         {"hardsigmoid", EpilogueActivation::HardSigmoid},
-    {"hardswish", EpilogueActivation::HardSwish}, {"sigmoid", EpilogueActivation::Sigmoid},
-    {"silu", EpilogueActivation::Silu},           {"tanh", EpilogueActivation::Tanh},
+    {"none", EpilogueActivation::None},
+    {"relu", EpilogueActivation::Relu},
+    {"clamp", EpilogueActivation::Clamp},
+    {"hardsigmoid", EpilogueActivation::HardSigmoid},
+    {"hardswish", EpilogueActivation::HardSwish},
+    {"sigmoid", EpilogueActivation::Sigmoid},
+    {"silu", EpilogueActivation::Silu},
+    {"tanh", EpilogueActivation::Tanh},
+    {"leaky_relu", EpilogueActivation::LeakyRelu},
 };
 
 // NaN passes through every form below: _mm256_max_ps / _mm256_min_ps return
@@ -46,6 +51,12 @@ __m256 activate_f32x8(__m256 v, __m256 alpha, __m256 beta) {
   if constexpr (A == EpilogueActivation::Sigmoid) return sigmoid_f32x8(v);
   if constexpr (A == EpilogueActivation::Silu) return _mm256_mul_ps(v, sigmoid_f32x8(v));
   if constexpr (A == EpilogueActivation::Tanh) return tanh_f32x8(v);
+  if constexpr (A == EpilogueActivation::LeakyRelu) {
+    // v * alpha where v is not above 0 (NaN included), then the floor.
+    const __m256 leaky =
+        _mm256_blendv_ps(_mm256_mul_ps(v, alpha), v, _mm256_cmp_ps(v, zero, _CMP_GT_OQ));
+    return _mm256_max_ps(beta, leaky);
+  }
   return v;
 }
 
@@ -66,6 +77,10 @@ T activate_scalar(T v, T alpha, T beta) {
   if constexpr (A == EpilogueActivation::Tanh) {
     if constexpr (std::is_same_v<T, float>) return tanh_f32(v);
     return std::tanh(v);
+  }
+  if constexpr (A == EpilogueActivation::LeakyRelu) {
+    const T leaky = v > T(0) ? v : v * alpha;
+    return leaky < beta ? beta : leaky;  // NaN stays
   }
   return v;
 }
@@ -124,6 +139,8 @@ void visit_activation(EpilogueActivation activation, Body body) {
       return body.template operator()<E::Silu>();
     case E::Tanh:
       return body.template operator()<E::Tanh>();
+    case E::LeakyRelu:
+      return body.template operator()<E::LeakyRelu>();
   }
 }
 

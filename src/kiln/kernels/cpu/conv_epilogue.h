@@ -22,7 +22,19 @@ namespace kiln::cpu {
 //   hardsigmoid  clamp(alpha * v + beta, 0, 1)   (PyTorch: 1/6, 1/2)
 //   hardswish    v * hardsigmoid(v)
 //   silu         v * sigmoid(v)
-enum class EpilogueActivation { None, Relu, Clamp, HardSigmoid, HardSwish, Sigmoid, Silu, Tanh };
+//   leaky_relu   max(v > 0 ? v : alpha * v, beta)  (beta -inf: none; ONNX
+//                LeakyRelu then Max with a constant: openwakeword's)
+enum class EpilogueActivation {
+  None,
+  Relu,
+  Clamp,
+  HardSigmoid,
+  HardSwish,
+  Sigmoid,
+  Silu,
+  Tanh,
+  LeakyRelu
+};
 
 struct ConvEpilogue {
   EpilogueActivation activation = EpilogueActivation::None;

@@ -52,6 +52,45 @@ void max_pool_reference_typed(const StridedView& out, const StridedView& x, cons
   });
 }
 
+// Channels-last: each output pixel's C maxima over its window, a row of C
+// at a time (contiguous channels: a loop the compiler vectorizes).
+template <typename T>
+void max_pool_nhwc_typed(const StridedView& out, const StridedView& x, const Pool2dParams& p) {
+  const int64_t OH = out.shape[1], OW = out.shape[2], C = out.shape[3];
+  const int64_t H = x.shape[1], W = x.shape[2];
+  const int64_t* s = x.strides;
+  const T lowest = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                        : std::numeric_limits<T>::lowest();
+  const bool work_is_large = out.numel() * p.kernel[0] * p.kernel[1] > kParallelGrain;
+  parallel_for(out.shape[0] * OH, work_is_large, [&](int64_t row) {
+    const int64_t n = row / OH, oh = row % OH;
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      T* dst = out.ptr<T>() + (row * OW + ow) * C;
+      std::fill_n(dst, C, lowest);
+      for (int64_t kh = 0; kh < p.kernel[0]; ++kh) {
+        const int64_t ih = oh * p.stride[0] - p.padding[0] + kh * p.dilation[0];
+        if (ih < 0 || ih >= H) continue;
+        for (int64_t kw = 0; kw < p.kernel[1]; ++kw) {
+          const int64_t iw = ow * p.stride[1] - p.padding[1] + kw * p.dilation[1];
+          if (iw < 0 || iw >= W) continue;
+          const T* src = x.ptr<const T>() + n * s[0] + ih * s[1] + iw * s[2];
+          if (s[3] == 1) {
+            for (int64_t c = 0; c < C; ++c) {
+              const T v = src[c];
+              dst[c] = (v > dst[c] || v != v) ? v : dst[c];  // NaN wins
+            }
+            continue;
+          }
+          for (int64_t c = 0; c < C; ++c) {
+            const T v = src[c * s[3]];
+            dst[c] = (v > dst[c] || v != v) ? v : dst[c];
+          }
+        }
+      }
+    }
+  });
+}
+
 // As max_pool_reference_typed, remembering where each max was; a window's
 // first in-bounds element starts it, so a window of -inf points there.
 template <typename T>
@@ -334,6 +373,11 @@ void max_pool2d_with_indices(const StridedView& out, const StridedView& indices,
   if (out.numel() == 0) return;
   visit_numeric(out.dtype,
                 [&](auto tag) { max_pool_indices_typed<decltype(tag)>(out, indices, x, p); });
+}
+
+void max_pool2d_nhwc(const StridedView& out, const StridedView& x, const Pool2dParams& p) {
+  if (out.numel() == 0) return;
+  visit_numeric(out.dtype, [&](auto tag) { max_pool_nhwc_typed<decltype(tag)>(out, x, p); });
 }
 
 void avg_pool2d_reference(const StridedView& out, const StridedView& x, const Pool2dParams& p) {

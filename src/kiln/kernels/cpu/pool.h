@@ -41,6 +41,10 @@ inline AvgWindow avg_pool_window(int64_t oh, int64_t ow, int64_t H, int64_t W,
 // x: [N, C, H, W], any strides; out: [N, C, OH, OW], contiguous. The output
 // size already says whether ceil_mode added a last, partial window.
 void max_pool2d(const StridedView& out, const StridedView& x, const Pool2dParams& p);
+// The same channels-last: x [N, H, W, C], any strides; out [N, OH, OW, C],
+// contiguous (a chain of channels-last convolutions, carry_conv_layout).
+// Eight or more channels at a time, NaN winning as in max_pool2d.
+void max_pool2d_nhwc(const StridedView& out, const StridedView& x, const Pool2dParams& p);
 // max_pool2d's values and, in `indices` (int64, contiguous, out's shape),
 // where each came from: ih * W + iw within its (n, c) plane, as PyTorch's
 // return_indices (the first max; NaN wins).
