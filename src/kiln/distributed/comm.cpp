@@ -25,6 +25,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Threads blocked in WorkState::wait (see the polling loop).
+std::atomic<int> g_threads_waiting{0};
+
 double default_timeout_s() {
   const char* env = std::getenv("KILN_DIST_TIMEOUT");
   if (env == nullptr || *env == 0) return 1800;
@@ -434,8 +437,10 @@ void Group::run() {
     }
     // OpenMPI progresses only inside MPI calls: poll, yielding at first,
     // then sleeping a little longer each time (other ranks may share cores).
+    // While a thread waits for a Work it computes nothing, so polling does
+    // not take a core from it: no sleeps then (they cost up to 1 ms each).
     idle_polls = progressed ? 0 : idle_polls + 1;
-    if (active.empty() || idle_polls < 64) {
+    if (active.empty() || idle_polls < 64 || g_threads_waiting.load() > 0) {
       std::this_thread::yield();
     } else {
       int micros = std::min(1000, 10 << std::min(7, (idle_polls - 64) / 64));
@@ -448,7 +453,11 @@ void Group::run() {
 
 void WorkState::wait() {
   std::unique_lock lock(mutex_);
-  done_cv_.wait(lock, [&] { return done_; });
+  if (!done_) {
+    g_threads_waiting.fetch_add(1);
+    done_cv_.wait(lock, [&] { return done_; });
+    g_threads_waiting.fetch_sub(1);
+  }
   if (!error_.empty()) throw_error(kind_, error_);
   if (after && !after_ran_) {
     after_ran_ = true;
