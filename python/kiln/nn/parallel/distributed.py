@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import kiln
+from kiln import _C
 from kiln import distributed as dist
 from kiln._C import Tensor
 from kiln.nn.module import Module
@@ -37,6 +38,28 @@ def _broadcast_coalesced(tensors: list[Tensor], src: int = 0) -> None:
         for group in by_dtype.values():
             flat = kiln.cat([t.detach().reshape(-1) for t in group])
             dist.broadcast(flat, src)
+            offset = 0
+            for t in group:
+                n = t.numel()
+                t.detach().copy_(flat[offset:offset + n].view(t.shape))
+                offset += n
+
+
+def _broadcast_recorded(tensors: list[Tensor], src: int = 0) -> None:
+    """_broadcast_coalesced as graph ops, for a step being recorded. The
+    graph's collective is an all-reduce, so every rank but src contributes
+    zeros to a sum: 0 + v is v exactly (inf, NaN and integers included; a
+    bool sum is an or). Buffers are small, so the doubled traffic is cheap."""
+    rank = dist.get_rank()
+    by_dtype: dict[Any, list[Tensor]] = {}
+    for t in tensors:
+        by_dtype.setdefault(t.dtype, []).append(t)
+    with kiln.no_grad():
+        for dtype, group in by_dtype.items():
+            parts = [t.detach() if rank == src else kiln.zeros_like(t) for t in group]
+            token = _C.dispatch("all_reduce_start", parts, {"op": "sum"})
+            total = sum(t.numel() for t in group)
+            flat = _C.dispatch("all_reduce_wait", [token], {"numel": total, "dtype": dtype})
             offset = 0
             for t in group:
                 n = t.numel()
@@ -107,7 +130,9 @@ class DistributedDataParallel(Module):
         sync = self.require_backward_grad_sync
         if self.broadcast_buffers and sync:
             buffers = [b for _, b in self._named_buffers()]
-            if buffers:
+            if buffers and recording():
+                _broadcast_recorded(buffers)
+            elif buffers:
                 _broadcast_coalesced(buffers)
         output = self.module(*inputs, **kwargs)
         if sync and kiln.is_grad_enabled():
@@ -130,11 +155,6 @@ class DistributedDataParallel(Module):
                                "which parameters got a gradient, which a graph cannot; "
                                "construct it without find_unused_parameters, or keep the step "
                                "eager")
-        if self.broadcast_buffers and self._named_buffers():
-            raise RuntimeError(cannot + "broadcast_buffers=True broadcasts rank 0's buffers "
-                               f"({', '.join(n for n, _ in self._named_buffers())}) with an MPI "
-                               "call each forward, which is not a graph op; pass "
-                               "broadcast_buffers=False, or keep the step eager")
 
     def _watch_outputs(self, output: Any) -> None:
         """A hook on each output that backward will reach: backward queues
