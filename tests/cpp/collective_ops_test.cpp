@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include "jit_test_util.h"
@@ -18,6 +19,7 @@
 #include "kiln/jit/ir/printer.h"
 #include "kiln/jit/ir/verifier.h"
 #include "kiln/jit/passes/pipeline.h"
+#include "kiln/kernels/cpu/parallel.h"
 #include "kiln/ops/dispatch.h"
 #include "kiln/ops/registry.h"
 #include "kiln/ops/view.h"
@@ -140,6 +142,54 @@ TEST(CollectiveOps, PassesKeepThemAndThePlanRunsStepsBetween) {
     EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{3, 3, 3, 3, 3, 3, 0, 2, 4, 6}));
     EXPECT_EQ(out[1].to_vector<float>(), std::vector<float>(8, 1.0f));
   }
+  EXPECT_EQ(g_in_flight.load(), 0);
+}
+
+// Every rank must issue its all-reduces in one order. Two buckets of 64 KiB
+// ready at once and a third after a chain: the plan's waves must neither
+// run two starts side by side (which one reaches the communication thread
+// first would differ between ranks, mixing buckets of one size silently)
+// nor hoist a wait above a later start (it would block before backward
+// goes on, losing the overlap).
+TEST(CollectiveOps, PlanWavesKeepThemInGraphOrder) {
+  UninstallHook uninstall;
+  install_doubling_all_reduce();
+  std::shared_ptr<Graph> g = parse_graph(
+      "graph(%a : f32[16384], %b : f32[16384], %c : f32[16384]) {\n"
+      "  %0 : i64[] = all_reduce_start(%a) {op=\"sum\"}\n"
+      "  %1 : i64[] = all_reduce_start(%b) {op=\"sum\"}\n"
+      "  %2 : f32[16384] = exp(%c)\n"
+      "  %3 : f32[16384] = exp(%2)\n"
+      "  %4 : i64[] = all_reduce_start(%3) {op=\"sum\"}\n"
+      "  %5 : f32[16384] = all_reduce_wait(%0) {numel=16384, dtype=f32}\n"
+      "  %6 : f32[16384] = all_reduce_wait(%1) {numel=16384, dtype=f32}\n"
+      "  %7 : f32[16384] = all_reduce_wait(%4) {numel=16384, dtype=f32}\n"
+      "  return (%5, %6, %7)\n"
+      "}\n");
+  Executable exe(g);
+  const Plan& plan = exe.plan();
+  std::vector<std::string> order;
+  for (const Step& step : plan.steps) {
+    if (is_collective(*step.op)) order.push_back(step.op->name);
+  }
+  const std::string start = "all_reduce_start", wait = "all_reduce_wait";
+  EXPECT_EQ(order, (std::vector<std::string>{start, start, start, wait, wait, wait}))
+      << plan.to_string();
+  for (const Wave& w : plan.waves) {
+    int collectives = 0;
+    for (uint32_t k = 0; k < w.count; ++k)
+      collectives += is_collective(*plan.steps[w.first + k].op);
+    EXPECT_LE(collectives, 1) << plan.to_string();
+  }
+  struct ThreadsGuard {
+    int saved = cpu::max_threads();
+    ~ThreadsGuard() { cpu::set_num_threads(saved); }
+  } threads_guard;
+  cpu::set_num_threads(2);  // waves side by side where the plan has them
+  std::vector<Tensor> out = exe.run({full({16384}, 1.0f), full({16384}, 2.0f), zeros({16384})});
+  EXPECT_EQ(out[0].to_vector<float>(), std::vector<float>(16384, 2.0f));
+  EXPECT_EQ(out[1].to_vector<float>(), std::vector<float>(16384, 4.0f));
+  EXPECT_NEAR(out[2].to_vector<float>()[0], 2 * std::exp(1.0f), 1e-5);
   EXPECT_EQ(g_in_flight.load(), 0);
 }
 

@@ -4,6 +4,8 @@
 #include <limits>
 #include <numeric>
 
+#include "kiln/ops/collective_ops.h"
+
 namespace kiln::jit {
 namespace {
 
@@ -13,7 +15,9 @@ namespace {
 // output unless written into a parameter (then it may be any held memory);
 // before placement, Buffer: one arena buffer (root), as if it had its own
 // bytes.
-enum class Space : uint8_t { Arena, Buffer, Fixed, Input, Output, Generator, Barrier };
+// Collective: the order all_reduce_start/all_reduce_wait issue and wait in,
+// which every rank must share (no two side by side, none passes another).
+enum class Space : uint8_t { Arena, Buffer, Fixed, Input, Output, Generator, Collective, Barrier };
 
 struct Access {
   Space space;
@@ -39,6 +43,7 @@ bool conflict(const Access& a, const Access& b) {
   switch (a.space) {
     case Space::Input:
     case Space::Generator:
+    case Space::Collective:
       return true;
     case Space::Output:
       return (a.root == b.root || a.root == UINT32_MAX || b.root == UINT32_MAX) && overlap(a, b);
@@ -112,6 +117,7 @@ std::vector<Access> accesses_of(const Plan& plan, const Step& step, bool placed,
     accesses.push_back(a);
   }
   if (step.op->is_random) accesses.push_back({Space::Generator, 0, 0, 1, true});
+  if (is_collective(*step.op)) accesses.push_back({Space::Collective, 0, 0, 1, true});
   return accesses;
 }
 

@@ -6,7 +6,10 @@
 // bytes their arguments span, arena reuse included: a buffer placed where
 // a dead one was is a write after that one's last read), when both draw
 // random numbers (draws keep the plan's order, so results stay bitwise those
-// of a serial run), or when one is a control-flow step (a barrier). A
+// of a serial run), when both are collectives (all_reduce_start/_wait keep
+// the plan's order: every rank must issue its all-reduces in one order, and
+// a wait hoisted above a later start would block before backward goes on),
+// or when one is a control-flow step (a barrier). A
 // step's wave is one more than the latest wave of the earlier steps it
 // conflicts with; steps of one wave are independent, so the waves run in
 // order and the steps of a wave in any order or side by side. Waves are
