@@ -10,10 +10,12 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <mutex>
 #include <thread>
 
 #include "jit_test_util.h"
 #include "kiln/core/factory.h"
+#include "kiln/engine/engine.h"
 #include "kiln/jit/exec/executable.h"
 #include "kiln/jit/ir/parser.h"
 #include "kiln/jit/ir/printer.h"
@@ -191,6 +193,46 @@ TEST(CollectiveOps, PlanWavesKeepThemInGraphOrder) {
   EXPECT_EQ(out[1].to_vector<float>(), std::vector<float>(16384, 4.0f));
   EXPECT_NEAR(out[2].to_vector<float>()[0], 2 * std::exp(1.0f), 1e-5);
   EXPECT_EQ(g_in_flight.load(), 0);
+}
+
+// In async mode an all-reduce issued from an engine worker reaches the
+// communication thread whenever the worker gets to it: after an eager
+// collective the caller issued later (another rank may order them the
+// other way), or never, when that collective waits for the queued plan's
+// output while the plan waits for its own all-reduce behind it. Eager ops
+// and compiled plans alike must issue them on the caller's thread.
+TEST(CollectiveOps, AsyncModeIssuesThemOnTheCallersThread) {
+  UninstallHook uninstall;
+  static std::mutex issued_mutex;
+  static std::vector<std::thread::id> issued_on;
+  issued_on.clear();
+  set_async_all_reduce([](const Tensor&, const std::string&) {
+    std::lock_guard<std::mutex> lock(issued_mutex);
+    issued_on.push_back(std::this_thread::get_id());
+    return std::function<void()>([] {});
+  });
+  struct SyncAfter {
+    ~SyncAfter() {
+      try {
+        engine::synchronize();
+      } catch (const Error&) {  // the test's own checks report what failed
+      }
+      engine::set_execution(engine::Execution::Sync);
+    }
+  } sync_after;
+  engine::set_execution(engine::Execution::Async);
+  // 32 KiB: queued, not run at once as a small op would be.
+  Tensor token = dispatch(op("all_reduce_start"), {ones({8192})}, {})[0];
+  Tensor reduced = dispatch(op("all_reduce_wait"), {token},
+                            {{"numel", int64_t(8192)}, {"dtype", DType::Float32}})[0];
+  Executable exe(parse_graph(kBucket));
+  std::vector<Tensor> out = exe.run({full({2, 3}, 1.5f), zeros({4}), zeros({8})});
+  EXPECT_EQ(reduced.to_vector<float>(), std::vector<float>(8192, 1.0f));
+  EXPECT_EQ(out[0].to_vector<float>()[0], 1.5f);
+  std::lock_guard<std::mutex> lock(issued_mutex);
+  ASSERT_EQ(issued_on.size(), 2u);
+  for (const std::thread::id& id : issued_on)
+    EXPECT_EQ(id, std::this_thread::get_id());
 }
 
 }  // namespace

@@ -219,10 +219,13 @@ def first_bucket_issued_before_backward_ends() -> str:
     return f"{len(later)} of {len(issued)} buckets issued before the last node ({last_node.name})"
 
 
-def compiled_equals_reference(kind: str, hybridize: bool = False) -> str:
+def compiled_equals_reference(kind: str, hybridize: bool = False, execution: str = "sync") -> str:
     """kiln.compile of forward, loss, backward and the optimizer step around
     DDP: the bucket all-reduces are graph ops, and replaying the step trains
-    as single-process training over the whole batch."""
+    as single-process training over the whole batch. In async execution
+    each step's loss is also all-reduced eagerly right behind the step, as
+    a training loop logs it (traced_collectives_async_execution says why
+    that could hang)."""
     rank, world = dist.get_rank(), dist.get_world_size()
     model, reference = make(rank), make(0)
     if hybridize:
@@ -239,13 +242,20 @@ def compiled_equals_reference(kind: str, hybridize: bool = False) -> str:
         opt.step()
         return loss
 
-    for s in range(STEPS):
-        step(share(xs[s], rank), share(ys[s], rank))
-        opt_ref.zero_grad()
-        losses = [F.cross_entropy(reference(share(xs[s], r)), share(ys[s], r))
-                  for r in range(world)]
-        (sum(losses[1:], losses[0]) / world).backward()
-        opt_ref.step()
+    with kiln.execution(execution):
+        for s in range(STEPS):
+            loss = step(share(xs[s], rank), share(ys[s], rank))
+            if execution == "async":
+                dist.all_reduce(loss)
+            opt_ref.zero_grad()
+            losses = [F.cross_entropy(reference(share(xs[s], r)), share(ys[s], r))
+                      for r in range(world)]
+            mean = sum(losses[1:], losses[0]) / world
+            mean.backward()
+            opt_ref.step()
+            if execution == "async":
+                got, want = loss.item() / world, mean.item()
+                assert abs(got - want) < 1e-5, f"step {s}: summed loss / world {got}, not {want}"
     info = step.cache_info()
     assert (len(info.misses), info.hits) == (1, STEPS - 1), info  # recorded once, then replayed
     diff = max_difference(ddp.module, reference)
@@ -254,46 +264,6 @@ def compiled_equals_reference(kind: str, hybridize: bool = False) -> str:
                    for p, q in zip(ddp.module.parameters(), reference.parameters(), strict=True))
     assert averaged < 1e-5, f"the last step's .grad is not the average ({averaged})"
     return f"max difference {diff:.2e} after {STEPS} steps, {STEPS - 1} replayed"
-
-
-def compiled_step_broadcasts_buffers() -> str:
-    """A compiled step over a model with batch norm: each replay starts from
-    rank 0's buffers (recorded as an all-reduce where the other ranks add
-    zeros), so it trains exactly as the eager DDP step, buffers included,
-    while the ranks' own batches make their statistics differ in between."""
-    rank, world = dist.get_rank(), dist.get_world_size()
-    eager = DDP(make(rank, batch_norm=True), bucket_cap_mb=0.001)
-    compiled = DDP(make(rank, batch_norm=True), bucket_cap_mb=0.001)
-    opts = [optimizer("sgd", m.parameters()) for m in (eager, compiled)]
-    xs, ys = data(world)
-
-    def train(model, opt, x, y):
-        opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    step = kiln.compile(lambda x, y: train(compiled, opts[1], x, y))
-    for s in range(STEPS):
-        x, y = share(xs[s], rank), share(ys[s], rank)
-        train(eager, opts[0], x, y)
-        step(x, y)
-    info = step.cache_info()
-    assert (len(info.misses), info.hits) == (1, STEPS - 1), info  # recorded once, then replayed
-    diff = max_difference(eager.module, compiled.module)
-    assert diff < 1e-5, f"weights differ from the eager DDP step by {diff}"
-    for name in ("running_mean", "running_var", "num_batches_tracked"):
-        ours = getattr(compiled.module.norm, name).numpy()
-        expected = getattr(eager.module.norm, name).numpy()
-        assert np.allclose(ours, expected, rtol=1e-5, atol=1e-6), (name, ours, expected)
-    # Rank 0's statistics, then this rank's last batch: they differ across
-    # ranks, so equality above means the broadcast ran on every replay.
-    gathered = [kiln.zeros(IN) for _ in range(world)]
-    dist.all_gather(gathered, compiled.module.norm.running_mean.clone())
-    if world > 1:
-        assert not np.allclose(gathered[0].numpy(), gathered[1].numpy())
-    return f"weights and buffers equal the eager step's (max difference {diff:.2e})"
 
 
 def compiled_plan_overlaps() -> str:
@@ -355,6 +325,24 @@ def compiled_desync_raises() -> str:
     return "raised on every rank; the group still works"
 
 
+def traced_collectives_async_execution() -> str:
+    """A traced graph holding all_reduce_start/_wait, run in async
+    execution, then an eager all-reduce of its output. Queued to an engine
+    worker, the graph issued its all-reduce after the eager call, which
+    waited for the graph's output while the graph waited for its own
+    all-reduce behind it: a deadlock no timeout ended. It runs on the
+    caller's thread, issuing in program order."""
+    world = dist.get_world_size()
+    x = kiln.ones(20000)  # large enough to be queued whole
+    traced = kiln.jit.trace(compiled_all_reduce, (x,))
+    with kiln.execution("async"):
+        for _ in range(3):
+            out = traced(x)
+            dist.all_reduce(out)
+            assert out[0].item() == 2.0 * world * world, out[0].item()
+    return "3 traced runs, each followed by an eager all-reduce"
+
+
 def compiled_step_refuses_what_it_cannot_record() -> str:
     """What needs a host-side decision or an MPI call outside the graph on
     every step is refused while a step records, naming it; eager still
@@ -363,6 +351,7 @@ def compiled_step_refuses_what_it_cannot_record() -> str:
     cases = [
         (DDP(make(rank), find_unused_parameters=True), False,
          "find_unused_parameters=True decides"),
+        (DDP(make(rank, batch_norm=True)), False, "broadcast_buffers=True broadcasts"),
         (DDP(make(rank)), True, "inside no_sync()"),
     ]
     for ddp, in_no_sync, message in cases:
@@ -423,9 +412,11 @@ SCENARIOS = {
     "sgd_compiled_step": lambda: compiled_equals_reference("sgd"),
     "adam_compiled_step": lambda: compiled_equals_reference("adam"),
     "adam_compiled_step_hybridized": lambda: compiled_equals_reference("adam", hybridize=True),
-    "compiled_step_broadcasts_buffers": compiled_step_broadcasts_buffers,
+    "sgd_compiled_step_async_execution": lambda: compiled_equals_reference("sgd",
+                                                                           execution="async"),
     "compiled_plan_overlaps": compiled_plan_overlaps,
     "compiled_desync_raises": compiled_desync_raises,
+    "traced_collectives_async_execution": traced_collectives_async_execution,
     "compiled_step_refuses_what_it_cannot_record": compiled_step_refuses_what_it_cannot_record,
     "rewrapping_frees_the_old_reducer": rewrapping_frees_the_old_reducer,
     "sampler_takes_the_group": sampler_takes_the_group,

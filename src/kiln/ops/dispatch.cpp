@@ -5,6 +5,7 @@
 
 #include "kiln/engine/engine.h"
 #include "kiln/ops/attrs_text.h"
+#include "kiln/ops/collective_ops.h"
 #include "kiln/ops/data_dependent.h"
 #include "kiln/util/profile_recorder.h"
 
@@ -151,9 +152,12 @@ int64_t touched_bytes(const std::vector<Tensor>& inputs, const std::vector<Tenso
   return bytes;
 }
 
-// Ops whose kernel calls back into Python run where they were issued.
+// Ops whose kernel calls back into Python run where they were issued, and
+// so do the collectives: every rank must issue its all-reduces in its
+// program's order, which a worker running them later would not keep
+// (collective_ops.h).
 bool runs_on_caller(const OpDef& op) {
-  return op.name == "custom_function";
+  return op.name == "custom_function" || is_collective(op);
 }
 
 // Runs the kernel now, or pushes it: it reads its inputs and writes its

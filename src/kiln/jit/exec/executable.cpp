@@ -10,6 +10,7 @@
 #include "kiln/jit/ir/size_symbols.h"
 #include "kiln/kernels/cpu/parallel.h"
 #include "kiln/ops/attrs_text.h"
+#include "kiln/ops/collective_ops.h"
 #include "kiln/util/profile_recorder.h"
 
 namespace kiln::jit {
@@ -47,8 +48,10 @@ Executable::Executable(std::shared_ptr<const Graph> graph, std::span<const Outpu
   }
   plan_ = lower(*graph_, into, place);
   for_each_graph(*graph_, [&](const Graph& g) {
-    for (const Node* node : g.nodes())
+    for (const Node* node : g.nodes()) {
       calls_python_ |= node->op().name == "custom_function";
+      issues_collectives_ |= is_collective(node->op());
+    }
   });
   // One workspace up front, so a single-threaded caller allocates nothing
   // but results, from the first call on.
@@ -195,10 +198,14 @@ void Executable::wait_for_held() const {
 // do; the run packs weights under the versions read then, not when it runs
 // (a later in-place op has bumped them by then, without having run). A plan
 // that calls back into Python (a custom autograd Function) runs where it
-// was called. Inside the run, independent steps may run side by side (Note
+// was called, and so does one holding collectives: queued, its all-reduces
+// would reach the communication thread after the caller's later eager ones
+// (another order than other ranks', or a deadlock when such a call waits
+// for this run's outputs while the run waits for its all-reduce behind
+// it). Inside the run, independent steps may run side by side (Note
 // [Concurrent steps], concurrency.h).
 void Executable::execute(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const {
-  if (!engine::pushing() || calls_python_) {
+  if (!engine::pushing() || calls_python_ || issues_collectives_) {
     run_plan(inputs, outputs);
     bump_mutated(inputs);
     return;

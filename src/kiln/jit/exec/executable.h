@@ -129,9 +129,11 @@ class Executable final : public GraphRunner {
   // Free workspaces; a call takes one and gives it back, so concurrent calls
   // never share one. The lock is held only to pop or push.
   // Written by each run queued to the engine (Note [A compiled run as one
-  // engine op]); a plan calling Python (custom_function) is never queued.
+  // engine op]); a plan calling Python (custom_function) or holding
+  // collectives (all_reduce_start/_wait) is never queued.
   mutable EngineVarSlot runs_var_;
   bool calls_python_ = false;
+  bool issues_collectives_ = false;
   mutable std::mutex pool_mutex_;
   mutable std::vector<std::unique_ptr<Workspace>> pool_;
   mutable size_t workspaces_made_ = 0;
