@@ -266,6 +266,46 @@ def compiled_equals_reference(kind: str, hybridize: bool = False, execution: str
     return f"max difference {diff:.2e} after {STEPS} steps, {STEPS - 1} replayed"
 
 
+def compiled_step_broadcasts_buffers() -> str:
+    """A compiled step over a model with batch norm: each replay starts from
+    rank 0's buffers (recorded as an all-reduce where the other ranks add
+    zeros), so it trains exactly as the eager DDP step, buffers included,
+    while the ranks' own batches make their statistics differ in between."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    eager = DDP(make(rank, batch_norm=True), bucket_cap_mb=0.001)
+    compiled = DDP(make(rank, batch_norm=True), bucket_cap_mb=0.001)
+    opts = [optimizer("sgd", m.parameters()) for m in (eager, compiled)]
+    xs, ys = data(world)
+
+    def train(model, opt, x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    step = kiln.compile(lambda x, y: train(compiled, opts[1], x, y))
+    for s in range(STEPS):
+        x, y = share(xs[s], rank), share(ys[s], rank)
+        train(eager, opts[0], x, y)
+        step(x, y)
+    info = step.cache_info()
+    assert (len(info.misses), info.hits) == (1, STEPS - 1), info  # recorded once, then replayed
+    diff = max_difference(eager.module, compiled.module)
+    assert diff < 1e-5, f"weights differ from the eager DDP step by {diff}"
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        ours = getattr(compiled.module.norm, name).numpy()
+        expected = getattr(eager.module.norm, name).numpy()
+        assert np.allclose(ours, expected, rtol=1e-5, atol=1e-6), (name, ours, expected)
+    # Rank 0's statistics, then this rank's last batch: they differ across
+    # ranks, so equality above means the broadcast ran on every replay.
+    gathered = [kiln.zeros(IN) for _ in range(world)]
+    dist.all_gather(gathered, compiled.module.norm.running_mean.clone())
+    if world > 1:
+        assert not np.allclose(gathered[0].numpy(), gathered[1].numpy())
+    return f"weights and buffers equal the eager step's (max difference {diff:.2e})"
+
+
 def compiled_plan_overlaps() -> str:
     """The profiler's trace of one replayed step: an all_reduce_start step
     per bucket, its wait later, and backward steps of the plan between."""
@@ -351,7 +391,6 @@ def compiled_step_refuses_what_it_cannot_record() -> str:
     cases = [
         (DDP(make(rank), find_unused_parameters=True), False,
          "find_unused_parameters=True decides"),
-        (DDP(make(rank, batch_norm=True)), False, "broadcast_buffers=True broadcasts"),
         (DDP(make(rank)), True, "inside no_sync()"),
     ]
     for ddp, in_no_sync, message in cases:
@@ -414,6 +453,7 @@ SCENARIOS = {
     "adam_compiled_step_hybridized": lambda: compiled_equals_reference("adam", hybridize=True),
     "sgd_compiled_step_async_execution": lambda: compiled_equals_reference("sgd",
                                                                            execution="async"),
+    "compiled_step_broadcasts_buffers": compiled_step_broadcasts_buffers,
     "compiled_plan_overlaps": compiled_plan_overlaps,
     "compiled_desync_raises": compiled_desync_raises,
     "traced_collectives_async_execution": traced_collectives_async_execution,
