@@ -44,10 +44,11 @@ def worker(steps: int, bucket_cap_mb: float, out: str) -> None:
 
     kiln.set_num_threads(1)
     dist.init_process_group("mpi")
+    from models.workloads import mlp
+
     def w1() -> nn.Module:
         kiln.manual_seed(0)
-        return nn.Sequential(nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
-                             nn.Linear(128, 2))
+        return mlp(nn)
 
     ddp = nn.parallel.DistributedDataParallel(w1(), bucket_cap_mb=bucket_cap_mb)
     plain = w1()  # the same step without DDP, timed alongside

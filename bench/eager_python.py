@@ -25,24 +25,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import kiln  # noqa: E402
-
-
-def mlp(nn):
-    return nn.Sequential(nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
-                         nn.Linear(128, 2))
-
-
-def lenet(nn):
-    return nn.Sequential(
-        nn.Conv2d(1, 6, kernel_size=5, padding=2), nn.Sigmoid(),
-        nn.AvgPool2d(kernel_size=2, stride=2),
-        nn.Conv2d(6, 16, kernel_size=5), nn.Sigmoid(),
-        nn.AvgPool2d(kernel_size=2, stride=2),
-        nn.Flatten(),
-        nn.Linear(16 * 5 * 5, 120), nn.Sigmoid(),
-        nn.Linear(120, 84), nn.Sigmoid(),
-        nn.Linear(84, 10))
-
+from models.workloads import lenet, mlp  # noqa: E402
 
 WORKLOADS = {"W1 batch 1": (mlp, (1, 512)), "W2 batch 1": (lenet, (1, 1, 28, 28))}
 

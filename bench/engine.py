@@ -26,6 +26,7 @@ import statistics
 import time
 
 import kiln
+from models.workloads import lenet, mlp, my_model
 
 
 def loop_ops(n: int, wait_each: bool) -> None:
@@ -119,25 +120,6 @@ def chain_variants(length: int) -> dict:
         matmul_chains(length)
 
     return {"serial (sync mode)": serial, "2 workers (async mode)": parallel}
-
-
-def mlp(nn):
-    return nn.Sequential(nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
-                         nn.Linear(128, 2))
-
-
-def lenet(nn):
-    return nn.Sequential(
-        nn.Conv2d(1, 6, kernel_size=5, padding=2), nn.Sigmoid(),
-        nn.AvgPool2d(kernel_size=2, stride=2),
-        nn.Conv2d(6, 16, kernel_size=5), nn.Sigmoid(),
-        nn.AvgPool2d(kernel_size=2, stride=2), nn.Flatten(),
-        nn.Linear(16 * 5 * 5, 120), nn.Sigmoid(), nn.Linear(120, 84), nn.Sigmoid(),
-        nn.Linear(84, 10))
-
-
-def my_model(nn):  # SCENARIOS.md §6
-    return nn.Sequential(nn.Linear(10, 5), nn.ReLU(), nn.Linear(5, 2))
 
 
 def inference(build, shape):

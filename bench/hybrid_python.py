@@ -35,15 +35,11 @@ import torch  # noqa: E402
 
 import kiln  # noqa: E402
 import kiln.jit  # noqa: E402
+from models.workloads import mlp  # noqa: E402
 
 TOLERANCE = 1e-5
 GOAL_US = 1.0
 BASELINE = "PyTorch eager"
-
-
-def mlp(nn):
-    return nn.Sequential(nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
-                         nn.Linear(128, 2))
 
 
 def kiln_twin(torch_model):
