@@ -251,17 +251,22 @@ def scenario_desync(rank: int, world: int) -> str:
     return "error " + message + "\nfailed input: " + failed
 
 
+def error_of(call) -> str:
+    """'no error', or the RuntimeError `call` raised and how long it took."""
+    start = time.monotonic()
+    try:
+        call()
+        return "no error"
+    except RuntimeError as e:
+        return f"error after {time.monotonic() - start:.1f}s: {e}"
+
+
 def scenario_timeout(rank: int, world: int) -> str:
     dist.init_process_group("mpi", timeout=1.5)
     dist.barrier()
     if rank == world - 1:
         time.sleep(3.5)  # late: the others time out first, then this rank does
-    start = time.monotonic()
-    try:
-        dist.all_reduce(kiln.ones(4))
-        return "no error"
-    except RuntimeError as e:
-        return f"error after {time.monotonic() - start:.1f}s: {e}"
+    return error_of(lambda: dist.all_reduce(kiln.ones(4)))
 
 
 def scenario_timeout_compiled(rank: int, world: int) -> str:
@@ -279,12 +284,7 @@ def scenario_timeout_compiled(rank: int, world: int) -> str:
     dist.barrier()
     if rank == world - 1:
         time.sleep(3.5)
-    start = time.monotonic()
-    try:
-        step(kiln.ones(4))  # replays the plan
-        return "no error"
-    except RuntimeError as e:
-        return f"error after {time.monotonic() - start:.1f}s: {e}"
+    return error_of(lambda: step(kiln.ones(4)))  # replays the plan
 
 
 def scenario_kill(rank: int, world: int) -> str:
@@ -292,13 +292,11 @@ def scenario_kill(rank: int, world: int) -> str:
     dist.all_reduce(kiln.ones(4))
     if rank == 1:
         os.kill(os.getpid(), 9)
-    start = time.monotonic()
-    try:
+    def three_all_reduces() -> None:
         for _ in range(3):
             dist.all_reduce(kiln.ones(4))
-        return "no error"
-    except RuntimeError as e:
-        return f"error after {time.monotonic() - start:.1f}s: {e}"
+
+    return error_of(three_all_reduces)
 
 
 def scenario_raise(rank: int, world: int) -> str:
