@@ -14,10 +14,18 @@
 // call, a tenth of its time.
 //
 // A chain starts at a convolution that takes the blocked layouts on NCHW
-// anyway (kernels/cpu/conv.h: conv2d_channels_last_starts_chain) and takes
-// in any convolution oneDNN runs channels-last whose input is in the chain
-// (1x1 ones, small images). Depthwise and small convolutions run kiln's own
-// NCHW kernels and stay out. Float32, 4-D only. Rounding
+// anyway (kernels/cpu/conv.h: conv2d_channels_last_starts_chain), or at
+// one oneDNN runs channels-last over at most 56x56 pixels whose output a
+// convolution of the chain reads (MobileNet's 1x1 expansion before its
+// depthwise layer), and takes in any convolution oneDNN runs channels-last
+// whose input is in the chain (1x1 ones, small images, depthwise ones:
+// oneDNN's channels-last depthwise kernel fills its lanes on 7x7 and 14x14
+// planes, where kiln's NCHW one wastes them). Squeeze-excitation stays in
+// the chain: its global average pool becomes a mean over H and W of the
+// NHWC twin (the same memory as the NCHW [N, C, 1, 1] result), its FCs
+// run on that 1x1 image as they were, and its channel scale multiplies the
+// twin by the scale seen as [N, 1, 1, C]. Small convolutions run kiln's
+// own NCHW kernels and stay out. Float32, 4-D only. Rounding
 // changes (oneDNN's channels-last kernels sum in another order than the
 // NCHW ones), within float32 tolerance: frozen graphs unless exact, as
 // fuse_conv_epilogue. Sizes past the batch must be static.
@@ -84,10 +92,19 @@ Fit chain_fit(const Node& conv) {
 // its output would join it: MobileNet's 1x1 expansion before its depthwise
 // convolution. Alone (its output read by no such convolution) it would pay
 // a reorder in and out for nothing. On a 1x1 image (squeeze-excitation's
-// FCs) both layouts are the same memory: nothing to gain.
+// FCs) both layouts are the same memory: nothing to gain. Over large
+// images the reorder costs more than the chain saves: PicoDet's chains
+// starting at 100x76 (a 1x1 256 -> 64 layer reading a concatenation, 5x5
+// depthwise layers) cost 9 ms more than they saved (of 106 ms), where
+// kiln's NCHW depthwise kernel fills its lanes anyway; from 56x56 down
+// (MobileNetV3's, PP-LCNet's) they pay.
+constexpr int64_t kMaxStartPixels = 56 * 56;
+
 bool feeds_a_chain(const Node& conv) {
-  int64_t out[4];
-  if (!sizes_4d(conv.output(), out) || out[2] * out[3] == 1) return false;
+  int64_t x[4], out[4];
+  if (!sizes_4d(conv.input(0), x) || !sizes_4d(conv.output(), out) || out[2] * out[3] == 1 ||
+      x[2] * x[3] > kMaxStartPixels)
+    return false;
   for (const Use& use : conv.output()->uses()) {
     if (use.user && is_conv(*use.user) && chain_fit(*use.user) != Fit::No) return true;
   }
