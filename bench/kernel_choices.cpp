@@ -16,9 +16,11 @@
 //    stride-2 pool over 64x112x112, general loop 4658 µs, float32 path 473,
 //    oneDNN 346. oneDNN stays out all the same: it drops NaNs (a window
 //    holding NaN and 5 gives 5; PyTorch and kiln give NaN).
-// 3. Small float32 convolutions (LeNet's two layers): cpu::conv2d_direct_f32,
-//    vectorized over output channels, against oneDNN's convolution, which
-//    reorders the weights into its blocked layout on every call.
+// 3. Small float32 convolutions (LeNet's two layers; the stems of
+//    MobileNetV3 and of PP-OCR's classifier, 3 -> 16 and 3 -> 8 at stride
+//    2): cpu::conv2d_direct_f32, vectorized over output channels, against
+//    oneDNN's convolution, which reorders the weights into its blocked
+//    layout on every call.
 // 4. Float32 GEMM with rows of a contiguous (linear layers at batch > 1, most
 //    matmuls): cpu::gemm_f32 (packs b per call, as eager does) and
 //    cpu::gemm_f32_packed (b packed once, as compiled plans keep weights)
