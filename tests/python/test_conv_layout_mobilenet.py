@@ -8,6 +8,8 @@ matrix-vector products. Results stay within float32 tolerance of PyTorch
 for odd sizes, odd channel counts, batch 2 and 1x1 images; exact=True keeps
 NCHW. Also the NCHW <-> NHWC copies at a chain's edges
 (kernels/cpu/transpose_f32.cpp) against NumPy."""
+import io
+
 import numpy as np
 import pytest
 
@@ -154,3 +156,19 @@ def test_nchw_nhwc_copies_match_numpy(shape):
     wide = kiln.tensor(np.concatenate([x, x + 1]))
     np.testing.assert_array_equal(wide[::2].permute(0, 2, 3, 1).contiguous().numpy(),
                                   np.concatenate([x, x + 1])[::2].transpose(0, 2, 3, 1))
+
+
+def test_onnx_export_of_a_chained_trace_matches_torch():
+    ort = pytest.importorskip("onnxruntime")
+    tm, km, x = _models((1, 3, 32, 32))
+    kx = kiln.tensor(x)
+    with kiln.no_grad():
+        frozen = kiln.jit.trace(km, kx, frozen=True)
+    assert _nodes(frozen, "mean")
+    buffer = io.BytesIO()
+    kiln.onnx.export(frozen, (kx,), buffer)
+    session = ort.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
+    got = session.run(None, {session.get_inputs()[0].name: x})[0]
+    with torch.no_grad():
+        want = tm(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
