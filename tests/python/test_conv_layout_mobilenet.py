@@ -5,7 +5,8 @@ kernel), squeeze-excitation's global average pool becomes a mean over the
 NHWC twin, its channel scale a mul on the twin, and the projection (with
 its residual) reads the product; the FCs on 1x1 images run as
 matrix-vector products. Results stay within float32 tolerance of PyTorch
-for odd sizes, odd channel counts, batch 2 and 1x1 images; exact=True keeps
+for odd sizes, odd channel counts, batch 2, 1x1 images, a symbolic batch
+and chain values read outside the chain (returned, twice); exact=True keeps
 NCHW. Also the NCHW <-> NHWC copies at a chain's edges
 (kernels/cpu/transpose_f32.cpp) against NumPy."""
 import io
@@ -172,3 +173,62 @@ def test_onnx_export_of_a_chained_trace_matches_torch():
     with torch.no_grad():
         want = tm(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_symbolic_batch_runs_every_size():
+    # Traced at batch 1 with the batch symbolic: each size gets its own
+    # plan (the FCs' matrix-vector path at batch 1 only), same results.
+    tm, km, x = _models((1, 3, 32, 32))
+    with kiln.no_grad():
+        frozen = kiln.jit.trace(km, kiln.tensor(x), frozen=True, dynamic_shapes=[{0: "batch"}])
+        assert _nodes(frozen, "mean"), frozen.graph
+        for batch in [3, 1, 2]:
+            xb = np.random.default_rng(batch).standard_normal((batch, 3, 32, 32))
+            xb = xb.astype(np.float32)
+            got = frozen(kiln.tensor(xb)).numpy()
+            with torch.no_grad():
+                want = tm(torch.from_numpy(xb)).numpy()
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def _se_block(nn, scale_rank):
+    """A depthwise layer's output read by its SE scale (as [N, C, 1, 1] or
+    [C, 1, 1]), returned itself, and returned twice through the scaled
+    product: values of the chain read outside it."""
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.expand = nn.Conv2d(8, 32, 1)
+            self.depthwise = nn.Conv2d(32, 32, 3, (2, 1), 1, groups=32)
+            self.pool = nn.AdaptiveAvgPool2d(1)
+            self.fc = nn.Conv2d(32, 32, 1)
+            self.project = nn.Conv2d(32, 8, 1)
+
+        def forward(self, x):
+            z = self.depthwise(self.expand(x).relu())
+            s = self.fc(self.pool(z)).sigmoid()
+            if scale_rank == 3:
+                s = s.reshape(32, 1, 1)
+            t = z * s
+            return self.project(t), z, t, t
+    return Block()
+
+
+# A [C, 1, 1] scale is one image's: batch 1 only.
+@pytest.mark.parametrize("scale_rank,shape", [(4, (1, 8, 14, 14)), (4, (2, 8, 9, 7)),
+                                              (3, (1, 8, 14, 14))])
+def test_chain_values_read_outside_the_chain(scale_rank, shape):
+    torch.manual_seed(0)
+    tm = _se_block(torch.nn, scale_rank).eval()
+    km = _se_block(knn, scale_rank)
+    km.load_state_dict({k: v.detach().numpy() for k, v in tm.state_dict().items()})
+    km.eval()
+    x = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
+    with kiln.no_grad():
+        frozen = kiln.jit.trace(km, kiln.tensor(x), frozen=True)
+        got = frozen(kiln.tensor(x))
+    with torch.no_grad():
+        want = tm(torch.from_numpy(x))
+    assert _nodes(frozen, "conv2d_fused", "nhwc"), frozen.graph
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-5)
