@@ -45,6 +45,13 @@ CONV = [
     Case("conv2d", [randn(1, 1, 1, 90, layout="strided"), randn(8, 1, 1, 33), randn(8)],
          conv(stride=(1, 50)), attrs={"stride": [1, 50]}, name="stft_frames_strided",
          reduce_len=33),
+    # Few output pixels, more than 16 filters: a GEMM over copied patches.
+    Case("conv2d", [randn(1, 20, 1, 4), randn(24, 20, 1, 3), randn(24)],
+         conv(padding=(0, 1)), attrs={"padding": [0, 1]}, name="few_pixels_1d", reduce_len=60),
+    Case("conv2d", [randn(2, 3, 3, 3, layout="transposed"), randn(18, 3, 3, 3), absent()],
+         conv(stride=(2, 2), padding=(1, 1), dilation=(1, 2)),
+         attrs={"stride": [2, 2], "padding": [1, 1], "dilation": [1, 2]},
+         name="few_pixels_2d", reduce_len=27),
     Case("conv2d", [randn(0, 3, 5, 5), randn(2, 3, 3, 3), randn(2)], conv(), name="empty_batch"),
     Case("conv2d", [randn(2, 3, 7, 6, dtype="float64"), randn(4, 3, 3, 3, dtype="float64"),
                     randn(4, dtype="float64")], conv(padding=(1, 1), dilation=(2, 1)),

@@ -503,8 +503,8 @@ void Conv2dPlan::init(const StridedView& out, const StridedView& x, const Stride
                       const StridedView& bias) {
   const Conv2dParams& p = params_;
   const ConvEpilogue& epilogue = epilogue_;
-  if (conv2d_frames_f32_applies(out, x, w, p)) {
-    frames_ = make_frames_pack();
+  if (conv2d_gemm_f32_applies(out, x, w, p)) {
+    gemm_ = make_gemm_conv_pack();
     return;
   }
   depthwise_ = conv2d_depthwise_f32_applies(out, x, w, p);
@@ -530,7 +530,7 @@ void Conv2dPlan::run_as_given(const StridedView& out, const StridedView& x, cons
   // take_relu() gave relu to a plan without an epilogue of its own.
   ConvEpilogue epilogue = epilogue_;
   if (relu_) epilogue.activation = EpilogueActivation::Relu;
-  if (frames_) return conv2d_frames_f32(out, x, w, bias, params_, epilogue, residual);
+  if (gemm_) return conv2d_gemm_f32(out, x, w, bias, params_, epilogue, residual);
   if (depthwise_) {
     conv2d_depthwise_f32(out, x, w, bias, params_, epilogue, residual);
     return;
@@ -557,7 +557,7 @@ bool Conv2dPlan::take_relu() {
 }
 
 bool Conv2dPlan::packs_weights() const {
-  return frames_ || (onednn_ && onednn_->entry.weights.needed());
+  return gemm_ || (onednn_ && onednn_->entry.weights.needed());
 }
 
 void Conv2dPlan::run_packed(const StridedView& out, const StridedView& x, const StridedView& w,
@@ -568,10 +568,10 @@ void Conv2dPlan::run_packed(const StridedView& out, const StridedView& x, const 
     return;
   }
   const bool row = column_;
-  if (frames_) {
-    return conv2d_frames_f32_packed(*frames_, version, row ? as_row(out) : out, row ? as_row(x) : x,
-                                    row ? as_row(w) : w, bias, params_, epilogue_,
-                                    row ? as_row(residual) : residual);
+  if (gemm_) {
+    return conv2d_gemm_f32_packed(*gemm_, version, row ? as_row(out) : out, row ? as_row(x) : x,
+                                  row ? as_row(w) : w, bias, params_, epilogue_,
+                                  row ? as_row(residual) : residual);
   }
   onednn::guarded("conv2d", [&] {
     std::shared_ptr<const OneDnn::Packed> packed = onednn_->packed_at(row ? as_row(w) : w, version);
@@ -590,7 +590,7 @@ void conv2d(const StridedView& out, const StridedView& x, const StridedView& w,
     conv2d_reference(out, x, w, bias, p);
     return;
   }
-  if (conv2d_frames_f32_applies(out, x, w, p)) return conv2d_frames_f32(out, x, w, bias, p);
+  if (conv2d_gemm_f32_applies(out, x, w, p)) return conv2d_gemm_f32(out, x, w, bias, p);
   if (conv2d_depthwise_f32_applies(out, x, w, p)) {
     conv2d_depthwise_f32(out, x, w, bias, p);
     return;
@@ -617,8 +617,8 @@ void conv2d_fused(const StridedView& out, const StridedView& x, const StridedVie
     apply_conv_epilogue(out, residual, epilogue);
     return;
   }
-  if (conv2d_frames_f32_applies(out, x, w, p))
-    return conv2d_frames_f32(out, x, w, bias, p, epilogue, residual);
+  if (conv2d_gemm_f32_applies(out, x, w, p))
+    return conv2d_gemm_f32(out, x, w, bias, p, epilogue, residual);
   if (!p.channels_last && conv2d_depthwise_f32_applies(out, x, w, p)) {
     conv2d_depthwise_f32(out, x, w, bias, p, epilogue, residual);
     return;

@@ -1,7 +1,8 @@
-// The frames kernel (conv_frames.cpp: a 1-D convolution of one input
-// channel with a long kernel, as a GEMM over the overlapping frames) against
-// the float64 loop: hops shorter and longer than the kernel, one frame,
-// filters that are not whole panels, batches, rows and columns, with and
+// The GEMM convolutions (conv_gemm.cpp) against the float64 loop. Frames (a
+// 1-D convolution of one input channel with a long kernel, read in place):
+// hops shorter and longer than the kernel, one frame, filters that are not
+// whole panels, batches, rows and columns. Patches (few output pixels):
+// padding wider than the image, strides, dilation, strided inputs. With and
 // without bias and an epilogue; eager conv2d(), a plan's run() and its
 // run_packed() (the filters packed once per version) give the same bits.
 #include <gtest/gtest.h>
@@ -47,7 +48,7 @@ struct Case {
   int64_t n, samples, filters, taps, hop;
 };
 
-class FramesConv : public testing::Test {
+class GemmConv : public testing::Test {
  protected:
   void SetUp() override { manual_seed(5); }
 };
@@ -68,7 +69,7 @@ void check(const Case& k, bool bias_present) {
   cpu::Conv2dParams p;
   p.stride[1] = k.hop;
   Tensor planned = empty(want.shape()), packed = empty(want.shape());
-  ASSERT_TRUE(cpu::conv2d_frames_f32_applies(view_of(planned), view_of(x), view_of(weight), p))
+  ASSERT_TRUE(cpu::conv2d_gemm_f32_applies(view_of(planned), view_of(x), view_of(weight), p))
       << what;
   cpu::Conv2dPlan plan(view_of(planned), view_of(x), view_of(weight), view_or_none(bias), p);
   ASSERT_TRUE(plan.packs_weights()) << what;
@@ -84,7 +85,7 @@ void check(const Case& k, bool bias_present) {
   EXPECT_TRUE(same_bits(column, got)) << what;
 }
 
-TEST_F(FramesConv, StftShapes) {
+TEST_F(GemmConv, StftShapes) {
   // openwakeword's melspectrogram and silero VAD's STFT, then longer audio.
   for (Case k :
        {Case{1, 1760, 257, 512, 160}, Case{1, 704, 258, 128, 64}, Case{2, 16000, 65, 128, 32}}) {
@@ -93,7 +94,7 @@ TEST_F(FramesConv, StftShapes) {
   }
 }
 
-TEST_F(FramesConv, OddShapes) {
+TEST_F(GemmConv, OddShapes) {
   // One frame, a hop longer than the kernel (gaps between frames), a hop
   // of 1, filters one past a panel or fewer than one, the smallest kernel
   // it takes, a trailing part of the signal no frame reaches.
@@ -104,8 +105,74 @@ TEST_F(FramesConv, OddShapes) {
   }
 }
 
+struct PatchCase {
+  int64_t n, c, h, w, oc, kh, kw, sh, sw, ph, pw, dh, dw;
+};
+
+void check_patches(const PatchCase& k, bool bias_present, bool strided_input) {
+  Tensor x = randn({k.n, k.c, k.h, k.w});
+  if (strided_input) x = transpose(randn({k.n, k.c, k.w, k.h}), 2, 3);
+  Tensor weight = randn({k.oc, k.c, k.kh, k.kw});
+  Tensor bias = bias_present ? randn({k.oc}) : Tensor();
+  const IntList stride{k.sh, k.sw}, padding{k.ph, k.pw}, dilation{k.dh, k.dw};
+  const std::string what = "x " + to_string(x.shape()) + " w " + to_string(weight.shape()) +
+                           " stride " + to_string(stride) + " padding " + to_string(padding) +
+                           " dilation " + to_string(dilation);
+  Tensor want = conv2d(f64(x), f64(weight), f64(bias), stride, padding, dilation, 1);
+  Tensor got = conv2d(x, weight, bias, stride, padding, dilation, 1);
+  EXPECT_LT(max_rel_error(got, want), 2e-6 * std::sqrt(double(k.c * k.kh * k.kw))) << what;
+
+  cpu::Conv2dParams p;
+  p.stride[0] = k.sh, p.stride[1] = k.sw, p.padding[0] = k.ph, p.padding[1] = k.pw;
+  p.dilation[0] = k.dh, p.dilation[1] = k.dw;
+  Tensor planned = empty(want.shape()), packed = empty(want.shape());
+  ASSERT_TRUE(cpu::conv2d_gemm_f32_applies(view_of(planned), view_of(x), view_of(weight), p))
+      << what;
+  cpu::Conv2dPlan plan(view_of(planned), view_of(x), view_of(weight), view_or_none(bias), p);
+  plan.run(view_of(planned), view_of(x), view_of(weight), view_or_none(bias));
+  EXPECT_TRUE(same_bits(planned, got)) << what;
+  plan.run_packed(view_of(packed), view_of(x), view_of(weight), view_or_none(bias), 1);
+  EXPECT_TRUE(same_bits(packed, got)) << what;
+}
+
+TEST_F(GemmConv, FewPixelShapes) {
+  // silero VAD's encoder (1-D, 3 taps, 4 to 1 pixels), then 2-D kernels: a
+  // 4x4 image, padding wider than a 1x1 image, strides and dilation, a batch.
+  for (PatchCase k : {PatchCase{1, 129, 1, 4, 128, 1, 3, 1, 1, 0, 1, 1, 1},
+                      PatchCase{1, 128, 1, 4, 64, 1, 3, 1, 2, 0, 1, 1, 1},
+                      PatchCase{1, 64, 1, 1, 128, 1, 3, 1, 1, 0, 1, 1, 1},
+                      PatchCase{2, 5, 4, 4, 20, 3, 3, 1, 1, 1, 1, 1, 1},
+                      PatchCase{1, 3, 1, 1, 17, 3, 3, 1, 1, 2, 2, 1, 1},
+                      PatchCase{3, 7, 9, 8, 33, 3, 2, 3, 4, 1, 0, 2, 1},
+                      PatchCase{1, 16, 5, 5, 40, 5, 5, 2, 2, 0, 0, 1, 1}}) {
+    check_patches(k, true, false);
+    check_patches(k, false, true);
+  }
+}
+
+// Many pixels, few filters, 1x1 kernels, and weights whose (c, kh, kw) one
+// stride does not walk keep the other kernels.
+TEST_F(GemmConv, OtherSmallConvolutionsDoNotApply) {
+  cpu::Conv2dParams p;
+  p.padding[0] = p.padding[1] = 1;
+  auto applies = [&](const Tensor& out, const Tensor& x, const Tensor& w) {
+    return cpu::conv2d_gemm_f32_applies(view_of(out), view_of(x), view_of(w), p);
+  };
+  Tensor x = randn({1, 8, 4, 4}), w = randn({32, 8, 3, 3});
+  EXPECT_TRUE(applies(empty({1, 32, 4, 4}), x, w));
+  EXPECT_FALSE(applies(empty({1, 32, 4, 5}), randn({1, 8, 4, 5}), w));  // 20 pixels
+  EXPECT_FALSE(applies(empty({1, 16, 4, 4}), x, randn({16, 8, 3, 3})));
+  Tensor permuted = permute(randn({8, 32, 3, 3}), {1, 0, 2, 3});
+  EXPECT_FALSE(applies(empty({1, 32, 4, 4}), x, permuted));
+  Tensor got = conv2d(x, permuted, Tensor(), {1, 1}, {1, 1}, {1, 1}, 1);
+  Tensor want = conv2d(f64(x), f64(permuted), Tensor(), {1, 1}, {1, 1}, {1, 1}, 1);
+  EXPECT_LT(max_rel_error(got, want), 2e-5);
+  p.padding[0] = p.padding[1] = 0;
+  EXPECT_FALSE(applies(empty({1, 32, 1, 1}), randn({1, 64, 1, 1}), randn({32, 64, 1, 1})));
+}
+
 // A new version of the weights is packed again; the same version is not.
-TEST_F(FramesConv, RunPackedFollowsTheWeightsVersion) {
+TEST_F(GemmConv, RunPackedFollowsTheWeightsVersion) {
   Tensor x = randn({1, 1, 1, 400}), weight = randn({20, 1, 1, 64});
   cpu::Conv2dParams p;
   p.stride[1] = 16;
@@ -122,7 +189,7 @@ TEST_F(FramesConv, RunPackedFollowsTheWeightsVersion) {
 
 // A fused epilogue (residual, then relu) over the frames' output: the bits
 // of the ops one after the other, eager and planned.
-TEST_F(FramesConv, EpilogueMatchesTheOpsAfterwards) {
+TEST_F(GemmConv, EpilogueMatchesTheOpsAfterwards) {
   Tensor x = randn({2, 1, 1, 700}), weight = randn({24, 1, 1, 96}), bias = randn({24});
   Tensor residual = randn({2, 24, 1, 19});
   cpu::Conv2dParams p;
@@ -144,11 +211,11 @@ TEST_F(FramesConv, EpilogueMatchesTheOpsAfterwards) {
 // What it does not take keeps the other kernels: several input channels,
 // padding, dilation, short kernels, few filters, a row that is not
 // contiguous, float64.
-TEST_F(FramesConv, OtherConvolutionsDoNotApply) {
+TEST_F(GemmConv, OtherConvolutionsDoNotApply) {
   cpu::Conv2dParams p;
   p.stride[1] = 16;
   auto applies = [&](const Tensor& out, const Tensor& x, const Tensor& w) {
-    return cpu::conv2d_frames_f32_applies(view_of(out), view_of(x), view_of(w), p);
+    return cpu::conv2d_gemm_f32_applies(view_of(out), view_of(x), view_of(w), p);
   };
   Tensor x = randn({1, 1, 1, 256}), w = randn({16, 1, 1, 64}), out = empty({1, 16, 1, 13});
   EXPECT_TRUE(applies(out, x, w));
