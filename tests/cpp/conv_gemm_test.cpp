@@ -171,6 +171,22 @@ TEST_F(GemmConv, OtherSmallConvolutionsDoNotApply) {
   EXPECT_FALSE(applies(empty({1, 32, 1, 1}), randn({1, 64, 1, 1}), randn({32, 64, 1, 1})));
 }
 
+// A plan made for contiguous weights and run with weights of the same shape
+// in another layout (whose (c, kh, kw) no one stride walks) copies them first.
+TEST_F(GemmConv, PlanTakesWeightsOfOtherStrides) {
+  Tensor x = randn({1, 6, 1, 4}), dense = randn({24, 6, 1, 3});
+  Tensor permuted_w = permute(randn({6, 24, 1, 3}), {1, 0, 2, 3});
+  cpu::Conv2dParams p;
+  p.padding[1] = 1;
+  Tensor out = empty({1, 24, 1, 4}), packed = empty({1, 24, 1, 4});
+  cpu::Conv2dPlan plan(view_of(out), view_of(x), view_of(dense), cpu::StridedView{}, p);
+  plan.run(view_of(out), view_of(x), view_of(permuted_w), cpu::StridedView{});
+  plan.run_packed(view_of(packed), view_of(x), view_of(permuted_w), cpu::StridedView{}, 1);
+  Tensor want = conv2d(f64(x), f64(permuted_w), Tensor(), {1, 1}, {0, 1}, {1, 1}, 1);
+  EXPECT_LT(max_rel_error(out, want), 1e-5);
+  EXPECT_LT(max_rel_error(packed, want), 1e-5);
+}
+
 // A new version of the weights is packed again; the same version is not.
 TEST_F(GemmConv, RunPackedFollowsTheWeightsVersion) {
   Tensor x = randn({1, 1, 1, 400}), weight = randn({20, 1, 1, 64});

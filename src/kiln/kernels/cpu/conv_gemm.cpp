@@ -64,10 +64,22 @@ int64_t flat_k_stride(const StridedView& w) {
   return s;
 }
 
-GemmB weights_as_b(const StridedView& w) {
-  // b[k][oc] = w[oc, k] with k = (c, kh, kw)
-  return GemmB{w.ptr<const float>(), w.shape[1] * w.shape[2] * w.shape[3], w.shape[0],
-               flat_k_stride(w), w.strides[0]};
+// b[k][oc] = w[oc, k] with k = (c, kh, kw). Weights whose k one stride does
+// not walk (applies() refuses them, but a plan made for other strides may
+// meet them) are copied into `storage` first.
+GemmB weights_as_b(const StridedView& w, std::vector<float>& storage) {
+  const int64_t K = w.shape[1] * w.shape[2] * w.shape[3];
+  if (flat_k_stride(w) != 0)
+    return GemmB{w.ptr<const float>(), K, w.shape[0], flat_k_stride(w), w.strides[0]};
+  storage.resize(size_t(w.shape[0] * K));
+  float* dst = storage.data();
+  for (int64_t oc = 0; oc < w.shape[0]; ++oc)
+    for (int64_t c = 0; c < w.shape[1]; ++c)
+      for (int64_t kh = 0; kh < w.shape[2]; ++kh)
+        for (int64_t kw = 0; kw < w.shape[3]; ++kw)
+          *dst++ = w.ptr<const float>()[oc * w.strides[0] + c * w.strides[1] + kh * w.strides[2] +
+                                        kw * w.strides[3]];
+  return GemmB{storage.data(), K, w.shape[0], 1, K};
 }
 
 const float* contiguous_bias(const StridedView& bias, std::vector<float>& storage) {
@@ -171,7 +183,8 @@ bool conv2d_gemm_f32_applies(const StridedView& out, const StridedView& x, const
 void conv2d_gemm_f32(const StridedView& out, const StridedView& x, const StridedView& w,
                      const StridedView& bias, const Conv2dParams& p, const ConvEpilogue& epilogue,
                      const StridedView& residual) {
-  const GemmB b = weights_as_b(w);
+  thread_local std::vector<float> storage;
+  const GemmB b = weights_as_b(w, storage);
   run_gemm_conv(out, x, w, bias, p, epilogue, residual,
                 [&](const GemmRows& rows) { gemm_f32(rows, b); });
 }
@@ -187,7 +200,8 @@ struct GemmConvPack {
     std::lock_guard<std::mutex> lock(mutex);
     if (packed && version == at_version) return packed;
     auto fresh = std::make_shared<PackedB>();
-    fresh->pack(weights_as_b(w));
+    std::vector<float> storage;
+    fresh->pack(weights_as_b(w, storage));
     packed = fresh;
     version = at_version;
     return packed;
