@@ -22,11 +22,26 @@ from collections.abc import Iterator
 
 from kiln import _C
 
-__all__ = ["engine_limits", "engine_stats", "execution", "get_execution",
-           "get_num_interop_threads", "reset_engine_peak_stats", "set_engine_limits",
-           "set_execution", "set_num_interop_threads", "synchronize", "waitall"]
+__all__ = ["engine_limits", "engine_stats", "engine_usable_cores", "execution",
+           "execution_in_effect", "get_execution", "get_num_interop_threads",
+           "reset_engine_peak_stats", "set_engine_limits", "set_execution",
+           "set_num_interop_threads", "synchronize", "waitall"]
 
 get_execution = _C.get_execution
+
+
+def execution_in_effect() -> str:
+    """The mode ops run in: get_execution(), except that "async" runs as
+    "sync" when this process may use one core only (its CPU affinity, its
+    cgroup's CPU quota, or KILN_ENGINE_CORES=1): a worker would only take
+    turns with the caller there, and queueing costs more than it saves."""
+    return _C.execution_in_effect()
+
+
+def engine_usable_cores() -> int:
+    """The cores the engine counts for this process (read once)."""
+    return _C.engine_usable_cores()
+
 set_num_interop_threads = _C.set_num_interop_threads
 get_num_interop_threads = _C.get_num_interop_threads
 

@@ -54,8 +54,16 @@ Execution execution();
 Execution parse_execution(const std::string& name);  // ValueError for other names
 const char* to_string(Execution mode);
 
-// True when an op issued now on this thread is queued: async mode, outside
-// a running op.
+// The mode ops run in: execution(), except that async mode runs them as
+// sync mode does when the process may use one core only (Note [Async needs
+// a second core] in engine.cpp).
+Execution effective_execution();
+// The cores this process may use: its CPU affinity and cgroup quota, or
+// KILN_ENGINE_CORES; read once.
+int usable_cores();
+
+// True when an op issued now on this thread is queued: async mode in
+// effect, outside a running op.
 bool pushing();
 
 // The engine's variable of a storage or generator (made on first use). A
@@ -141,6 +149,12 @@ class FunctionRef {
 // `site.where` may be null: it is asked of the site hook only on failure.
 bool run_if_idle(FunctionRef fn, std::span<EngineVar* const> reads,
                  std::span<EngineVar* const> writes, Site site);
+// The same over the slots of storages (and the generator): a storage that
+// never had an op queued has no variable, and none is made for it unless
+// the op fails (its failure needs one). A generator's slot must hold its
+// variable already (var_of(Generator&)), so it carries no failure.
+bool run_if_idle(FunctionRef fn, std::span<EngineVarSlot* const> reads,
+                 std::span<EngineVarSlot* const> writes, Site site);
 
 // Waits for every pushed op; raises a failure no sync point raised yet.
 void synchronize();
@@ -173,6 +187,9 @@ struct Stats {
   int64_t peak_in_flight_bytes = 0;
   int64_t ran_inline = 0;  // ops async mode ran at once (run_if_idle)
   int64_t sync_waits = 0;  // sync points that found ops pending and waited
+  // Times an op's end woke threads sleeping at a sync point, synchronize()
+  // or backpressure: once per wait that sleeps, not once per op.
+  int64_t waiter_wakeups = 0;
 };
 Stats stats();
 void reset_peak_stats();
