@@ -58,6 +58,26 @@ def test_a_sleeping_sync_point_is_woken_once_not_per_op(wait, workers):
     assert after["pushed"] - before["pushed"] == 0
 
 
+def test_a_pusher_held_back_by_the_limits_wakes_once_per_half_drained_queue():
+    kiln.set_execution("async")
+    if kiln.execution_in_effect() != "async":
+        pytest.skip("one usable core: async mode runs as sync")
+    kiln.set_engine_limits(32, 1 << 30)
+    w = kiln.randn(256, 256) * (1 / 256 ** 0.5)
+    y = kiln.randn(256, 256)
+    kiln.synchronize()
+    kiln.reset_engine_peak_stats()
+    before = kiln.engine_stats()
+    for _ in range(200):  # each a few hundred µs: the pusher sleeps when held back
+        y = y @ w
+    after = kiln.engine_stats()
+    assert after["peak_in_flight"] <= 32
+    # Woken when half the limit is free, not at each of the ~170 ops that
+    # ended while it slept.
+    assert after["waiter_wakeups"] - before["waiter_wakeups"] <= 200 // 16 + 2
+    y.wait_to_read()
+
+
 def _engine_report(env: dict, affinity: set | None) -> dict:
     """Runs a child that switches to async mode and issues queued-size ops;
     returns what the engine reports there."""

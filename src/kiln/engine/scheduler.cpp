@@ -411,9 +411,16 @@ bool Scheduler::release_vars(const Op& op, const std::shared_ptr<Failure>& failu
   return var_waited;
 }
 
-// Note [Waking a waiter once]: only a sleeper whose condition came true.
-void Scheduler::notify_waiters(bool var_waited, bool all_done) {
-  bool wake = var_waited || throttle_waiters_.load() > 0 || (all_done && all_waiters_.load() > 0);
+// Note [Waking a waiter once]: only a sleeper whose condition came true. A
+// pusher held back by the in-flight limits waits until half of them is
+// free (or nothing is in flight), not for the first op to end: it then
+// pushes a batch before it sleeps again, rather than trading places with
+// the worker at every op.
+void Scheduler::notify_waiters(bool var_waited, int64_t ops_left, int64_t bytes_left) {
+  bool drained = ops_left <= max_ops_.load(std::memory_order_relaxed) / 2 &&
+                 bytes_left <= max_bytes_.load(std::memory_order_relaxed) / 2;
+  bool wake = var_waited || (ops_left == 0 && all_waiters_.load() > 0) ||
+              ((drained || ops_left == 0) && throttle_waiters_.load() > 0);
   if (!wake) return;
   waiter_wakeups_.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(wait_mutex_);
@@ -425,10 +432,10 @@ Op* Scheduler::complete(Op* op, const std::shared_ptr<Failure>& failure, bool ne
   bool var_waited = release_vars(*op, failure, new_failure, &next);
   const int64_t bytes = op->bytes;
   retire(op);  // the last touch: the issuing side may free it from here on
-  in_flight_bytes_.fetch_sub(bytes);
+  int64_t bytes_left = in_flight_bytes_.fetch_sub(bytes) - bytes;
   // After retire: synchronize() frees every finished op.
-  bool all_done = in_flight_.fetch_sub(1) == 1;
-  notify_waiters(var_waited, all_done);
+  int64_t ops_left = in_flight_.fetch_sub(1) - 1;
+  notify_waiters(var_waited, ops_left, bytes_left);
   return next;
 }
 

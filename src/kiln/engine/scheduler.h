@@ -142,7 +142,7 @@ class Scheduler {
   Op* complete(Op* op, const std::shared_ptr<Failure>& failure, bool new_failure);
   bool release_vars(const Op& op, const std::shared_ptr<Failure>& failure, bool new_failure,
                     Op** keep);
-  void notify_waiters(bool var_waited, bool all_done);
+  void notify_waiters(bool var_waited, int64_t ops_left, int64_t bytes_left);
   void start_workers_locked();
   void stop_workers();
 
