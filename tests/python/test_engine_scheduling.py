@@ -161,3 +161,73 @@ def test_a_plan_run_on_the_caller_draws_after_queued_random_ops(workers):
         for e, g in zip(expected, got):
             np.testing.assert_array_equal(g, e)
     assert 0.3 < float((expected[1] == 0).mean()) < 0.7  # the plan did draw
+
+
+@pytest.fixture
+def _busy_cores():
+    """The fallback on (conftest.py turns it off for the session) and forced
+    for a minute, as if the workers had waited for busy cores; ended after."""
+    kiln.set_engine_busy_fallback(True)
+    kiln._C._engine_prefer_caller_for(60_000)
+    yield
+    kiln._C._engine_prefer_caller_for(0)
+    kiln.set_engine_busy_fallback(False)
+
+
+def test_busy_cores_run_async_ops_on_the_caller_as_if_queued(_busy_cores):
+    kiln.manual_seed(0)
+    big = kiln.randn(256, 256)
+    expected = ((big @ big + 1).relu() * kiln.rand(256, 256)).sum(0)
+    kiln.set_num_interop_threads(2)
+    kiln.set_execution("async")
+    if kiln.engine_usable_cores() < 2:
+        pytest.skip("one usable core: async mode runs as sync anyway")
+    assert kiln.execution_in_effect() == "sync"
+    kiln.manual_seed(0)
+    big = kiln.randn(256, 256)
+    before = kiln.engine_stats()
+    got = ((big @ big + 1).relu() * kiln.rand(256, 256)).sum(0)
+    after = kiln.engine_stats()
+    assert after["pushed"] == before["pushed"]  # all ran on the caller
+    assert after["ran_inline"] - before["ran_inline"] >= 5
+    np.testing.assert_array_equal(got.numpy(), expected.numpy())
+    bad = kiln.index_select(big, 0, kiln.tensor([7, 300]))  # fails here, raises at the read
+    with pytest.raises(IndexError, match=r"index_select \(issued at test_engine_scheduling.py:"):
+        bad.tolist()
+    kiln.set_engine_busy_fallback(False)  # off: the forced fallback no longer counts
+    assert kiln.execution_in_effect() == "async"
+
+
+def test_the_fallback_waits_for_ops_queued_before_it():
+    kiln.set_execution("async")
+    if kiln.execution_in_effect() != "async":
+        pytest.skip("one usable core: async mode runs as sync")
+    w = kiln.randn(256, 256) * (1 / 256 ** 0.5)
+    y = kiln.randn(256, 256)
+    start = y.numpy().copy()
+    for _ in range(20):
+        y = y @ w  # queued
+    kiln.set_engine_busy_fallback(True)
+    kiln._C._engine_prefer_caller_for(60_000)
+    try:
+        y.mul_(2)  # in place on a pending tensor: waits for the chain, then runs here
+        got = y.numpy()
+    finally:
+        kiln._C._engine_prefer_caller_for(0)
+        kiln.set_engine_busy_fallback(False)
+    kiln.set_execution("sync")
+    expected = kiln.tensor(start)
+    for _ in range(20):
+        expected = expected @ w
+    np.testing.assert_array_equal(got, (expected * 2).numpy())
+
+
+def test_busy_fallback_off_from_the_environment():
+    code = "import kiln; print(kiln.engine_busy_fallback())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "KILN_ENGINE_BUSY_FALLBACK": "0"}, timeout=120)
+    assert out.stdout.strip() == "False", out.stderr
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={k: v for k, v in os.environ.items()
+                              if k != "KILN_ENGINE_BUSY_FALLBACK"}, timeout=120)
+    assert out.stdout.strip() == "True", out.stderr

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "kiln/engine/busy_cores.h"
 #include "kiln/engine/scheduler.h"
 #include "kiln/util/profile_recorder.h"
 
@@ -98,9 +99,32 @@ int usable_cores() {
   return cores;
 }
 
+namespace {
+bool async_with_workers() {
+  return execution() == Execution::Async && usable_cores() >= 2;
+}
+}  // namespace
+
 Execution effective_execution() {
-  Execution mode = execution();
-  return mode == Execution::Async && usable_cores() < 2 ? Execution::Sync : mode;
+  if (execution() == Execution::Sync) return Execution::Sync;
+  return async_with_workers() && !detail::busy_cores().caller_preferred() ? Execution::Async
+                                                                          : Execution::Sync;
+}
+
+bool caller_preferred() {
+  return detail::busy_cores().caller_preferred();
+}
+
+void set_busy_fallback(bool on) {
+  detail::busy_cores().set_enabled(on);
+}
+
+bool busy_fallback() {
+  return detail::busy_cores().enabled();
+}
+
+void prefer_caller_for(int64_t ms) {
+  detail::busy_cores().prefer_caller_for(ms * 1'000'000);
 }
 
 void set_execution(Execution mode) {
@@ -126,7 +150,7 @@ const char* to_string(Execution mode) {
 }
 
 bool pushing() {
-  return effective_execution() == Execution::Async && !detail::in_running_op();
+  return async_with_workers() && !detail::in_running_op();
 }
 
 EngineVar* var_of(const StorageImpl& storage) {
@@ -208,8 +232,15 @@ bool run_if_idle(FunctionRef fn, std::span<EngineVar* const> reads,
 }
 
 bool run_if_idle(FunctionRef fn, std::span<EngineVarSlot* const> reads,
-                 std::span<EngineVarSlot* const> writes, Site site) {
+                 std::span<EngineVarSlot* const> writes, Site site, bool wait_for_pending) {
   if (!pushing()) return false;
+  if (wait_for_pending) {
+    for (auto slots : {reads, writes}) {
+      for (EngineVarSlot* slot : slots) {
+        if (auto* var = static_cast<Var*>(slot->get())) detail::scheduler().wait_var_quietly(*var);
+      }
+    }
+  }
   for (auto slots : {reads, writes}) {
     for (EngineVarSlot* slot : slots) {
       if (!detail::idle(static_cast<const Var*>(slot->get()))) return false;

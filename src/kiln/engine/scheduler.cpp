@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "kiln/engine/busy_cores.h"
 #include "kiln/kernels/cpu/parallel.h"
 #include "kiln/util/profile_recorder.h"
 
@@ -168,6 +169,10 @@ void Scheduler::wait_until(std::atomic<int>& registry, Done done) {
 
 void Scheduler::wait_var_idle(Var& var) {
   sync_waits_.fetch_add(1, std::memory_order_relaxed);
+  wait_var_quietly(var);
+}
+
+void Scheduler::wait_var_quietly(Var& var) {
   wait_until(var.waiters, [&] { return var.pending.load() == 0; });
 }
 
@@ -302,9 +307,12 @@ Op* Scheduler::pop_ready() {
 // and one hand-over less per op, and the data is in this core's cache.
 void Scheduler::worker_loop(int intra_threads) {
   cpu::set_num_threads(intra_threads);
+  BusyCores::Sample sample;  // Note [Busy cores] in busy_cores.cpp
   Op* op = nullptr;
-  while (op || (op = pop_ready()))
+  while (op || (op = pop_ready())) {
     op = run(op);
+    busy_cores().after_op(sample);
+  }
 }
 
 Op* Scheduler::run(Op* op) {
@@ -491,7 +499,8 @@ Stats Scheduler::stats() {
                peak_in_flight_bytes_.load(),
                ran_inline_.load(),
                sync_waits_.load(),
-               waiter_wakeups_.load()};
+               waiter_wakeups_.load(),
+               busy_cores().fallbacks()};
 }
 
 void Scheduler::reset_peaks() {

@@ -112,7 +112,8 @@ class Scheduler {
       store_failure(error, site, written_vars());
     return true;
   }
-  void wait_var_idle(Var& var);
+  void wait_var_idle(Var& var);  // a sync point (counted in sync_waits)
+  void wait_var_quietly(Var& var);
   // Frees the ops workers finished: on the issuing side (a push or a wait),
   // see Note [Freeing on the issuing side] in scheduler.cpp.
   void free_retired();

@@ -211,7 +211,10 @@ void launch(const OpDef& op, const std::vector<Tensor>& inputs, const std::vecto
   }
   std::vector<int> mutated = op.mutated_inputs ? op.mutated_inputs(attrs) : std::vector<int>();
   engine::Site site{op.name.c_str(), nullptr};
-  if (touched_bytes(inputs, outputs) <= engine::limits().inline_bytes) {
+  bool small = touched_bytes(inputs, outputs) <= engine::limits().inline_bytes;
+  // While the workers wait for cores, every op runs here (Note [Busy cores]).
+  bool on_caller = !small && engine::caller_preferred();
+  if (small || on_caller) {
     Touched<EngineVarSlot*> slots(
         op, inputs, outputs, cast_into, mutated,
         [](const StorageImpl& s) { return &s.engine_var(); },
@@ -220,7 +223,7 @@ void launch(const OpDef& op, const std::vector<Tensor>& inputs, const std::vecto
           return &default_generator().engine_var();
         });
     auto now = [&] { KernelCall::run(op, attrs, inputs, outputs, cast_into); };
-    if (engine::run_if_idle(now, slots.read_span(), slots.write_span(), site)) return;
+    if (engine::run_if_idle(now, slots.read_span(), slots.write_span(), site, on_caller)) return;
   }
   Touched<EngineVar*> vars(
       op, inputs, outputs, cast_into, mutated,
