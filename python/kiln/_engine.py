@@ -44,7 +44,7 @@ def set_engine_busy_fallback(on: bool) -> None:
     """On (the default; KILN_ENGINE_BUSY_FALLBACK=0 starts it off): when an
     engine worker spends a quarter of its time waiting for a core (other
     programs keep the cores busy), async mode runs ops on the calling thread
-    for the next 250 ms, then tries the workers again. Errors still raise at
+    for the next second, then tries the workers again. Errors still raise at
     sync points; engine_stats()["busy_fallbacks"] counts the fallbacks."""
     _C.set_engine_busy_fallback(on)
 

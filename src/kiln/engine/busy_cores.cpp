@@ -23,7 +23,7 @@ namespace {
 // the workers again. kiln.set_engine_busy_fallback(False) or
 // KILN_ENGINE_BUSY_FALLBACK=0 turns it off.
 constexpr int64_t kWindowNs = 20'000'000;
-constexpr int64_t kFallbackNs = 250'000'000;
+constexpr int64_t kFallbackNs = 1'000'000'000;
 
 int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
