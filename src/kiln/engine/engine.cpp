@@ -60,8 +60,8 @@ int cgroup_quota_cores() {
   std::string quota;
   double period = 0;
   if (v2 >> quota >> period) {
-    if (quota == "max" || period <= 0) return 0;
-    return std::max(1, int(std::stod(quota) / period));
+    double limit = quota == "max" ? 0 : std::strtod(quota.c_str(), nullptr);  // never throws
+    return limit > 0 && period > 0 ? std::max(1, int(limit / period)) : 0;
   }
   std::ifstream v1_quota("/sys/fs/cgroup/cpu/cpu.cfs_quota_us");
   std::ifstream v1_period("/sys/fs/cgroup/cpu/cpu.cfs_period_us");
