@@ -58,6 +58,15 @@ void conv2d_depthwise_f32(const StridedView& out, const StridedView& x, const St
                           const StridedView& bias, const Conv2dParams& p,
                           const ConvEpilogue& epilogue, const StridedView& residual);
 
+// A 1x1 convolution (groups 1, no padding) over a 1x1 image at batch 1, in
+// either layout: matvec_f32 (conv_matvec.cpp; squeeze-excitation's FCs).
+// The weight's rows must be contiguous; the epilogue runs over the output.
+bool conv2d_matvec_f32_applies(const StridedView& out, const StridedView& x, const StridedView& w,
+                               const Conv2dParams& p);
+void conv2d_matvec_f32(const StridedView& out, const StridedView& x, const StridedView& w,
+                       const StridedView& bias, const Conv2dParams& p,
+                       const ConvEpilogue& epilogue = {}, const StridedView& residual = {});
+
 // conv2d() followed by the epilogue: activation(conv + bias + residual),
 // each path applying it its own way (oneDNN: post-ops). Eager calls of
 // conv2d_fused; a Conv2dPlan made with the same epilogue gives the same bits.
@@ -122,6 +131,7 @@ class Conv2dPlan {
   bool empty_;
   bool direct_ = false;
   bool depthwise_ = false;
+  bool matvec_ = false;
   bool relu_ = false;
   bool column_ = false;  // run as the same convolution along a row (conv.cpp)
 
