@@ -27,6 +27,13 @@ CONV = [
     Case("conv2d", [randn(1, 4, 6, 6), randn(4, 1, 3, 3), randn(4)],
          conv(padding=(1, 1), groups=4), attrs={"padding": [1, 1], "groups": 4},
          name="depthwise", reduce_len=9),
+    # 1x1 over a 1x1 image at batch 1: a matrix-vector product
+    # (conv_matvec.cpp), with and without bias, an input whose channels are
+    # strided.
+    Case("conv2d", [randn(1, 40, 1, 1), randn(24, 40, 1, 1), randn(24)], conv(),
+         name="1x1_image_matvec", reduce_len=40),
+    Case("conv2d", [randn(1, 12, 1, 1, layout="transposed"), randn(5, 12, 1, 1), absent()],
+         conv(), name="1x1_image_matvec_strided_no_bias", reduce_len=12),
     Case("conv2d", [randn(2, 3, 6, 5, layout="transposed"), randn(4, 3, 3, 2, layout="strided"),
                     randn(4, layout="strided")], conv(), name="non_contiguous", reduce_len=18),
     Case("conv2d", [randn(2, 3, 6, 5, layout="expanded"), randn(2, 3, 3, 1), randn(2)],

@@ -79,6 +79,14 @@ void conv2d_gemm_f32_packed(GemmConvPack& pack, uint64_t version, const StridedV
                             const StridedView& x, const StridedView& w, const StridedView& bias,
                             const Conv2dParams& p, const ConvEpilogue& epilogue,
                             const StridedView& residual);
+// A 1x1 convolution (groups 1, no padding) over a 1x1 image at batch 1, in
+// either layout: matvec_f32 (conv_matvec.cpp; squeeze-excitation's FCs).
+// The weight's rows must be contiguous; the epilogue runs over the output.
+bool conv2d_matvec_f32_applies(const StridedView& out, const StridedView& x, const StridedView& w,
+                               const Conv2dParams& p);
+void conv2d_matvec_f32(const StridedView& out, const StridedView& x, const StridedView& w,
+                       const StridedView& bias, const Conv2dParams& p,
+                       const ConvEpilogue& epilogue = {}, const StridedView& residual = {});
 
 // conv2d() followed by the epilogue: activation(conv + bias + residual),
 // each path applying it its own way (oneDNN: post-ops). Eager calls of
@@ -144,6 +152,7 @@ class Conv2dPlan {
   bool empty_;
   bool direct_ = false;
   bool depthwise_ = false;
+  bool matvec_ = false;
   bool relu_ = false;
   bool column_ = false;                 // run as the same convolution along a row (conv.cpp)
   std::shared_ptr<GemmConvPack> gemm_;  // set: conv2d_gemm_f32
