@@ -431,7 +431,7 @@ bool conv2d_channels_last_runs(const int64_t* out, const int64_t* x, const int64
   const StridedView o = shape_only(out), xv = shape_only(x), wv = shape_only(w);
   const bool depthwise = p.groups == x[1] && x[1] > 1 && w[0] == x[1] && w[1] == 1;
   return (p.groups == 1 || depthwise) && w[1] > 0 && !is_column_conv(o, xv, wv, p) &&
-         !conv2d_direct_f32_applies(o, xv, wv, p);
+         !conv2d_frames_geometry(out, x, w, p) && !conv2d_direct_f32_applies(o, xv, wv, p);
 }
 
 bool conv2d_channels_last_starts_chain(const int64_t* out, const int64_t* x, const int64_t* w,
@@ -506,6 +506,10 @@ void Conv2dPlan::init(const StridedView& out, const StridedView& x, const Stride
                       const StridedView& bias) {
   const Conv2dParams& p = params_;
   const ConvEpilogue& epilogue = epilogue_;
+  if (conv2d_gemm_f32_applies(out, x, w, p)) {
+    gemm_ = make_gemm_conv_pack();
+    return;
+  }
   depthwise_ = conv2d_depthwise_f32_applies(out, x, w, p);
   direct_ = !depthwise_ && conv2d_direct_f32_applies(out, x, w, p);
   if (depthwise_ || direct_) return;
@@ -533,6 +537,7 @@ void Conv2dPlan::run_as_given(const StridedView& out, const StridedView& x, cons
     conv2d_matvec_f32(out, x, w, bias, params_, epilogue, residual);
     return;
   }
+  if (gemm_) return conv2d_gemm_f32(out, x, w, bias, params_, epilogue, residual);
   if (depthwise_) {
     conv2d_depthwise_f32(out, x, w, bias, params_, epilogue, residual);
     return;
@@ -559,7 +564,7 @@ bool Conv2dPlan::take_relu() {
 }
 
 bool Conv2dPlan::packs_weights() const {
-  return onednn_ && onednn_->entry.weights.needed();
+  return gemm_ || (onednn_ && onednn_->entry.weights.needed());
 }
 
 void Conv2dPlan::run_packed(const StridedView& out, const StridedView& x, const StridedView& w,
@@ -570,6 +575,11 @@ void Conv2dPlan::run_packed(const StridedView& out, const StridedView& x, const 
     return;
   }
   const bool row = column_;
+  if (gemm_) {
+    return conv2d_gemm_f32_packed(*gemm_, version, row ? as_row(out) : out, row ? as_row(x) : x,
+                                  row ? as_row(w) : w, bias, params_, epilogue_,
+                                  row ? as_row(residual) : residual);
+  }
   onednn::guarded("conv2d", [&] {
     std::shared_ptr<const OneDnn::Packed> packed = onednn_->packed_at(row ? as_row(w) : w, version);
     execute_conv(onednn_->entry, row ? as_row(out) : out, row ? as_row(x) : x, row ? as_row(w) : w,
@@ -591,6 +601,7 @@ void conv2d(const StridedView& out, const StridedView& x, const StridedView& w,
     conv2d_matvec_f32(out, x, w, bias, p);
     return;
   }
+  if (conv2d_gemm_f32_applies(out, x, w, p)) return conv2d_gemm_f32(out, x, w, bias, p);
   if (conv2d_depthwise_f32_applies(out, x, w, p)) {
     conv2d_depthwise_f32(out, x, w, bias, p);
     return;
@@ -621,6 +632,8 @@ void conv2d_fused(const StridedView& out, const StridedView& x, const StridedVie
     conv2d_matvec_f32(out, x, w, bias, p, epilogue, residual);
     return;
   }
+  if (conv2d_gemm_f32_applies(out, x, w, p))
+    return conv2d_gemm_f32(out, x, w, bias, p, epilogue, residual);
   if (!p.channels_last && conv2d_depthwise_f32_applies(out, x, w, p)) {
     conv2d_depthwise_f32(out, x, w, bias, p, epilogue, residual);
     return;
