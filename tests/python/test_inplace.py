@@ -124,3 +124,48 @@ def test_small_tensor_methods():
     assert m.bool().tolist() == tm.bool().tolist()
     assert m.to(kiln.float64).dtype == kiln.float64
     assert m.to(kiln.float32)._is_same(m)  # the same dtype: the tensor itself
+
+
+# Writes whose source shares memory with the destination in another layout.
+# Each case: whether torch refuses it, then kiln must refuse it the same way
+# (before, kiln wrote scrambled values silently); the rest must equal torch.
+OVERLAP_CASES = {
+    "copy_from_transpose": lambda m, x: x.copy_(x.t()),
+    "add_transpose": lambda m, x: x.add_(x.t()),
+    "copy_shifted": lambda m, x: x.view(-1)[1:].copy_(x.view(-1)[:-1]),
+    "add_shifted": lambda m, x: x.view(-1)[1:].add_(x.view(-1)[:-1]),
+    "write_expanded": lambda m, x: x[0].expand(4, 4).add_(1),
+    "add_own_row": lambda m, x: x.add_(x[0]),
+    "add_own_element": lambda m, x: x.add_(x[0, 0]),
+    "copy_same_view": lambda m, x: x.copy_(x),
+    "mul_by_itself": lambda m, x: x.mul_(x),
+    "copy_row_to_row": lambda m, x: x[1].copy_(x[0]),
+    "copy_column_to_column": lambda m, x: x[:, 1].copy_(x[:, 0]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OVERLAP_CASES))
+def test_overlapping_inplace_writes_match_torch(case):
+    write = OVERLAP_CASES[case]
+    expected = torch.arange(16.0).reshape(4, 4)
+    try:
+        write(torch, expected)
+        torch_error = None
+    except RuntimeError as error:
+        torch_error = str(error)
+    x = kiln.arange(16.0).reshape(4, 4)
+    if torch_error is not None:
+        assert "single memory location" in torch_error
+        with pytest.raises(RuntimeError, match="memory") as raised:
+            write(kiln, x)
+        assert "clone()" in str(raised.value)
+        np.testing.assert_array_equal(x.numpy(), np.arange(16.0).reshape(4, 4))
+        return
+    write(kiln, x)
+    np.testing.assert_array_equal(x.numpy(), expected.numpy())
+
+
+def test_overlap_error_names_copy_and_both_layouts():
+    x = kiln.arange(16.0).reshape(4, 4)
+    with pytest.raises(RuntimeError, match=r"copy_: input 0 \(shape \[4, 4\], strides \[1, 4\]\)"):
+        x.copy_(x.t())

@@ -99,6 +99,7 @@ const Tensor& copy_(const Tensor& dst, const Tensor& src) {
   KILN_CHECK(broadcast_shapes(dst.shape(), src.shape(), "copy_") == dst.shape(),
              "copy_: source of shape ", src.shape(), " cannot be broadcast to destination shape ",
              dst.shape());
+  check_write_overlap("copy_", {src}, dst);
   dispatch_into(cast_op, {src}, {{"dtype", dst.dtype()}}, dst);
   return dst;
 }

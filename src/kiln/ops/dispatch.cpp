@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "kiln/core/overlap.h"
 #include "kiln/engine/engine.h"
 #include "kiln/ops/attrs_text.h"
 #include "kiln/ops/collective_ops.h"
@@ -380,6 +381,25 @@ Tensor dispatch1(const OpDef& op, std::vector<Tensor> inputs, const Attrs& attrs
   return std::move(outputs[0]);
 }
 
+// A kernel writing `out` while reading an input laid out differently over
+// the same memory would read values it already overwrote (x.add_(x.t()),
+// x[1:].copy_(x[:-1])); PyTorch refuses these, and so does kiln. The same
+// view (x.mul_(x)) is fine: elementwise kernels read each element before
+// writing it.
+void check_write_overlap(std::string_view op_name, const std::vector<Tensor>& inputs,
+                         const Tensor& out) {
+  KILN_CHECK(!has_internal_overlap(out), op_name,
+             ": more than one element of the written-to tensor (shape ", out.shape(), ", strides ",
+             out.strides(), ") refers to a single memory location; clone() it first");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) continue;
+    KILN_CHECK(memory_overlap(inputs[i], out) != MemOverlap::Partial, op_name, ": input ", i,
+               " (shape ", inputs[i].shape(), ", strides ", inputs[i].strides(),
+               ") and the written-to tensor (shape ", out.shape(), ", strides ", out.strides(),
+               ") share some memory laid out differently; clone() the input first");
+  }
+}
+
 void dispatch_into(const OpDef& op, std::vector<Tensor> inputs, const Attrs& given,
                    const Tensor& out) {
   KILN_ASSERT(op.kind != OpKind::View && op.num_outputs == 1, op.name,
@@ -400,6 +420,7 @@ void dispatch_into(const OpDef& op, std::vector<Tensor> inputs, const Attrs& giv
              " doesn't match the broadcast shape ", result.shape);
   KILN_CHECK(can_cast(result.dtype, out.dtype()), op.name, ": result type ", result.dtype,
              " can't be cast to the desired output type ", out.dtype());
+  check_write_overlap(op.name, inputs, out);
   InplaceCheck check = g_inplace_check.load(std::memory_order_relaxed);
   if (check && out.requires_grad()) check(op, out);
   if (t_observer) t_observer->before_write(op, inputs, out);

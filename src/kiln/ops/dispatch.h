@@ -6,6 +6,7 @@
 #pragma once
 
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "kiln/core/trace_hook.h"
@@ -20,6 +21,12 @@ Tensor dispatch1(const OpDef& op, std::vector<Tensor> inputs, const Attrs& attrs
 // Runs a one-output op writing into `out` (in-place ops, copy_). The result
 // must broadcast to out's shape and be castable to out's dtype; out's version
 // counter is bumped.
+// Refuses an in-place write whose destination repeats memory (an expanded
+// tensor) or shares memory with an input laid out differently (PyTorch's
+// rule); dispatch_into() calls it, and so do in-place ops that dispatch
+// under another op's name (copy_ runs cast).
+void check_write_overlap(std::string_view op_name, const std::vector<Tensor>& inputs,
+                         const Tensor& out);
 void dispatch_into(const OpDef& op, std::vector<Tensor> inputs, const Attrs& attrs,
                    const Tensor& out);
 
