@@ -43,13 +43,16 @@ enum class StepThreads : uint8_t {
   All,     // every step on the caller's team
 };
 
-// For eager ops from now on and plans lowered from now on. The default: KILN_STEP_THREADS ("choose"
-// or "all") when set, else Choose.
+// For eager ops and for plans lowered from now on. The default:
+// KILN_STEP_THREADS ("choose" or "all") when set, else Choose.
 void set_step_threads(StepThreads mode);
 StepThreads step_threads();
 
-// A step estimated to take less than this on one thread runs on one.
-inline constexpr int64_t kTwoThreadMinNs = 20'000;
+// A step estimated to take less than this on one thread runs on one. With
+// libgomp's spin bounded (docs/kernels.md, "Threads"), a thread idle longer
+// than the spin sleeps, and waking it costs 20-40 us on the VM the
+// benchmarks run on: a step must save more than that by halving.
+inline constexpr int64_t kTwoThreadMinNs = 50'000;
 
 // The estimated nanoseconds on one thread of a step of `op` over these
 // views, or -1 when the model does not know the op.
