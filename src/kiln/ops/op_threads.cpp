@@ -10,15 +10,17 @@
 namespace kiln {
 namespace {
 
-// One thread's rates, measured on the 2-core EPYC the benchmarks run on
-// (bench/threads.py): oneDNN and kiln's GEMM reach about 20 multiply-adds
-// per ns on batch-1 convolutions and matmuls with a long reduction; a
-// depthwise or otherwise short reduction (under kShortReduction
-// multiply-adds per output) moves more bytes per multiply-add and reaches
-// about 3; memory-bound kernels move about 6 bytes per ns.
+// One thread's rates on the 2-core EPYC the benchmarks run on, from the
+// profiler's one-thread step times (bench/threads.py's models): oneDNN and
+// kiln's GEMM reach about 20 multiply-adds per ns on batch-1 convolutions
+// and matmuls with a long reduction; a depthwise or otherwise short
+// reduction (under kShortReduction multiply-adds per output) moves more
+// bytes per multiply-add and reaches about 3; memory-bound kernels on
+// batch-1 data, mostly in cache, move 13-80 bytes per ns (max pooling the
+// slowest, a broadcast multiply 50): 20 is taken.
 constexpr double kDenseMacsPerNs = 20.0;
 constexpr double kShortMacsPerNs = 3.0;
-constexpr double kBytesPerNs = 6.0;
+constexpr double kBytesPerNs = 20.0;
 constexpr int64_t kShortReduction = 64;
 
 // Opaque ops whose time goes with the bytes they move (Elementwise and
