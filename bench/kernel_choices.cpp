@@ -16,9 +16,11 @@
 //    stride-2 pool over 64x112x112, general loop 4658 µs, float32 path 473,
 //    oneDNN 346. oneDNN stays out all the same: it drops NaNs (a window
 //    holding NaN and 5 gives 5; PyTorch and kiln give NaN).
-// 3. Small float32 convolutions (LeNet's two layers): cpu::conv2d_direct_f32,
-//    vectorized over output channels, against oneDNN's convolution, which
-//    reorders the weights into its blocked layout on every call.
+// 3. Small float32 convolutions (LeNet's two layers; the stems of
+//    MobileNetV3 and of PP-OCR's classifier, 3 -> 16 and 3 -> 8 at stride
+//    2): cpu::conv2d_direct_f32, vectorized over output channels, against
+//    oneDNN's convolution, which reorders the weights into its blocked
+//    layout on every call.
 // 4. Float32 GEMM with rows of a contiguous (linear layers at batch > 1, most
 //    matmuls): cpu::gemm_f32 (packs b per call, as eager does) and
 //    cpu::gemm_f32_packed (b packed once, as compiled plans keep weights)
@@ -205,6 +207,22 @@ void bench_conv(int64_t batch, int64_t c, int64_t size, int64_t oc, int64_t padd
       onednn / own);
 }
 
+// A network's first layer (MobileNetV3's and PP-LCNet's stem): x [1, 3,
+// size, size], w [oc, 3, 3, 3], stride 2, padding 1.
+void bench_stem(int64_t oc, int64_t size) {
+  const int64_t out_size = (size - 1) / 2 + 1;
+  const int64_t x_shape[4] = {1, 3, size, size}, w_shape[4] = {oc, 3, 3, 3};
+  const int64_t y_shape[4] = {1, oc, out_size, out_size};
+  ConvProblem q(x_shape, w_shape, y_shape);
+  kiln::cpu::Conv2dParams p;
+  p.padding[0] = p.padding[1] = 1;
+  p.stride[0] = p.stride[1] = 2;
+  double onednn = time_us([&] { kiln::cpu::conv2d_onednn_f32(q.yv, q.xv, q.wv, q.bv, p); });
+  double own = time_us([&] { kiln::cpu::conv2d_direct_f32(q.yv, q.xv, q.wv, q.bv, p); });
+  std::printf("stem 3x%3lldx%3lld -> %2lld s2   onednn %8.2f us   direct %8.2f us   %5.1fx\n",
+              (long long)size, (long long)size, (long long)oc, onednn, own, onednn / own);
+}
+
 // A depthwise convolution: x [1, c, size, size], w [c, 1, k, k], padding k / 2.
 void bench_depthwise(int64_t c, int64_t size, int64_t k, int64_t stride) {
   const int64_t out_size = (size + 2 * (k / 2) - k) / stride + 1;
@@ -312,6 +330,10 @@ int main(int argc, char** argv) {
     if (!wanted("conv")) break;
     bench_conv(batch, 1, 28, 6, 2);
     bench_conv(batch, 6, 14, 16, 0);
+  }
+  if (wanted("conv")) {
+    bench_stem(16, 224);
+    bench_stem(8, 48);
   }
   if (wanted("gemm")) {
     for (int64_t m : {64, 1024}) {

@@ -22,11 +22,41 @@ from collections.abc import Iterator
 
 from kiln import _C
 
-__all__ = ["engine_limits", "engine_stats", "execution", "get_execution",
-           "get_num_interop_threads", "reset_engine_peak_stats", "set_engine_limits",
+__all__ = ["engine_busy_fallback", "engine_limits", "engine_stats", "engine_usable_cores",
+           "execution", "execution_in_effect", "get_execution", "get_num_interop_threads",
+           "reset_engine_peak_stats", "set_engine_busy_fallback", "set_engine_limits",
            "set_execution", "set_num_interop_threads", "synchronize", "waitall"]
 
 get_execution = _C.get_execution
+
+
+def execution_in_effect() -> str:
+    """The mode ops run in: get_execution(), except that "async" runs as
+    "sync" when this process may use one core only (its CPU affinity, its
+    cgroup's CPU quota, or KILN_ENGINE_CORES=1): a worker would only take
+    turns with the caller there, and queueing costs more than it saves. It
+    also says "sync" while async mode runs ops on the caller because its
+    workers waited too long for a core (set_engine_busy_fallback)."""
+    return _C.execution_in_effect()
+
+
+def set_engine_busy_fallback(on: bool) -> None:
+    """On (the default; KILN_ENGINE_BUSY_FALLBACK=0 starts it off): when an
+    engine worker spends a quarter of its time waiting for a core (other
+    programs keep the cores busy), async mode runs ops on the calling thread
+    for the next second, then tries the workers again. Errors still raise at
+    sync points; engine_stats()["busy_fallbacks"] counts the fallbacks."""
+    _C.set_engine_busy_fallback(on)
+
+
+def engine_busy_fallback() -> bool:
+    return _C.engine_busy_fallback()
+
+
+def engine_usable_cores() -> int:
+    """The cores the engine counts for this process (read once)."""
+    return _C.engine_usable_cores()
+
 set_num_interop_threads = _C.set_num_interop_threads
 get_num_interop_threads = _C.get_num_interop_threads
 

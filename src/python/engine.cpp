@@ -99,6 +99,8 @@ nb::dict stats_dict() {
   d["peak_in_flight_bytes"] = s.peak_in_flight_bytes;
   d["ran_inline"] = s.ran_inline;
   d["sync_waits"] = s.sync_waits;
+  d["waiter_wakeups"] = s.waiter_wakeups;
+  d["busy_fallbacks"] = s.busy_fallbacks;
   return d;
 }
 
@@ -112,6 +114,12 @@ void bind_engine(nb::module_& m) {
       [](const std::string& mode) { engine::set_execution(engine::parse_execution(mode)); },
       nb::arg("mode"));
   m.def("get_execution", [] { return std::string(engine::to_string(engine::execution())); });
+  m.def("execution_in_effect",
+        [] { return std::string(engine::to_string(engine::effective_execution())); });
+  m.def("engine_usable_cores", &engine::usable_cores);
+  m.def("set_engine_busy_fallback", &engine::set_busy_fallback, nb::arg("on"));
+  m.def("engine_busy_fallback", &engine::busy_fallback);
+  m.def("_engine_prefer_caller_for", &engine::prefer_caller_for, nb::arg("ms"));
   m.def("synchronize", &engine::synchronize);
   // At exit: let queued ops finish (their errors are no longer anyone's).
   m.def("_drain", [] {

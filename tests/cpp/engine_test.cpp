@@ -25,6 +25,7 @@ namespace {
 class EngineTest : public ::testing::Test {
  protected:
   void use(engine::Execution mode, int workers = 1) {
+    engine::set_busy_fallback(false);  // these tests queue whatever the machine's load
     engine::set_num_interop_threads(workers);
     engine::set_execution(mode);
   }
@@ -36,8 +37,33 @@ class EngineTest : public ::testing::Test {
     engine::set_execution(engine::Execution::Sync);
     engine::set_limits({});
     engine::set_num_interop_threads(1);
+    engine::prefer_caller_for(0);
+    engine::set_busy_fallback(true);
   }
 };
+
+TEST_F(EngineTest, BusyCoresSendLargeOpsToTheCallerWithAsyncErrors) {
+  use(engine::Execution::Async);
+  Tensor big = randn({256, 256});
+  Tensor queued = matmul(big, big);  // queued before the fallback: waited for, not raced
+  engine::set_busy_fallback(true);
+  engine::prefer_caller_for(60'000);
+  EXPECT_EQ(engine::effective_execution(), engine::Execution::Sync);
+  int64_t pushed = engine::stats().pushed;
+  Tensor sum = add(queued, big);  // 768 KiB touched: queued but for the fallback
+  EXPECT_EQ(engine::stats().pushed, pushed);
+  Tensor index = full({4}, 300.0, DType::Int64);
+  Tensor bad = index_select(big, 0, index);  // fails on the caller, raises at the sync point
+  EXPECT_EQ(engine::stats().pushed, pushed);
+  Error e = error_of([&] { bad.data_ptr(); });
+  EXPECT_EQ(e.kind(), ErrorKind::Index);
+  EXPECT_NO_THROW(engine::synchronize());
+  engine::set_execution(engine::Execution::Sync);
+  EXPECT_EQ(sum.to_vector<float>(), add(matmul(big, big), big).to_vector<float>());
+  engine::set_busy_fallback(false);  // a forced fallback needs it on
+  engine::set_execution(engine::Execution::Async);
+  EXPECT_EQ(engine::effective_execution(), engine::Execution::Async);
+}
 
 // A storage to hang a variable on.
 EngineVar* fresh_var(Storage& keep) {

@@ -180,6 +180,21 @@ TEST(Softmax, NonInnermostDimOfAPermutedInput) {
   }
 }
 
+// YOLOv8's box head: a softmax along dim 1 of a permuted view whose last
+// dim is contiguous and long (the column kernel, eight rows per vector,
+// with 3 columns past the last whole vector), into a permuted output too;
+// against float64 and against the same softmax of a dense copy.
+TEST(Softmax, DownColumnsOfAPermutedView) {
+  manual_seed(5);
+  Tensor x = permuted(randn({2, 4, 16, 19}), {0, 2, 1, 3});  // [2, 16, 4, 19]
+  Tensor want = softmax(to(x, DType::Float64), 1);
+  expect_all_near(softmax(x, 1), want.to_vector<double>(), 1e-6);
+  expect_all_near(softmax(clone(x), 1), want.to_vector<double>(), 1e-6);
+  Tensor out = permuted(zeros({2, 4, 16, 19}), {0, 2, 1, 3});
+  dispatch_into(op("softmax"), {x}, {{"dim", int64_t(1)}}, out);
+  expect_all_near(out, want.to_vector<double>(), 1e-6);
+}
+
 TEST(Reduction, ErrorsNameTheOpShapeAndDim) {
   Tensor x = zeros({2, 3});
   EXPECT_EQ(error_text([&] { sum(x, {3}); }),

@@ -91,6 +91,12 @@ CASES += [
     Case("pow", [uniform(0.1, 3, 4, 3, dtype="float64", layout="transposed"),
                  uniform(-2, 2, 3, dtype="float64")], pow_fn, name="f64_broadcast"),
     Case("pow", [randn(3, 4, layout="strided"), number(2)], pow_fn, name="square"),
+    # A square by a tensor exponent (ONNX Pow by a constant 2) runs as x * x:
+    # -0, infinities, NaN, overflow and underflow as pow gives them.
+    Case("pow", [values([[0.0, -0.0, float("inf"), float("-inf"), float("nan"), 3e20, -1.5e-23,
+                          -7.25]]), values(2.0)], pow_fn, name="square_tensor_exponent", fd=False),
+    Case("pow", [uniform(0.1, 3, 2, 3, 5, layout="transposed"), values([2.0])], pow_fn,
+         name="square_broadcast_exponent"),
     Case("pow", [uniform(0, 4, 3, 4), number(0.5)], pow_fn, name="sqrt_number"),
     Case("pow", [number(2.0), uniform(-3, 3, 5)], pow_fn, name="number_base"),
     Case("pow", [number(2), ints(0, 10, 5)], pow_fn, name="int_number_base"),

@@ -27,6 +27,13 @@ CONV = [
     Case("conv2d", [randn(1, 4, 6, 6), randn(4, 1, 3, 3), randn(4)],
          conv(padding=(1, 1), groups=4), attrs={"padding": [1, 1], "groups": 4},
          name="depthwise", reduce_len=9),
+    # 1x1 over a 1x1 image at batch 1: a matrix-vector product
+    # (conv_matvec.cpp), with and without bias, an input whose channels are
+    # strided.
+    Case("conv2d", [randn(1, 40, 1, 1), randn(24, 40, 1, 1), randn(24)], conv(),
+         name="1x1_image_matvec", reduce_len=40),
+    Case("conv2d", [randn(1, 12, 1, 1, layout="transposed"), randn(5, 12, 1, 1), absent()],
+         conv(), name="1x1_image_matvec_strided_no_bias", reduce_len=12),
     Case("conv2d", [randn(2, 3, 6, 5, layout="transposed"), randn(4, 3, 3, 2, layout="strided"),
                     randn(4, layout="strided")], conv(), name="non_contiguous", reduce_len=18),
     Case("conv2d", [randn(2, 3, 6, 5, layout="expanded"), randn(2, 3, 3, 1), randn(2)],
@@ -34,6 +41,24 @@ CONV = [
          name="expanded_asymmetric", reduce_len=9),
     Case("conv2d", [randn(3, 8, 8), randn(2, 3, 3, 3), randn(2)], conv(stride=(2, 2)),
          attrs={"stride": [2]}, name="unbatched_single_stride", reduce_len=27),
+    # One input channel, long kernels, a hop: an STFT as a convolution, which
+    # runs as a GEMM over the overlapping frames (conv_frames.cpp); as a row,
+    # as a column (1-D convolutions written either way), and as the loop
+    # where the row is not contiguous.
+    Case("conv2d", [randn(2, 1, 1, 300), randn(12, 1, 1, 64), randn(12)], conv(stride=(1, 24)),
+         attrs={"stride": [1, 24]}, name="stft_frames", reduce_len=64),
+    Case("conv2d", [randn(1, 1, 200, 1), randn(9, 1, 40, 1), absent()], conv(stride=(17, 1)),
+         attrs={"stride": [17, 1]}, name="stft_frames_column", reduce_len=40),
+    Case("conv2d", [randn(1, 1, 1, 90, layout="strided"), randn(8, 1, 1, 33), randn(8)],
+         conv(stride=(1, 50)), attrs={"stride": [1, 50]}, name="stft_frames_strided",
+         reduce_len=33),
+    # Few output pixels, more than 16 filters: a GEMM over copied patches.
+    Case("conv2d", [randn(1, 20, 1, 4), randn(24, 20, 1, 3), randn(24)],
+         conv(padding=(0, 1)), attrs={"padding": [0, 1]}, name="few_pixels_1d", reduce_len=60),
+    Case("conv2d", [randn(2, 3, 3, 3, layout="transposed"), randn(18, 3, 3, 3), absent()],
+         conv(stride=(2, 2), padding=(1, 1), dilation=(1, 2)),
+         attrs={"stride": [2, 2], "padding": [1, 1], "dilation": [1, 2]},
+         name="few_pixels_2d", reduce_len=27),
     Case("conv2d", [randn(0, 3, 5, 5), randn(2, 3, 3, 3), randn(2)], conv(), name="empty_batch"),
     Case("conv2d", [randn(2, 3, 7, 6, dtype="float64"), randn(4, 3, 3, 3, dtype="float64"),
                     randn(4, dtype="float64")], conv(padding=(1, 1), dilation=(2, 1)),

@@ -143,6 +143,27 @@ CONV2D_FUSED_NHWC = [
               groups=2, padding=(1, 1), reduce_len=36),
     nhwc_conv("nhwc_depthwise_stride2", [randn(1, 11, 11, 16), randn(16, 1, 5, 5), randn(16)],
               "tanh", groups=16, padding=(2, 2), stride=(2, 2), reduce_len=25),
+    # Depthwise layers inside a chain (MobileNet's, PP-LCNet's: oneDNN's
+    # channels-last kernel), with their activations: relu6, hardswish,
+    # hardsigmoid; odd channel counts, odd sizes at stride 2, 1x1 images,
+    # batch 2, a residual.
+    nhwc_conv("nhwc_depthwise_3x3_relu6_odd_channels", [randn(1, 9, 7, 7), randn(7, 1, 3, 3),
+                                                        randn(7)],
+              "clamp", 0.0, 6.0, groups=7, padding=(1, 1)),
+    nhwc_conv("nhwc_depthwise_5x5_stride2_hardswish_batch2", [randn(2, 11, 9, 24),
+                                                              randn(24, 1, 5, 5), randn(24)],
+              "hardswish", 1 / 6, 0.5, groups=24, padding=(2, 2), stride=(2, 2), reduce_len=25),
+    nhwc_conv("nhwc_depthwise_3x3_stride2_hardsigmoid", [randn(1, 7, 7, 40), randn(40, 1, 3, 3),
+                                                         absent()],
+              "hardsigmoid", 1 / 6, 0.5, groups=40, padding=(1, 1), stride=(2, 2)),
+    nhwc_conv("nhwc_depthwise_1x1_image_relu_residual", [randn(1, 1, 1, 16), randn(16, 1, 3, 3),
+                                                         randn(16), randn(1, 1, 1, 16)],
+              "relu", groups=16, padding=(1, 1)),
+    # A 1x1 convolution over a 1x1 image at batch 1 (squeeze-excitation's
+    # FCs) is a matrix-vector product (conv_matvec.cpp), either layout.
+    nhwc_conv("nhwc_1x1_image_matvec_hardsigmoid_residual",
+              [randn(1, 1, 1, 72), randn(288, 72, 1, 1), randn(288), randn(1, 1, 1, 288)],
+              "hardsigmoid", 1 / 6, 0.5, reduce_len=72),
     nhwc_conv("nhwc_strided_input", [randn(1, 10, 10, 16, layout="transposed"),
                                      randn(16, 16, 3, 3), randn(16)], "relu", padding=(1, 1),
               reduce_len=144),
@@ -192,6 +213,15 @@ MAX_POOL2D_NHWC = [
 # output pixels) and plain (1x1), kiln's depthwise kernel (groups == C) and
 # its direct kernel (at most 16 output channels), the float64 loop.
 CONV2D_FUSED = [
+    # Squeeze-excitation's FCs: 1x1 over a 1x1 image at batch 1, a
+    # matrix-vector product (conv_matvec.cpp); at batch 2 oneDNN's.
+    fused_conv("se_fc_matvec_relu", [randn(1, 96, 1, 1), randn(24, 96, 1, 1), randn(24)], "relu",
+               reduce_len=96),
+    fused_conv("se_fc_matvec_hardsigmoid_residual_no_bias",
+               [randn(1, 24, 1, 1), randn(96, 24, 1, 1), absent(), randn(1, 96, 1, 1)],
+               "hardsigmoid", 0.2, 0.5, reduce_len=24),
+    fused_conv("se_fc_batch2", [randn(2, 96, 1, 1), randn(24, 96, 1, 1), randn(24)], "relu",
+               reduce_len=96),
     fused_conv("resnet_relu_residual", [randn(1, 8, 10, 10), randn(32, 8, 3, 3), randn(32),
                                         randn(1, 32, 10, 10)], "relu", padding=(1, 1),
                reduce_len=72),

@@ -261,6 +261,19 @@ SOFTMAX_CASES = [
     softmax_case("softmax", randn(), 0, name="zero_dim"),
     softmax_case("softmax", randn(0, 4), 1, name="empty"),
     softmax_case("softmax", randn(8, 4096), 1, name="long_rows"),
+    # Along a dim that is not the last, with at least 8 columns after it:
+    # eight rows at once down the columns (YOLOv8's box head), the columns
+    # past the last whole vector by the row loop; a NaN, an infinity and a
+    # row of -inf among them.
+    softmax_case("softmax", randn(2, 5, 3, 11), 1, name="columns"),
+    softmax_case("softmax", randn(16, 4, 6), 0, name="columns_dim0"),
+    softmax_case("softmax", randn(3, 16, 9, layout="expanded"), 1, name="columns_expanded"),
+    softmax_case("softmax", randn(3, 16, 9, layout="expanded"), 0, name="columns_expanded_dim0"),
+    softmax_case("softmax", randn(2, 0, 3, 8), 2, name="columns_empty"),
+    softmax_case("softmax", values([[[1.0, NAN, 2.0, -INF, 0.5, 1.0, 3.0, -1.0, 2.0],
+                                     [2.0, 1.0, INF, -INF, 0.5, 1.0, 3.0, -2.0, 7.0],
+                                     [3.0, 0.0, 1.0, -INF, 0.5, 1.0, 3.0, -3.0, 1.0]]]), 1,
+                 name="columns_special", fd=False),
     softmax_case("log_softmax", randn(3, 5), 1),
     softmax_case("log_softmax", randn(3, 5, dtype="float64", layout="transposed"), 0,
                  name="f64_transposed"),

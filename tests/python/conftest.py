@@ -4,3 +4,11 @@ import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "oracle"))
+
+import kiln  # noqa: E402
+
+# The engine's fallback to the caller when its workers wait for busy cores
+# (kiln.set_engine_busy_fallback) depends on the machine's load; the tests
+# of queueing turn it off so that they check the same thing on a busy
+# machine, and test_engine_scheduling.py forces it where it tests it.
+kiln.set_engine_busy_fallback(False)

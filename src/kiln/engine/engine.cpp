@@ -1,10 +1,14 @@
 #include "kiln/engine/engine.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
+#include "kiln/engine/busy_cores.h"
 #include "kiln/engine/scheduler.h"
 #include "kiln/util/profile_recorder.h"
 
@@ -33,10 +37,8 @@ Var* install(EngineVarSlot& slot, bool carries_failures = true) {
 
 // Each variable once; one both read and written is a write. A queued op
 // holds a reference to each, so a storage freed while its ops are queued
-// keeps its variable until they finish (an op run at once needs none: its
-// caller holds the tensors).
-void collect(Op& op, std::span<EngineVar* const> reads, std::span<EngineVar* const> writes,
-             bool retain) {
+// keeps its variable until they finish.
+void collect(Op& op, std::span<EngineVar* const> reads, std::span<EngineVar* const> writes) {
   for (EngineVar* v : writes) {
     auto* var = static_cast<Var*>(v);
     if (!op.writes.contains(var)) op.writes.push_back(var);
@@ -45,14 +47,85 @@ void collect(Op& op, std::span<EngineVar* const> reads, std::span<EngineVar* con
     auto* var = static_cast<Var*>(v);
     if (!op.writes.contains(var) && !op.reads.contains(var)) op.reads.push_back(var);
   }
-  if (!retain) return;
   for (const detail::VarList* vars : {&op.reads, &op.writes}) {
     for (Var* var : *vars)
       var->retain();
   }
 }
 
+// The CPUs the cgroup's quota allows (cgroup v2, then v1), or 0 when
+// there is no quota.
+int cgroup_quota_cores() {
+  std::ifstream v2("/sys/fs/cgroup/cpu.max");
+  std::string quota;
+  double period = 0;
+  if (v2 >> quota >> period) {
+    double limit = quota == "max" ? 0 : std::strtod(quota.c_str(), nullptr);  // never throws
+    return limit > 0 && period > 0 ? std::max(1, int(limit / period)) : 0;
+  }
+  std::ifstream v1_quota("/sys/fs/cgroup/cpu/cpu.cfs_quota_us");
+  std::ifstream v1_period("/sys/fs/cgroup/cpu/cpu.cfs_period_us");
+  double q = 0;
+  if (v1_quota >> q && v1_period >> period && q > 0 && period > 0)
+    return std::max(1, int(q / period));
+  return 0;
+}
+
+int detect_usable_cores() {
+  if (const char* env = std::getenv("KILN_ENGINE_CORES"); env && *env) {
+    int n = std::atoi(env);
+    KILN_CHECK_VALUE(n >= 1, "KILN_ENGINE_CORES: expected a number of cores >= 1, got '", env, "'");
+    return n;
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  int quota = cgroup_quota_cores();
+  return quota > 0 ? std::min(cores, quota) : cores;
+}
+
 }  // namespace
+
+// Note [Async needs a second core]
+// Async mode pays by running kernels on a worker while the caller goes on;
+// with one core the two take turns, and every queued op only adds the
+// hand-over (a push, a wake, a context switch, cache lines changing hands).
+// So when the process may use one core only (its CPU affinity, its
+// cgroup's quota, or KILN_ENGINE_CORES=1), async mode runs every op as sync
+// mode does, on the caller: kiln picks sync by itself, and says so in
+// effective_execution() (kiln.execution_in_effect()).
+int usable_cores() {
+  static const int cores = detect_usable_cores();
+  return cores;
+}
+
+namespace {
+bool async_with_workers() {
+  return execution() == Execution::Async && usable_cores() >= 2;
+}
+}  // namespace
+
+Execution effective_execution() {
+  if (execution() == Execution::Sync) return Execution::Sync;
+  return async_with_workers() && !detail::busy_cores().caller_preferred() ? Execution::Async
+                                                                          : Execution::Sync;
+}
+
+bool caller_preferred() {
+  return detail::busy_cores().caller_preferred();
+}
+
+void set_busy_fallback(bool on) {
+  detail::busy_cores().set_enabled(on);
+}
+
+bool busy_fallback() {
+  return detail::busy_cores().enabled();
+}
+
+void prefer_caller_for(int64_t ms) {
+  detail::busy_cores().prefer_caller_for(ms * 1'000'000);
+}
 
 void set_execution(Execution mode) {
   g_mode.store(int(mode), std::memory_order_relaxed);
@@ -77,7 +150,7 @@ const char* to_string(Execution mode) {
 }
 
 bool pushing() {
-  return execution() == Execution::Async && !detail::in_running_op();
+  return async_with_workers() && !detail::in_running_op();
 }
 
 EngineVar* var_of(const StorageImpl& storage) {
@@ -138,17 +211,47 @@ void push(std::function<void()> fn, std::span<EngineVar* const> reads,
   if (!op->site.where) op->site.where = caller_location();  // the worker cannot ask
   op->bytes = bytes;
   if (profiler::recording()) op->queued_ns = profiler::now_ns();
-  collect(*op, reads, writes, /*retain=*/true);
+  collect(*op, reads, writes);
   s.push(op);
 }
 
 bool run_if_idle(FunctionRef fn, std::span<EngineVar* const> reads,
                  std::span<EngineVar* const> writes, Site site) {
   if (!pushing()) return false;
-  Op op;
-  op.site = site;
-  collect(op, reads, writes, /*retain=*/false);
-  return detail::scheduler().run_inline(op, fn);
+  for (auto vars : {reads, writes}) {
+    for (EngineVar* v : vars) {
+      if (!detail::idle(static_cast<const Var*>(v))) return false;
+    }
+  }
+  return detail::scheduler().run_at_once(fn, site, [&] {
+    std::vector<Var*> written;
+    for (EngineVar* v : writes)
+      written.push_back(static_cast<Var*>(v));
+    return written;
+  });
+}
+
+bool run_if_idle(FunctionRef fn, std::span<EngineVarSlot* const> reads,
+                 std::span<EngineVarSlot* const> writes, Site site, bool wait_for_pending) {
+  if (!pushing()) return false;
+  if (wait_for_pending) {
+    for (auto slots : {reads, writes}) {
+      for (EngineVarSlot* slot : slots) {
+        if (auto* var = static_cast<Var*>(slot->get())) detail::scheduler().wait_var_quietly(*var);
+      }
+    }
+  }
+  for (auto slots : {reads, writes}) {
+    for (EngineVarSlot* slot : slots) {
+      if (!detail::idle(static_cast<const Var*>(slot->get()))) return false;
+    }
+  }
+  return detail::scheduler().run_at_once(fn, site, [&] {
+    std::vector<Var*> written;
+    for (EngineVarSlot* slot : writes)
+      written.push_back(install(*slot));  // a generator's exists: it keeps carrying none
+    return written;
+  });
 }
 
 void synchronize() {

@@ -54,8 +54,29 @@ Execution execution();
 Execution parse_execution(const std::string& name);  // ValueError for other names
 const char* to_string(Execution mode);
 
-// True when an op issued now on this thread is queued: async mode, outside
-// a running op.
+// The mode ops run in: execution(), except that async mode runs them as
+// sync mode does when the process may use one core only (Note [Async needs
+// a second core] in engine.cpp), and says "sync" while it runs them on the
+// caller because the cores are busy (caller_preferred()).
+Execution effective_execution();
+// The cores this process may use: its CPU affinity and cgroup quota, or
+// KILN_ENGINE_CORES; read once.
+int usable_cores();
+
+// True while async mode runs ops on the caller because its workers waited
+// too long for a core (Note [Busy cores] in busy_cores.cpp): dispatch then
+// runs each op with run_if_idle(..., wait_for_pending = true).
+bool caller_preferred();
+// Turns that fallback on (the default; KILN_ENGINE_BUSY_FALLBACK=0 starts
+// it off) or off.
+void set_busy_fallback(bool on);
+bool busy_fallback();
+// Prefers the caller for the next `ms` milliseconds as if the workers had
+// been starved (0 ends it): for tests, and for a caller that knows.
+void prefer_caller_for(int64_t ms);
+
+// True when an op issued now on this thread is queued: async mode in
+// effect, outside a running op.
 bool pushing();
 
 // The engine's variable of a storage or generator (made on first use). A
@@ -141,6 +162,14 @@ class FunctionRef {
 // `site.where` may be null: it is asked of the site hook only on failure.
 bool run_if_idle(FunctionRef fn, std::span<EngineVar* const> reads,
                  std::span<EngineVar* const> writes, Site site);
+// The same over the slots of storages (and the generator): a storage that
+// never had an op queued has no variable, and none is made for it unless
+// the op fails (its failure needs one). A generator's slot must hold its
+// variable already (var_of(Generator&)), so it carries no failure. With
+// `wait_for_pending`, it first waits for the ops pending there (not a sync
+// point: a failure they leave is not raised) and refuses only a failure.
+bool run_if_idle(FunctionRef fn, std::span<EngineVarSlot* const> reads,
+                 std::span<EngineVarSlot* const> writes, Site site, bool wait_for_pending = false);
 
 // Waits for every pushed op; raises a failure no sync point raised yet.
 void synchronize();
@@ -173,6 +202,12 @@ struct Stats {
   int64_t peak_in_flight_bytes = 0;
   int64_t ran_inline = 0;  // ops async mode ran at once (run_if_idle)
   int64_t sync_waits = 0;  // sync points that found ops pending and waited
+  // Times an op's end woke threads sleeping at a sync point, synchronize()
+  // or backpressure: once per wait that sleeps, not once per op.
+  int64_t waiter_wakeups = 0;
+  // Times a worker found it waited too long for a core and async mode ran
+  // ops on the caller for a while (Note [Busy cores]).
+  int64_t busy_fallbacks = 0;
 };
 Stats stats();
 void reset_peak_stats();

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "kiln/engine/busy_cores.h"
 #include "kiln/kernels/cpu/parallel.h"
 #include "kiln/util/profile_recorder.h"
 
@@ -138,31 +139,46 @@ void Scheduler::free_retired() {
   }
 }
 
+// Note [Waking a waiter once]
+// A thread that sleeps at a sync point registers what it waits for: the
+// variable (Var::waiters), the end of all work (all_waiters_) or room in
+// flight (throttle_waiters_), and an op's end wakes it only when that came
+// true. Waking every sleeper at every op's end (as kiln first did) woke a
+// Python thread waiting on a tensor 500 times in a W1 loop at batch 64: a
+// futex call on the worker and a context switch to the waiter per op, the
+// waiter taking a core from the kernels. Registration and the condition are
+// both sequentially consistent atomics, so either the op's end sees the
+// registration and wakes (under wait_mutex_), or the waiter, registered,
+// sees the condition true before it sleeps.
 template <typename Done>
-void Scheduler::wait_until(Done done) {
+void Scheduler::wait_until(std::atomic<int>& registry, Done done) {
   if (done() || spin_until(done)) {
     free_retired();
     return;
   }
   void* token = blocking_.enter ? blocking_.enter() : nullptr;
-  waiters_.fetch_add(1);
+  registry.fetch_add(1);
   {
     std::unique_lock<std::mutex> lock(wait_mutex_);
     wait_cv_.wait(lock, done);
   }
-  waiters_.fetch_sub(1);
+  registry.fetch_sub(1);
   if (blocking_.leave) blocking_.leave(token);
   free_retired();
 }
 
 void Scheduler::wait_var_idle(Var& var) {
   sync_waits_.fetch_add(1, std::memory_order_relaxed);
-  wait_until([&] { return var.pending.load() == 0; });
+  wait_var_quietly(var);
+}
+
+void Scheduler::wait_var_quietly(Var& var) {
+  wait_until(var.waiters, [&] { return var.pending.load() == 0; });
 }
 
 void Scheduler::wait_all() {
   if (t_in_running_op) return;
-  wait_until([&] { return in_flight_.load() == 0; });
+  wait_until(all_waiters_, [&] { return in_flight_.load() == 0; });
 }
 
 void Scheduler::throttle(int64_t bytes) {
@@ -172,7 +188,7 @@ void Scheduler::throttle(int64_t bytes) {
     return ops < max_ops_.load(std::memory_order_relaxed) &&
            in_flight_bytes_.load() + bytes <= max_bytes_.load(std::memory_order_relaxed);
   };
-  wait_until(fits);
+  wait_until(throttle_waiters_, fits);
 }
 
 void Scheduler::raise_if_poisoned(Var& var) {
@@ -291,9 +307,12 @@ Op* Scheduler::pop_ready() {
 // and one hand-over less per op, and the data is in this core's cache.
 void Scheduler::worker_loop(int intra_threads) {
   cpu::set_num_threads(intra_threads);
+  BusyCores::Sample sample;  // Note [Busy cores] in busy_cores.cpp
   Op* op = nullptr;
-  while (op || (op = pop_ready()))
+  while (op || (op = pop_ready())) {
     op = run(op);
+    busy_cores().after_op(sample);
+  }
 }
 
 Op* Scheduler::run(Op* op) {
@@ -332,56 +351,45 @@ Op* Scheduler::run(Op* op) {
 // a loop of small ops was slower async than sync. An op whose variables
 // have nothing pending depends on nothing outstanding, and nothing queued
 // can depend on it yet: running it at once on the caller gives the order
-// and values of queueing it. It is granted its variables as a queued op is
-// (under the state mutex, so another thread's push on them queues behind
-// it), runs as a running op (nested ops inline, no sync point waits), and
-// its failure is stored on what it writes, not thrown: a sync point raises
-// it, as for any async op. Only small ops come here (the caller's cost
-// model, Limits::inline_bytes): a large kernel is still queued, so the
-// caller runs ahead of it.
-bool Scheduler::run_inline(Op& op, FunctionRef fn) {
-  auto idle = [](const VarList& vars) {
-    return std::all_of(vars.begin(), vars.end(), [](const Var* v) {
-      return v->pending.load(std::memory_order_acquire) == 0 &&
-             !v->poisoned.load(std::memory_order_relaxed);
-    });
-  };
-  if (!idle(op.reads) || !idle(op.writes)) return false;  // the usual refusal, without the lock
-  {
-    std::lock_guard<std::mutex> lock(state_mutex_);
-    if (!idle(op.reads) || !idle(op.writes)) return false;
-    for (Var* v : op.reads) {
-      v->pending.fetch_add(1, std::memory_order_relaxed);
-      ++v->running_reads;
-    }
-    for (Var* v : op.writes) {
-      v->pending.fetch_add(1, std::memory_order_relaxed);
-      v->running_write = true;
-    }
+// and values of queueing it. It takes no lock and marks nothing pending: an
+// op another thread pushes on the same memory meanwhile may run beside it,
+// which is the race the two threads' ops would have in sync mode (and a
+// storage no op was ever queued on gets no variable at all). It runs as a
+// running op (nested ops inline, no sync point waits), and its failure is
+// stored on what it writes, not thrown: a sync point raises it, as for any
+// async op. Only small ops come here (the caller's cost model,
+// Limits::inline_bytes): a large kernel is still queued, so the caller runs
+// ahead of it.
+std::exception_ptr Scheduler::run_as_running_op(FunctionRef fn) {
+  RunningOp running;
+  try {
+    fn();
+  } catch (...) {
+    return std::current_exception();
   }
-  in_flight_.fetch_add(1);
-  ran_inline_.fetch_add(1, std::memory_order_relaxed);
-  std::shared_ptr<Failure> failure;
-  {
-    RunningOp running;
-    try {
-      fn();
-    } catch (...) {
-      if (!op.site.where) op.site.where = caller_location();  // asked only now: it costs
-      failure = failure_of(std::current_exception(), op.site);
-    }
+  return nullptr;
+}
+
+void Scheduler::store_failure(std::exception_ptr error, Site site,
+                              const std::vector<Var*>& written) {
+  if (!site.where) site.where = caller_location();  // asked only now: it costs
+  std::shared_ptr<Failure> failure = failure_of(error, site);
+  std::lock_guard<std::mutex> lock(state_mutex_);
+  unreported_.push_back(failure);
+  for (Var* v : written) {
+    if (!v->carries_failures) continue;
+    v->failure = failure;
+    v->poisoned.store(true, std::memory_order_release);
   }
-  release_vars(op, failure, failure != nullptr, nullptr);
-  in_flight_.fetch_sub(1);
-  notify_waiters();
-  return true;
 }
 
 // The op is done: its variables grant the ops waiting on them and take its
 // failure. The first op made ready goes to `keep` (when given), the others
-// to the ready queue.
-void Scheduler::release_vars(const Op& op, const std::shared_ptr<Failure>& failure,
+// to the ready queue. Returns whether a variable with a sleeping waiter
+// went idle.
+bool Scheduler::release_vars(const Op& op, const std::shared_ptr<Failure>& failure,
                              bool new_failure, Op** keep) {
+  bool var_waited = false;
   thread_local std::vector<Op*> ready;  // kept: no allocation per op
   ready.clear();
   {
@@ -399,30 +407,43 @@ void Scheduler::release_vars(const Op& op, const std::shared_ptr<Failure>& failu
       grant_waiting(*v, ready);
     }
     for (const VarList* vars : {&op.reads, &op.writes}) {
-      for (Var* v : *vars)
-        v->pending.fetch_sub(1);
+      for (Var* v : *vars) {
+        if (v->pending.fetch_sub(1) == 1 && v->waiters.load() > 0) var_waited = true;
+      }
     }
   }
   size_t first = 0;
   if (keep && !ready.empty()) *keep = ready[first++];
   for (size_t i = first; i < ready.size(); ++i)
     enqueue(ready[i]);
+  return var_waited;
 }
 
-void Scheduler::notify_waiters() {
-  if (waiters_.load() == 0) return;
+// Note [Waking a waiter once]: only a sleeper whose condition came true. A
+// pusher held back by the in-flight limits waits until half of them is
+// free (or nothing is in flight), not for the first op to end: it then
+// pushes a batch before it sleeps again, rather than trading places with
+// the worker at every op.
+void Scheduler::notify_waiters(bool var_waited, int64_t ops_left, int64_t bytes_left) {
+  bool drained = ops_left <= max_ops_.load(std::memory_order_relaxed) / 2 &&
+                 bytes_left <= max_bytes_.load(std::memory_order_relaxed) / 2;
+  bool wake = var_waited || (ops_left == 0 && all_waiters_.load() > 0) ||
+              ((drained || ops_left == 0) && throttle_waiters_.load() > 0);
+  if (!wake) return;
+  waiter_wakeups_.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(wait_mutex_);
   wait_cv_.notify_all();
 }
 
 Op* Scheduler::complete(Op* op, const std::shared_ptr<Failure>& failure, bool new_failure) {
   Op* next = nullptr;
-  release_vars(*op, failure, new_failure, &next);
+  bool var_waited = release_vars(*op, failure, new_failure, &next);
   const int64_t bytes = op->bytes;
   retire(op);  // the last touch: the issuing side may free it from here on
-  in_flight_bytes_.fetch_sub(bytes);
-  in_flight_.fetch_sub(1);  // after retire: synchronize() frees every finished op
-  notify_waiters();
+  int64_t bytes_left = in_flight_bytes_.fetch_sub(bytes) - bytes;
+  // After retire: synchronize() frees every finished op.
+  int64_t ops_left = in_flight_.fetch_sub(1) - 1;
+  notify_waiters(var_waited, ops_left, bytes_left);
   return next;
 }
 
@@ -477,7 +498,9 @@ Stats Scheduler::stats() {
                in_flight_bytes_.load(),
                peak_in_flight_bytes_.load(),
                ran_inline_.load(),
-               sync_waits_.load()};
+               sync_waits_.load(),
+               waiter_wakeups_.load(),
+               busy_cores().fallbacks()};
 }
 
 void Scheduler::reset_peaks() {

@@ -56,6 +56,8 @@ class Var final : public EngineVar {
   // sync points. poisoned mirrors `failure != null` for the same reason.
   std::atomic<int64_t> pending{0};
   std::atomic<bool> poisoned{false};
+  // Threads sleeping until `pending` is 0 (Note [Waking a waiter once]).
+  std::atomic<int> waiters{0};
 
   bool idle() const { return head == queue.size(); }
 };
@@ -100,9 +102,18 @@ class Scheduler {
   Scheduler();
 
   void push(Op* op);
-  // run_if_idle (engine.h): `op` lives on the caller's stack.
-  bool run_inline(Op& op, FunctionRef fn);
-  void wait_var_idle(Var& var);
+  // run_if_idle (engine.h), once its variables were found idle: runs `fn`
+  // here; on failure, stores it on the variables written_vars() returns.
+  template <typename WrittenVars>
+  bool run_at_once(FunctionRef fn, Site site, WrittenVars written_vars) {
+    ran_inline_.fetch_add(1, std::memory_order_relaxed);
+    std::exception_ptr error = run_as_running_op(fn);
+    if (error) [[unlikely]]
+      store_failure(error, site, written_vars());
+    return true;
+  }
+  void wait_var_idle(Var& var);  // a sync point (counted in sync_waits)
+  void wait_var_quietly(Var& var);
   // Frees the ops workers finished: on the issuing side (a push or a wait),
   // see Note [Freeing on the issuing side] in scheduler.cpp.
   void free_retired();
@@ -120,17 +131,19 @@ class Scheduler {
   void set_blocking_hooks(BlockingHooks hooks) { blocking_ = hooks; }
 
  private:
+  static std::exception_ptr run_as_running_op(FunctionRef fn);
+  void store_failure(std::exception_ptr error, Site site, const std::vector<Var*>& written);
   template <typename Done>
-  void wait_until(Done done);
+  void wait_until(std::atomic<int>& registry, Done done);
   void grant_waiting(Var& var, std::vector<Op*>& ready);
   void enqueue(Op* op);
   Op* pop_ready();
   void worker_loop(int intra_threads);
   Op* run(Op* op);  // returns the op to run next on this worker, or null
   Op* complete(Op* op, const std::shared_ptr<Failure>& failure, bool new_failure);
-  void release_vars(const Op& op, const std::shared_ptr<Failure>& failure, bool new_failure,
+  bool release_vars(const Op& op, const std::shared_ptr<Failure>& failure, bool new_failure,
                     Op** keep);
-  void notify_waiters();
+  void notify_waiters(bool var_waited, int64_t ops_left, int64_t bytes_left);
   void start_workers_locked();
   void stop_workers();
 
@@ -153,16 +166,22 @@ class Scheduler {
 
   std::mutex wait_mutex_;
   std::condition_variable wait_cv_;
-  std::atomic<int> waiters_{0};
+  std::atomic<int> all_waiters_{0}, throttle_waiters_{0};  // sleeping in wait_all, throttle
 
   std::atomic<int64_t> in_flight_{0}, in_flight_bytes_{0};
   std::atomic<int64_t> pushed_{0}, peak_in_flight_{0}, peak_in_flight_bytes_{0};
-  std::atomic<int64_t> ran_inline_{0}, sync_waits_{0};
+  std::atomic<int64_t> ran_inline_{0}, sync_waits_{0}, waiter_wakeups_{0};
   std::atomic<int64_t> max_ops_, max_bytes_, inline_bytes_;
   BlockingHooks blocking_;
 };
 
 Scheduler& scheduler();
+// Nothing pending there and no failure: an op on it may run at once. A null
+// variable (a storage no op was ever queued on) is idle.
+inline bool idle(const Var* v) {
+  return v == nullptr || (v->pending.load(std::memory_order_acquire) == 0 &&
+                          !v->poisoned.load(std::memory_order_relaxed));
+}
 // Set while this thread runs a pushed op (a worker, or the caller in sync
 // mode): sync points do not wait there and nested pushes run inline.
 bool in_running_op();

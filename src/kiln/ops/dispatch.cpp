@@ -166,12 +166,49 @@ bool runs_on_caller(const OpDef& op) {
   return op.name == "custom_function" || is_collective(op);
 }
 
+// What an op reads and writes, as `Handle`s (EngineVarSlot* or EngineVar*)
+// that `of` gives for a storage and `generator` for the default generator:
+// reads (its inputs), then writes (its outputs, the inputs it mutates, and
+// the generator when it draws). Up to 32 on the stack; wider ops (cat) on
+// the heap.
+template <typename Handle>
+struct Touched {
+  Handle stack[32];
+  std::vector<Handle> heap;
+  Handle* base = stack;
+  size_t reads = 0, size = 0;
+
+  template <typename Of, typename Generator>
+  Touched(const OpDef& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+          const Tensor& cast_into, const std::vector<int>& mutated, Of of, Generator generator) {
+    size_t count = inputs.size() + outputs.size() + mutated.size() + 2;
+    if (count > 32) {
+      heap.resize(count);
+      base = heap.data();
+    }
+    for (const Tensor& t : inputs) {
+      if (t.defined()) base[size++] = of(*t.storage());
+    }
+    reads = size;
+    for (const Tensor& t : outputs)
+      base[size++] = of(*t.storage());
+    if (cast_into.defined()) base[size++] = of(*cast_into.storage());
+    for (int i : mutated) {  // an absent optional input (no running statistics) has none
+      if (inputs.at(size_t(i)).defined()) base[size++] = of(*inputs[size_t(i)].storage());
+    }
+    if (op.is_random) base[size++] = generator();
+  }
+  std::span<Handle const> read_span() const { return {base, reads}; }
+  std::span<Handle const> write_span() const { return {base + reads, size - reads}; }
+};
+
 // Runs the kernel now, or pushes it: it reads its inputs and writes its
 // outputs, the inputs it mutates (batch_norm's running statistics) and,
 // when it draws random numbers, the default generator, so draws keep the
 // order of sync mode. A small kernel whose memory has nothing pending runs
-// at once (Note [Running small ops at once], engine/scheduler.cpp). Note
-// [Sync points] in engine/engine.h.
+// at once (Note [Running small ops at once], engine/scheduler.cpp), asked
+// through the storages' slots: memory no op was ever queued on gets no
+// engine variable. Note [Sync points] in engine/engine.h.
 void launch(const OpDef& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
             const Attrs& attrs, const Tensor& cast_into = Tensor()) {
   if (!engine::pushing() || runs_on_caller(op)) {
@@ -179,33 +216,30 @@ void launch(const OpDef& op, const std::vector<Tensor>& inputs, const std::vecto
     return;
   }
   std::vector<int> mutated = op.mutated_inputs ? op.mutated_inputs(attrs) : std::vector<int>();
-  size_t count = inputs.size() + outputs.size() + mutated.size() + 2;
-  EngineVar* stack[32];
-  std::vector<EngineVar*> heap(count > 32 ? count : 0);  // only for very wide ops (cat)
-  EngineVar** base = count > 32 ? heap.data() : stack;
-  EngineVar** next = base;
-  for (const Tensor& t : inputs) {
-    if (t.defined()) *next++ = engine::var_of(*t.storage());
-  }
-  EngineVar** first_write = next;
-  int64_t bytes = 0;
-  for (const Tensor& t : outputs) {
-    *next++ = engine::var_of(*t.storage());
-    bytes += int64_t(t.storage()->nbytes());
-  }
-  if (cast_into.defined()) *next++ = engine::var_of(*cast_into.storage());
-  for (int i : mutated) {  // an absent optional input (no running statistics) has none
-    if (inputs.at(size_t(i)).defined()) *next++ = engine::var_of(*inputs[size_t(i)].storage());
-  }
-  if (op.is_random) *next++ = engine::var_of(default_generator());
-  std::span<EngineVar* const> reads(base, first_write);
-  std::span<EngineVar* const> writes(first_write, next);
   engine::Site site{op.name.c_str(), nullptr};
-  if (touched_bytes(inputs, outputs) <= engine::limits().inline_bytes) {
+  bool small = touched_bytes(inputs, outputs) <= engine::limits().inline_bytes;
+  // While the workers wait for cores, every op runs here (Note [Busy cores]).
+  bool on_caller = !small && engine::caller_preferred();
+  if (small || on_caller) {
+    Touched<EngineVarSlot*> slots(
+        op, inputs, outputs, cast_into, mutated,
+        [](const StorageImpl& s) { return &s.engine_var(); },
+        [] {
+          engine::var_of(default_generator());  // made here, so it never carries a failure
+          return &default_generator().engine_var();
+        });
     auto now = [&] { KernelCall::run(op, attrs, inputs, outputs, cast_into); };
-    if (engine::run_if_idle(now, reads, writes, site)) return;
+    if (engine::run_if_idle(now, slots.read_span(), slots.write_span(), site, on_caller)) return;
   }
-  engine::push(KernelCall{&op, attrs, inputs, outputs, cast_into}, reads, writes, site, bytes);
+  Touched<EngineVar*> vars(
+      op, inputs, outputs, cast_into, mutated,
+      [](const StorageImpl& s) { return engine::var_of(s); },
+      [] { return engine::var_of(default_generator()); });
+  int64_t bytes = 0;
+  for (const Tensor& t : outputs)
+    bytes += int64_t(t.storage()->nbytes());
+  engine::push(KernelCall{&op, attrs, inputs, outputs, cast_into}, vars.read_span(),
+               vars.write_span(), site, bytes);
 }
 
 // An op on a tensor that requires grad, before autograd installed its hook,

@@ -429,8 +429,9 @@ StridedView shape_only(const int64_t* shape) {
 bool conv2d_channels_last_runs(const int64_t* out, const int64_t* x, const int64_t* w,
                                const Conv2dParams& p) {
   const StridedView o = shape_only(out), xv = shape_only(x), wv = shape_only(w);
-  return p.groups == 1 && w[1] > 0 && !is_column_conv(o, xv, wv, p) &&
-         !conv2d_direct_f32_applies(o, xv, wv, p);
+  const bool depthwise = p.groups == x[1] && x[1] > 1 && w[0] == x[1] && w[1] == 1;
+  return (p.groups == 1 || depthwise) && w[1] > 0 && !is_column_conv(o, xv, wv, p) &&
+         !conv2d_frames_geometry(out, x, w, p) && !conv2d_direct_f32_applies(o, xv, wv, p);
 }
 
 bool conv2d_channels_last_starts_chain(const int64_t* out, const int64_t* x, const int64_t* w,
@@ -483,6 +484,8 @@ Conv2dPlan::Conv2dPlan(const StridedView& out, const StridedView& x, const Strid
                        const StridedView& bias, const Conv2dParams& p, const ConvEpilogue& epilogue)
     : params_(p), epilogue_(epilogue), empty_(out.numel() == 0) {
   if (empty_ || needs_reference(out, w)) return;
+  matvec_ = conv2d_matvec_f32_applies(out, x, w, p);
+  if (matvec_) return;
   if (p.channels_last) {  // oneDNN's kernels only (kiln's are NCHW)
     auto state = std::make_unique<OneDnn>();
     const ConvGeometry g = conv_geometry(out, x, w, bias, p, epilogue);
@@ -503,6 +506,10 @@ void Conv2dPlan::init(const StridedView& out, const StridedView& x, const Stride
                       const StridedView& bias) {
   const Conv2dParams& p = params_;
   const ConvEpilogue& epilogue = epilogue_;
+  if (conv2d_gemm_f32_applies(out, x, w, p)) {
+    gemm_ = make_gemm_conv_pack();
+    return;
+  }
   depthwise_ = conv2d_depthwise_f32_applies(out, x, w, p);
   direct_ = !depthwise_ && conv2d_direct_f32_applies(out, x, w, p);
   if (depthwise_ || direct_) return;
@@ -526,6 +533,11 @@ void Conv2dPlan::run_as_given(const StridedView& out, const StridedView& x, cons
   // take_relu() gave relu to a plan without an epilogue of its own.
   ConvEpilogue epilogue = epilogue_;
   if (relu_) epilogue.activation = EpilogueActivation::Relu;
+  if (matvec_) {
+    conv2d_matvec_f32(out, x, w, bias, params_, epilogue, residual);
+    return;
+  }
+  if (gemm_) return conv2d_gemm_f32(out, x, w, bias, params_, epilogue, residual);
   if (depthwise_) {
     conv2d_depthwise_f32(out, x, w, bias, params_, epilogue, residual);
     return;
@@ -552,7 +564,7 @@ bool Conv2dPlan::take_relu() {
 }
 
 bool Conv2dPlan::packs_weights() const {
-  return onednn_ && onednn_->entry.weights.needed();
+  return gemm_ || (onednn_ && onednn_->entry.weights.needed());
 }
 
 void Conv2dPlan::run_packed(const StridedView& out, const StridedView& x, const StridedView& w,
@@ -563,6 +575,11 @@ void Conv2dPlan::run_packed(const StridedView& out, const StridedView& x, const 
     return;
   }
   const bool row = column_;
+  if (gemm_) {
+    return conv2d_gemm_f32_packed(*gemm_, version, row ? as_row(out) : out, row ? as_row(x) : x,
+                                  row ? as_row(w) : w, bias, params_, epilogue_,
+                                  row ? as_row(residual) : residual);
+  }
   onednn::guarded("conv2d", [&] {
     std::shared_ptr<const OneDnn::Packed> packed = onednn_->packed_at(row ? as_row(w) : w, version);
     execute_conv(onednn_->entry, row ? as_row(out) : out, row ? as_row(x) : x, row ? as_row(w) : w,
@@ -580,6 +597,11 @@ void conv2d(const StridedView& out, const StridedView& x, const StridedView& w,
     conv2d_reference(out, x, w, bias, p);
     return;
   }
+  if (conv2d_matvec_f32_applies(out, x, w, p)) {
+    conv2d_matvec_f32(out, x, w, bias, p);
+    return;
+  }
+  if (conv2d_gemm_f32_applies(out, x, w, p)) return conv2d_gemm_f32(out, x, w, bias, p);
   if (conv2d_depthwise_f32_applies(out, x, w, p)) {
     conv2d_depthwise_f32(out, x, w, bias, p);
     return;
@@ -606,6 +628,12 @@ void conv2d_fused(const StridedView& out, const StridedView& x, const StridedVie
     apply_conv_epilogue(out, residual, epilogue);
     return;
   }
+  if (conv2d_matvec_f32_applies(out, x, w, p)) {
+    conv2d_matvec_f32(out, x, w, bias, p, epilogue, residual);
+    return;
+  }
+  if (conv2d_gemm_f32_applies(out, x, w, p))
+    return conv2d_gemm_f32(out, x, w, bias, p, epilogue, residual);
   if (!p.channels_last && conv2d_depthwise_f32_applies(out, x, w, p)) {
     conv2d_depthwise_f32(out, x, w, bias, p, epilogue, residual);
     return;

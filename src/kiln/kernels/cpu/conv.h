@@ -58,6 +58,36 @@ void conv2d_depthwise_f32(const StridedView& out, const StridedView& x, const St
                           const StridedView& bias, const Conv2dParams& p,
                           const ConvEpilogue& epilogue, const StridedView& residual);
 
+// Convolutions with few output pixels per weight go to kiln's GEMM, the
+// filters packed as its b (conv_gemm.cpp): 1-D convolutions of one input
+// channel with long kernels (an STFT written as a convolution), read in
+// place as overlapping frames; spatial kernels over at most 16 output
+// pixels and more than 16 filters, through a small buffer of patches. The
+// epilogue is applied over the output afterwards.
+bool conv2d_gemm_f32_applies(const StridedView& out, const StridedView& x, const StridedView& w,
+                             const Conv2dParams& p);
+// The frames part of it, on NCHW shapes (what a layout pass can know).
+bool conv2d_frames_geometry(const int64_t* out, const int64_t* x, const int64_t* w,
+                            const Conv2dParams& p);
+void conv2d_gemm_f32(const StridedView& out, const StridedView& x, const StridedView& w,
+                     const StridedView& bias, const Conv2dParams& p,
+                     const ConvEpilogue& epilogue = {}, const StridedView& residual = {});
+// The same with the filters packed once per `version` of w (a plan's).
+struct GemmConvPack;
+std::shared_ptr<GemmConvPack> make_gemm_conv_pack();
+void conv2d_gemm_f32_packed(GemmConvPack& pack, uint64_t version, const StridedView& out,
+                            const StridedView& x, const StridedView& w, const StridedView& bias,
+                            const Conv2dParams& p, const ConvEpilogue& epilogue,
+                            const StridedView& residual);
+// A 1x1 convolution (groups 1, no padding) over a 1x1 image at batch 1, in
+// either layout: matvec_f32 (conv_matvec.cpp; squeeze-excitation's FCs).
+// The weight's rows must be contiguous; the epilogue runs over the output.
+bool conv2d_matvec_f32_applies(const StridedView& out, const StridedView& x, const StridedView& w,
+                               const Conv2dParams& p);
+void conv2d_matvec_f32(const StridedView& out, const StridedView& x, const StridedView& w,
+                       const StridedView& bias, const Conv2dParams& p,
+                       const ConvEpilogue& epilogue = {}, const StridedView& residual = {});
+
 // conv2d() followed by the epilogue: activation(conv + bias + residual),
 // each path applying it its own way (oneDNN: post-ops). Eager calls of
 // conv2d_fused; a Conv2dPlan made with the same epilogue gives the same bits.
@@ -122,8 +152,10 @@ class Conv2dPlan {
   bool empty_;
   bool direct_ = false;
   bool depthwise_ = false;
+  bool matvec_ = false;
   bool relu_ = false;
-  bool column_ = false;  // run as the same convolution along a row (conv.cpp)
+  bool column_ = false;                 // run as the same convolution along a row (conv.cpp)
+  std::shared_ptr<GemmConvPack> gemm_;  // set: conv2d_gemm_f32
 
   void init(const StridedView& out, const StridedView& x, const StridedView& w,
             const StridedView& bias);

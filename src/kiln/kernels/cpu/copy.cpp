@@ -23,7 +23,7 @@ bool same_view(const StridedView& a, const StridedView& b) {
 }  // namespace
 
 void copy_convert(const StridedView& out, const StridedView& in) {
-  if (same_view(out, in)) return;
+  if (same_view(out, in) || copy_image_transposed_f32(out, in)) return;
   visit_dtype(out.dtype, [&](auto out_tag) {
     using TOut = decltype(out_tag);
     visit_dtype(in.dtype, [&](auto in_tag) {

@@ -11,4 +11,10 @@ namespace kiln::cpu {
 void copy_convert(const StridedView& out, const StridedView& in);
 void fill(const StridedView& out, Scalar value);
 
+// copy_convert's path for float32 images between NCHW and NHWC (one a
+// permuted view of the other's memory order, out contiguous, same shape):
+// a blocked transpose per image (transpose_f32.cpp). False, having done
+// nothing, for anything else.
+bool copy_image_transposed_f32(const StridedView& out, const StridedView& in);
+
 }  // namespace kiln::cpu

@@ -91,6 +91,9 @@ struct BlockPass {
   const float* bias;  // at the panel's first column, or null
   bool relu;          // on the last K block, after the bias
   bool gelu;          // likewise (erf form)
+  // The next K block's b, one 64-byte line per k, fetched while this one
+  // is computed (or null): see gemm_tile.
+  const float* prefetch = nullptr;
 };
 
 // Calls body(k0, kc) for each K block of k, in order; K = 0 still makes one
@@ -140,6 +143,8 @@ void micro_kernel(const BlockPass& pass, const float* a, int64_t lda, const floa
       load_partial(c + i * ldc, pass.cols, acc[i][0], acc[i][1]);
   }
   for (int64_t p = 0; p < pass.kc; ++p) {
+    if (pass.prefetch)
+      _mm_prefetch(reinterpret_cast<const char*>(pass.prefetch + p * kNR), _MM_HINT_T1);
     const __m256 b0 = _mm256_load_ps(b + p * kNR), b1 = _mm256_load_ps(b + p * kNR + 8);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
@@ -198,8 +203,13 @@ void panel_rows(const GemmRows& rows, const BlockPass& pass, int64_t i0, int64_t
   static constexpr Tile kTile[kMR + 1] = {nullptr,         micro_kernel<1>, micro_kernel<2>,
                                           micro_kernel<3>, micro_kernel<4>, micro_kernel<5>,
                                           micro_kernel<6>};
+  BlockPass later = pass;  // the first tile prefetches, the others read what is in L1
+  later.prefetch = nullptr;
+  bool first = true;
   auto tile = [&](int64_t i, int64_t height) {
-    kTile[height](pass, rows.a + i * lda + k0, lda, panel, rows.out + i * ldc + j0, ldc);
+    kTile[height](first ? pass : later, rows.a + i * lda + k0, lda, panel, rows.out + i * ldc + j0,
+                  ldc);
+    first = false;
   };
   const int64_t m = i1 - i0, rest = m % kMR;
   // A last tile of 1 to 3 rows has too few accumulators to hide the FMA
@@ -225,6 +235,24 @@ void panel_rows(const GemmRows& rows, const BlockPass& pass, int64_t i0, int64_t
 // then panels, then 6-row tiles.
 void gemm_tile(const GemmRows& rows, const PackedB& b, int64_t r0, int64_t r1, int64_t p0,
                int64_t p1) {
+  // Few rows (a linear layer at a small batch): panel by panel, each
+  // panel's K blocks in turn, so the output tile stays in L1 across them
+  // and b streams through once in its packed order, the block four ahead
+  // prefetched into L2 while this one is computed (a 32 x 1024 by 1024 x
+  // 8210 product, b 34 MB from memory: 8.8 ms to 6.0, one thread; ONNX
+  // Runtime 6.6). One block ahead gained half as much.
+  if (r1 - r0 <= kMC) {
+    for (int64_t p = p0; p < p1; ++p) {
+      for_each_k_block(b.k(), [&](int64_t k0, int64_t kc) {
+        BlockPass pass = block_pass(rows, b.k(), b.n(), p, k0, kc);
+        const float* slice = b.panel(p) + k0 * kNR;
+        const float* ahead = slice + 4 * kc * kNR;  // panels follow each other in memory
+        if (ahead + kc * kNR <= b.panel(p1)) pass.prefetch = ahead;
+        panel_rows(rows, pass, r0, r1, k0, p * kNR, slice);
+      });
+    }
+    return;
+  }
   for (int64_t i0 = r0; i0 < r1; i0 += kMC) {
     const int64_t i1 = std::min(r1, i0 + kMC);
     for_each_k_block(b.k(), [&](int64_t k0, int64_t kc) {

@@ -94,6 +94,78 @@ void softmax_row_dense_f32(float* y, const float* x, int64_t n) {
     y[i] *= inverse;
 }
 
+// Softmax along a dim that is not the last, over float32 slabs of n rows
+// of `width` contiguous columns: eight neighbouring rows (columns of the
+// slab) at once, one per lane, each vector load reading one element of
+// eight rows (YOLOv8's box head, a softmax over 16 bins of [1, 16, 4,
+// 2100] along dim 1: rows 8400 floats apart, which the row-at-a-time loop
+// walked with a cache miss per element and libm's expf, 0.95 ms; now 0.09,
+// PyTorch 0.11). Each lane does what softmax_row_dense_f32 does for a row
+// (the max, NaN if any element is; exp(x - max) with vec_math.h's exp; the
+// sum in double; y = e * float(1 / sum)) but sums in row order. Columns
+// left over (width % 8) take the strided row loop.
+void softmax_columns_f32(float* y, const float* x, int64_t n, int64_t in_stride, int64_t out_stride,
+                         int64_t width) {
+  const int64_t vec_end = width / 8 * 8;
+  const __m256 nan = _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN());
+  for (int64_t j = 0; j < vec_end; j += 8) {
+    __m256 max8 = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+    __m256 nan8 = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n; ++i) {
+      const __m256 v = _mm256_loadu_ps(x + i * in_stride + j);
+      max8 = _mm256_max_ps(max8, v);
+      nan8 = _mm256_or_ps(nan8, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    }
+    max8 = _mm256_blendv_ps(max8, nan, nan8);
+    __m256d sum_lo = _mm256_setzero_pd(), sum_hi = _mm256_setzero_pd();
+    for (int64_t i = 0; i < n; ++i) {
+      const __m256 e =
+          exp_nonpositive_f32x8(_mm256_sub_ps(_mm256_loadu_ps(x + i * in_stride + j), max8));
+      _mm256_storeu_ps(y + i * out_stride + j, e);
+      sum_lo = _mm256_add_pd(sum_lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+      sum_hi = _mm256_add_pd(sum_hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    const __m256d one = _mm256_set1_pd(1.0);
+    const __m256 scale = _mm256_set_m128(_mm256_cvtpd_ps(_mm256_div_pd(one, sum_hi)),
+                                         _mm256_cvtpd_ps(_mm256_div_pd(one, sum_lo)));
+    for (int64_t i = 0; i < n; ++i) {
+      float* row = y + i * out_stride + j;
+      _mm256_storeu_ps(row, _mm256_mul_ps(_mm256_loadu_ps(row), scale));
+    }
+  }
+  for (int64_t j = vec_end; j < width; ++j)
+    softmax_row(y + j, x + j, n, in_stride, out_stride, false);
+}
+
+// float32 softmax along a dim that is not the last, where the last dim is
+// contiguous in both tensors and at least 8 long: softmax_columns_f32 over
+// every slab (each position of the other dims), whatever their strides (a
+// permuted view: YOLOv8 transposes before its softmax). False: not taken.
+bool softmax_down_columns(const StridedView& out, const StridedView& in, int dim) {
+  const int last = in.ndim - 1;
+  if (in.dtype != DType::Float32 || in.ndim < 2 || dim == last) return false;
+  if (in.strides[last] != 1 || out.strides[last] != 1 || in.shape[last] < 8) return false;
+  if (in.numel() == 0) return true;
+  int64_t index[kMaxDims] = {};
+  const int64_t n = in.shape[dim], width = in.shape[last];
+  for (;;) {
+    int64_t in_offset = 0, out_offset = 0;
+    for (int d = 0; d < last; ++d) {
+      in_offset += index[d] * in.strides[d];
+      out_offset += index[d] * out.strides[d];
+    }
+    softmax_columns_f32(out.ptr<float>() + out_offset, in.ptr<const float>() + in_offset, n,
+                        in.strides[dim], out.strides[dim], width);
+    int d = last - 1;  // the next slab: an odometer over the dims but `dim` and the last
+    for (; d >= 0; --d) {
+      if (d == dim) continue;
+      if (++index[d] < in.shape[d]) break;
+      index[d] = 0;
+    }
+    if (d < 0) return true;
+  }
+}
+
 }  // namespace
 
 void softmax(const StridedView& out, const StridedView& in, int dim, bool log) {
@@ -105,6 +177,7 @@ void softmax(const StridedView& out, const StridedView& in, int dim, bool log) {
   const int64_t in_stride = g.red_ndim == 0 ? 1 : g.red_in[0];
   const int64_t out_stride = in.ndim == 0 ? 1 : out.strides[dim];
   if (n == 0) return;
+  if (!log && softmax_down_columns(out, in, dim)) return;
   visit_floating(in.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* src = in.ptr<const T>();

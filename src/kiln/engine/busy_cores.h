@@ -1,0 +1,46 @@
+// When the cores async mode would use are busy with other programs: the
+// workers watch how long they wait for a core, and while they wait too long
+// async mode runs ops on the caller (Note [Busy cores] in busy_cores.cpp).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace kiln::engine::detail {
+
+// True when a thread that waited `waited_ns` for a core during `wall_ns`
+// of wall time was starved: a quarter of the time or more.
+bool starved(int64_t waited_ns, int64_t wall_ns);
+
+class BusyCores {
+ public:
+  BusyCores();
+
+  // A worker's last sample: when it was taken and the thread's total wait
+  // for a core then.
+  struct Sample {
+    int64_t wall_ns = 0;
+    int64_t waited_ns = 0;
+  };
+  // On a worker after each op: samples the thread's wait for a core once
+  // per window and, when it was starved, prefers the caller for a while.
+  void after_op(Sample& last);
+
+  // Whether ops should run on the caller now (cheap: one atomic load, and
+  // a clock read only while a fallback is on).
+  bool caller_preferred();
+  void prefer_caller_for(int64_t ns);
+
+  void set_enabled(bool on) { enabled_.store(on, std::memory_order_relaxed); }
+  bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
+  int64_t fallbacks() const { return fallbacks_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<bool> enabled_;
+  std::atomic<int64_t> caller_until_ns_{0};  // 0: none
+  std::atomic<int64_t> fallbacks_{0};
+};
+
+BusyCores& busy_cores();
+
+}  // namespace kiln::engine::detail
