@@ -51,7 +51,9 @@ lint: setup
 # ONNX Runtime, at 1 and 2 threads, each framework in a process pinned to
 # that many cores; goals <= 0.8x ONNX Runtime and <= 0.5x PyTorch eager
 # (its own section of bench/RESULTS.md; --quick to try it). run_all.py pins
-# its runners the same way. Then the dependency engine (bench/engine.py:
+# its runners the same way. Then threads per step at batch 1 (bench/threads.py:
+# small models at 1 thread, at 2 with kiln choosing per step, at 2 on every
+# step; with kiln's bounded OpenMP spin and with libgomp's own). Then the dependency engine (bench/engine.py:
 # d2l's async microbenchmark, async against sync mode, two matmul chains on
 # two workers against serial). Last, data-parallel training (bench/distributed.py:
 # W1 under DistributedDataParallel on 1 and 2 ranks, one thread each, and the
@@ -70,6 +72,8 @@ bench: build
 	@$(PY) bench/rnn_w4.py --threads 1,2
 	@echo
 	@$(PY) bench/real_models.py --threads 1,2
+	@echo
+	@$(PY) bench/threads.py --spin default,libgomp
 	@echo
 	@$(PY) bench/engine.py
 	@echo

@@ -17,6 +17,7 @@
 #include "kiln/jit/ir/verifier.h"
 #include "kiln/jit/trace/recorder.h"
 #include "kiln/ops/dispatch.h"
+#include "kiln/ops/op_threads.h"
 
 namespace kiln::python {
 namespace {
@@ -409,6 +410,19 @@ void bind_jit(nb::module_& m) {
         return elapsed.count() / double(calls);
       },
       nb::arg("compiled"), nb::arg("inputs"), nb::arg("calls"));
+
+  // Note [Threads per step] (kiln/ops/op_threads.h): "choose" (small
+  // steps on one thread) or "all", for graphs compiled from now on.
+  m.def(
+      "set_step_threads",
+      [](const std::string& mode) {
+        KILN_CHECK_VALUE(mode == "choose" || mode == "all", "set_step_threads: mode '", mode,
+                         "' is not 'choose' or 'all'");
+        set_step_threads(mode == "all" ? StepThreads::All : StepThreads::Choose);
+      },
+      nb::arg("mode"));
+  m.def("get_step_threads",
+        [] { return std::string(step_threads() == StepThreads::All ? "all" : "choose"); });
 
   bind_jit_graph(m);
 }

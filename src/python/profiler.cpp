@@ -41,7 +41,8 @@ void bind_profiler(nb::module_& m) {
       .def_ro("cpu_memory_usage", &Event::total_bytes)
       .def_ro("input_shapes", &Event::shapes)
       .def_ro("attributes", &Event::attributes)
-      .def_prop_ro("queued_us",  // a queued op's kernel: when it was queued; else None
+      .def_ro("threads", &Event::threads)  // a compiled step's threads; 0: not recorded
+      .def_prop_ro("queued_us",            // a queued op's kernel: when it was queued; else None
                    [](const Event& e) -> std::optional<double> {
                      if (e.queued_ns < 0) return std::nullopt;
                      return us(e.queued_ns);
@@ -57,7 +58,9 @@ void bind_profiler(nb::module_& m) {
       .def_prop_ro("cpu_time",
                    [](const EventAverage& a) { return us(a.total_ns) / double(a.calls); })
       .def_ro("self_cpu_memory_usage", &EventAverage::self_bytes)
-      .def_ro("cpu_memory_usage", &EventAverage::total_bytes);
+      .def_ro("cpu_memory_usage", &EventAverage::total_bytes)
+      .def_ro("threads_min", &EventAverage::threads_min)  // compiled steps; 0: not recorded
+      .def_ro("threads_max", &EventAverage::threads_max);
 
   nb::class_<Profile>(m, "Profile")
       .def(

@@ -347,3 +347,85 @@ def test_backward_optimizers_and_the_data_loader_never_wait(optimizer):
         opt_sync.step()
     for got, expected in zip(weights, model_sync.parameters()):
         np.testing.assert_array_equal(got, expected.detach().numpy())
+
+
+@pytest.fixture
+def _busy_fallback_on():
+    """The fallback on (conftest.py turns it off for the session); the
+    programs force it on and off themselves."""
+    kiln.set_engine_busy_fallback(True)
+    yield
+    kiln._C._engine_prefer_caller_for(0)
+    kiln.set_engine_busy_fallback(False)
+
+
+def _views_and_writes(seed: int, flip: bool = False) -> list[np.ndarray]:
+    """A random DAG of large and small ops (in place, through strided views
+    and transposes) without random draws, so that several Python threads
+    can each run one and still get sync mode's values. With `flip`, the
+    busy-core fallback is forced on or off at random steps."""
+    rng = np.random.default_rng(seed)
+    flips = np.random.default_rng(seed + 1000)  # apart: the program stays the same
+    ts = [kiln.tensor(rng.standard_normal((96, 96)).astype(np.float32)) for _ in range(4)]
+    ts += [kiln.tensor(rng.standard_normal(4).astype(np.float32)) for _ in range(2)]
+    for _ in range(50):
+        if flip and flips.integers(4) == 0:
+            kiln._C._engine_prefer_caller_for(int(flips.integers(2)) * 60_000)
+        kind, i, j = int(rng.integers(9)), int(rng.integers(4)), int(rng.integers(4))
+        a, b = ts[i], ts[j]
+        if kind == 0:
+            ts[i] = a @ b * 0.02
+        elif kind == 1:
+            a.add_(b * 0.1)
+        elif kind == 2:
+            a[:48].mul_(0.5)
+        elif kind == 3:
+            ts[j] = (a.t() + b).contiguous() * 0.3
+        elif kind == 4:
+            ts[4].add_(a[0, :4])  # small, reads a large pending storage
+        elif kind == 5:
+            a[1, :4].copy_(ts[5])  # small, writes into a large storage
+        elif kind == 6:
+            ts[5] = ts[4] * ts[5] + 1.0
+        elif kind == 7:
+            ts[i] = kiln.tanh(a)
+        else:
+            a[::2, ::3].sub_(b[::2, ::3] * 0.01)
+    return [t.numpy().copy() for t in ts]
+
+
+def _run_in_threads(workers: int, flip: bool, threads: int) -> None:
+    seeds = list(range(12))
+    expected = [_views_and_writes(seed) for seed in seeds]
+    kiln.set_num_interop_threads(workers)
+    kiln.set_execution("async")
+    got: list[list[np.ndarray] | None] = [None] * len(seeds)
+
+    def run(chunk: list[int]) -> None:
+        for seed in chunk:
+            got[seed] = _views_and_writes(seed, flip)
+
+    pool = [threading.Thread(target=run, args=(seeds[t::threads],)) for t in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    kiln._C._engine_prefer_caller_for(0)
+    kiln.set_execution("sync")
+    for seed in seeds:
+        assert got[seed] is not None, f"seed {seed} raised in its thread"
+        for k, (g, e) in enumerate(zip(got[seed], expected[seed])):
+            np.testing.assert_array_equal(g, e, err_msg=f"seed {seed}, tensor {k}")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_random_programs_equal_sync_while_the_busy_fallback_flips(workers, _busy_fallback_on):
+    # Ops switch between the workers and the caller while earlier ones on
+    # the same storages are still queued.
+    _run_in_threads(workers, flip=True, threads=1)
+
+
+@pytest.mark.parametrize("flip", [False, True])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_several_python_threads_run_random_programs(workers, flip, _busy_fallback_on):
+    _run_in_threads(workers, flip, threads=3)

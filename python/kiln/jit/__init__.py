@@ -48,10 +48,12 @@ Node = _C.jit.Node
 Value = _C.jit.Value
 CompileReport = _C.jit.CompileReport
 parse_graph = _C.jit.parse_graph
+set_step_threads = _C.jit.set_step_threads  # "choose" (the default) or "all"
+get_step_threads = _C.jit.get_step_threads
 
 __all__ = ["trace", "compile", "script", "ScriptError", "Dim", "from_graph", "save", "load",
            "TracedModule", "CompiledFunction", "TracerWarning", "TraceError", "Graph", "Node",
-           "Value", "CompileReport", "parse_graph"]
+           "Value", "CompileReport", "parse_graph", "set_step_threads", "get_step_threads"]
 
 
 def _compile_options(optimize: bool, frozen: bool, fast_math: bool,

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 
 #include "kiln/core/overlap.h"
 #include "kiln/engine/engine.h"
+#include "kiln/kernels/cpu/parallel.h"
 #include "kiln/ops/attrs_text.h"
 #include "kiln/ops/collective_ops.h"
 #include "kiln/ops/data_dependent.h"
+#include "kiln/ops/op_threads.h"
 #include "kiln/util/profile_recorder.h"
 
 namespace kiln {
@@ -102,6 +105,9 @@ void run_kernel(const OpDef& op, const std::vector<Tensor>& inputs,
     in_span[i] = view_of(inputs[i]);
   for (size_t i = 0; i < outputs.size(); ++i)
     out_span[i] = view_of(outputs[i]);
+  // As a compiled step of these shapes would run (Note [Threads per step]).
+  std::optional<cpu::OneThread> one_thread;
+  if (cpu::can_split() && runs_on_one_thread(op, in_span, out_span)) one_thread.emplace();
   op.cpu(KernelArgs{in_span, out_span, attrs});
 }
 

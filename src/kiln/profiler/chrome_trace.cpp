@@ -47,6 +47,7 @@ std::string complete_event(const Event& e) {
   std::string args = "\"kind\": \"" + std::string(to_string(e.kind)) + "\"";
   if (!e.shapes.empty()) args += ", \"Input Dims\": " + shapes_text(e.shapes);
   if (!e.attributes.empty()) args += ", \"Attributes\": " + json_string(e.attributes);
+  if (e.threads > 0) args += ", \"Threads\": " + std::to_string(e.threads);
   if (e.queued_ns >= 0) {
     args += ", \"Queued\": " + microseconds_text(e.queued_ns) +
             ", \"Queue wait\": " + microseconds_text(e.start_ns - e.queued_ns);

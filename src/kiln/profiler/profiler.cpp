@@ -71,6 +71,10 @@ std::vector<EventAverage> key_averages(std::span<const Event> events, bool group
     row.total_ns += e.duration_ns;
     row.self_bytes += e.self_bytes;
     row.total_bytes += e.total_bytes;
+    if (e.threads > 0) {
+      row.threads_min = row.threads_min ? std::min(row.threads_min, e.threads) : e.threads;
+      row.threads_max = std::max(row.threads_max, e.threads);
+    }
   }
   return rows;
 }
@@ -148,6 +152,13 @@ std::string line_end(std::string line) {
   return line + "\n";
 }
 
+// "2", or "1-2" for a row whose events ran on either; "" for none recorded.
+std::string threads_text(const EventAverage& r) {
+  if (r.threads_max == 0) return "";
+  if (r.threads_min == r.threads_max) return std::to_string(r.threads_max);
+  return std::to_string(r.threads_min) + "-" + std::to_string(r.threads_max);
+}
+
 }  // namespace
 
 std::string table(std::vector<EventAverage> rows, const TableOptions& options) {
@@ -171,6 +182,11 @@ std::string table(std::vector<EventAverage> rows, const TableOptions& options) {
   std::vector<std::string> headers = {"Name",        "Self CPU %", "Self CPU",
                                       "CPU total %", "CPU total",  "CPU time avg"};
   if (options.profile_memory) headers.insert(headers.end(), {"CPU Mem", "Self CPU Mem"});
+  // Compiled steps' threads (Note [Threads per step]); not in PyTorch's
+  // table, so shown only when some row recorded them.
+  const bool has_threads = std::any_of(rows.begin(), rows.end(),
+                                       [](const EventAverage& r) { return r.threads_max > 0; });
+  if (has_threads) headers.push_back("Threads");
   headers.push_back("# of Calls");
   std::vector<size_t> widths(headers.size(), 12);
   widths[0] = name_width;
@@ -210,6 +226,7 @@ std::string table(std::vector<EventAverage> rows, const TableOptions& options) {
       cells.push_back(memory_text(r.total_bytes));
       cells.push_back(memory_text(r.self_bytes));
     }
+    if (has_threads) cells.push_back(threads_text(r));
     cells.push_back(std::to_string(r.calls));
     if (has_shapes) cells.push_back(r.input_shapes.substr(0, shapes_width));
     out += format_row(cells);

@@ -33,6 +33,9 @@ struct EventAverage {
   int64_t total_ns = 0;
   int64_t self_bytes = 0;
   int64_t total_bytes = 0;
+  // The fewest and most threads its events ran on (0: not recorded, as for
+  // eager ops; compiled steps record theirs).
+  int threads_min = 0, threads_max = 0;
 };
 
 // A session that records from construction until stop() (or destruction).

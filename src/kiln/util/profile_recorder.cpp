@@ -280,6 +280,11 @@ void Range::set_queued(int64_t ns) {
   t_state->frames.back().event.queued_ns = ns;
 }
 
+void Range::set_threads(int threads) {
+  if (!active_) return;
+  t_state->frames.back().event.threads = threads;
+}
+
 void Range::add_absent_input() {
   if (!wants_shapes()) return;
   t_state->frames.back().event.shapes.emplace_back();

@@ -58,6 +58,9 @@ struct Event {
   std::string attributes;
   // A Kernel event: when its op was queued (session time), or -1.
   int64_t queued_ns = -1;
+  // The OpenMP threads a compiled step ran its kernel on (Note [Threads
+  // per step], ops/op_threads.h), or 0 when not recorded.
+  int threads = 0;
 };
 
 namespace detail {
@@ -117,6 +120,8 @@ class Range {
   void set_attributes(std::string text);
   // A Kernel range: when its op was queued (a now_ns() of the same session).
   void set_queued(int64_t ns);
+  // The threads the range's kernel runs on (a compiled step's).
+  void set_threads(int threads);
 
  private:
   bool active_ = false;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 
 #include "kiln/engine/engine.h"
 #include "kiln/jit/exec/control_flow_exec.h"
@@ -328,30 +329,37 @@ void Executable::run_views(std::span<const cpu::StridedView> inputs,
 void Executable::run_steps(Workspace& ws, bool inputs_strided,
                            std::span<const uint64_t> input_keys) const {
   const bool profiling = profiler::recording();  // read once per run, not per step
-  const int threads = plan_.has_concurrent_waves && !inputs_strided ? cpu::max_threads() : 1;
+  // The caller's team, which steps not marked one_thread run on (Note
+  // [Threads per step], ops/op_threads.h); 1 inside a region.
+  const int team = cpu::can_split() ? cpu::max_threads() : 1;
+  const int threads = plan_.has_concurrent_waves && !inputs_strided ? team : 1;
   if (threads < 2) {
     for (const Step& step : plan_.steps)
-      run_step(step, ws, inputs_strided, input_keys, profiling);
+      run_step(step, ws, inputs_strided, input_keys, profiling, team);
     return;
   }
   for (const Wave& wave : plan_.waves) {
     const Step* steps = plan_.steps.data() + wave.first;
     if (!wave.concurrent) {
       for (uint32_t k = 0; k < wave.count; ++k)
-        run_step(steps[k], ws, false, input_keys, profiling);
+        run_step(steps[k], ws, false, input_keys, profiling, team);
       continue;
     }
-    cpu::run_concurrently(wave.count, std::min(threads, int(wave.count)),
-                          [&](int64_t k) { run_step(steps[k], ws, false, input_keys, profiling); });
+    cpu::run_concurrently(wave.count, std::min(threads, int(wave.count)), [&](int64_t k) {
+      run_step(steps[k], ws, false, input_keys, profiling, /*team=*/1);
+    });
   }
 }
 
 void Executable::run_step(const Step& step, Workspace& ws, bool inputs_strided,
-                          std::span<const uint64_t> input_keys, bool profiling) const {
+                          std::span<const uint64_t> input_keys, bool profiling, int team) const {
   const cpu::StridedView* first = ws.args() + step.first_arg;
   KernelArgs kernel_args{
       {first, step.num_inputs}, {first + step.num_inputs, step.num_outputs}, *step.attrs};
+  std::optional<cpu::OneThread> one_thread;
+  if (step.one_thread && team > 1) one_thread.emplace();
   profiler::Range range(profiling, profiler::EventKind::Step, step.op->name);
+  if (range.active()) range.set_threads(step.one_thread ? 1 : team);
   record_step_shapes(range, kernel_args);
   if (step.control_flow) {
     // It takes any strides itself.

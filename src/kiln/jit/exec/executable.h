@@ -117,7 +117,7 @@ class Executable final : public GraphRunner {
   void wait_for_held() const;
   void run_steps(Workspace& ws, bool inputs_strided, std::span<const uint64_t> input_keys) const;
   void run_step(const Step& step, Workspace& ws, bool inputs_strided,
-                std::span<const uint64_t> input_keys, bool profiling) const;
+                std::span<const uint64_t> input_keys, bool profiling, int team) const;
   void run_control_flow(const Step& step, const KernelArgs& args, Workspace& ws,
                         std::span<const uint64_t> input_keys) const;
   std::unique_ptr<Workspace> take_workspace() const;

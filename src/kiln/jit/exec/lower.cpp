@@ -6,6 +6,7 @@
 // written into a parameter (OutputIntoParam) are the exception, by request.
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <unordered_map>
 
 #include "kiln/jit/exec/concurrency.h"
@@ -13,7 +14,9 @@
 #include "kiln/jit/exec/plan.h"
 #include "kiln/jit/ir/control_flow.h"
 #include "kiln/jit/ir/verifier.h"
+#include "kiln/kernels/cpu/parallel.h"
 #include "kiln/ops/dispatch.h"
+#include "kiln/ops/op_threads.h"
 
 namespace kiln::jit {
 namespace {
@@ -384,7 +387,7 @@ class Lowering {
       for (int32_t id : *list)
         add_arg(id, step, plan_.steps.size());
     }
-    if (prepare && op.prepare) prepare_step(step);
+    decide_threads(step, prepare && op.prepare);
     note_mutations(step);
     plan_.steps.push_back(step);
   }
@@ -405,14 +408,21 @@ class Lowering {
     }
   }
 
-  void prepare_step(Step& step) {
+  // Note [Threads per step] (ops/op_threads.h); a one-thread step's kernel
+  // is prepared under OneThread too, as oneDNN fixes a primitive's threads
+  // when creating it.
+  void decide_threads(Step& step, bool prepare) {
     std::vector<cpu::StridedView> views(plan_.args.begin() + step.first_arg, plan_.args.end());
     for (size_t i = 0; i < views.size(); ++i) {
       if (plan_.arg_slots[step.first_arg + i] >= 0 && !views[i].data) views[i].data = kPlaceholder;
     }
     std::span<const cpu::StridedView> all(views);
-    std::unique_ptr<PreparedKernel> prepared = step.op->prepare(
-        KernelArgs{all.first(step.num_inputs), all.subspan(step.num_inputs), *step.attrs});
+    const KernelArgs args{all.first(step.num_inputs), all.subspan(step.num_inputs), *step.attrs};
+    step.one_thread = runs_on_one_thread(*step.op, args.inputs, args.outputs);
+    if (!prepare) return;
+    std::optional<cpu::OneThread> one_thread;
+    if (step.one_thread) one_thread.emplace();
+    std::unique_ptr<PreparedKernel> prepared = step.op->prepare(args);
     if (!prepared) return;
     step.prepared = prepared.get();
     plan_.prepared.push_back(std::move(prepared));

@@ -62,6 +62,9 @@ struct Step {
   // The graph input whose packed copy the prepared kernel keeps while the
   // caller keys that input (Executable::run_views: a scan's captures), or -1.
   int32_t packed_input = -1;
+  // Too small for a second thread to pay: runs under cpu::OneThread (Note
+  // [Threads per step], ops/op_threads.h).
+  bool one_thread = false;
   // A control-flow step: its kernel, which takes its inputs' keys, found
   // through Plan::key_sources from first_key_source on (one per input).
   const ControlFlowKernel* control_flow = nullptr;

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kiln/kernels/cpu/parallel.h"
 #include "kiln/kernels/cpu/strided.h"
 #include "kiln/util/error.h"
 
@@ -95,21 +96,26 @@ class Key {
 // Primitives are created once per key (shapes, strides, attributes) and
 // shared by all threads: creating a primitive descriptor costs far more than
 // running a small one. Bounded, so a stream of new shapes cannot grow it
-// without limit.
+// without limit. The key includes the thread count: oneDNN fixes a
+// primitive's threads when creating it (and runs it on that many whatever
+// the team size when it runs), so a step on one thread (OneThread) needs a
+// primitive of its own.
 template <typename Entry>
 class PrimitiveCache {
  public:
   template <typename Make>
   Entry get(const Key& key, Make make) {
+    Key keyed = key;
+    keyed.add(int64_t(max_threads()));
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      auto it = entries_.find(key.bytes());
+      auto it = entries_.find(keyed.bytes());
       if (it != entries_.end()) return it->second;
     }
     Entry made = make();  // outside the lock: creation can take milliseconds
     std::lock_guard<std::mutex> lock(mutex_);
     if (entries_.size() >= kMaxEntries) entries_.clear();
-    entries_.emplace(key.bytes(), made);
+    entries_.emplace(keyed.bytes(), made);
     return made;
   }
 

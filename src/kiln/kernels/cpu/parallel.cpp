@@ -20,6 +20,17 @@ void set_num_threads(int n) {
   omp_set_num_threads(n);
 }
 
+bool can_split() {
+  return omp_get_max_threads() > 1 && !omp_in_parallel();
+}
+
+OneThread::OneThread() : previous_(omp_get_max_threads()) {
+  if (previous_ != 1) omp_set_num_threads(1);
+}
+OneThread::~OneThread() {
+  if (previous_ != 1) omp_set_num_threads(previous_);
+}
+
 void run_concurrently(int64_t n, int threads, void (*task)(void*, int64_t), void* context) {
   std::exception_ptr failure;
   std::mutex failure_mutex;
