@@ -17,17 +17,10 @@
 #include "kiln/ops/random.h"
 #include "kiln/ops/view.h"
 
+#include "test_util.h"
+
 namespace kiln {
 namespace {
-
-double max_rel_error(const Tensor& got, const Tensor& want) {
-  EXPECT_EQ(got.shape(), want.shape());
-  std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
-  double worst = 0;
-  for (size_t i = 0; i < g.size() && i < w.size(); ++i)
-    worst = std::max(worst, std::fabs(g[i] - w[i]) / (1 + std::fabs(w[i])));
-  return worst;
-}
 
 Tensor f64(const Tensor& t) {
   return t.defined() ? to(t, DType::Float64) : t;

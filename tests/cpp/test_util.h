@@ -3,7 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
+#include <vector>
+
+#include "kiln/core/tensor.h"
 
 #include "kiln/util/error.h"
 
@@ -25,6 +30,17 @@ Error error_of(Fn&& fn) {
 template <typename Fn>
 std::string error_text(Fn&& fn) {
   return error_of(std::forward<Fn>(fn)).what();
+}
+
+// Largest |got - want| / (1 + |want|) over all elements: a float32 result
+// against its float64 reference.
+inline double max_rel_error(const Tensor& got, const Tensor& want) {
+  EXPECT_EQ(got.shape(), want.shape());
+  std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
+  double worst = 0;
+  for (size_t i = 0; i < g.size() && i < w.size(); ++i)
+    worst = std::max(worst, std::fabs(g[i] - w[i]) / (1 + std::fabs(w[i])));
+  return worst;
 }
 
 inline bool mentions(const Error& e, const std::string& text) {

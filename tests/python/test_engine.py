@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 import kiln
+from engine_helpers import DEFAULT_LIMITS as _DEFAULT_LIMITS
+from engine_helpers import restore_sync_mode  # noqa: F401 (autouse fixture)
 
-_DEFAULT_LIMITS = kiln.engine_limits()
 # inline_bytes values: every op queued, and the default (small ops whose
 # inputs are idle run at once on the caller).
 _INLINE = pytest.mark.parametrize("inline_bytes", [0, _DEFAULT_LIMITS[2]])
@@ -21,18 +22,6 @@ _INLINE = pytest.mark.parametrize("inline_bytes", [0, _DEFAULT_LIMITS[2]])
 
 def _use_inline(inline_bytes: int) -> None:
     kiln.set_engine_limits(*_DEFAULT_LIMITS[:2], inline_bytes=inline_bytes)
-
-
-@pytest.fixture(autouse=True)
-def _restore_sync_mode():
-    yield
-    try:
-        kiln.synchronize()
-    except Exception:  # a test's own failure, already checked
-        pass
-    kiln.set_execution("sync")
-    kiln.set_num_interop_threads(1)
-    kiln.set_engine_limits(*_DEFAULT_LIMITS)
 
 
 def _compiled_step():

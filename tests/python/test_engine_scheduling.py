@@ -11,20 +11,7 @@ import numpy as np
 import pytest
 
 import kiln
-
-_DEFAULT_LIMITS = kiln.engine_limits()
-
-
-@pytest.fixture(autouse=True)
-def _restore_sync_mode():
-    yield
-    try:
-        kiln.synchronize()
-    except Exception:  # a test's own failure, already checked
-        pass
-    kiln.set_execution("sync")
-    kiln.set_num_interop_threads(1)
-    kiln.set_engine_limits(*_DEFAULT_LIMITS)
+from engine_helpers import restore_sync_mode  # noqa: F401 (autouse fixture)
 
 
 def _long_chain(ops: int) -> kiln.Tensor:
