@@ -41,6 +41,11 @@ std::shared_ptr<Graph> tiny_and_big() {
   return g;
 }
 
+// Inputs for tiny_and_big().
+std::vector<Tensor> tiny_and_big_inputs() {
+  return {randn({4}), randn({384, 384}), randn({384, 384})};
+}
+
 const Step& step_of(const Executable& exe, const std::string& name) {
   for (const Step& step : exe.plan().steps) {
     if (step.op->name == name) return step;
@@ -69,7 +74,7 @@ TEST(StepThreads, TinyOpRunsOnOneThreadBigMatmulOnTheTeam) {
   Executable exe(tiny_and_big());
   EXPECT_TRUE(step_of(exe, "relu").one_thread);
   EXPECT_FALSE(step_of(exe, "matmul").one_thread);
-  std::vector<Tensor> inputs = {randn({4}), randn({384, 384}), randn({384, 384})};
+  std::vector<Tensor> inputs = tiny_and_big_inputs();
   std::map<std::string, int> threads = threads_by_step(exe, inputs);
   EXPECT_EQ(threads["relu"], 1);
   EXPECT_EQ(threads["matmul"], 2);
@@ -80,8 +85,7 @@ TEST(StepThreads, AllPutsEveryStepOnTheTeam) {
   set_step_threads(StepThreads::All);
   Executable exe(tiny_and_big());
   EXPECT_FALSE(step_of(exe, "relu").one_thread);
-  std::map<std::string, int> threads =
-      threads_by_step(exe, {randn({4}), randn({384, 384}), randn({384, 384})});
+  std::map<std::string, int> threads = threads_by_step(exe, tiny_and_big_inputs());
   EXPECT_EQ(threads["relu"], 2);
 }
 
@@ -89,8 +93,7 @@ TEST(StepThreads, OneThreadTeamRecordsOneForEveryStep) {
   ThreadsScope scope(1);
   set_step_threads(StepThreads::Choose);
   Executable exe(tiny_and_big());
-  std::map<std::string, int> threads =
-      threads_by_step(exe, {randn({4}), randn({384, 384}), randn({384, 384})});
+  std::map<std::string, int> threads = threads_by_step(exe, tiny_and_big_inputs());
   EXPECT_EQ(threads["relu"], 1);
   EXPECT_EQ(threads["matmul"], 1);
 }
@@ -99,7 +102,7 @@ TEST(StepThreads, TableShowsThreadsOnlyForCompiledSteps) {
   ThreadsScope scope(2);
   set_step_threads(StepThreads::Choose);
   Executable exe(tiny_and_big());
-  std::vector<Tensor> inputs = {randn({4}), randn({384, 384}), randn({384, 384})};
+  std::vector<Tensor> inputs = tiny_and_big_inputs();
   profiler::Profile prof;
   exe.run(inputs);
   relu(inputs[0]);  // an eager op: no threads recorded

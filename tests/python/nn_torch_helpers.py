@@ -101,3 +101,22 @@ def check_traced_and_hybridized(module, x, **call_kwargs):
             np.testing.assert_array_equal(module(kx).detach().numpy(), eager)
     finally:
         module.hybridize(False)
+
+
+def eval_pair(build, *args):
+    """build(torch.nn, *args) and build(kiln.nn, *args) in eval mode, the
+    kiln one holding the torch one's weights, whose batch-norm statistics
+    and scales are drawn (seeded) so that folding them is not the identity."""
+    torch.manual_seed(0)
+    theirs = build(torch.nn, *args)
+    with torch.no_grad():
+        for module in theirs.modules():
+            if isinstance(module, torch.nn.BatchNorm2d):
+                module.running_mean.uniform_(-0.5, 0.5)
+                module.running_var.uniform_(0.5, 2.0)
+                module.weight.uniform_(0.5, 1.5)
+    theirs.eval()
+    ours = build(kiln.nn, *args)
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    ours.eval()
+    return theirs, ours

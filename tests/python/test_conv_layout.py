@@ -13,9 +13,10 @@ import pytest
 
 import kiln
 import kiln.jit
-import kiln.nn as knn
 
 torch = pytest.importorskip("torch")
+from nn_torch_helpers import eval_pair  # noqa: E402 (after the torch check)
+
 ort = pytest.importorskip("onnxruntime")
 
 
@@ -60,18 +61,7 @@ def resnet(nn, width=32):
 
 
 def _models(width=32, shape=(1, 3, 32, 32)):
-    torch.manual_seed(0)
-    tm = resnet(torch.nn, width)
-    with torch.no_grad():  # batch-norm statistics that are not the identity
-        for module in tm.modules():
-            if isinstance(module, torch.nn.BatchNorm2d):
-                module.running_mean.uniform_(-0.5, 0.5)
-                module.running_var.uniform_(0.5, 2.0)
-                module.weight.uniform_(0.5, 1.5)
-    tm.eval()
-    km = resnet(knn, width)
-    km.load_state_dict({k: v.detach().numpy() for k, v in tm.state_dict().items()})
-    km.eval()
+    tm, km = eval_pair(resnet, width)
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     return tm, km, x
 

@@ -19,6 +19,7 @@ import kiln.jit
 import kiln.nn as knn
 
 torch = pytest.importorskip("torch")
+from nn_torch_helpers import eval_pair  # noqa: E402 (after the torch check)
 
 
 def mobilenet(nn, stem=16, expand=48, out=24):
@@ -71,18 +72,7 @@ def mobilenet(nn, stem=16, expand=48, out=24):
 
 
 def _models(shape, **widths):
-    torch.manual_seed(0)
-    tm = mobilenet(torch.nn, **widths)
-    with torch.no_grad():  # batch-norm statistics that are not the identity
-        for module in tm.modules():
-            if isinstance(module, torch.nn.BatchNorm2d):
-                module.running_mean.uniform_(-0.5, 0.5)
-                module.running_var.uniform_(0.5, 2.0)
-                module.weight.uniform_(0.5, 1.5)
-    tm.eval()
-    km = mobilenet(knn, **widths)
-    km.load_state_dict({k: v.detach().numpy() for k, v in tm.state_dict().items()})
-    km.eval()
+    tm, km = eval_pair(lambda nn: mobilenet(nn, **widths))
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     return tm, km, x
 
