@@ -53,7 +53,7 @@ lint: setup
 # (its own section of bench/RESULTS.md; --quick to try it). run_all.py pins
 # its runners the same way. Then threads per step at batch 1 (bench/threads.py:
 # small models at 1 thread, at 2 with kiln choosing per step, at 2 on every
-# step; with kiln's bounded OpenMP spin and with libgomp's own). Then the dependency engine (bench/engine.py:
+# step; beside a busy loop too, with kiln's busy-team watch on and off). Then the dependency engine (bench/engine.py:
 # d2l's async microbenchmark, async against sync mode, two matmul chains on
 # two workers against serial). Last, data-parallel training (bench/distributed.py:
 # W1 under DistributedDataParallel on 1 and 2 ranks, one thread each, and the
@@ -73,7 +73,7 @@ bench: build
 	@echo
 	@$(PY) bench/real_models.py --threads 1,2
 	@echo
-	@$(PY) bench/threads.py --spin default,libgomp
+	@$(PY) bench/threads.py --spin default,nowatch --load
 	@echo
 	@$(PY) bench/engine.py
 	@echo

@@ -1,5 +1,6 @@
 """Threads per step at batch 1 (issue 25; Note [Threads per step],
-src/kiln/jit/exec/step_threads.h): each model compiled three ways in one
+src/kiln/ops/op_threads.h, and Note [A busy team],
+src/kiln/kernels/cpu/parallel.h): each model compiled three ways in one
 process, timed side by side, rounds interleaved:
 
     1 thread      kiln.set_num_threads(1)
@@ -10,14 +11,15 @@ Models: MobileNetV3-Small, ResNet-18 and W5 at batch 1 (bench/models/, kiln
 traced frozen), and pretrained ONNX models (bench/models/onnx_zoo.py) loaded
 with kiln.onnx.load. Outputs of the three are compared (1e-4 of scale)
 before timing. Each configuration runs in its own process (libgomp reads its
-environment once): by default kiln's own defaults; --spin adds processes
-with GOMP_SPINCOUNT set (a count, or "libgomp" for libgomp's own default
-of 300000) or OMP_WAIT_POLICY=passive ("passive"); --load also runs every
-process beside a busy loop pinned to core 0 (another program loading the
-machine). Times are medians of --rounds rounds, ms per call.
+environment once): by default kiln's own defaults (libgomp's own spin,
+the busy-team watch on); --spin adds processes with GOMP_SPINCOUNT set (a
+count), OMP_WAIT_POLICY=passive ("passive"), or the watch off ("nowatch",
+KILN_TEAM_BUSY_FALLBACK=0); --load also runs every process beside a busy
+loop pinned to core 0 (another program loading the machine). Times are
+medians of --rounds rounds, ms per call.
 
     .venv/bin/python bench/threads.py [--models NAME,...] [--rounds 7]
-        [--round-s 0.2] [--spin default,libgomp,1000,passive] [--load]
+        [--round-s 0.2] [--spin default,nowatch,200,passive] [--load]
 """
 import argparse
 import json
@@ -114,12 +116,13 @@ def child(args):
 
 def environment(spin):
     env = dict(os.environ)
-    for key in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "OMP_NUM_THREADS", "KILN_STEP_THREADS"):
+    for key in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY", "OMP_NUM_THREADS", "KILN_STEP_THREADS",
+                "KILN_TEAM_BUSY_FALLBACK"):
         env.pop(key, None)
     if spin == "passive":
         env["OMP_WAIT_POLICY"] = "passive"
-    elif spin == "libgomp":  # what libgomp spins when nobody sets either variable
-        env["GOMP_SPINCOUNT"] = "300000"
+    elif spin == "nowatch":
+        env["KILN_TEAM_BUSY_FALLBACK"] = "0"
     elif spin != "default":
         env["GOMP_SPINCOUNT"] = spin
     return env
@@ -165,7 +168,7 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--round-s", type=float, default=0.2)
     parser.add_argument("--spin", default="default",
-                        help="GOMP_SPINCOUNT values, or default, libgomp, passive: a process each")
+                        help="GOMP_SPINCOUNT values, or default, nowatch, passive: a process each")
     parser.add_argument("--load", action="store_true",
                         help="also run each beside a busy loop pinned to core 0")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -179,8 +182,8 @@ def main(argv=None):
     for spin in args.spin.split(","):
         for loaded in (False, True) if args.load else (False,):
             where = "beside a busy loop on core 0" if loaded else "as the machine is"
-            setting = {"default": "kiln's defaults (GOMP_SPINCOUNT=200)",
-                       "libgomp": "libgomp's default spin (GOMP_SPINCOUNT=300000)",
+            setting = {"default": "kiln's defaults (libgomp's spin, busy-team watch on)",
+                       "nowatch": "busy-team watch off (KILN_TEAM_BUSY_FALLBACK=0)",
                        "passive": "OMP_WAIT_POLICY=passive"}.get(spin, f"GOMP_SPINCOUNT={spin}")
             print_table(f"{setting}, {where}:", run_configuration(args, spin, loaded))
 

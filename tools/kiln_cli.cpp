@@ -26,7 +26,6 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
 #include <CLI/CLI.hpp>
 
 #include "kiln/core/factory.h"
@@ -592,20 +591,9 @@ int dispatch(Commands& c) {
   return run_bench(c.bench_args);
 }
 
-// libgomp reads OMP_WAIT_POLICY and GOMP_SPINCOUNT when it loads, before
-// main: for kiln's bound on its spinning (docs/kernels.md, "Threads"; the
-// Python package sets the same for its import) the program starts again
-// with GOMP_SPINCOUNT set, unless the user chose either variable.
-void bound_openmp_spinning(char** argv) {
-  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
-  if (setenv("GOMP_SPINCOUNT", kiln::cpu::kDefaultSpinCount, 1) != 0) return;
-  execv("/proc/self/exe", argv);  // returns only when it failed: go on with libgomp's defaults
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  bound_openmp_spinning(argv);
   CLI::App app{"kiln: inspect, run and time .kiln model files", "kiln"};
   app.set_version_flag("--version", version_text());
   app.require_subcommand(1);

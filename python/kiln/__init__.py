@@ -4,7 +4,6 @@
     x = kiln.randn(2, 3, requires_grad=True)
     (x * x).sum().backward()
 """
-import kiln._openmp_env as _openmp_env  # first: it bounds libgomp's spinning before _C loads it
 from kiln import _C, _random, autograd
 from kiln._C import (
     Tensor,
@@ -45,8 +44,6 @@ from kiln._ops import *  # noqa: F401,F403  one function per op of the table
 from kiln._random import *  # noqa: F401,F403  Generator, generator= draws, rng state
 from kiln._tensor import install_tensor_methods as _install_tensor_methods
 from kiln._torch_forms import *  # noqa: F401,F403  PyTorch's forms where they differ
-
-_openmp_env.restore()
 
 __version__ = "0.1.0"
 

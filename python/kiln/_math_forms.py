@@ -15,10 +15,12 @@ from kiln._C import Tensor
 
 __all__: list[str] = ["scatter", "index_fill", "index_copy", "take_along_dim", "masked_select",
            "masked_scatter", "lerp", "norm", "cdist", "set_num_threads", "get_num_threads",
-           "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "arctan2"]
+           "set_team_busy_fallback", "team_busy_fallback", "team_stats", "arcsin", "arccos",
+           "arctan", "arcsinh", "arccosh", "arctanh", "arctan2"]
 
 # Functions of torch that are not Tensor methods there either.
-NOT_METHODS: set[str] = {"cdist", "set_num_threads", "get_num_threads"}
+NOT_METHODS: set[str] = {"cdist", "set_num_threads", "get_num_threads", "set_team_busy_fallback",
+                         "team_busy_fallback", "team_stats"}
 
 _REDUCE = {None: "none", "add": "add", "multiply": "multiply"}
 
@@ -140,6 +142,25 @@ def set_num_threads(num: int) -> None:
 def get_num_threads() -> int:
     """The number of OpenMP threads kiln's kernels use."""
     return int(_C.get_num_threads())
+
+
+def set_team_busy_fallback(on: bool) -> None:
+    """Whether a calling thread's plans and eager ops run on one thread for a
+    second when its team's threads waited a quarter of the time or more for
+    a core (other programs keeping the cores busy); on by default, or as
+    KILN_TEAM_BUSY_FALLBACK=0 says. docs/kernels.md, "Threads"."""
+    _C.set_team_busy_fallback(bool(on))
+
+
+def team_busy_fallback() -> bool:
+    return bool(_C.team_busy_fallback())
+
+
+def team_stats() -> dict:
+    """busy_fallbacks: how many times a team has run as one thread for a
+    while since the start, its cores being busy; busy_now: whether the
+    calling thread's team runs as one now."""
+    return {"busy_fallbacks": int(_C.team_busy_fallbacks()), "busy_now": bool(_C.team_busy())}
 
 
 # NumPy's names for the inverse functions, as torch has them too.

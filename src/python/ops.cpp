@@ -172,6 +172,11 @@ void bind_lerp_norms_threads(nb::module_& m) {
   m.def("cdist", &cdist, arg("x1"), arg("x2"), arg("p"));
   m.def("set_num_threads", &cpu::set_num_threads, arg("num"));
   m.def("get_num_threads", &cpu::max_threads);
+  m.def("set_team_busy_fallback", &cpu::set_team_busy_fallback, arg("on"));
+  m.def("team_busy_fallback", &cpu::team_busy_fallback);
+  m.def("team_busy_fallbacks", &cpu::team_busy_fallbacks);
+  m.def("team_busy", &cpu::team_busy);
+  m.def("prefer_one_thread_for", &cpu::prefer_one_thread_for, arg("ns"));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "kiln/autograd/autograd.h"
 #include "kiln/core/allocator.h"
+#include "kiln/kernels/cpu/parallel.h"
 #include "kiln/ops/registry.h"
 
 namespace {
@@ -33,6 +34,11 @@ int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
   kiln::op_registry();    // fill the table before the first test's baseline
   kiln::init_autograd();  // tests make tensors with TensorOptions::requires_grad
+  // Whether a busy machine puts a team on one thread (Note [A busy team])
+  // must not depend on the machine the tests run on: tests that compare
+  // bits across calls would see different kernels' threads. team_watch_test
+  // turns it on where it tests it.
+  kiln::cpu::set_team_busy_fallback(false);
   auto* leak_check = new LeakCheck;
   testing::UnitTest::GetInstance()->listeners().Append(leak_check);
   int result = RUN_ALL_TESTS();

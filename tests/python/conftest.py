@@ -12,3 +12,7 @@ import kiln  # noqa: E402
 # of queueing turn it off so that they check the same thing on a busy
 # machine, and test_engine_scheduling.py forces it where it tests it.
 kiln.set_engine_busy_fallback(False)
+
+# Likewise the OpenMP team's fallback to one thread while its cores are
+# busy (kiln.set_team_busy_fallback): test_team_busy.py turns it on.
+kiln.set_team_busy_fallback(False)

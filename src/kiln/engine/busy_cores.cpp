@@ -1,7 +1,7 @@
 #include "kiln/engine/busy_cores.h"
 
-#include <chrono>
-#include <cstdio>
+#include "kiln/util/thread_wait.h"
+
 #include <cstdlib>
 #include <cstring>
 
@@ -25,24 +25,6 @@ namespace {
 constexpr int64_t kWindowNs = 20'000'000;
 constexpr int64_t kFallbackNs = 1'000'000'000;
 
-int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-// The calling thread's total wait for a core, in ns; false where the
-// kernel does not say.
-bool read_waited_ns(int64_t& waited) {
-  std::FILE* f = std::fopen("/proc/thread-self/schedstat", "r");
-  if (!f) return false;
-  long long run = 0, wait = 0;
-  bool ok = std::fscanf(f, "%lld %lld", &run, &wait) == 2;
-  std::fclose(f);
-  waited = wait;
-  return ok;
-}
-
 bool enabled_from_environment() {
   const char* env = std::getenv("KILN_ENGINE_BUSY_FALLBACK");
   return !(env && std::strcmp(env, "0") == 0);
@@ -50,18 +32,15 @@ bool enabled_from_environment() {
 
 }  // namespace
 
-bool starved(int64_t waited_ns, int64_t wall_ns) {
-  return wall_ns > 0 && waited_ns * 4 >= wall_ns;
-}
-
 BusyCores::BusyCores() : enabled_(enabled_from_environment()) {}
 
 void BusyCores::after_op(Sample& last) {
   if (!enabled()) return;
-  int64_t now = steady_ns();
+  int64_t now = steady_now_ns();
   if (now - last.wall_ns < kWindowNs) return;
-  int64_t waited = 0;
-  if (!read_waited_ns(waited)) return;
+  CoreTimes times;
+  if (!core_times(times)) return;
+  const int64_t waited = times.waited;
   if (last.wall_ns != 0 && starved(waited - last.waited_ns, now - last.wall_ns)) {
     caller_until_ns_.store(now + kFallbackNs, std::memory_order_relaxed);
     fallbacks_.fetch_add(1, std::memory_order_relaxed);
@@ -73,13 +52,13 @@ bool BusyCores::caller_preferred() {
   int64_t until = caller_until_ns_.load(std::memory_order_relaxed);
   if (until == 0) [[likely]]
     return false;
-  if (steady_ns() < until) return enabled();
+  if (steady_now_ns() < until) return enabled();
   caller_until_ns_.compare_exchange_strong(until, 0, std::memory_order_relaxed);
   return false;
 }
 
 void BusyCores::prefer_caller_for(int64_t ns) {
-  caller_until_ns_.store(ns > 0 ? steady_ns() + ns : 0, std::memory_order_relaxed);
+  caller_until_ns_.store(ns > 0 ? steady_now_ns() + ns : 0, std::memory_order_relaxed);
 }
 
 BusyCores& busy_cores() {

@@ -8,10 +8,6 @@
 
 namespace kiln::engine::detail {
 
-// True when a thread that waited `waited_ns` for a core during `wall_ns`
-// of wall time was starved: a quarter of the time or more.
-bool starved(int64_t waited_ns, int64_t wall_ns);
-
 class BusyCores {
  public:
   BusyCores();

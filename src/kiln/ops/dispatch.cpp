@@ -105,9 +105,12 @@ void run_kernel(const OpDef& op, const std::vector<Tensor>& inputs,
     in_span[i] = view_of(inputs[i]);
   for (size_t i = 0; i < outputs.size(); ++i)
     out_span[i] = view_of(outputs[i]);
-  // As a compiled step of these shapes would run (Note [Threads per step]).
+  // As a compiled step of these shapes would run (Note [Threads per step]),
+  // or on one thread while the team's cores are busy (Note [A busy team]).
   std::optional<cpu::OneThread> one_thread;
-  if (cpu::can_split() && runs_on_one_thread(op, in_span, out_span)) one_thread.emplace();
+  if (cpu::can_split() && (runs_on_one_thread(op, in_span, out_span) || cpu::team_busy())) {
+    one_thread.emplace();
+  }
   op.cpu(KernelArgs{in_span, out_span, attrs});
 }
 

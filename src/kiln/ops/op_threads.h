@@ -48,11 +48,14 @@ enum class StepThreads : uint8_t {
 void set_step_threads(StepThreads mode);
 StepThreads step_threads();
 
-// A step estimated to take less than this on one thread runs on one. With
-// libgomp's spin bounded (docs/kernels.md, "Threads"), a thread idle longer
-// than the spin sleeps, and waking it costs 20-40 us on the VM the
-// benchmarks run on: a step must save more than that by halving.
-inline constexpr int64_t kTwoThreadMinNs = 50'000;
+// A step estimated to take less than this on one thread runs on one: with
+// the team's second thread spinning for work (libgomp's default), handing
+// it half costs a few us, and at 10 us small CNNs ran as fast as with every
+// step on the team (bench/threads.py, 2026-11-29). When the team's thread
+// sleeps instead (GOMP_SPINCOUNT or OMP_WAIT_POLICY=passive set low),
+// waking it costs 20-50 us on the VM the benchmarks run on, and fewer
+// steps would pay.
+inline constexpr int64_t kTwoThreadMinNs = 10'000;
 
 // The estimated nanoseconds on one thread of a step of `op` over these
 // views, or -1 when the model does not know the op.

@@ -329,6 +329,10 @@ void Executable::run_views(std::span<const cpu::StridedView> inputs,
 void Executable::run_steps(Workspace& ws, bool inputs_strided,
                            std::span<const uint64_t> input_keys) const {
   const bool profiling = profiler::recording();  // read once per run, not per step
+  // Every step on one thread while the team's cores are busy (Note [A busy
+  // team], kernels/cpu/parallel.h).
+  std::optional<cpu::OneThread> busy_team;
+  if (cpu::can_split() && cpu::team_busy()) busy_team.emplace();
   // The caller's team, which steps not marked one_thread run on (Note
   // [Threads per step], ops/op_threads.h); 1 inside a region.
   const int team = cpu::can_split() ? cpu::max_threads() : 1;

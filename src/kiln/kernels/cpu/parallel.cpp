@@ -24,11 +24,14 @@ bool can_split() {
   return omp_get_max_threads() > 1 && !omp_in_parallel();
 }
 
-OneThread::OneThread() : previous_(omp_get_max_threads()) {
+OneThread::OneThread()
+    : previous_(omp_get_max_threads()), previous_levels_(omp_get_max_active_levels()) {
   if (previous_ != 1) omp_set_num_threads(1);
+  if (previous_levels_ != 0) omp_set_max_active_levels(0);
 }
 OneThread::~OneThread() {
   if (previous_ != 1) omp_set_num_threads(previous_);
+  if (previous_levels_ != 0) omp_set_max_active_levels(previous_levels_);
 }
 
 void run_concurrently(int64_t n, int threads, void (*task)(void*, int64_t), void* context) {

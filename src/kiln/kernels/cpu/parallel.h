@@ -6,12 +6,6 @@
 
 namespace kiln::cpu {
 
-// What kiln sets GOMP_SPINCOUNT to when the user set neither it nor
-// OMP_WAIT_POLICY (docs/kernels.md, "Threads"): libgomp's default spins
-// about 40 ms before a waiting thread sleeps, ruinous when other programs
-// keep the cores busy. python/kiln/_openmp_env.py holds the same value.
-inline constexpr const char* kDefaultSpinCount = "200";
-
 int omp_threads_in_region();
 int omp_thread_id_in_region();
 int max_threads();
@@ -24,8 +18,11 @@ bool can_split();
 // While it lives, this thread's OpenMP team size is 1 (Note [Threads per
 // step], ops/op_threads.h): parallel_for and the kernels that ask
 // max_threads() run as plain loops, and a oneDNN primitive created and run
-// under it is a one-thread primitive, entering no region. Restores the
-// team size it found.
+// under it is a one-thread primitive, entering no region. A primitive made
+// earlier for the whole team asks for its threads itself; it gets one too,
+// as no region of this thread may be active meanwhile (OpenMP's
+// max-active-levels is 0), and oneDNN's kernels then split their work for
+// the one thread they got. Restores what it found.
 class OneThread {
  public:
   OneThread();
@@ -35,7 +32,35 @@ class OneThread {
 
  private:
   int previous_;
+  int previous_levels_;
 };
+
+// Note [A busy team]
+// A team of two pays only when both threads get a core. While other
+// programs keep the cores busy, a thread of the team waits for one, and
+// every region waits for it at its end: two threads ran a call 1.4-10x
+// slower than one beside a busy loop (bench/threads.py --load), the more
+// so the longer libgomp lets an idle thread spin. So the team watches how
+// long its threads wait for a core (kiln/util/thread_wait.h): once per
+// kWindowNs of a calling thread's use, it reads each team thread's wait;
+// when one waited a quarter of the window or more, that caller's plans and
+// eager ops run on one thread (OneThread) for the next second, and then
+// the team is tried again. Results are those of one thread: where a
+// kernel's bits depend on its threads, they differ in the last bits from
+// the team's. kiln.set_team_busy_fallback(False) or
+// KILN_TEAM_BUSY_FALLBACK=0 turns it off.
+
+// Whether the calling thread's team should run as one thread now, its
+// cores being busy. Cheap: a clock read, and once per window a read of its
+// threads' waits.
+bool team_busy();
+void set_team_busy_fallback(bool on);
+bool team_busy_fallback();
+// How many times a team has run as one thread for a while, since the start.
+int64_t team_busy_fallbacks();
+// Makes the calling thread's team run as one for `ns` from now (0: ends
+// it), as a busy machine would: for tests.
+void prefer_one_thread_for(int64_t ns);
 
 // Calls body(i) for every i in [0, n): split across OpenMP threads when
 // `split` and a region would have more than one thread, else a plain loop.
