@@ -4,6 +4,7 @@
 // written into views) and the error messages users see.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -193,6 +194,43 @@ TEST(Softmax, DownColumnsOfAPermutedView) {
   Tensor out = permuted(zeros({2, 4, 16, 19}), {0, 2, 1, 3});
   dispatch_into(op("softmax"), {x}, {{"dim", int64_t(1)}}, out);
   expect_all_near(out, want.to_vector<double>(), 1e-6);
+}
+
+// BERT exported from TensorFlow: a softmax along the last dim of a view
+// whose rows are not contiguous but whose dim 2 is (19 long: two vectors
+// of eight and 3 columns past them). Into a dense result (through a buffer
+// in the input's layout) and into a view of the input's layout (straight);
+// a NaN makes its own row NaN and no other.
+TEST(Softmax, LastDimOfATransposedView) {
+  manual_seed(6);
+  Tensor base = randn({2, 3, 16, 19});
+  base.data<float>()[5 * 19 + 7] = std::numeric_limits<float>::quiet_NaN();
+  Tensor x = permuted(base, {0, 1, 3, 2});  // [2, 3, 19, 16], rows 19 floats apart
+  Tensor want = softmax(to(x, DType::Float64), 3);
+  const std::vector<double> expected = want.to_vector<double>();
+  auto check = [&](const Tensor& got) {
+    const std::vector<double> values = to(got, DType::Float64).to_vector<double>();
+    ASSERT_EQ(values.size(), expected.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (std::isnan(expected[i])) {
+        EXPECT_TRUE(std::isnan(values[i])) << i;
+      } else {
+        EXPECT_NEAR(values[i], expected[i], 1e-6) << i;
+      }
+    }
+  };
+  check(softmax(x, 3));
+  check(softmax(x, -1));
+  Tensor dense = zeros({2, 3, 19, 16});
+  dispatch_into(op("softmax"), {x}, {{"dim", int64_t(3)}}, dense);
+  check(dense);
+  Tensor out = permuted(zeros({2, 3, 16, 19}), {0, 1, 3, 2});
+  dispatch_into(op("softmax"), {x}, {{"dim", int64_t(3)}}, out);
+  check(out);
+  // Only row 7 of slab [0, 0] holds the NaN: 16 NaNs in all.
+  const std::vector<double> values = softmax(x, 3).to_vector<double>();
+  EXPECT_EQ(std::count_if(values.begin(), values.end(), [](double v) { return std::isnan(v); }),
+            16);
 }
 
 TEST(Reduction, ErrorsNameTheOpShapeAndDim) {

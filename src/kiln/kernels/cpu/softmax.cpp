@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "kiln/kernels/cpu/reduce_geometry.h"
 #include "kiln/kernels/cpu/vec_math.h"
@@ -137,28 +138,47 @@ void softmax_columns_f32(float* y, const float* x, int64_t n, int64_t in_stride,
     softmax_row(y + j, x + j, n, in_stride, out_stride, false);
 }
 
-// float32 softmax along a dim that is not the last, where the last dim is
-// contiguous in both tensors and at least 8 long: softmax_columns_f32 over
-// every slab (each position of the other dims), whatever their strides (a
-// permuted view: YOLOv8 transposes before its softmax). False: not taken.
+// float32 softmax along `dim` where the input's rows are not contiguous but
+// another dim of it is, at least 8 long: softmax_columns_f32 over every
+// slab (each position of the other dims), whatever their strides. A dim
+// that is not the last, with the last contiguous (YOLOv8 transposes before
+// its softmax), writes straight into `out` when `out` is contiguous along
+// that dim too; otherwise (BERT exported from TensorFlow takes the softmax
+// of transposed scores, the last dim of a [1, 8, 32, 32] view whose rows
+// are 32 floats apart: 80 us through the strided row loop, now 3) a slab
+// goes through a buffer in the input's layout. False: not taken.
 bool softmax_down_columns(const StridedView& out, const StridedView& in, int dim) {
-  const int last = in.ndim - 1;
-  if (in.dtype != DType::Float32 || in.ndim < 2 || dim == last) return false;
-  if (in.strides[last] != 1 || out.strides[last] != 1 || in.shape[last] < 8) return false;
+  if (in.dtype != DType::Float32 || in.ndim < 2 || in.strides[dim] == 1) return false;
+  int wide = -1;  // the contiguous dim the lanes run along, the last such
+  for (int d = in.ndim - 1; d >= 0 && wide < 0; --d) {
+    if (d != dim && in.strides[d] == 1 && in.shape[d] >= 8) wide = d;
+  }
+  if (wide < 0) return false;
   if (in.numel() == 0) return true;
+  const int64_t n = in.shape[dim], width = in.shape[wide];
+  const bool direct = out.strides[wide] == 1;
+  std::vector<float> slab(direct ? 0 : size_t(n * width));
   int64_t index[kMaxDims] = {};
-  const int64_t n = in.shape[dim], width = in.shape[last];
   for (;;) {
     int64_t in_offset = 0, out_offset = 0;
-    for (int d = 0; d < last; ++d) {
+    for (int d = 0; d < in.ndim; ++d) {
       in_offset += index[d] * in.strides[d];
       out_offset += index[d] * out.strides[d];
     }
-    softmax_columns_f32(out.ptr<float>() + out_offset, in.ptr<const float>() + in_offset, n,
-                        in.strides[dim], out.strides[dim], width);
-    int d = last - 1;  // the next slab: an odometer over the dims but `dim` and the last
+    const float* x = in.ptr<const float>() + in_offset;
+    float* y = out.ptr<float>() + out_offset;
+    if (direct) {
+      softmax_columns_f32(y, x, n, in.strides[dim], out.strides[dim], width);
+    } else {
+      softmax_columns_f32(slab.data(), x, n, in.strides[dim], width, width);
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t j = 0; j < width; ++j)
+          y[i * out.strides[dim] + j * out.strides[wide]] = slab[size_t(i * width + j)];
+      }
+    }
+    int d = in.ndim - 1;  // the next slab: an odometer over the dims but `dim` and `wide`
     for (; d >= 0; --d) {
-      if (d == dim) continue;
+      if (d == dim || d == wide) continue;
       if (++index[d] < in.shape[d]) break;
       index[d] = 0;
     }

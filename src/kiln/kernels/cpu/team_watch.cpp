@@ -42,8 +42,8 @@ std::atomic<int64_t> g_fallbacks{0};
 constexpr int64_t kLeastRunnableNs = 2'000'000;
 
 struct Watch {
-  int team = 0;                    // the team size `threads` were found for
-  std::vector<int64_t> threads;    // the team's kernel thread ids, the caller first
+  int team = 0;                     // the team size `threads` were found for
+  std::vector<int64_t> threads;     // the team's kernel thread ids, the caller first
   std::vector<CoreTimes> at_start;  // each one's times when the window began
   int64_t next_sample_ns = 0;
   int64_t one_thread_until_ns = 0;
