@@ -1,8 +1,14 @@
-// Control flow (jit/ir/control_flow.h), three rewrites:
+// Control flow (jit/ir/control_flow.h), four rewrites:
 //   cond(const pred, ...)            -> the taken branch's nodes, inline
+//   a carried value the body returns  -> read through a new capture, and
+//     unchanged                          the loop's result is its input
 //   loop body node over captures only -> computed once before the loop,
 //                                        entering as a new capture
 //   an input no block reads           -> removed from the node and its blocks
+// ONNX's Loop has no captures of its own kind: exporters (paddle2onnx's
+// SLANet) carry weights and the encoder's output through every iteration
+// unchanged, so the second rewrite is what lets the third hoist their
+// products (a [1, 256, 96] x [96, 256] matmul per decoded token).
 // Loop invariants: a node of a while_loop's blocks or a scan's step whose
 // inputs are constants and captures (weights, activations from before the
 // loop) and that has no effects. Passes reach inside blocks through the
@@ -112,6 +118,63 @@ bool hoist_invariants(Node& node, PassContext& context) {
   return changed;
 }
 
+// A while_loop's carried value k that the body returns as it got it: the
+// loop's result k is its input k; and when a node of a block could leave
+// the loop but for reading such values, the blocks read them through new
+// captures (the carried slots stay, returned unchanged), so that
+// hoist_invariants moves the node. A carried value that only feeds what
+// changes (a loop bound compared with the counter) stays as it is.
+bool capture_unchanged_carried(Node& node, PassContext& context) {
+  if (node.op().name != "while_loop") return false;
+  const size_t carried = size_t(node.attrs().get_int("num_carried"));
+  const Graph& body = node.block(1);
+  std::vector<bool> unchanged(carried, false);
+  bool changed = false;
+  for (size_t k = 0; k < carried; ++k) {
+    unchanged[k] = body.outputs()[k] == body.inputs()[k];
+    if (!unchanged[k] || !is_used(*node.output(k))) continue;
+    node.output(k)->replace_all_uses_with(node.input(k));
+    changed = true;
+  }
+  // The unchanged values that a would-be invariant node reads, by index.
+  std::vector<bool> wanted(carried, false);
+  for (size_t b = 0; b < node.num_blocks(); ++b) {
+    const Graph& block = node.block(b);
+    const auto& inputs = block.inputs();
+    for (const Node* inner : block.nodes()) {
+      if (inner->num_blocks() || has_effects(*inner)) continue;
+      std::vector<size_t> reads;
+      bool invariant = true;
+      for (const Value* v : inner->inputs()) {
+        if (v == nullptr || v->kind() == ValueKind::Constant) continue;
+        const size_t j = size_t(std::find(inputs.begin(), inputs.end(), v) - inputs.begin());
+        if (j < carried && unchanged[j]) {
+          reads.push_back(j);
+        } else if (j >= inputs.size() || j < carried) {
+          invariant = false;
+        }
+      }
+      if (!invariant) continue;
+      for (size_t j : reads)
+        wanted[j] = true;
+    }
+  }
+  for (size_t k = 0; k < carried; ++k) {
+    if (!wanted[k]) continue;
+    node.append_input(node.input(k));
+    for (size_t b = 0; b < node.num_blocks(); ++b) {
+      Graph& block = node.block(b);
+      Value* captured = block.add_input(node.input(k)->type());
+      std::vector<Value*> outputs = block.outputs();
+      block.inputs()[k]->replace_all_uses_with(captured);
+      block.set_outputs(std::move(outputs));  // the body still returns its input k
+    }
+    context.count_rule("read an unchanged carried value of while_loop through a capture");
+    changed = true;
+  }
+  return changed;
+}
+
 bool drop_unread_inputs(Node& node, PassContext& context) {
   bool changed = false;
   const size_t count = node.block(0).inputs().size();
@@ -139,6 +202,7 @@ bool simplify_control_flow(Graph& graph, PassContext& context) {
       changed = true;
       continue;
     }
+    changed |= capture_unchanged_carried(*node, context);
     changed |= hoist_invariants(*node, context);
     changed |= drop_unread_inputs(*node, context);
   }
