@@ -129,17 +129,7 @@ TEST(StepThreads, OneThreadConvolutionMatchesEager) {
   ThreadsScope scope(2);
   set_step_threads(StepThreads::Choose);
   EXPECT_TRUE(bitwise_equal(conv2d(x, w, Tensor(), {1, 1}, {1, 1}), want));
-  auto g = std::make_shared<Graph>();
-  Value* xv = g->add_input(f32({1, 8, 6, 6}), "x");
-  Value* wv = g->add_param("w", f32({8, 8, 3, 3}), w);
-  Value* y = g->append(op("conv2d"), {xv, wv, nullptr},
-                       {{"stride", IntList{1, 1}},
-                        {"padding", IntList{1, 1}},
-                        {"dilation", IntList{1, 1}},
-                        {"groups", int64_t(1)}})
-                 ->output();
-  g->set_outputs({y});
-  Executable exe(g);
+  Executable exe(conv3x3_graph(w, {1, 8, 6, 6}));
   EXPECT_TRUE(step_of(exe, "conv2d").one_thread);
   EXPECT_TRUE(bitwise_equal(exe.run({x})[0], want));
 }

@@ -8,6 +8,20 @@
 
 namespace kiln::jit {
 
+std::shared_ptr<Graph> conv3x3_graph(const Tensor& w, IntList input_shape) {
+  auto g = std::make_shared<Graph>();
+  Value* x = g->add_input(f32(std::move(input_shape)), "x");
+  Value* wv = g->add_param("w", f32(w.shape()), w);
+  Value* y = g->append(op("conv2d"), {x, wv, nullptr},
+                       {{"stride", IntList{1, 1}},
+                        {"padding", IntList{1, 1}},
+                        {"dilation", IntList{1, 1}},
+                        {"groups", int64_t(1)}})
+                 ->output();
+  g->set_outputs({y});
+  return g;
+}
+
 std::unique_ptr<Graph> small_mlp() {
   auto g = std::make_unique<Graph>();
   Value* x = g->add_input(meta(DType::Float32, {2, 8}), "x");

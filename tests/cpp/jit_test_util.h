@@ -101,6 +101,10 @@ inline TensorMeta f32(IntList shape) {
 // outputs, a linear without bias; parameters by state_dict name.
 std::unique_ptr<Graph> small_mlp();
 
+// One 3x3 convolution (stride 1, padding 1, no bias) of weight `w`, a
+// parameter, over a float32 input of `input_shape`.
+std::shared_ptr<Graph> conv3x3_graph(const Tensor& w, IntList input_shape);
+
 // One row of the op test table as a graph: the row's op over graph inputs
 // (or, with `inputs_as_constants`, over constants holding the row's data),
 // with a cast node in front of every input whose dtype the kernel does not

@@ -1,5 +1,6 @@
 """The Python tests import the op test table (tests/oracle) as well as the
 installed kiln package; kiln is never imported from the source tree."""
+import os
 import pathlib
 import sys
 
@@ -14,5 +15,8 @@ import kiln  # noqa: E402
 kiln.set_engine_busy_fallback(False)
 
 # Likewise the OpenMP team's fallback to one thread while its cores are
-# busy (kiln.set_team_busy_fallback): test_team_busy.py turns it on.
+# busy (kiln.set_team_busy_fallback): test_team_busy.py turns it on. The
+# environment variable keeps it off in the programs tests start too (the
+# kiln tool, C++ examples), whose results are compared bit for bit.
+os.environ["KILN_TEAM_BUSY_FALLBACK"] = "0"
 kiln.set_team_busy_fallback(False)
