@@ -16,14 +16,19 @@ namespace {
 // every async workload ran 1.1-2x slower than sync. The kernel counts each
 // thread's time spent runnable but not running (/proc/thread-self/schedstat,
 // its second field). A worker samples it once per kWindowNs of wall time;
-// when it waited for a core a quarter of the window or more, ops issued in
-// the next kFallbackNs run on the caller (the caller waits for what they
-// read, then runs them as a small op runs: errors still raise at a sync
-// point, results are those of queueing them), and then async mode tries
-// the workers again. kiln.set_engine_busy_fallback(False) or
-// KILN_ENGINE_BUSY_FALLBACK=0 turns it off.
+// when it waited for a core a quarter of its runnable time or more in two
+// windows running, ops issued in the next kFallbackNs run on the caller (the caller waits for what
+// they read, then runs them as a small op runs: errors still raise at a sync point, results are
+// those of queueing them), and then async mode tries the workers again.
+// kiln.set_engine_busy_fallback(False) or KILN_ENGINE_BUSY_FALLBACK=0 turns it off.
 constexpr int64_t kWindowNs = 20'000'000;
 constexpr int64_t kFallbackNs = 1'000'000'000;
+// As the OpenMP team's watch judges (Note [A busy team],
+// kernels/cpu/parallel.h): on the time the worker was runnable, and on two
+// starved windows in a row, so that a daemon taking a core for a few ms
+// does not send a second of ops to the caller.
+constexpr int64_t kLeastRunnableNs = 2'000'000;
+constexpr int kStarvedWindows = 2;
 
 bool enabled_from_environment() {
   const char* env = std::getenv("KILN_ENGINE_BUSY_FALLBACK");
@@ -40,12 +45,21 @@ void BusyCores::after_op(Sample& last) {
   if (now - last.wall_ns < kWindowNs) return;
   CoreTimes times;
   if (!core_times(times)) return;
-  const int64_t waited = times.waited;
-  if (last.wall_ns != 0 && starved(waited - last.waited_ns, now - last.wall_ns)) {
-    caller_until_ns_.store(now + kFallbackNs, std::memory_order_relaxed);
-    fallbacks_.fetch_add(1, std::memory_order_relaxed);
+  if (last.wall_ns != 0) {
+    const int64_t waited = times.waited - last.waited_ns;
+    const int64_t runnable = times.ran - last.ran_ns + waited;
+    if (runnable >= kLeastRunnableNs) {
+      last.starved_windows = starved(waited, runnable) ? last.starved_windows + 1 : 0;
+    }
+    if (last.starved_windows >= kStarvedWindows) {
+      last.starved_windows = 0;
+      caller_until_ns_.store(now + kFallbackNs, std::memory_order_relaxed);
+      fallbacks_.fetch_add(1, std::memory_order_relaxed);
+    }
   }
-  last = {now, waited};
+  last.wall_ns = now;
+  last.ran_ns = times.ran;
+  last.waited_ns = times.waited;
 }
 
 bool BusyCores::caller_preferred() {

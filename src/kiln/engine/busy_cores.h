@@ -16,7 +16,9 @@ class BusyCores {
   // for a core then.
   struct Sample {
     int64_t wall_ns = 0;
+    int64_t ran_ns = 0;
     int64_t waited_ns = 0;
+    int starved_windows = 0;  // in a row
   };
   // On a worker after each op: samples the thread's wait for a core once
   // per window and, when it was starved, prefers the caller for a while.

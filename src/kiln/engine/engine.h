@@ -176,11 +176,16 @@ void synchronize();
 
 // Backpressure: push blocks while this many ops, or ops holding this many
 // bytes, are in flight (one op larger than the byte limit still runs alone).
-// inline_bytes: an op touching at most this many bytes (inputs and
-// outputs) runs at once on the caller when its variables are idle
-// (run_if_idle); 0 queues every op.
+// A few dozen ops ahead is all the caller needs to overlap the kernels;
+// further ahead only costs: every op in flight holds its own output blocks,
+// so the memory a loop cycles through grows with the queue. With 4096 ops
+// allowed, the W1 training loop ran some 80 steps ahead, held 220 MB, took
+// 200 page faults a step and ran 0.8x sync's speed; with 64, 1.2-1.4x
+// (bench/engine.py). inline_bytes: an op touching at most this many bytes
+// (inputs and outputs) runs at once on the caller when its variables are
+// idle (run_if_idle); 0 queues every op.
 struct Limits {
-  int64_t max_ops = 4096;
+  int64_t max_ops = 64;
   int64_t max_bytes = int64_t(1) << 30;
   int64_t inline_bytes = 16 << 10;
 };
