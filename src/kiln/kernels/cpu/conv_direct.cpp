@@ -304,7 +304,9 @@ void one_pixel(const Geometry& g, const float* input, const float* weights, cons
   alignas(32) float lanes[2 * kLanes];
   for (int b = 0; b < OCB; ++b)
     _mm256_store_ps(lanes + b * kLanes, activate<A>(acc[b]));
-  for (int64_t oc = 0; oc < g.OC; ++oc)
+  // OC is at most OCB * kLanes (the caller's choice of OCB); the bound says
+  // so to the compiler too, which otherwise sees lanes read past the stores.
+  for (int64_t oc = 0; oc < std::min<int64_t>(g.OC, OCB * kLanes); ++oc)
     out_image[oc * g.OH * g.OW + oh * g.OW + ow] = lanes[oc];
 }
 

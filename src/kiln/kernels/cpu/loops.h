@@ -117,6 +117,7 @@ void for_each_run(const std::array<StridedView, N>& operands, Inner inner) {
     run_range<N>(plan, 0, plan.numel, inner);
     return;
   }
+#ifdef _OPENMP
 #pragma omp parallel
   {
     int threads = omp_threads_in_region();
@@ -127,6 +128,9 @@ void for_each_run(const std::array<StridedView, N>& operands, Inner inner) {
     Inner local = inner;
     run_range<N>(plan, begin, end, local);
   }
+#else
+  parallel_for_needs_openmp();  // parallel.h: built without OpenMP, it would not split
+#endif
 }
 
 // out[i] = f(a[i]); contiguous runs are written as a plain indexed loop.

@@ -66,6 +66,12 @@ void prefer_one_thread_for(int64_t ns);
 // `split` and a region would have more than one thread, else a plain loop.
 // A region with `if (false)`, or of a team of one, would still cost libgomp
 // a team setup, microseconds per call on batch-1 shapes.
+// Declared and never defined: a file built without OpenMP (the layers
+// above the kernels include this header for OneThread and the thread
+// counts) that calls parallel_for fails to link, rather than splitting
+// nothing unnoticed.
+void parallel_for_needs_openmp();
+
 template <typename Body>
 void parallel_for(int64_t n, bool split, const Body& body) {
   if (!split || !can_split()) {
@@ -73,9 +79,13 @@ void parallel_for(int64_t n, bool split, const Body& body) {
       body(i);
     return;
   }
+#ifdef _OPENMP
 #pragma omp parallel for
   for (int64_t i = 0; i < n; ++i)
     body(i);
+#else
+  parallel_for_needs_openmp();
+#endif
 }
 
 // Runs task(i) for every i in [0, n) on up to `threads` OpenMP threads
