@@ -2,6 +2,8 @@
 the same inputs, torch's weights loaded into the kiln module, outputs and
 gradients compared, and the module's traced and hybridized forms checked
 against its eager result."""
+import io
+
 import numpy as np
 import torch
 
@@ -120,3 +122,13 @@ def eval_pair(build, *args):
     ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
     ours.eval()
     return theirs, ours
+
+
+def onnx_runtime_output(compiled, kx, x):
+    """What ONNX Runtime computes on `x` from kiln's ONNX export of the
+    compiled model `compiled` (traced on `kx`)."""
+    import onnxruntime as ort
+    buffer = io.BytesIO()
+    kiln.onnx.export(compiled, (kx,), buffer)
+    session = ort.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
+    return session.run(None, {session.get_inputs()[0].name: x})[0]

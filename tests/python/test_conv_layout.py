@@ -6,7 +6,6 @@ Winograd's kernels on the 3x3 stride-1 ones and the max pool between them
 channels-last too; results stay within float32
 tolerance of PyTorch; exact=True keeps NCHW and eager's bits; ONNX export
 writes a chained graph as plain NCHW ops."""
-import io
 
 import numpy as np
 import pytest
@@ -15,9 +14,9 @@ import kiln
 import kiln.jit
 
 torch = pytest.importorskip("torch")
-from nn_torch_helpers import eval_pair  # noqa: E402 (after the torch check)
+from nn_torch_helpers import eval_pair, onnx_runtime_output  # noqa: E402 (after the torch check)
 
-ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxruntime")
 
 
 def resnet(nn, width=32):
@@ -120,10 +119,7 @@ def test_onnx_export_of_a_chained_trace_matches_torch():
     with kiln.no_grad():
         frozen = kiln.jit.trace(km, kx, frozen=True)
     assert _chained(frozen)
-    buffer = io.BytesIO()
-    kiln.onnx.export(frozen, (kx,), buffer)
-    session = ort.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
-    got = session.run(None, {session.get_inputs()[0].name: x})[0]
+    got = onnx_runtime_output(frozen, kx, x)
     with torch.no_grad():
         want = tm(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -9,7 +9,6 @@ for odd sizes, odd channel counts, batch 2, 1x1 images, a symbolic batch
 and chain values read outside the chain (returned, twice); exact=True keeps
 NCHW. Also the NCHW <-> NHWC copies at a chain's edges
 (kernels/cpu/transpose_f32.cpp) against NumPy."""
-import io
 
 import numpy as np
 import pytest
@@ -19,7 +18,7 @@ import kiln.jit
 import kiln.nn as knn
 
 torch = pytest.importorskip("torch")
-from nn_torch_helpers import eval_pair  # noqa: E402 (after the torch check)
+from nn_torch_helpers import eval_pair, onnx_runtime_output  # noqa: E402 (after the torch check)
 
 
 def mobilenet(nn, stem=16, expand=48, out=24):
@@ -150,16 +149,13 @@ def test_nchw_nhwc_copies_match_numpy(shape):
 
 
 def test_onnx_export_of_a_chained_trace_matches_torch():
-    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxruntime")
     tm, km, x = _models((1, 3, 32, 32))
     kx = kiln.tensor(x)
     with kiln.no_grad():
         frozen = kiln.jit.trace(km, kx, frozen=True)
     assert _nodes(frozen, "mean")
-    buffer = io.BytesIO()
-    kiln.onnx.export(frozen, (kx,), buffer)
-    session = ort.InferenceSession(buffer.getvalue(), providers=["CPUExecutionProvider"])
-    got = session.run(None, {session.get_inputs()[0].name: x})[0]
+    got = onnx_runtime_output(frozen, kx, x)
     with torch.no_grad():
         want = tm(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
