@@ -23,12 +23,10 @@ namespace {
 // kiln.set_engine_busy_fallback(False) or KILN_ENGINE_BUSY_FALLBACK=0 turns it off.
 constexpr int64_t kWindowNs = 20'000'000;
 constexpr int64_t kFallbackNs = 1'000'000'000;
-// As the OpenMP team's watch judges (Note [A busy team],
-// kernels/cpu/parallel.h): on the time the worker was runnable, and on two
-// starved windows in a row, so that a daemon taking a core for a few ms
-// does not send a second of ops to the caller.
-constexpr int64_t kLeastRunnableNs = 2'000'000;
-constexpr int kStarvedWindows = 2;
+// A window is judged as the OpenMP team's watch judges one (Note [A busy
+// team], kernels/cpu/parallel.h): on the time the worker was runnable, and
+// kStarvedWindowsInARow of them, so that a daemon taking a core for a few
+// ms does not send a second of ops to the caller.
 
 bool enabled_from_environment() {
   const char* env = std::getenv("KILN_ENGINE_BUSY_FALLBACK");
@@ -46,20 +44,16 @@ void BusyCores::after_op(Sample& last) {
   CoreTimes times;
   if (!core_times(times)) return;
   if (last.wall_ns != 0) {
-    const int64_t waited = times.waited - last.waited_ns;
-    const int64_t runnable = times.ran - last.ran_ns + waited;
-    if (runnable >= kLeastRunnableNs) {
-      last.starved_windows = starved(waited, runnable) ? last.starved_windows + 1 : 0;
-    }
-    if (last.starved_windows >= kStarvedWindows) {
+    const std::optional<bool> starved = starved_between(last.times, times);
+    if (starved) last.starved_windows = *starved ? last.starved_windows + 1 : 0;
+    if (last.starved_windows >= kStarvedWindowsInARow) {
       last.starved_windows = 0;
       caller_until_ns_.store(now + kFallbackNs, std::memory_order_relaxed);
       fallbacks_.fetch_add(1, std::memory_order_relaxed);
     }
   }
   last.wall_ns = now;
-  last.ran_ns = times.ran;
-  last.waited_ns = times.waited;
+  last.times = times;
 }
 
 bool BusyCores::caller_preferred() {

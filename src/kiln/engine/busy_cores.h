@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "kiln/util/thread_wait.h"
+
 namespace kiln::engine::detail {
 
 class BusyCores {
@@ -15,9 +17,8 @@ class BusyCores {
   // A worker's last sample: when it was taken and the thread's total wait
   // for a core then.
   struct Sample {
-    int64_t wall_ns = 0;
-    int64_t ran_ns = 0;
-    int64_t waited_ns = 0;
+    int64_t wall_ns = 0;  // 0: none taken yet
+    CoreTimes times;
     int starved_windows = 0;  // in a row
   };
   // On a worker after each op: samples the thread's wait for a core once

@@ -47,8 +47,11 @@ int64_t current_thread_id() {
   return static_cast<int64_t>(::syscall(SYS_gettid));
 }
 
-bool starved(int64_t waited_ns, int64_t wall_ns) {
-  return wall_ns > 0 && waited_ns * 4 >= wall_ns;
+std::optional<bool> starved_between(const CoreTimes& before, const CoreTimes& now) {
+  const int64_t waited = now.waited - before.waited;
+  const int64_t runnable = now.ran - before.ran + waited;
+  if (runnable < kLeastRunnableNs) return std::nullopt;
+  return waited * 4 >= runnable;
 }
 
 int64_t steady_now_ns() {

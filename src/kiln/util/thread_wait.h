@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 namespace kiln {
 
@@ -24,9 +25,17 @@ bool thread_core_times(int64_t tid, CoreTimes& times);
 // The calling thread's kernel thread id.
 int64_t current_thread_id();
 
-// True when a thread that waited `waited_ns` for a core during `wall_ns`
-// of wall time was starved: a quarter of the time or more.
-bool starved(int64_t waited_ns, int64_t wall_ns);
+// Whether a thread whose times went from `before` to `now` was starved:
+// it waited for a core a quarter or more of the time it was runnable (on a
+// core or waiting for one; judged on that, not on wall time, since a model
+// called every 100 ms is runnable for a few of them). nullopt when it was
+// runnable less than kLeastRunnableNs, too little to say.
+inline constexpr int64_t kLeastRunnableNs = 2'000'000;
+std::optional<bool> starved_between(const CoreTimes& before, const CoreTimes& now);
+
+// Starved windows in a row before a watch acts: one can be a daemon taking
+// a core for a few ms.
+inline constexpr int kStarvedWindowsInARow = 2;
 
 // std::chrono::steady_clock's now, in ns.
 int64_t steady_now_ns();

@@ -23,7 +23,6 @@ namespace {
 // cores stay busy, so a loaded machine pays for two windows on the team
 // every few seconds, a quiet one little for a false alarm.
 constexpr int64_t kWindowNs = 20'000'000;
-constexpr int kStarvedWindows = 2;
 constexpr int64_t kFirstFallbackNs = 250'000'000;
 constexpr int64_t kLongestFallbackNs = 4'000'000'000;
 
@@ -34,12 +33,6 @@ bool enabled_from_environment() {
 
 std::atomic<bool> g_enabled{enabled_from_environment()};
 std::atomic<int64_t> g_fallbacks{0};
-
-// A window is judged on the time its threads were runnable (on a core or
-// waiting for one), not on wall time: a model called every 100 ms is
-// runnable for a few of them. A window in which every thread was runnable
-// less than kLeastRunnableNs says nothing.
-constexpr int64_t kLeastRunnableNs = 2'000'000;
 
 struct Watch {
   int team = 0;                     // the team size `threads` were found for
@@ -70,20 +63,16 @@ struct Watch {
     return true;
   }
 
-  // Whether a thread of the team waited for a core a quarter or more of
-  // the time it was runnable; nullopt when none was runnable long enough
-  // to say.
+  // Whether a thread of the team was starved this window (thread_wait.h);
+  // nullopt when none was runnable long enough to say.
   std::optional<bool> judge(const std::vector<CoreTimes>& now) const {
-    bool said = false;
+    std::optional<bool> said;
     for (size_t i = 0; i < now.size() && i < at_start.size(); ++i) {
-      const int64_t waited = now[i].waited - at_start[i].waited;
-      const int64_t runnable = now[i].ran - at_start[i].ran + waited;
-      if (runnable < kLeastRunnableNs) continue;
-      if (starved(waited, runnable)) return true;
-      said = true;
+      const std::optional<bool> starved = starved_between(at_start[i], now[i]);
+      if (starved == true) return true;
+      if (starved) said = false;
     }
-    if (said) return false;
-    return std::nullopt;
+    return said;
   }
 
   void note_window(bool was_starved, int64_t now_ns) {
@@ -92,7 +81,7 @@ struct Watch {
       fallback_ns = kFirstFallbackNs;
       return;
     }
-    if (++starved_windows < kStarvedWindows) return;
+    if (++starved_windows < kStarvedWindowsInARow) return;
     starved_windows = 0;
     one_thread_until_ns = now_ns + fallback_ns;
     fallback_ns = std::min(2 * fallback_ns, kLongestFallbackNs);
