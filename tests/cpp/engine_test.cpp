@@ -83,6 +83,73 @@ bool eventually(Ready ready) {
   return true;
 }
 
+// Note [A waiting caller helps]: with two workers, an op ready while the
+// caller waits may run on the caller. Here the caller waits for `blocked`,
+// which holds a worker until `unblock` runs, and `unblock` is ready at
+// once: the caller or the other worker runs it, and when the other worker
+// sleeps the caller, already waiting, usually comes first.
+TEST_F(EngineTest, AWaitingCallerRunsReadyOps) {
+  use(engine::Execution::Async, 2);
+  Storage s1, s2;
+  EngineVar* blocked_var = fresh_var(s1);
+  EngineVar* unblock_var = fresh_var(s2);
+  int64_t before = engine::stats().ran_by_waiting_caller;
+  int on_caller = 0;
+  for (int i = 0; i < 100; ++i) {
+    std::atomic<bool> released{false};
+    std::thread::id blocked_on, unblock_on;
+    engine::push(
+        [&] {
+          blocked_on = std::this_thread::get_id();
+          eventually([&] { return released.load(); });
+        },
+        {}, {&blocked_var, 1}, {"blocked"});
+    engine::push(
+        [&] {
+          unblock_on = std::this_thread::get_id();
+          released = true;
+        },
+        {}, {&unblock_var, 1}, {"unblock"});
+    blocked_var->wait_for_host_access();
+    unblock_var->wait_for_host_access();
+    ASSERT_TRUE(released.load());
+    EXPECT_NE(blocked_on, unblock_on);
+    on_caller += int(blocked_on == std::this_thread::get_id()) +
+                 int(unblock_on == std::this_thread::get_id());
+  }
+  EXPECT_GT(on_caller, 0);
+  EXPECT_EQ(engine::stats().ran_by_waiting_caller - before, on_caller);
+}
+
+// The caller helps only while fewer ops run than there are workers: with
+// both workers held, a ready op waits for one of them to finish.
+TEST_F(EngineTest, AWaitingCallerRunsNoMoreOpsThanTheWorkers) {
+  use(engine::Execution::Async, 2);
+  Storage s1, s2, s3;
+  EngineVar* held[] = {fresh_var(s1), fresh_var(s2)};
+  EngineVar* third = fresh_var(s3);
+  std::atomic<bool> released{false};
+  std::atomic<int> holding{0};
+  for (EngineVar*& v : held) {
+    engine::push(
+        [&] {
+          ++holding;
+          eventually([&] { return released.load(); });
+        },
+        {}, {&v, 1}, {"hold"});
+  }
+  ASSERT_TRUE(eventually([&] { return holding.load() == 2; }));
+  bool ran_while_held = true;
+  engine::push([&] { ran_while_held = !released.load(); }, {}, {&third, 1}, {"third"});
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    released = true;
+  });
+  third->wait_for_host_access();  // the caller waits here, and may not run `third` yet
+  releaser.join();
+  EXPECT_FALSE(ran_while_held);
+}
+
 TEST_F(EngineTest, SyncModeRunsAtOnce) {
   use(engine::Execution::Sync);
   Storage s;
@@ -343,7 +410,7 @@ TEST_F(EngineTest, SeveralThreadsPushing) {
 }
 
 TEST_F(EngineTest, TheProfilerRecordsQueuedKernelsOnTheWorkers) {
-  use(engine::Execution::Async, 2);
+  use(engine::Execution::Async);  // one worker: a waiting caller does not help it
   Tensor a = ones({128, 128});
   Tensor b = ones({128, 128});
   engine::synchronize();

@@ -206,6 +206,8 @@ struct Stats {
   int64_t in_flight_bytes = 0;
   int64_t peak_in_flight_bytes = 0;
   int64_t ran_inline = 0;  // ops async mode ran at once (run_if_idle)
+  // Queued ops a waiting caller ran itself (Note [A waiting caller helps]).
+  int64_t ran_by_waiting_caller = 0;
   int64_t sync_waits = 0;  // sync points that found ops pending and waited
   // Times an op's end woke threads sleeping at a sync point, synchronize()
   // or backpressure: once per wait that sleeps, not once per op.

@@ -55,6 +55,16 @@ struct RunningOp {
   ~RunningOp() { t_in_running_op = saved; }
 };
 
+// Ops running now, on workers or a helping caller (Note [A waiting caller
+// helps]).
+struct RunningCount {
+  std::atomic<int>& count;
+  explicit RunningCount(std::atomic<int>& count) : count(count) {
+    count.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~RunningCount() { count.fetch_sub(1, std::memory_order_relaxed); }
+};
+
 void update_peak(std::atomic<int64_t>& peak, int64_t value) {
   int64_t seen = peak.load(std::memory_order_relaxed);
   while (value > seen && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
@@ -152,7 +162,15 @@ void Scheduler::free_retired() {
 // sees the condition true before it sleeps.
 template <typename Done>
 void Scheduler::wait_until(std::atomic<int>& registry, Done done) {
-  if (done() || spin_until(done)) {
+  bool finished = done();
+  if (!finished && may_help()) {
+    // Note [A waiting caller helps]: run what is ready, spin while a worker
+    // may yet leave some, and sleep only when neither helps.
+    auto done_or_helpable = [&] { return done() || helpable(); };
+    while (!(finished = help_until(done)) && spin_until(done_or_helpable)) {
+    }
+  }
+  if (finished || (!may_help() && spin_until(done))) {
     free_retired();
     return;
   }
@@ -287,8 +305,75 @@ void Scheduler::enqueue(Op* op) {
   if (wake) ready_cv_.notify_one();
 }
 
+// Note [A waiting caller helps]
+// With two workers or more, a caller that waits (a sync point,
+// synchronize(), backpressure) runs ready ops itself rather than spin or
+// sleep. A pool's worker that slept took 0.1-3 ms to get a core back on a
+// 2-core VM, long enough for the other worker to run both branches of a
+// model alone, and the waiting caller was a third thread spinning on a
+// core the workers needed. Running ops instead, it is one of the two
+// threads the cores run: bench/engine.py's two-branch model went from
+// 1.0-1.4x of serial to 1.7-1.9x. It takes an op only while fewer ops run
+// than there are workers, so
+// ops side by side stay within what set_num_interop_threads allows, and it
+// runs them with a worker's OpenMP threads. One worker (the default) runs
+// ops in issue order and gets every thread, so the caller does not help it.
+// Only ops are run here, never a wait: a running op does not wait (Note
+// [Sync points]).
+bool Scheduler::may_help() const {
+  return num_workers_.load(std::memory_order_relaxed) >= 2 && !t_in_running_op &&
+         started_.load(std::memory_order_acquire);
+}
+
+bool Scheduler::helpable() const {
+  return ready_size_.load(std::memory_order_acquire) > 0 &&
+         running_.load(std::memory_order_relaxed) < num_workers_.load(std::memory_order_relaxed);
+}
+
+template <typename Done>
+bool Scheduler::help_until(Done done) {
+  Op* op = nullptr;
+  void* token = nullptr;
+  int saved_threads = 0;
+  bool helping = false;
+  while (!done()) {
+    if (!op) {
+      if (!helpable() || !(op = try_pop_ready())) break;
+      if (!helping) {
+        helping = true;
+        token = blocking_.enter ? blocking_.enter() : nullptr;
+        saved_threads = cpu::max_threads();
+        cpu::set_num_threads(intra_threads_.load(std::memory_order_relaxed));
+      }
+    }
+    op = run(op);
+    helped_.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (op) enqueue(op);  // made ready by the last op run here: a worker's now
+  if (helping) {
+    cpu::set_num_threads(saved_threads);
+    if (blocking_.leave) blocking_.leave(token);
+  }
+  return done();
+}
+
+Op* Scheduler::try_pop_ready() {
+  std::lock_guard<std::mutex> lock(ready_mutex_);
+  if (ready_.empty()) return nullptr;
+  Op* op = ready_.front();
+  ready_.pop_front();
+  ready_size_.fetch_sub(1, std::memory_order_relaxed);
+  return op;
+}
+
+// One idle worker at a time spins for the next op; the others sleep at
+// once. A second spinner only took a core from the threads running ops (on
+// two cores, a third runnable thread), and made the busy-cores watch see
+// the pool starved by its own threads.
 Op* Scheduler::pop_ready() {
-  spin_until([&] { return ready_size_.load(std::memory_order_acquire) > 0; });
+  if (spinning_.fetch_add(1, std::memory_order_relaxed) == 0)
+    spin_until([&] { return ready_size_.load(std::memory_order_acquire) > 0; });
+  spinning_.fetch_sub(1, std::memory_order_relaxed);
   std::unique_lock<std::mutex> lock(ready_mutex_);
   while (ready_.empty() && !stopping_) {
     ++sleeping_;
@@ -331,6 +416,7 @@ Op* Scheduler::run(Op* op) {
   std::shared_ptr<Failure> failure = inherited;
   if (!failure) {
     RunningOp running;
+    RunningCount counted(running_);
     profiler::Range range;  // the kernel on this worker, with its queueing time
     if (op->queued_ns >= 0 && profiler::recording()) {
       range.open(profiler::EventKind::Kernel, op->site.op);
@@ -449,9 +535,10 @@ Op* Scheduler::complete(Op* op, const std::shared_ptr<Failure>& failure, bool ne
 
 void Scheduler::start_workers_locked() {
   if (started_.load()) return;
-  int intra = std::max(1, cpu::max_threads() / num_workers_);
+  int intra = std::max(1, cpu::max_threads() / num_workers_.load());
+  intra_threads_ = intra;
   stopping_ = false;
-  for (int i = 0; i < num_workers_; ++i)
+  for (int i = 0; i < num_workers_.load(); ++i)
     threads_.emplace_back([this, intra] { worker_loop(intra); });
   started_.store(true, std::memory_order_release);
 }
@@ -498,6 +585,7 @@ Stats Scheduler::stats() {
                in_flight_bytes_.load(),
                peak_in_flight_bytes_.load(),
                ran_inline_.load(),
+               helped_.load(),
                sync_waits_.load(),
                waiter_wakeups_.load(),
                busy_cores().fallbacks()};

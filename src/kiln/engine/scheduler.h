@@ -123,7 +123,7 @@ class Scheduler {
   void raise_unreported();
 
   void set_workers(int n);
-  int workers() const { return num_workers_; }
+  int workers() const { return num_workers_.load(); }
   Limits limits() const;
   void set_limits(Limits limits);
   Stats stats();
@@ -138,6 +138,11 @@ class Scheduler {
   void grant_waiting(Var& var, std::vector<Op*>& ready);
   void enqueue(Op* op);
   Op* pop_ready();
+  Op* try_pop_ready();  // null when the ready queue is empty
+  bool may_help() const;
+  bool helpable() const;
+  template <typename Done>
+  bool help_until(Done done);  // returns done()
   void worker_loop(int intra_threads);
   Op* run(Op* op);  // returns the op to run next on this worker, or null
   Op* complete(Op* op, const std::shared_ptr<Failure>& failure, bool new_failure);
@@ -158,11 +163,15 @@ class Scheduler {
   std::deque<Op*> ready_;
   std::atomic<int64_t> ready_size_{0};
   int sleeping_ = 0;
+  std::atomic<int> spinning_{0};  // idle workers spinning for the next op
   bool stopping_ = false;
   std::vector<std::thread> threads_;
   std::mutex pool_mutex_;  // starting and stopping the pool
   std::atomic<bool> started_{false};
-  int num_workers_ = 1;
+  std::atomic<int> num_workers_{1};    // read by waiting callers (may_help)
+  std::atomic<int> intra_threads_{1};  // each worker's OpenMP threads
+  std::atomic<int> running_{0};        // ops running now (Note [A waiting caller helps])
+  std::atomic<int64_t> helped_{0};
 
   std::mutex wait_mutex_;
   std::condition_variable wait_cv_;
