@@ -20,6 +20,7 @@ class BusyCores {
     int64_t wall_ns = 0;  // 0: none taken yet
     CoreTimes times;
     int starved_windows = 0;  // in a row
+    MachineTimes machine;     // at the first of them (wall_ns 0: none)
   };
   // On a worker after each op: samples the thread's wait for a core once
   // per window and, when it was starved, prefers the caller for a while.
@@ -35,6 +36,8 @@ class BusyCores {
   int64_t fallbacks() const { return fallbacks_.load(std::memory_order_relaxed); }
 
  private:
+  static bool others_keep_the_cores_busy(Sample& last);
+
   std::atomic<bool> enabled_;
   std::atomic<int64_t> caller_until_ns_{0};  // 0: none
   std::atomic<int64_t> fallbacks_{0};

@@ -37,6 +37,25 @@ std::optional<bool> starved_between(const CoreTimes& before, const CoreTimes& no
 // a core for a few ms.
 inline constexpr int kStarvedWindowsInARow = 2;
 
+// What the cores this process may use did: their time busy with anything
+// (/proc/stat, in clock ticks, for the CPUs of its affinity) and this
+// process's own CPU time. Between two samples, the difference is what other
+// programs took: a thread can wait for a core because of them, or because
+// this process runs more threads than cores (or the hypervisor took the
+// core), and only the first is a reason to run on fewer threads.
+struct MachineTimes {
+  int64_t wall_ns = 0;
+  int64_t cores_busy_ns = 0;
+  int64_t process_ns = 0;
+};
+bool machine_times(MachineTimes& times);  // false where the kernel does not say
+
+// The cores other programs kept busy on average from `before` to `now`;
+// nullopt for a span under kLeastMachineSpanNs (the kernel counts busy
+// time in ticks of 10 ms, so a shorter span says too little).
+inline constexpr int64_t kLeastMachineSpanNs = 100'000'000;
+std::optional<double> others_busy_cores(const MachineTimes& before, const MachineTimes& now);
+
 // std::chrono::steady_clock's now, in ns.
 int64_t steady_now_ns();
 

@@ -1,0 +1,99 @@
+// Note [Busy cores] (engine/busy_cores.cpp): async mode runs ops on the
+// caller for a while when its workers wait for cores that other programs
+// keep busy, and only then; kiln/util/thread_wait.h measures both.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "kiln/core/factory.h"
+#include "kiln/engine/engine.h"
+#include "kiln/ops/elementwise.h"
+#include "kiln/ops/linalg.h"
+#include "kiln/ops/random.h"
+#include "kiln/util/thread_wait.h"
+#include "test_util.h"
+
+namespace kiln {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+TEST(ThreadWait, OthersBusyCoresAreTheCoresBusyTimeLessThisProcesss) {
+  const MachineTimes before{.wall_ns = 0, .cores_busy_ns = 0, .process_ns = 0};
+  // 200 ms: the cores were busy 300 ms, 100 of them this process's.
+  EXPECT_DOUBLE_EQ(*others_busy_cores(before, {200 * kMs, 300 * kMs, 100 * kMs}), 1.0);
+  // Busy ticks count coarser than the process's time: never below 0.
+  EXPECT_DOUBLE_EQ(*others_busy_cores(before, {200 * kMs, 90 * kMs, 100 * kMs}), 0.0);
+  EXPECT_FALSE(others_busy_cores(before, {kLeastMachineSpanNs - 1, 300 * kMs, 0}).has_value());
+}
+
+// Spins for `ns` of the calling thread's CPU time.
+void spin_for_cpu(int64_t ns) {
+  CoreTimes start, now;
+  ASSERT_TRUE(core_times(start));
+  volatile uint64_t sink = 0;
+  do {
+    for (int i = 0; i < 100000; ++i)
+      sink = sink + 1;
+    ASSERT_TRUE(core_times(now));
+  } while (now.ran - start.ran < ns);
+}
+
+TEST(ThreadWait, MachineTimesCountThisProcesssWork) {
+  MachineTimes before, after;
+  if (!machine_times(before)) GTEST_SKIP() << "this kernel has no /proc/stat to read";
+  spin_for_cpu(60 * kMs);
+  ASSERT_TRUE(machine_times(after));
+  EXPECT_GE(after.process_ns - before.process_ns, 60 * kMs);
+  // The spin kept one allowed core busy; /proc/stat counts in 10 ms ticks.
+  EXPECT_GE(after.cores_busy_ns - before.cores_busy_ns, 40 * kMs);
+  EXPECT_GT(after.wall_ns, before.wall_ns);
+}
+
+// Other processes keeping every core busy: the worker waits for a core,
+// others' busy time says why, and ops go to the caller by themselves.
+TEST(BusyCores, OtherProgramsKeepingTheCoresBusySendOpsToTheCaller) {
+  MachineTimes probe;
+  if (!machine_times(probe)) GTEST_SKIP() << "this kernel has no /proc/stat to read";
+  engine::set_busy_fallback(true);
+  engine::set_num_interop_threads(1);
+  engine::set_execution(engine::Execution::Async);
+  std::vector<pid_t> hogs;
+  const unsigned cores = std::max(2u, std::thread::hardware_concurrency());
+  for (unsigned i = 0; i < cores; ++i) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {  // the child only spins until killed
+      volatile uint64_t spin = 0;
+      for (;;)
+        spin = spin + 1;
+    }
+    ASSERT_GT(pid, 0);
+    hogs.push_back(pid);
+  }
+  Tensor a = randn({256, 256});
+  const int64_t before = engine::stats().busy_fallbacks;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  bool noticed = false;
+  while (!noticed && std::chrono::steady_clock::now() < deadline) {
+    for (int i = 0; i < 8; ++i)
+      a = matmul(a, a) * 0.05;  // queued: 768 KiB touched
+    engine::synchronize();
+    noticed = engine::stats().busy_fallbacks > before;
+  }
+  for (pid_t pid : hogs) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  engine::prefer_caller_for(0);
+  engine::set_execution(engine::Execution::Sync);
+  engine::set_busy_fallback(true);
+  EXPECT_TRUE(noticed);
+}
+
+}  // namespace
+}  // namespace kiln
