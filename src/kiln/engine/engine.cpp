@@ -268,6 +268,10 @@ Limits limits() {
   return detail::scheduler().limits();
 }
 
+int64_t inline_bytes() {
+  return detail::scheduler().inline_bytes();
+}
+
 void set_num_interop_threads(int n) {
   detail::scheduler().set_workers(n);
 }

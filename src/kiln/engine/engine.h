@@ -196,6 +196,7 @@ struct Limits {
 };
 void set_limits(Limits limits);
 Limits limits();
+int64_t inline_bytes();  // limits().inline_bytes, for dispatch's every op
 
 // Workers of the pool (1 by default). Each worker's kernels get
 // max(1, threads / workers) OpenMP threads, `threads` being what the

@@ -125,6 +125,7 @@ class Scheduler {
   void set_workers(int n);
   int workers() const { return num_workers_.load(); }
   Limits limits() const;
+  int64_t inline_bytes() const { return inline_bytes_.load(std::memory_order_relaxed); }
   void set_limits(Limits limits);
   Stats stats();
   void reset_peaks();

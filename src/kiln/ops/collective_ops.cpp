@@ -152,6 +152,7 @@ void register_collective_ops(OpRegistry& registry) {
       .cpu = all_reduce_start_kernel,
       .has_side_effects = true,
       .differentiable = false,
+      .runs_where_issued = true,
       .onnx = onnx_not_exportable(
           "a collective over the ranks of kiln.distributed: ONNX graphs run on one process")});
   registry.add(OpDef{
@@ -161,6 +162,7 @@ void register_collective_ops(OpRegistry& registry) {
       .cpu = all_reduce_wait_kernel,
       .has_side_effects = true,
       .differentiable = false,
+      .runs_where_issued = true,
       .onnx = onnx_not_exportable(
           "it waits for a collective over the ranks of kiln.distributed: ONNX graphs run on "
           "one process")});

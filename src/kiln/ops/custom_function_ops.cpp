@@ -206,6 +206,7 @@ void register_custom_function_ops(OpRegistry& registry) {
       .cpu = custom_function_kernel,
       .grad = custom_function_grad,
       .has_side_effects = true,
+      .runs_where_issued = true,
       .onnx = onnx_not_exportable("it calls a Python autograd.Function registered at run time")});
 }
 

@@ -8,7 +8,6 @@
 #include "kiln/engine/engine.h"
 #include "kiln/kernels/cpu/parallel.h"
 #include "kiln/ops/attrs_text.h"
-#include "kiln/ops/collective_ops.h"
 #include "kiln/ops/data_dependent.h"
 #include "kiln/ops/op_threads.h"
 #include "kiln/util/profile_recorder.h"
@@ -162,14 +161,6 @@ int64_t touched_bytes(const std::vector<Tensor>& inputs, const std::vector<Tenso
   return bytes;
 }
 
-// Ops whose kernel calls back into Python run where they were issued, and
-// so do the collectives: every rank must issue its all-reduces in its
-// program's order, which a worker running them later would not keep
-// (collective_ops.h).
-bool runs_on_caller(const OpDef& op) {
-  return op.name == "custom_function" || is_collective(op);
-}
-
 // What an op reads and writes, as `Handle`s (EngineVarSlot* or EngineVar*)
 // that `of` gives for a storage and `generator` for the default generator:
 // reads (its inputs), then writes (its outputs, the inputs it mutates, and
@@ -215,13 +206,13 @@ struct Touched {
 // engine variable. Note [Sync points] in engine/engine.h.
 void launch(const OpDef& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
             const Attrs& attrs, const Tensor& cast_into = Tensor()) {
-  if (!engine::pushing() || runs_on_caller(op)) {
+  if (!engine::pushing() || op.runs_where_issued) {
     run_kernels(op, inputs, outputs, attrs, cast_into);
     return;
   }
   std::vector<int> mutated = op.mutated_inputs ? op.mutated_inputs(attrs) : std::vector<int>();
   engine::Site site{op.name.c_str(), nullptr};
-  bool small = touched_bytes(inputs, outputs) <= engine::limits().inline_bytes;
+  bool small = touched_bytes(inputs, outputs) <= engine::inline_bytes();
   // While the workers wait for cores, every op runs here (Note [Busy cores]).
   bool on_caller = !small && engine::caller_preferred();
   if (small || on_caller) {

@@ -249,6 +249,10 @@ struct OpDef {
   // tanh): an op that runs it in place over its producer's output
   // (linear_act) still has what the backward needs.
   bool grad_reads_output_only = false;
+  // Its kernel runs on the thread that issued it, in async mode too: it
+  // calls back into Python (custom_function), or every rank must issue it
+  // in its program's order (the collectives, collective_ops.h).
+  bool runs_where_issued = false;
   // With has_side_effects: which inputs are written (null: none).
   MutatedInputsFn mutated_inputs = nullptr;
   // The names of the sub-graphs a node of this op owns (cond: then, else;
