@@ -208,19 +208,21 @@ class TwoBranches:
             p.requires_grad_(False)  # inference weights: traced as constants
         self.x = kiln.randn(128, 512)
 
-    def __call__(self) -> None:
+    def __call__(self, calls: int = 1) -> None:
         with kiln.no_grad():
-            out = self.a(self.x) + self.b(self.x)
-        out.wait_to_read()
+            for _ in range(calls):
+                out = self.a(self.x) + self.b(self.x)
+                out.wait_to_read()
 
     def compiled(self):
         """The model traced: one plan whose two branches are concurrent steps."""
         with kiln.no_grad():
             traced = kiln.jit.trace(lambda x: self.a(x) + self.b(x), (self.x,))
 
-        def run() -> None:
+        def run(calls: int = 1) -> None:
             with kiln.no_grad():
-                traced(self.x).wait_to_read()
+                for _ in range(calls):
+                    traced(self.x).wait_to_read()
         return run
 
 
@@ -235,7 +237,13 @@ def fallbacks() -> int:
 
 
 def measure(variants: dict, reps: int, setup=None) -> dict:
+    """Median time of each variant; each runs once untimed first (a pool's
+    threads start, buffers and primitives are made)."""
     times = {name: [] for name in variants}
+    for name, run in variants.items():
+        if setup:
+            setup(name)
+        run()
     for _ in range(reps):
         for name, run in variants.items():
             if setup:
@@ -260,7 +268,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--ops", type=int, default=10000)
     parser.add_argument("--chain", type=int, default=16)
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--branch-calls", type=int, default=10)
     args = parser.parse_args()
 
     kiln.set_execution("async")
@@ -316,13 +325,14 @@ def main() -> None:
           f"{busy(seen)})")
     model = TwoBranches()
     seen = fallbacks()
-    branches = measure({"serial (sync mode)": lambda: (kiln.set_execution("sync"), model()),
+    calls = args.branch_calls
+    branches = measure({"serial (sync mode)": lambda: (kiln.set_execution("sync"), model(calls)),
                         "2 workers (async mode)": lambda: (kiln.set_execution("async"),
-                                                           model())}, args.reps)
+                                                           model(calls))}, args.reps)
     print(f"== a two-branch model (2 x 4 Linear 512->512, batch 128, eager, no_grad), one thread "
-          f"per op, median of {args.reps}, ms")
+          f"per op, {calls} calls each waited for, median of {args.reps}, ms per call")
     for name, t in branches.items():
-        print(f"  {name:<36} {t * 1e3:8.2f}")
+        print(f"  {name:<36} {t / calls * 1e3:8.2f}")
     ratio = branches["serial (sync mode)"] / branches["2 workers (async mode)"]
     print(f"  serial / 2 workers                   {ratio:8.2f}x  (goal >= 1.7x on two cores"
           f"{busy(seen)})")
@@ -331,14 +341,14 @@ def main() -> None:
     def with_threads(n: int):
         def run() -> None:
             kiln.set_num_threads(n)
-            compiled()
+            compiled(calls)
         return run
     kiln.set_execution("sync")
     plan = measure({"compiled, 1 thread": with_threads(1),
                     "compiled, 2 threads: 2 steps side by side": with_threads(2)}, args.reps)
     kiln.set_num_threads(1)
     for name, t in plan.items():
-        print(f"  {name:<42} {t * 1e3:8.2f}")
+        print(f"  {name:<42} {t / calls * 1e3:8.2f}")
     ratio = plan["compiled, 1 thread"] / plan["compiled, 2 threads: 2 steps side by side"]
     print(f"  1 thread / concurrent steps          {ratio:8.2f}x")
 
