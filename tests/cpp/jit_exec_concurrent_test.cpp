@@ -4,10 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 
 #include "jit_test_util.h"
 #include "kiln/core/factory.h"
 #include "kiln/core/random.h"
+#include "kiln/engine/engine.h"
 #include "kiln/jit/exec/concurrency.h"
 #include "kiln/jit/exec/executable.h"
 #include "kiln/kernels/cpu/parallel.h"
@@ -162,6 +166,69 @@ TEST(JitExecConcurrent, AFailingStepRaisesOnce) {
   EXPECT_EQ(e.kind(), ErrorKind::Index) << e.what();
   std::vector<Tensor> fine = exe.run({ones({128, 128}), full({1}, 5, DType::Int64)});
   EXPECT_EQ(fine[0].shape(), (IntList{1, 128}));
+}
+
+// Note [A compiled run as one engine op]: in async mode with two workers,
+// a queued run waits for the runs before it on what it reads and writes,
+// and for nothing else. The first run here reads a tensor an op holds
+// (until released); a second plan's run on another tensor finishes
+// meanwhile unless it draws random numbers, when it keeps draws in issue
+// order behind the first.
+class CompiledAsync : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    engine::set_busy_fallback(false);
+    engine::set_num_interop_threads(2);
+    engine::set_execution(engine::Execution::Async);
+  }
+  void TearDown() override {
+    engine::synchronize();
+    engine::set_execution(engine::Execution::Sync);
+    engine::set_num_interop_threads(1);
+    engine::set_busy_fallback(true);
+  }
+
+  // Whether `second` finishes within `patience` while `first` waits for
+  // an op that holds its input.
+  static bool finishes_while_another_waits(const Executable& first, const Executable& second,
+                                           std::chrono::milliseconds patience) {
+    Tensor held = randn({8, 128}), free_input = randn({8, 128});
+    std::atomic<bool> released{false};
+    EngineVar* held_var = engine::var_of(*held.storage());
+    engine::push(
+        [&] {
+          while (!released.load())
+            std::this_thread::yield();
+        },
+        {}, {&held_var, 1}, {"hold"});
+    std::vector<Tensor> waiting = first.run({held});
+    std::vector<Tensor> out = second.run({free_input});
+    std::atomic<bool> done{false};
+    std::thread reader([&] {
+      out[0].wait_for_engine();
+      done = true;
+    });
+    auto deadline = std::chrono::steady_clock::now() + patience;
+    while (!done.load() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    bool finished = done.load();
+    released = true;
+    reader.join();
+    waiting[0].wait_for_engine();
+    return finished;
+  }
+};
+
+TEST_F(CompiledAsync, RunsOfPlansWithoutRandomStepsDoNotWaitForEachOther) {
+  TwoChains a = two_chains(8), b = two_chains(8);
+  Executable first(a.graph), second(b.graph);
+  EXPECT_TRUE(finishes_while_another_waits(first, second, std::chrono::seconds(20)));
+}
+
+TEST_F(CompiledAsync, RunsThatDrawKeepIssueOrderOnTheGenerator) {
+  TwoChains a = two_chains(8, /*dropout_in_each=*/true), b = two_chains(8, true);
+  Executable first(a.graph), second(b.graph);
+  EXPECT_FALSE(finishes_while_another_waits(first, second, std::chrono::milliseconds(200)));
 }
 
 }  // namespace

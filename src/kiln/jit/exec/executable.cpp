@@ -52,6 +52,7 @@ Executable::Executable(std::shared_ptr<const Graph> graph, std::span<const Outpu
     for (const Node* node : g.nodes()) {
       calls_python_ |= node->op().name == "custom_function";
       issues_collectives_ |= is_collective(node->op());
+      draws_random_ |= node->op().is_random;
     }
   });
   // One workspace up front, so a single-threaded caller allocates nothing
@@ -193,7 +194,7 @@ void Executable::wait_for_held() const {
 // In async mode a run is queued whole: it reads its inputs, parameters and
 // constants and writes its outputs, what it mutates (a training step's
 // weights, batch_norm's statistics), the default generator (its random
-// steps) and the executable's own variable (which orders its runs, and
+// steps, when it has any) and the executable's own variable (which orders its runs, and
 // whose wait in the destructor keeps a queued run from outliving the plan).
 // Version counters move when the run is queued, as an eager in-place op's
 // do; the run packs weights under the versions read then, not when it runs
@@ -227,7 +228,7 @@ void Executable::execute(std::span<const Tensor> inputs, std::span<const Tensor>
     const Tensor& written = m.root == RootKind::Fixed ? plan_.held[m.index] : inputs[m.index];
     writes.push_back(engine::var_of(*written.storage()));  // also read: a write wins
   }
-  writes.push_back(engine::var_of(default_generator()));
+  if (draws_random_) writes.push_back(engine::var_of(default_generator()));
   if (!runs_var_.get()) runs_var_.install(engine::new_order_var());
   writes.push_back(runs_var_.get());
   std::vector<Tensor> in(inputs.begin(), inputs.end()), out(outputs.begin(), outputs.end());

@@ -134,6 +134,10 @@ class Executable final : public GraphRunner {
   mutable EngineVarSlot runs_var_;
   bool calls_python_ = false;
   bool issues_collectives_ = false;
+  // A step draws from the default generator: a queued run writes its
+  // variable, so draws keep issue order. Plans without one do not, or every
+  // compiled run would wait for every other (and for random eager ops).
+  bool draws_random_ = false;
   mutable std::mutex pool_mutex_;
   mutable std::vector<std::unique_ptr<Workspace>> pool_;
   mutable size_t workspaces_made_ = 0;
