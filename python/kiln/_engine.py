@@ -92,7 +92,8 @@ def execution(mode: str) -> Iterator[None]:
 
 def set_engine_limits(max_ops: int, max_bytes: int, inline_bytes: int | None = None) -> None:
     """Backpressure: an op issued while `max_ops` ops, or ops holding
-    `max_bytes` bytes of outputs, are in flight waits for room.
+    `max_bytes` bytes of outputs per worker (`set_num_interop_threads`),
+    are in flight waits for room.
     `inline_bytes` (unchanged when None): an op touching at most this many
     bytes runs at once on the caller when nothing it touches is pending
     (queueing it would cost more than its kernel); 0 queues every op."""

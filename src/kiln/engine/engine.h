@@ -175,7 +175,8 @@ bool run_if_idle(FunctionRef fn, std::span<EngineVarSlot* const> reads,
 void synchronize();
 
 // Backpressure: push blocks while this many ops, or ops holding this many
-// bytes, are in flight (one op larger than the byte limit still runs alone).
+// bytes per worker, are in flight (one op larger than the byte limit still
+// runs alone).
 // A few dozen ops ahead is all the caller needs to overlap the kernels;
 // further ahead only costs: every op in flight holds its own output blocks,
 // so the memory a loop cycles through grows with the queue. With 4096 ops

@@ -119,6 +119,7 @@ class Scheduler {
   void free_retired();
   void wait_all();
   void throttle(int64_t bytes);
+  int64_t byte_limit() const;  // max_bytes times the workers
   void raise_if_poisoned(Var& var);
   void raise_unreported();
 
