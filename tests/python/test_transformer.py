@@ -173,20 +173,26 @@ def test_sdpa_dropout_drops_attention_weights():
     assert np.all(zero.numpy() == 0)
 
 
-@pytest.mark.parametrize("args, kwargs, message", [
-    ((kiln.randn(4), kiln.randn(4), kiln.randn(4)), {}, "at least 2 dimensional"),
-    ((kiln.randn(3, 4), kiln.randn(5, 4), kiln.randn(5, 4, dtype=kiln.float64)), {},
-     "same dtype"),
-    ((kiln.randn(3, 4), kiln.randn(5, 3), kiln.randn(5, 4)), {}, r"\[5, 3\]"),
-    ((kiln.randn(3, 4), kiln.randn(5, 4), kiln.randn(6, 4)), {}, "sequence length"),
-    ((kiln.randn(3, 4), kiln.randn(5, 4), kiln.randn(5, 4)),
-     {"attn_mask": kiln.ones(3, 5, dtype=kiln.int64)}, "bool or float"),
-    ((kiln.randn(3, 4), kiln.randn(5, 4), kiln.randn(5, 4)),
-     {"attn_mask": kiln.zeros(4, 5)}, r"\[4, 5\]"),
-    ((kiln.randn(2, 3, 4), kiln.randn(2, 5, 4), kiln.randn(2, 5, 4)),
-     {"attn_mask": kiln.zeros(2, 1, 3, 5)}, r"\[2, 1, 3, 5\]"),
+def _randn(*shapes, dtype=None):
+    return tuple(kiln.randn(*shape, dtype=dtype or kiln.float32) for shape in shapes)
+
+
+# Each case makes its tensors when it runs: tensors made at collection would
+# live in pytest's items until the interpreter's end, after kiln's module
+# is torn down (nanobind then reports them as leaked).
+@pytest.mark.parametrize("make, message", [
+    (lambda: (_randn((4,), (4,), (4,)), {}), "at least 2 dimensional"),
+    (lambda: (_randn((3, 4), (5, 4)) + _randn((5, 4), dtype=kiln.float64), {}), "same dtype"),
+    (lambda: (_randn((3, 4), (5, 3), (5, 4)), {}), r"\[5, 3\]"),
+    (lambda: (_randn((3, 4), (5, 4), (6, 4)), {}), "sequence length"),
+    (lambda: (_randn((3, 4), (5, 4), (5, 4)), {"attn_mask": kiln.ones(3, 5, dtype=kiln.int64)}),
+     "bool or float"),
+    (lambda: (_randn((3, 4), (5, 4), (5, 4)), {"attn_mask": kiln.zeros(4, 5)}), r"\[4, 5\]"),
+    (lambda: (_randn((2, 3, 4), (2, 5, 4), (2, 5, 4)), {"attn_mask": kiln.zeros(2, 1, 3, 5)}),
+     r"\[2, 1, 3, 5\]"),
 ])
-def test_sdpa_errors_name_the_shapes(args, kwargs, message):
+def test_sdpa_errors_name_the_shapes(make, message):
+    args, kwargs = make()
     with pytest.raises((RuntimeError, TypeError, ValueError), match=message):
         F.scaled_dot_product_attention(*args, **kwargs)
 
