@@ -321,13 +321,15 @@ void Scheduler::enqueue(Op* op) {
 // model alone, and the waiting caller was a third thread spinning on a
 // core the workers needed. Running ops instead, it is one of the two
 // threads the cores run: bench/engine.py's two-branch model went from
-// 1.0-1.4x of serial to 1.7-1.9x. It takes an op only while fewer ops run
-// than there are workers, so
-// ops side by side stay within what set_num_interop_threads allows, and it
-// runs them with a worker's OpenMP threads. One worker (the default) runs
-// ops in issue order and gets every thread, so the caller does not help it.
-// Only ops are run here, never a wait: a running op does not wait (Note
-// [Sync points]).
+// 1.0-1.4x of serial to 1.5-1.8x (medians of its runs). It takes an op
+// only while fewer ops run than there are workers, so ops side by side
+// stay within what set_num_interop_threads allows, and it runs them with a
+// worker's OpenMP threads. One worker (the default) runs ops in issue
+// order and gets every thread, so the caller does not help it. Only ops
+// are run here, never a wait: a running op does not wait (Note [Sync
+// points]). Queued ops are kernels and compiled runs, which take no lock a
+// thread may hold while it waits, so running one on the waiting thread
+// cannot deadlock where a worker would not.
 bool Scheduler::may_help() const {
   return num_workers_.load(std::memory_order_relaxed) >= 2 && !t_in_running_op &&
          started_.load(std::memory_order_acquire);
