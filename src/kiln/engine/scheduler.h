@@ -136,7 +136,7 @@ class Scheduler {
   static std::exception_ptr run_as_running_op(FunctionRef fn);
   void store_failure(std::exception_ptr error, Site site, const std::vector<Var*>& written);
   template <typename Done>
-  void wait_until(std::atomic<int>& registry, Done done);
+  void wait_until(std::atomic<int>& registry, Done done, std::atomic<bool>* woken = nullptr);
   void grant_waiting(Var& var, std::vector<Op*>& ready);
   void enqueue(Op* op);
   Op* pop_ready();
@@ -178,6 +178,7 @@ class Scheduler {
   std::mutex wait_mutex_;
   std::condition_variable wait_cv_;
   std::atomic<int> all_waiters_{0}, throttle_waiters_{0};  // sleeping in wait_all, throttle
+  std::atomic<bool> throttle_woken_{false};                // since a pusher last went to sleep
 
   std::atomic<int64_t> in_flight_{0}, in_flight_bytes_{0};
   std::atomic<int64_t> pushed_{0}, peak_in_flight_{0}, peak_in_flight_bytes_{0};
