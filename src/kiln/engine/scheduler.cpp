@@ -169,14 +169,15 @@ void Scheduler::free_retired() {
 template <typename Done>
 void Scheduler::wait_until(std::atomic<int>& registry, Done done, std::atomic<bool>* woken) {
   bool finished = done();
-  if (!finished && may_help()) {
+  const bool helps = !finished && may_help();
+  if (helps) {
     // Note [A waiting caller helps]: run what is ready, spin while a worker
     // may yet leave some, and sleep only when neither helps.
     auto done_or_helpable = [&] { return done() || helpable(); };
     while (!(finished = help_until(done)) && spin_until(done_or_helpable)) {
     }
   }
-  if (finished || (!may_help() && spin_until(done))) {
+  if (finished || (!helps && spin_until(done))) {
     free_retired();
     return;
   }
@@ -368,7 +369,7 @@ bool Scheduler::help_until(Done done) {
       }
     }
     op = run(op);
-    helped_.fetch_add(1, std::memory_order_relaxed);
+    ran_by_waiting_caller_.fetch_add(1, std::memory_order_relaxed);
   }
   if (op) enqueue(op);  // made ready by the last op run here: a worker's now
   if (helping) {

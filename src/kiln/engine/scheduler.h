@@ -173,7 +173,7 @@ class Scheduler {
   std::atomic<int> num_workers_{1};    // read by waiting callers (may_help)
   std::atomic<int> intra_threads_{1};  // each worker's OpenMP threads
   std::atomic<int> running_{0};        // ops running now (Note [A waiting caller helps])
-  std::atomic<int64_t> helped_{0};
+  std::atomic<int64_t> ran_by_waiting_caller_{0};
 
   std::mutex wait_mutex_;
   std::condition_variable wait_cv_;

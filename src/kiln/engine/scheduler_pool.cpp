@@ -61,7 +61,7 @@ Stats Scheduler::stats() {
                in_flight_bytes_.load(),
                peak_in_flight_bytes_.load(),
                ran_inline_.load(),
-               helped_.load(),
+               ran_by_waiting_caller_.load(),
                sync_waits_.load(),
                waiter_wakeups_.load(),
                busy_cores().fallbacks()};

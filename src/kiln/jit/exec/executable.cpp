@@ -11,7 +11,6 @@
 #include "kiln/jit/ir/size_symbols.h"
 #include "kiln/kernels/cpu/parallel.h"
 #include "kiln/ops/attrs_text.h"
-#include "kiln/ops/collective_ops.h"
 #include "kiln/util/profile_recorder.h"
 
 namespace kiln::jit {
@@ -50,8 +49,7 @@ Executable::Executable(std::shared_ptr<const Graph> graph, std::span<const Outpu
   plan_ = lower(*graph_, into, place);
   for_each_graph(*graph_, [&](const Graph& g) {
     for (const Node* node : g.nodes()) {
-      calls_python_ |= node->op().name == "custom_function";
-      issues_collectives_ |= is_collective(node->op());
+      runs_where_issued_ |= node->op().runs_where_issued;
       draws_random_ |= node->op().is_random;
     }
   });
@@ -207,7 +205,7 @@ void Executable::wait_for_held() const {
 // it). Inside the run, independent steps may run side by side (Note
 // [Concurrent steps], concurrency.h).
 void Executable::execute(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const {
-  if (!engine::pushing() || calls_python_ || issues_collectives_) {
+  if (!engine::pushing() || runs_where_issued_) {
     run_plan(inputs, outputs);
     bump_mutated(inputs);
     return;

@@ -132,8 +132,9 @@ class Executable final : public GraphRunner {
   // engine op]); a plan calling Python (custom_function) or holding
   // collectives (all_reduce_start/_wait) is never queued.
   mutable EngineVarSlot runs_var_;
-  bool calls_python_ = false;
-  bool issues_collectives_ = false;
+  // A step whose op runs where it was issued (OpDef::runs_where_issued:
+  // custom_function, the collectives): the whole run does.
+  bool runs_where_issued_ = false;
   // A step draws from the default generator: a queued run writes its
   // variable, so draws keep issue order. Plans without one do not, or every
   // compiled run would wait for every other (and for random eager ops).
