@@ -12,7 +12,9 @@
    Python thread overlaps the kernels; goal >= 1.2x).
 3. Two independent chains of 512x512 matmuls, and a model of two
    branches, one OpenMP thread per op: two engine workers against the same
-   ops run serially (goal >= 1.7x on two cores).
+   ops run serially (goal >= 1.7x on two cores); and one chain with two
+   workers and every thread, async against sync mode (an op that runs
+   alone takes all the threads, not its worker's share).
 4. W1-W3 (SCENARIOS.md's reference workloads) in eager Python in both
    modes (goal: async never more than 3% slower, or kiln picks sync by
    itself: async mode runs as sync when the process may use one core only,
@@ -135,6 +137,25 @@ def chain_variants(length: int) -> dict:
         chains()
 
     return {"serial (sync mode)": serial, "2 workers (async mode)": parallel}
+
+
+def lone_chain_variants(length: int) -> dict:
+    """One chain: each op runs alone, and with two workers takes every
+    thread, not its worker's half (Note [A lone op takes every thread])."""
+    kiln.set_execution("sync")
+    kiln.manual_seed(0)
+    a0 = kiln.randn(512, 512)
+    w = kiln.randn(512, 512) * (1 / 512 ** 0.5)
+
+    def in_mode(mode: str):
+        def run() -> None:
+            kiln.set_execution(mode)
+            a = a0
+            for _ in range(length):
+                a = a @ w
+            a.wait_to_read()
+        return run
+    return {"sync mode": in_mode("sync"), "2 workers (async mode)": in_mode("async")}
 
 
 def inference(build, shape):
@@ -369,6 +390,19 @@ def main() -> None:
         print(f"  {name:<42} {t / calls * 1e3:8.2f}")
     ratio = plan.ratio("compiled, 1 thread", "compiled, 2 threads: 2 steps side by side")
     print(f"  1 thread / concurrent steps          {ratio:8.2f}x")
+
+    print()
+    print(f"== one chain of {args.chain} 512x512 matmuls, two workers, {threads} threads in all, "
+          f"median of {args.reps}, ms")
+    kiln.set_num_threads(threads)
+    kiln.set_num_interop_threads(2)  # each worker's share: half the threads
+    lone = measure(lone_chain_variants(args.chain), args.reps)
+    for name, t in lone.items():
+        print(f"  {name:<42} {t * 1e3:8.2f}")
+    ratio = lone.ratio("2 workers (async mode)", "sync mode")
+    print(f"  async / sync                         {ratio:8.2f}x  (an op alone takes every thread; "
+          f"on its share, 2x)")
+    kiln.set_num_threads(1)
 
     print()
     print(f"== W1-W3 in both modes, eager Python, one thread, one worker, median of {args.reps}, "

@@ -99,6 +99,7 @@ nb::dict stats_dict() {
   d["peak_in_flight_bytes"] = s.peak_in_flight_bytes;
   d["ran_inline"] = s.ran_inline;
   d["ran_by_waiting_caller"] = s.ran_by_waiting_caller;
+  d["ran_with_every_thread"] = s.ran_with_every_thread;
   d["sync_waits"] = s.sync_waits;
   d["waiter_wakeups"] = s.waiter_wakeups;
   d["busy_fallbacks"] = s.busy_fallbacks;

@@ -9,6 +9,7 @@
 
 #include "kiln/core/factory.h"
 #include "kiln/engine/engine.h"
+#include "kiln/kernels/cpu/parallel.h"
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/linalg.h"
 #include "kiln/ops/random.h"
@@ -148,6 +149,82 @@ TEST_F(EngineTest, AWaitingCallerRunsNoMoreOpsThanTheWorkers) {
   third->wait_for_host_access();  // the caller waits here, and may not run `third` yet
   releaser.join();
   EXPECT_FALSE(ran_while_held);
+}
+
+// Four OpenMP threads while it lives (two per worker with two workers),
+// on any machine: OpenMP makes as many as asked.
+struct FourThreads {
+  int saved = cpu::max_threads();
+  FourThreads() { cpu::set_num_threads(4); }
+  ~FourThreads() { cpu::set_num_threads(saved); }
+};
+
+// Note [A lone op takes every thread]: an op that runs alone, pushed long
+// before it could start, gets the pool's four threads; ops side by side
+// keep their worker's two.
+TEST_F(EngineTest, ALoneOpRunsWithEveryThreadAndOpsSideBySideWithTheirShare) {
+  FourThreads four;
+  use(engine::Execution::Async, 2);
+  Storage s1, s2, s3;
+  EngineVar* chain = fresh_var(s1);
+  int first = 0, second = 0;
+  int64_t before = engine::stats().ran_with_every_thread;
+  engine::push(
+      [&] {
+        first = cpu::max_threads();
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      },
+      {}, {&chain, 1}, {"first"});
+  engine::push([&] { second = cpu::max_threads(); }, {}, {&chain, 1}, {"second"});
+  chain->wait_for_host_access();
+  EXPECT_EQ(second, 4);  // started 2 ms after the last push, alone
+  EXPECT_GE(engine::stats().ran_with_every_thread - before, 1);
+  (void)first;  // 2 or 4: whether it began within 50 µs of its push is the host's to say
+
+  EngineVar* side[] = {fresh_var(s2), fresh_var(s3)};
+  std::atomic<int> threads[2] = {0, 0};
+  std::atomic<int> started{0};
+  for (int i = 0; i < 2; ++i) {
+    engine::push(
+        [&, i] {
+          threads[i] = cpu::max_threads();
+          ++started;
+          eventually([&] { return started.load() == 2; });  // both run at once
+        },
+        {}, {&side[i], 1}, {"side by side"});
+  }
+  engine::synchronize();
+  EXPECT_EQ(started.load(), 2);
+  EXPECT_EQ(threads[0].load(), 2);
+  EXPECT_EQ(threads[1].load(), 2);
+}
+
+// While an op runs with every thread, an op made ready meanwhile waits for
+// it (as in sync mode), rather than add its worker's threads to the pool's.
+TEST_F(EngineTest, OpsReadyWhileALoneOpHoldsEveryThreadWaitForIt) {
+  FourThreads four;
+  use(engine::Execution::Async, 2);
+  Storage s1, s2;
+  EngineVar* lone = fresh_var(s1);
+  EngineVar* later = fresh_var(s2);
+  std::atomic<bool> wide_started{false}, wide_done{false};
+  int lone_threads = 0;
+  bool lone_was_done = false;
+  engine::push([] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); }, {}, {&lone, 1},
+               {"before"});
+  engine::push(
+      [&] {
+        lone_threads = cpu::max_threads();
+        wide_started = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        wide_done = true;
+      },
+      {}, {&lone, 1}, {"lone"});
+  ASSERT_TRUE(eventually([&] { return wide_started.load(); }));
+  engine::push([&] { lone_was_done = wide_done.load(); }, {}, {&later, 1}, {"later"});
+  later->wait_for_host_access();  // the caller may not run it either
+  EXPECT_EQ(lone_threads, 4);
+  EXPECT_TRUE(lone_was_done);
 }
 
 TEST_F(EngineTest, SyncModeRunsAtOnce) {

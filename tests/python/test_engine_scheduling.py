@@ -218,3 +218,33 @@ def test_busy_fallback_off_from_the_environment():
                          env={k: v for k, v in os.environ.items()
                               if k != "KILN_ENGINE_BUSY_FALLBACK"}, timeout=120)
     assert out.stdout.strip() == "True", out.stderr
+
+
+def test_a_lone_op_of_two_workers_runs_with_every_thread():
+    """Two workers get half the threads each, but an op that runs alone (a
+    chain's next op, nothing else queued) gets them all, as in sync mode:
+    with each op on its share, such a chain took twice sync mode's time."""
+    threads = kiln.get_num_threads()
+    kiln.set_num_threads(4)
+    try:
+        kiln.set_num_interop_threads(2)  # the pool starts at the first push, with 4 threads
+        kiln.set_execution("async")
+        if kiln.execution_in_effect() != "async":
+            pytest.skip("one usable core: async mode runs as sync")
+        x, w = kiln.randn(256, 256), kiln.randn(256, 256) * (1 / 256 ** 0.5)
+        kiln.synchronize()
+        before = kiln.engine_stats()
+        y = x
+        for _ in range(20):  # each op is ready only when the one before ends
+            y = y @ w
+        got = y.numpy()
+        after = kiln.engine_stats()
+        # All but the first: it starts as the chain is being issued.
+        assert after["ran_with_every_thread"] - before["ran_with_every_thread"] >= 10
+    finally:
+        kiln.set_execution("sync")
+        kiln.set_num_threads(threads)
+    expected = x
+    for _ in range(20):
+        expected = expected @ w
+    np.testing.assert_allclose(got, expected.numpy(), rtol=1e-5, atol=1e-6)

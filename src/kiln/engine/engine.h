@@ -215,6 +215,9 @@ struct Stats {
   int64_t ran_inline = 0;  // ops async mode ran at once (run_if_idle)
   // Queued ops a waiting caller ran itself (Note [A waiting caller helps]).
   int64_t ran_by_waiting_caller = 0;
+  // Queued ops that ran alone with every thread of the pool (Note [A lone
+  // op takes every thread]).
+  int64_t ran_with_every_thread = 0;
   int64_t sync_waits = 0;  // sync points that found ops pending and waited
   // Times an op's end woke threads sleeping at a sync point, synchronize()
   // or backpressure: once per wait that sleeps, not once per op.

@@ -289,7 +289,11 @@ void Scheduler::push(Op* op) {
     }
     ready = op->waiting == 0;
   }
-  if (ready) enqueue(op);
+  if (!ready) return;
+  // Note [A lone op takes every thread]: an op ready as it is pushed may
+  // run beside the one running now.
+  last_ready_push_ns_.store(steady_ns(), std::memory_order_relaxed);
+  enqueue(op);
 }
 
 // After a variable's running ops finished: grants the next write, or the
@@ -349,7 +353,8 @@ bool Scheduler::may_help() const {
 
 bool Scheduler::helpable() const {
   return ready_size_.load(std::memory_order_acquire) > 0 &&
-         running_.load(std::memory_order_relaxed) < num_workers_.load(std::memory_order_relaxed);
+         running_.load(std::memory_order_relaxed) < num_workers_.load(std::memory_order_relaxed) &&
+         !wide_running_.load(std::memory_order_relaxed);
 }
 
 template <typename Done>
@@ -369,9 +374,13 @@ bool Scheduler::help_until(Done done) {
       }
     }
     op = run(op);
+    if (!op) holding_.fetch_sub(1);  // this chain ended
     ran_by_waiting_caller_.fetch_add(1, std::memory_order_relaxed);
   }
-  if (op) enqueue(op);  // made ready by the last op run here: a worker's now
+  if (op) {  // made ready by the last op run here: a worker's now
+    enqueue(op);
+    holding_.fetch_sub(1);
+  }
   if (helping) {
     cpu::set_num_threads(saved_threads);
     if (blocking_.leave) blocking_.leave(token);
@@ -381,10 +390,11 @@ bool Scheduler::help_until(Done done) {
 
 Op* Scheduler::try_pop_ready() {
   std::lock_guard<std::mutex> lock(ready_mutex_);
-  if (ready_.empty()) return nullptr;
+  if (ready_.empty() || wide_) return nullptr;
   Op* op = ready_.front();
   ready_.pop_front();
   ready_size_.fetch_sub(1, std::memory_order_relaxed);
+  holding_.fetch_add(1);  // under the mutex: take_every_thread() sees it
   return op;
 }
 
@@ -393,19 +403,26 @@ Op* Scheduler::try_pop_ready() {
 // two cores, a third runnable thread), and made the busy-cores watch see
 // the pool starved by its own threads.
 Op* Scheduler::pop_ready() {
-  if (spinning_.fetch_add(1, std::memory_order_relaxed) == 0)
-    spin_until([&] { return ready_size_.load(std::memory_order_acquire) > 0; });
+  if (spinning_.fetch_add(1, std::memory_order_relaxed) == 0) {
+    spin_until([&] {
+      return ready_size_.load(std::memory_order_acquire) > 0 &&
+             !wide_running_.load(std::memory_order_relaxed);
+    });
+  }
   spinning_.fetch_sub(1, std::memory_order_relaxed);
   std::unique_lock<std::mutex> lock(ready_mutex_);
-  while (ready_.empty() && !stopping_) {
+  // An op running with every thread holds the others back (Note [A lone
+  // op takes every thread]).
+  while ((ready_.empty() || wide_) && !stopping_) {
     ++sleeping_;
     ready_cv_.wait(lock);
     --sleeping_;
   }
-  if (ready_.empty()) return nullptr;  // stopping
+  if (ready_.empty() || wide_) return nullptr;  // stopping
   Op* op = ready_.front();
   ready_.pop_front();
   ready_size_.fetch_sub(1, std::memory_order_relaxed);
+  holding_.fetch_add(1);  // under the mutex: take_every_thread() sees it
   return op;
 }
 
@@ -418,6 +435,7 @@ void Scheduler::worker_loop(int intra_threads) {
   Op* op = nullptr;
   while (op || (op = pop_ready())) {
     op = run(op);
+    if (!op) holding_.fetch_sub(1);  // this chain ended
     busy_cores().after_op(sample);
   }
 }
@@ -444,10 +462,17 @@ Op* Scheduler::run(Op* op) {
       range.open(profiler::EventKind::Kernel, op->site.op);
       range.set_queued(op->queued_ns);
     }
+    const int threads = cpu::max_threads();
+    const bool every_thread = take_every_thread();
+    if (every_thread) cpu::set_num_threads(all_threads_.load(std::memory_order_relaxed));
     try {
       op->fn();
     } catch (...) {
       failure = failure_of(std::current_exception(), op->site);
+    }
+    if (every_thread) {
+      cpu::set_num_threads(threads);
+      give_back_every_thread();  // before the ops this one makes ready are queued
     }
   }
   return complete(op, failure, failure && !inherited);

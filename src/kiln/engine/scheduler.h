@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -140,7 +141,10 @@ class Scheduler {
   void grant_waiting(Var& var, std::vector<Op*>& ready);
   void enqueue(Op* op);
   Op* pop_ready();
-  Op* try_pop_ready();  // null when the ready queue is empty
+  Op* try_pop_ready();  // null when the ready queue is empty or a wide op runs
+  // Note [A lone op takes every thread] (scheduler_threads.cpp).
+  bool take_every_thread();
+  void give_back_every_thread();
   bool may_help() const;
   bool helpable() const;
   template <typename Done>
@@ -173,6 +177,17 @@ class Scheduler {
   std::atomic<int> num_workers_{1};    // read by waiting callers (may_help)
   std::atomic<int> intra_threads_{1};  // each worker's OpenMP threads
   std::atomic<int> running_{0};        // ops running now (Note [A waiting caller helps])
+  // Note [A lone op takes every thread]: the threads holding an op (taken
+  // from the ready queue under its mutex, until their chain of ops ends),
+  // whether one of them runs with every thread (guarded by ready_mutex_,
+  // mirrored for lock-free reads), and when the last op ready as it was
+  // pushed was pushed.
+  std::atomic<int> holding_{0};
+  bool wide_ = false;
+  std::atomic<bool> wide_running_{false};
+  std::atomic<int> all_threads_{1};  // the OpenMP threads of the pool in all
+  std::atomic<int64_t> last_ready_push_ns_{0};
+  std::atomic<int64_t> ran_with_every_thread_{0};
   std::atomic<int64_t> ran_by_waiting_caller_{0};
 
   std::mutex wait_mutex_;
@@ -188,6 +203,12 @@ class Scheduler {
 };
 
 Scheduler& scheduler();
+// The steady clock in nanoseconds.
+inline int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 // Nothing pending there and no failure: an op on it may run at once. A null
 // variable (a storage no op was ever queued on) is idle.
 inline bool idle(const Var* v) {

@@ -13,6 +13,7 @@ void Scheduler::start_workers_locked() {
   if (started_.load()) return;
   int intra = std::max(1, cpu::max_threads() / num_workers_.load());
   intra_threads_ = intra;
+  all_threads_ = std::max(intra, cpu::max_threads());
   stopping_ = false;
   for (int i = 0; i < num_workers_.load(); ++i)
     threads_.emplace_back([this, intra] { worker_loop(intra); });
@@ -62,6 +63,7 @@ Stats Scheduler::stats() {
                peak_in_flight_bytes_.load(),
                ran_inline_.load(),
                ran_by_waiting_caller_.load(),
+               ran_with_every_thread_.load(),
                sync_waits_.load(),
                waiter_wakeups_.load(),
                busy_cores().fallbacks()};
