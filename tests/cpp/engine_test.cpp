@@ -21,16 +21,19 @@
 namespace kiln {
 namespace {
 
-// Runs the test body in async mode with `workers` workers, and restores
-// sync mode and the defaults after.
+// Runs the test body in async mode with `workers` workers (and `threads`
+// OpenMP threads in all, when given), and restores sync mode and the
+// defaults after.
 class EngineTest : public ::testing::Test {
  protected:
-  void use(engine::Execution mode, int workers = 1) {
+  void use(engine::Execution mode, int workers = 1, int threads = 0) {
     engine::set_busy_fallback(false);  // these tests queue whatever the machine's load
+    if (threads > 0) cpu::set_num_threads(threads);  // the pool starts with them
     engine::set_num_interop_threads(workers);
     engine::set_execution(mode);
   }
   void TearDown() override {
+    cpu::set_num_threads(saved_threads_);
     try {
       engine::synchronize();
     } catch (const Error&) {
@@ -41,7 +44,17 @@ class EngineTest : public ::testing::Test {
     engine::prefer_caller_for(0);
     engine::set_busy_fallback(true);
   }
+
+ private:
+  int saved_threads_ = cpu::max_threads();
 };
+
+// Ops here wait for each other (held until another op runs), which only
+// two workers side by side can do. With one thread in all, no op runs with
+// every thread and holds the other back (Note [A lone op takes every
+// thread]): one that started 50 µs after its push, the test thread having
+// been descheduled between two pushes, would wait forever.
+constexpr int kOneThread = 1;
 
 TEST_F(EngineTest, BusyCoresSendLargeOpsToTheCallerWithAsyncErrors) {
   use(engine::Execution::Async);
@@ -90,7 +103,7 @@ bool eventually(Ready ready) {
 // once: the caller or the other worker runs it, and when the other worker
 // sleeps the caller, already waiting, usually comes first.
 TEST_F(EngineTest, AWaitingCallerRunsReadyOps) {
-  use(engine::Execution::Async, 2);
+  use(engine::Execution::Async, 2, kOneThread);
   Storage s1, s2;
   EngineVar* blocked_var = fresh_var(s1);
   EngineVar* unblock_var = fresh_var(s2);
@@ -125,7 +138,7 @@ TEST_F(EngineTest, AWaitingCallerRunsReadyOps) {
 // The caller helps only while fewer ops run than there are workers: with
 // both workers held, a ready op waits for one of them to finish.
 TEST_F(EngineTest, AWaitingCallerRunsNoMoreOpsThanTheWorkers) {
-  use(engine::Execution::Async, 2);
+  use(engine::Execution::Async, 2, kOneThread);
   Storage s1, s2, s3;
   EngineVar* held[] = {fresh_var(s1), fresh_var(s2)};
   EngineVar* third = fresh_var(s3);
@@ -151,20 +164,15 @@ TEST_F(EngineTest, AWaitingCallerRunsNoMoreOpsThanTheWorkers) {
   EXPECT_FALSE(ran_while_held);
 }
 
-// Four OpenMP threads while it lives (two per worker with two workers),
-// on any machine: OpenMP makes as many as asked.
-struct FourThreads {
-  int saved = cpu::max_threads();
-  FourThreads() { cpu::set_num_threads(4); }
-  ~FourThreads() { cpu::set_num_threads(saved); }
-};
+// Four OpenMP threads (two per worker), on any machine: OpenMP makes as
+// many as asked.
+constexpr int kFourThreads = 4;
 
 // Note [A lone op takes every thread]: an op that runs alone, pushed long
 // before it could start, gets the pool's four threads; ops side by side
 // keep their worker's two.
 TEST_F(EngineTest, ALoneOpRunsWithEveryThreadAndOpsSideBySideWithTheirShare) {
-  FourThreads four;
-  use(engine::Execution::Async, 2);
+  use(engine::Execution::Async, 2, kFourThreads);
   Storage s1, s2, s3;
   EngineVar* chain = fresh_var(s1);
   int first = 0, second = 0;
@@ -181,6 +189,13 @@ TEST_F(EngineTest, ALoneOpRunsWithEveryThreadAndOpsSideBySideWithTheirShare) {
   EXPECT_GE(engine::stats().ran_with_every_thread - before, 1);
   (void)first;  // 2 or 4: whether it began within 50 µs of its push is the host's to say
 
+  // Two ops made ready together by the end of a gate op, so neither is
+  // ever alone (were they pushed ready, a test thread descheduled between
+  // the two pushes could leave the first alone 50 µs after its push).
+  Storage gate_storage;
+  EngineVar* gate = fresh_var(gate_storage);
+  std::atomic<bool> open{false};
+  engine::push([&] { eventually([&] { return open.load(); }); }, {}, {&gate, 1}, {"gate"});
   EngineVar* side[] = {fresh_var(s2), fresh_var(s3)};
   std::atomic<int> threads[2] = {0, 0};
   std::atomic<int> started{0};
@@ -191,8 +206,9 @@ TEST_F(EngineTest, ALoneOpRunsWithEveryThreadAndOpsSideBySideWithTheirShare) {
           ++started;
           eventually([&] { return started.load() == 2; });  // both run at once
         },
-        {}, {&side[i], 1}, {"side by side"});
+        {&gate, 1}, {&side[i], 1}, {"side by side"});
   }
+  open = true;
   engine::synchronize();
   EXPECT_EQ(started.load(), 2);
   EXPECT_EQ(threads[0].load(), 2);
@@ -202,8 +218,7 @@ TEST_F(EngineTest, ALoneOpRunsWithEveryThreadAndOpsSideBySideWithTheirShare) {
 // While an op runs with every thread, an op made ready meanwhile waits for
 // it (as in sync mode), rather than add its worker's threads to the pool's.
 TEST_F(EngineTest, OpsReadyWhileALoneOpHoldsEveryThreadWaitForIt) {
-  FourThreads four;
-  use(engine::Execution::Async, 2);
+  use(engine::Execution::Async, 2, kFourThreads);
   Storage s1, s2;
   EngineVar* lone = fresh_var(s1);
   EngineVar* later = fresh_var(s2);

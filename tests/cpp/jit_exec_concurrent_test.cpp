@@ -178,6 +178,10 @@ class CompiledAsync : public ::testing::Test {
  protected:
   void SetUp() override {
     engine::set_busy_fallback(false);
+    // One thread in all: the held op below waits for another run, which
+    // only a second worker can give it; no op may take every thread and
+    // hold the other back (Note [A lone op takes every thread]).
+    cpu::set_num_threads(1);
     engine::set_num_interop_threads(2);
     engine::set_execution(engine::Execution::Async);
   }
@@ -185,8 +189,10 @@ class CompiledAsync : public ::testing::Test {
     engine::synchronize();
     engine::set_execution(engine::Execution::Sync);
     engine::set_num_interop_threads(1);
+    cpu::set_num_threads(saved_threads_);
     engine::set_busy_fallback(true);
   }
+  int saved_threads_ = cpu::max_threads();
 
   // Whether `second` finishes within `patience` while `first` waits for
   // an op that holds its input.
