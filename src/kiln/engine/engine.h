@@ -168,6 +168,7 @@ bool run_if_idle(FunctionRef fn, std::span<EngineVar* const> reads,
 // variable already (var_of(Generator&)), so it carries no failure. With
 // `wait_for_pending`, it first waits for the ops pending there (not a sync
 // point: a failure they leave is not raised) and refuses only a failure.
+// Only while pushing() is true: unlike the overload above, it does not ask.
 bool run_if_idle(FunctionRef fn, std::span<EngineVarSlot* const> reads,
                  std::span<EngineVarSlot* const> writes, Site site, bool wait_for_pending = false);
 

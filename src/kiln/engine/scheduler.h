@@ -107,7 +107,10 @@ class Scheduler {
   // here; on failure, stores it on the variables written_vars() returns.
   template <typename WrittenVars>
   bool run_at_once(FunctionRef fn, Site site, WrittenVars written_vars) {
-    ran_inline_.fetch_add(1, std::memory_order_relaxed);
+    // A load and a store, not a locked add: every small op of async mode
+    // counts here, and two threads running small ops at the same instant
+    // may count one (a statistic, engine_stats()["ran_inline"]).
+    ran_inline_.store(ran_inline_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     std::exception_ptr error = run_as_running_op(fn);
     if (error) [[unlikely]]
       store_failure(error, site, written_vars());
