@@ -108,8 +108,13 @@ def engine_limits() -> tuple[int, int, int]:
 
 
 def engine_stats() -> dict[str, int]:
-    """Ops pushed (queued), in flight now and at the peak (and their bytes),
-    ops run at once (ran_inline), sync points that had to wait (sync_waits)."""
+    """The engine's counts since the process started: ops pushed (queued),
+    in flight now and at the peak (and their bytes), ops run at once on the
+    caller (ran_inline), queued ops a waiting caller ran itself
+    (ran_by_waiting_caller) or that ran alone with every thread
+    (ran_with_every_thread), sync points that had to wait (sync_waits), the
+    wakeups of sleeping waiters (waiter_wakeups) and the busy-cores
+    fallbacks (busy_fallbacks). docs/engine.md says when each happens."""
     return _C.engine_stats()
 
 
