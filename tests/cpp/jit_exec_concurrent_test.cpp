@@ -199,14 +199,21 @@ class CompiledAsync : public ::testing::Test {
   static bool finishes_while_another_waits(const Executable& first, const Executable& second,
                                            std::chrono::milliseconds patience) {
     Tensor held = randn({8, 128}), free_input = randn({8, 128});
-    std::atomic<bool> released{false};
+    std::atomic<bool> released{false}, holding{false};
     EngineVar* held_var = engine::var_of(*held.storage());
     engine::push(
         [&] {
+          holding = true;
           while (!released.load())
             std::this_thread::yield();
         },
         {}, {&held_var, 1}, {"hold"});
+    // On a worker before anyone waits: a waiting thread helps (Note [A
+    // waiting caller helps]), and the reader below, taking `hold` from the
+    // ready queue on a loaded machine, would hold it until `released`,
+    // which comes only after the reader is done (20 s lost, a failure).
+    while (!holding.load())
+      std::this_thread::yield();
     std::vector<Tensor> waiting = first.run({held});
     std::vector<Tensor> out = second.run({free_input});
     std::atomic<bool> done{false};
