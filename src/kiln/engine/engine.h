@@ -188,9 +188,9 @@ void synchronize();
 // inference (W2) went from 1.14x sync's time to 0.90x, and from 0.79x to
 // 0.69x in a second run; no workload measured got slower (an op over the
 // bound runs alone, and one that large takes long enough that the caller
-// issuing the next one meanwhile costs little). inline_bytes: an op touching at most this many
-// bytes (inputs and outputs) runs at once on the caller when its variables are idle (run_if_idle);
-// 0 queues every op.
+// issuing the next one meanwhile costs little). inline_bytes: an op
+// touching at most this many bytes (inputs and outputs) runs at once on the
+// caller when its variables are idle (run_if_idle); 0 queues every op.
 struct Limits {
   int64_t max_ops = 64;
   int64_t max_bytes = int64_t(4) << 20;

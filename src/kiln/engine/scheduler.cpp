@@ -14,6 +14,7 @@
 #include "kiln/engine/busy_cores.h"
 #include "kiln/kernels/cpu/parallel.h"
 #include "kiln/util/profile_recorder.h"
+#include "kiln/util/thread_wait.h"
 
 namespace kiln::engine::detail {
 namespace {
@@ -53,16 +54,6 @@ struct RunningOp {
   bool saved = t_in_running_op;
   RunningOp() { t_in_running_op = true; }
   ~RunningOp() { t_in_running_op = saved; }
-};
-
-// Ops running now, on workers or a helping caller (Note [A waiting caller
-// helps]).
-struct RunningCount {
-  std::atomic<int>& count;
-  explicit RunningCount(std::atomic<int>& count) : count(count) {
-    count.fetch_add(1, std::memory_order_relaxed);
-  }
-  ~RunningCount() { count.fetch_sub(1, std::memory_order_relaxed); }
 };
 
 void update_peak(std::atomic<int64_t>& peak, int64_t value) {
@@ -292,7 +283,7 @@ void Scheduler::push(Op* op) {
   if (!ready) return;
   // Note [A lone op takes every thread]: an op ready as it is pushed may
   // run beside the one running now.
-  last_ready_push_ns_.store(steady_ns(), std::memory_order_relaxed);
+  last_ready_push_ns_.store(steady_now_ns(), std::memory_order_relaxed);
   enqueue(op);
 }
 
@@ -338,7 +329,7 @@ void Scheduler::enqueue(Op* op) {
 // core the workers needed. Running ops instead, it is one of the two
 // threads the cores run: bench/engine.py's two-branch model went from
 // 1.0-1.4x of serial to 1.5-1.8x (medians of its runs). It takes an op
-// only while fewer ops run than there are workers, so ops side by side
+// only while fewer threads hold ops than there are workers, so ops side by side
 // stay within what set_num_interop_threads allows, and it runs them with a
 // worker's OpenMP threads. One worker (the default) runs ops in issue
 // order and gets every thread, so the caller does not help it. Only ops
@@ -353,7 +344,7 @@ bool Scheduler::may_help() const {
 
 bool Scheduler::helpable() const {
   return ready_size_.load(std::memory_order_acquire) > 0 &&
-         running_.load(std::memory_order_relaxed) < num_workers_.load(std::memory_order_relaxed) &&
+         holding_.load(std::memory_order_relaxed) < num_workers_.load(std::memory_order_relaxed) &&
          !wide_running_.load(std::memory_order_relaxed);
 }
 
@@ -456,14 +447,13 @@ Op* Scheduler::run(Op* op) {
   std::shared_ptr<Failure> failure = inherited;
   if (!failure) {
     RunningOp running;
-    RunningCount counted(running_);
     profiler::Range range;  // the kernel on this worker, with its queueing time
     if (op->queued_ns >= 0 && profiler::recording()) {
       range.open(profiler::EventKind::Kernel, op->site.op);
       range.set_queued(op->queued_ns);
     }
-    const int threads = cpu::max_threads();
     const bool every_thread = take_every_thread();
+    const int threads = every_thread ? cpu::max_threads() : 0;
     if (every_thread) cpu::set_num_threads(all_threads_.load(std::memory_order_relaxed));
     try {
       op->fn();

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -179,12 +178,11 @@ class Scheduler {
   std::atomic<bool> started_{false};
   std::atomic<int> num_workers_{1};    // read by waiting callers (may_help)
   std::atomic<int> intra_threads_{1};  // each worker's OpenMP threads
-  std::atomic<int> running_{0};        // ops running now (Note [A waiting caller helps])
-  // Note [A lone op takes every thread]: the threads holding an op (taken
-  // from the ready queue under its mutex, until their chain of ops ends),
-  // whether one of them runs with every thread (guarded by ready_mutex_,
-  // mirrored for lock-free reads), and when the last op ready as it was
-  // pushed was pushed.
+  // The threads holding an op: taken from the ready queue under its mutex,
+  // until their chain of ops ends (Note [A waiting caller helps], Note [A
+  // lone op takes every thread]). Then whether one of them runs with every
+  // thread (guarded by ready_mutex_, mirrored for lock-free reads), and
+  // when the last op ready as it was pushed was pushed.
   std::atomic<int> holding_{0};
   bool wide_ = false;
   std::atomic<bool> wide_running_{false};
@@ -206,12 +204,6 @@ class Scheduler {
 };
 
 Scheduler& scheduler();
-// The steady clock in nanoseconds.
-inline int64_t steady_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 // Nothing pending there and no failure: an op on it may run at once. A null
 // variable (a storage no op was ever queued on) is idle.
 inline bool idle(const Var* v) {

@@ -2,6 +2,8 @@
 // or all of them when it runs alone.
 #include "kiln/engine/scheduler.h"
 
+#include "kiln/util/thread_wait.h"
+
 namespace kiln::engine::detail {
 namespace {
 
@@ -40,7 +42,8 @@ bool Scheduler::take_every_thread() {
   // Cheap checks first: an op beside others, or in a burst of pushes, asks
   // for no lock.
   if (ready_size_.load(std::memory_order_acquire) > 0 || holding_.load() != 1) return false;
-  if (steady_ns() - last_ready_push_ns_.load(std::memory_order_relaxed) < kQuietNs) return false;
+  if (steady_now_ns() - last_ready_push_ns_.load(std::memory_order_relaxed) < kQuietNs)
+    return false;
   std::lock_guard<std::mutex> lock(ready_mutex_);
   if (!ready_.empty() || holding_.load() != 1 || wide_) return false;
   wide_ = true;
