@@ -267,3 +267,19 @@ def test_kiln_bench_profile_prints_the_step_table(tmp_path):
         text=True,
     )
     assert refused.returncode == 1 and "--trace needs --profile" in refused.stderr
+
+
+def test_a_python_number_an_op_converts_is_not_an_op_of_its_own():
+    """`x + 1` on floats converts the int 1 to float32, as torch does inside
+    its add: the profile shows the add alone (torch: aten::add alone), while
+    a tensor of another dtype is still cast by an op of its own."""
+    x = kiln.randn(3)
+    ints = kiln.arange(3)
+    with kiln.profiler.profile() as prof:
+        plus_one = x + 1
+        scaled = ints * 2.5
+    assert [e.name for e in prof.events()] == ["add", "mul", "cast"]
+    assert plus_one.dtype == kiln.float32 and scaled.dtype == kiln.float32
+    reference = torch.from_numpy(x.numpy())
+    assert torch.equal(torch.from_numpy(plus_one.numpy()), reference + 1)
+    assert torch.equal(torch.from_numpy(scaled.numpy()), torch.arange(3) * 2.5)

@@ -1,6 +1,7 @@
 #include "kiln/ops/dispatch.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <memory>
@@ -77,17 +78,17 @@ std::vector<TensorMeta> metas_of(const OpDef& op, const std::vector<Tensor>& inp
   return metas;
 }
 
-void cast_inputs(const OpDef& op, std::vector<Tensor>& inputs, const InferResult& inferred) {
-  if (inferred.input_dtypes.empty()) return;
-  KILN_ASSERT(inferred.input_dtypes.size() == inputs.size(), op.name,
-              ": infer gave the wrong number of input dtypes");
-  static const OpDef& cast_op = kiln::op("cast");
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined() || inputs[i].dtype() == inferred.input_dtypes[i]) continue;
-    bool wrapped = inputs[i].impl()->wrapped_number;
-    inputs[i] = dispatch1(cast_op, {inputs[i]}, {{"dtype", inferred.input_dtypes[i]}});
-    inputs[i].impl()->wrapped_number = wrapped;
-  }
+// The cast op's attributes for each target dtype, normalized once: every
+// op on a tensor and a Python number of another kind (`y + 1` on floats)
+// casts that number.
+const Attrs& cast_attrs(DType dtype) {
+  static const std::array<Attrs, kNumDTypes> attrs = [] {
+    std::array<Attrs, kNumDTypes> made;
+    for (int d = 0; d < kNumDTypes; ++d)
+      made[size_t(d)] = normalize_attrs(kiln::op("cast"), {{"dtype", DType(d)}});
+    return made;
+  }();
+  return attrs[size_t(dtype)];
 }
 
 // The views of an op's tensors, on the stack for up to 16. Only as many as
@@ -142,7 +143,36 @@ void run_kernels(const OpDef& op, const std::vector<Tensor>& inputs,
   if (!cast_into.defined()) return;
   static const OpDef& cast_op = kiln::op("cast");
   run_kernel(cast_op, outputs, {cast_into},
-             normalize_attrs(cast_op, {{"dtype", cast_into.dtype()}}));
+             cast_attrs(cast_into.dtype()));
+}
+
+// A Python number (a 0-d wrapped number, made on the spot) that no op was
+// ever queued on is ready and cannot require grad: its cast runs here with
+// the cast kernel, not through a dispatch of its own, which cost as much
+// as the whole `y + 1` it served. A trace (an observer) still sees the cast.
+bool casts_without_dispatch(const Tensor& t) {
+  return t.impl()->wrapped_number && t.dim() == 0 && !t.requires_grad() &&
+         t.storage()->engine_var().get() == nullptr && t_observer == nullptr;
+}
+
+void cast_inputs(const OpDef& op, std::vector<Tensor>& inputs, const InferResult& inferred) {
+  if (inferred.input_dtypes.empty()) return;
+  KILN_ASSERT(inferred.input_dtypes.size() == inputs.size(), op.name,
+              ": infer gave the wrong number of input dtypes");
+  static const OpDef& cast_op = kiln::op("cast");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const DType target = inferred.input_dtypes[i];
+    if (!inputs[i].defined() || inputs[i].dtype() == target) continue;
+    bool wrapped = inputs[i].impl()->wrapped_number;
+    if (casts_without_dispatch(inputs[i])) {
+      Tensor cast = make_tensor({}, target);
+      run_kernel(cast_op, {inputs[i]}, {cast}, cast_attrs(target));
+      inputs[i] = std::move(cast);
+    } else {
+      inputs[i] = dispatch1(cast_op, {inputs[i]}, cast_attrs(target));
+    }
+    inputs[i].impl()->wrapped_number = wrapped;
+  }
 }
 
 // A kernel call as the engine queues it: it holds its tensors (their
