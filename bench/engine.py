@@ -12,9 +12,12 @@
    Python thread overlaps the kernels; goal >= 1.2x).
 3. Two independent chains of 512x512 matmuls, and a model of two
    branches, one OpenMP thread per op: two engine workers against the same
-   ops run serially (goal >= 1.7x on two cores); and one chain with two
-   workers and every thread, async against sync mode (an op that runs
-   alone takes all the threads, not its worker's share).
+   ops run serially (goal >= 1.7x on two cores), each beside the machine's
+   own ceiling for that work (two processes, one half each, no engine: on
+   this VM one core often runs slower than the other for seconds, and then
+   neither reaches 1.7x); and one chain with two workers and every
+   thread, async against sync mode (an op that runs alone takes all the
+   threads, not its worker's share).
 4. W1-W3 (SCENARIOS.md's reference workloads) in eager Python in both
    modes (goal: async never more than 3% slower, or kiln picks sync by
    itself: async mode runs as sync when the process may use one core only,
@@ -29,6 +32,7 @@ the median of the repetitions' ratios.
     .venv/bin/python bench/engine.py [--reps 7] [--ops 10000]
 """
 import argparse
+import multiprocessing
 import statistics
 import time
 
@@ -250,6 +254,76 @@ class TwoBranches:
         return run
 
 
+def one_chain(length: int):
+    """One of matmul_chains' two chains: half its work."""
+    kiln.manual_seed(0)
+    a0 = kiln.randn(512, 512)
+    w = kiln.randn(512, 512) * (1 / 512 ** 0.5)
+
+    def run() -> None:
+        a = a0
+        for _ in range(length):
+            a = a @ w
+        a.wait_to_read()
+    return run
+
+
+def one_branch(calls: int):
+    """One of TwoBranches' branches, called as its model is: half its work."""
+    model = TwoBranches()
+
+    def run() -> None:
+        with kiln.no_grad():
+            for _ in range(calls):
+                model.a(model.x).wait_to_read()
+    return run
+
+
+def _ceiling_process(conn, work: str, size: int) -> None:
+    """A process of MachineCeiling: one thread, sync mode, runs its half
+    each time it is told to, until told to stop."""
+    kiln.set_num_threads(1)
+    kiln.set_num_interop_threads(1)
+    kiln.set_execution("sync")
+    run = one_chain(size) if work == "chain" else one_branch(size)
+    while conn.recv():
+        run()
+        conn.send(True)
+
+
+class MachineCeiling:
+    """What this machine gives two independent halves of work right now:
+    two processes, one half each, told to start together; no engine and
+    nothing shared. Serial time over this one is the ratio two workers could
+    reach at best. It is 2x on two free cores; on this VM a core often runs
+    slower than the other for seconds, and the ceiling falls with it (a
+    matmul chain pinned to each CPU in turn took 43 ms on one and 72 ms on
+    the other)."""
+
+    def __init__(self, work: str, size: int):
+        context = multiprocessing.get_context("spawn")  # no fork of OpenMP's threads
+        self.conns, self.processes = [], []
+        for _ in range(2):
+            ours, theirs = context.Pipe()
+            process = context.Process(target=_ceiling_process, args=(theirs, work, size),
+                                      daemon=True)
+            process.start()
+            self.conns.append(ours)
+            self.processes.append(process)
+
+    def __call__(self) -> None:
+        for conn in self.conns:
+            conn.send(True)
+        for conn in self.conns:
+            conn.recv()
+
+    def close(self) -> None:
+        for conn in self.conns:
+            conn.send(False)
+        for process in self.processes:
+            process.join()
+
+
 def busy(before: int) -> str:
     """What the engine's busy-cores fallback did since `before`."""
     n = kiln.engine_stats()["busy_fallbacks"] - before
@@ -290,6 +364,19 @@ def measure(variants: dict, reps: int, setup=None) -> Timings:
             times[name].append(time.perf_counter() - start)
     kiln.set_execution("sync")
     return Timings(times)
+
+
+def print_ceiling(ceiling: MachineCeiling, serial, ratio: float, reps: int) -> None:
+    """The machine's ceiling, measured right after the row it bounds and not
+    interleaved with it: the busy-cores watch (Note [Busy cores]) would count
+    the two processes as other programs keeping the cores busy, and send the
+    next second of async ops to the caller."""
+    timings = measure({"serial": serial, "2 processes": ceiling}, reps)
+    ceiling.close()
+    limit = timings.ratio("serial", "2 processes")
+    print(f"  {'serial / 2 processes, one half each':<36} {limit:8.2f}x  (no engine: the machine's "
+          f"ceiling now;")
+    print(f"    2 workers reached {ratio / limit:.0%} of it)")
 
 
 def _load() -> str:
@@ -362,10 +449,16 @@ def main() -> None:
     ratio = chains.ratio("serial (sync mode)", "2 workers (async mode)")
     print(f"  serial / 2 workers                   {ratio:8.2f}x  (goal >= 1.7x on two cores"
           f"{busy(seen)})")
+    serial_chains = chain_variants(args.chain)["serial (sync mode)"]
+    print_ceiling(MachineCeiling("chain", args.chain), serial_chains, ratio, args.reps)
     model = TwoBranches()
     seen = fallbacks()
     calls = args.branch_calls
-    branches = measure({"serial (sync mode)": lambda: (kiln.set_execution("sync"), model(calls)),
+
+    def serial_branches() -> None:
+        kiln.set_execution("sync")
+        model(calls)
+    branches = measure({"serial (sync mode)": serial_branches,
                         "2 workers (async mode)": lambda: (kiln.set_execution("async"),
                                                            model(calls))}, args.reps)
     print(f"== a two-branch model (2 x 4 Linear 512->512, batch 128, eager, no_grad), one thread "
@@ -375,6 +468,7 @@ def main() -> None:
     ratio = branches.ratio("serial (sync mode)", "2 workers (async mode)")
     print(f"  serial / 2 workers                   {ratio:8.2f}x  (goal >= 1.7x on two cores"
           f"{busy(seen)})")
+    print_ceiling(MachineCeiling("branch", calls), serial_branches, ratio, args.reps)
     compiled = model.compiled()
 
     def with_threads(n: int):
