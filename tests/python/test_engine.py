@@ -269,10 +269,13 @@ def test_small_ops_run_at_once_unless_they_wait_on_a_queued_op():
 
 
 def test_engine_limits_are_checked():
+    kiln.set_engine_limits(16, 1 << 20, inline_bytes=4096)
     with pytest.raises(ValueError, match="inline_bytes"):
-        kiln.set_engine_limits(16, 1 << 20, inline_bytes=-1)
-    kiln.set_engine_limits(16, 1 << 20)  # inline_bytes kept
-    assert kiln.engine_limits() == (16, 1 << 20, _DEFAULT_LIMITS[2])
+        kiln.set_engine_limits(32, 2 << 20, inline_bytes=-1)
+    assert kiln.engine_limits() == (16, 1 << 20, 4096)  # a refused call changes nothing
+    kiln.set_engine_limits(8, 1 << 20)  # inline_bytes kept
+    assert kiln.engine_limits() == (8, 1 << 20, 4096)
+    kiln.set_engine_limits(*_DEFAULT_LIMITS)
 
 
 def test_the_trace_shows_queued_kernels_per_worker(tmp_path):

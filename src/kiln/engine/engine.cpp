@@ -21,6 +21,9 @@ using detail::Var;
 // -1 until the first call reads KILN_EXECUTION.
 std::atomic<int> g_mode{-1};
 std::atomic<SiteHook> g_site_hook{nullptr};
+// Limits::inline_bytes, here rather than in the scheduler: dispatch's every
+// op reads it (pushing_inline_bytes).
+std::atomic<int64_t> g_inline_bytes{Limits{}.inline_bytes};
 
 int mode_from_environment() {
   const char* env = std::getenv("KILN_EXECUTION");
@@ -84,6 +87,24 @@ int detect_usable_cores() {
   return quota > 0 ? std::min(cores, quota) : cores;
 }
 
+// Internal, so that pushing(), which every op asks, calls none of them:
+// execution() and usable_cores() are the exported forms.
+Execution execution_now() {
+  int mode = g_mode.load(std::memory_order_relaxed);
+  if (mode < 0) [[unlikely]]
+    mode = mode_from_environment();
+  return Execution(mode);
+}
+
+int cores_once() {
+  static const int cores = detect_usable_cores();
+  return cores;
+}
+
+bool async_with_workers() {
+  return execution_now() == Execution::Async && cores_once() >= 2;
+}
+
 }  // namespace
 
 // Note [Async needs a second core]
@@ -95,15 +116,8 @@ int detect_usable_cores() {
 // mode does, on the caller: kiln picks sync by itself, and says so in
 // effective_execution() (kiln.execution_in_effect()).
 int usable_cores() {
-  static const int cores = detect_usable_cores();
-  return cores;
+  return cores_once();
 }
-
-namespace {
-bool async_with_workers() {
-  return execution() == Execution::Async && usable_cores() >= 2;
-}
-}  // namespace
 
 Execution effective_execution() {
   if (execution() == Execution::Sync) return Execution::Sync;
@@ -132,10 +146,7 @@ void set_execution(Execution mode) {
 }
 
 Execution execution() {
-  int mode = g_mode.load(std::memory_order_relaxed);
-  if (mode < 0) [[unlikely]]
-    mode = mode_from_environment();
-  return Execution(mode);
+  return execution_now();
 }
 
 Execution parse_execution(const std::string& name) {
@@ -150,7 +161,11 @@ const char* to_string(Execution mode) {
 }
 
 bool pushing() {
-  return async_with_workers() && !detail::in_running_op();
+  return async_with_workers() && !detail::t_in_running_op;
+}
+
+int64_t pushing_inline_bytes() {
+  return pushing() ? g_inline_bytes.load(std::memory_order_relaxed) : -1;
 }
 
 EngineVar* var_of(const StorageImpl& storage) {
@@ -262,15 +277,14 @@ void synchronize() {
 }
 
 void set_limits(Limits limits) {
-  detail::scheduler().set_limits(limits);
+  detail::scheduler().set_limits(limits);  // checks all three
+  g_inline_bytes.store(limits.inline_bytes);
 }
 
 Limits limits() {
-  return detail::scheduler().limits();
-}
-
-int64_t inline_bytes() {
-  return detail::scheduler().inline_bytes();
+  Limits limits = detail::scheduler().limits();
+  limits.inline_bytes = g_inline_bytes.load();
+  return limits;
 }
 
 void set_num_interop_threads(int n) {

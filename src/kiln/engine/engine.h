@@ -198,7 +198,9 @@ struct Limits {
 };
 void set_limits(Limits limits);
 Limits limits();
-int64_t inline_bytes();  // limits().inline_bytes, for dispatch's every op
+// What dispatch's every op asks, in one call: -1 when ops are not pushed
+// (pushing() is false), else limits().inline_bytes.
+int64_t pushing_inline_bytes();
 
 // Workers of the pool (1 by default). Each worker's kernels get
 // max(1, threads / workers) OpenMP threads, `threads` being what the

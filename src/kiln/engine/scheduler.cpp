@@ -17,9 +17,10 @@
 #include "kiln/util/thread_wait.h"
 
 namespace kiln::engine::detail {
-namespace {
 
 thread_local bool t_in_running_op = false;
+
+namespace {
 
 // Spinning this long before sleeping keeps a worker awake between the ops
 // of a Python loop (waking a sleeping thread costs a system call and a
@@ -49,12 +50,6 @@ bool spin_until(Ready ready) {
     }
   }
 }
-
-struct RunningOp {
-  bool saved = t_in_running_op;
-  RunningOp() { t_in_running_op = true; }
-  ~RunningOp() { t_in_running_op = saved; }
-};
 
 void update_peak(std::atomic<int64_t>& peak, int64_t value) {
   int64_t seen = peak.load(std::memory_order_relaxed);
@@ -98,10 +93,7 @@ Scheduler& scheduler() {
   return *s;
 }
 
-Scheduler::Scheduler()
-    : max_ops_(Limits{}.max_ops),
-      max_bytes_(Limits{}.max_bytes),
-      inline_bytes_(Limits{}.inline_bytes) {}
+Scheduler::Scheduler() : max_ops_(Limits{}.max_ops), max_bytes_(Limits{}.max_bytes) {}
 
 void Var::wait_for_host_access() {
   if (t_in_running_op) return;
@@ -483,16 +475,6 @@ Op* Scheduler::run(Op* op) {
 // async op. Only small ops come here (the caller's cost model,
 // Limits::inline_bytes): a large kernel is still queued, so the caller runs
 // ahead of it.
-std::exception_ptr Scheduler::run_as_running_op(FunctionRef fn) {
-  RunningOp running;
-  try {
-    fn();
-  } catch (...) {
-    return std::current_exception();
-  }
-  return nullptr;
-}
-
 void Scheduler::store_failure(std::exception_ptr error, Site site,
                               const std::vector<Var*>& written) {
   if (!site.where) site.where = caller_location();  // asked only now: it costs

@@ -97,6 +97,17 @@ struct Op {
   Op* next_retired = nullptr;
 };
 
+// Set while this thread runs a pushed op (a worker, or the caller in sync
+// mode): sync points do not wait there and nested pushes run inline.
+// Read directly by pushing(), which every op asks.
+extern thread_local bool t_in_running_op;
+bool in_running_op();
+struct RunningOp {
+  bool saved = t_in_running_op;
+  RunningOp() { t_in_running_op = true; }
+  ~RunningOp() { t_in_running_op = saved; }
+};
+
 class Scheduler {
  public:
   Scheduler();
@@ -110,9 +121,12 @@ class Scheduler {
     // counts here, and two threads running small ops at the same instant
     // may count one (a statistic, engine_stats()["ran_inline"]).
     ran_inline_.store(ran_inline_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    std::exception_ptr error = run_as_running_op(fn);
-    if (error) [[unlikely]]
-      store_failure(error, site, written_vars());
+    try {
+      RunningOp running;
+      fn();
+    } catch (...) {
+      store_failure(std::current_exception(), site, written_vars());
+    }
     return true;
   }
   void wait_var_idle(Var& var);  // a sync point (counted in sync_waits)
@@ -129,14 +143,12 @@ class Scheduler {
   void set_workers(int n);
   int workers() const { return num_workers_.load(); }
   Limits limits() const;
-  int64_t inline_bytes() const { return inline_bytes_.load(std::memory_order_relaxed); }
   void set_limits(Limits limits);
   Stats stats();
   void reset_peaks();
   void set_blocking_hooks(BlockingHooks hooks) { blocking_ = hooks; }
 
  private:
-  static std::exception_ptr run_as_running_op(FunctionRef fn);
   void store_failure(std::exception_ptr error, Site site, const std::vector<Var*>& written);
   template <typename Done>
   void wait_until(std::atomic<int>& registry, Done done, std::atomic<bool>* woken = nullptr);
@@ -199,7 +211,7 @@ class Scheduler {
   std::atomic<int64_t> in_flight_{0}, in_flight_bytes_{0};
   std::atomic<int64_t> pushed_{0}, peak_in_flight_{0}, peak_in_flight_bytes_{0};
   std::atomic<int64_t> ran_inline_{0}, sync_waits_{0}, waiter_wakeups_{0};
-  std::atomic<int64_t> max_ops_, max_bytes_, inline_bytes_;
+  std::atomic<int64_t> max_ops_, max_bytes_;
   BlockingHooks blocking_;
 };
 
@@ -210,8 +222,5 @@ inline bool idle(const Var* v) {
   return v == nullptr || (v->pending.load(std::memory_order_acquire) == 0 &&
                           !v->poisoned.load(std::memory_order_relaxed));
 }
-// Set while this thread runs a pushed op (a worker, or the caller in sync
-// mode): sync points do not wait there and nested pushes run inline.
-bool in_running_op();
 
 }  // namespace kiln::engine::detail

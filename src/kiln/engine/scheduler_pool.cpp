@@ -42,7 +42,7 @@ void Scheduler::set_workers(int n) {
 }
 
 Limits Scheduler::limits() const {
-  return Limits{max_ops_.load(), max_bytes_.load(), inline_bytes_.load()};
+  return Limits{max_ops_.load(), max_bytes_.load(), Limits{}.inline_bytes};  // engine.cpp's
 }
 
 void Scheduler::set_limits(Limits limits) {
@@ -51,8 +51,7 @@ void Scheduler::set_limits(Limits limits) {
                    ">= 0, got ",
                    limits.max_ops, ", ", limits.max_bytes, " and ", limits.inline_bytes);
   max_ops_.store(limits.max_ops);
-  max_bytes_.store(limits.max_bytes);
-  inline_bytes_.store(limits.inline_bytes);
+  max_bytes_.store(limits.max_bytes);  // inline_bytes: engine.cpp keeps it
 }
 
 Stats Scheduler::stats() {

@@ -142,8 +142,7 @@ void run_kernels(const OpDef& op, const std::vector<Tensor>& inputs,
   run_kernel(op, inputs, outputs, attrs);
   if (!cast_into.defined()) return;
   static const OpDef& cast_op = kiln::op("cast");
-  run_kernel(cast_op, outputs, {cast_into},
-             cast_attrs(cast_into.dtype()));
+  run_kernel(cast_op, outputs, {cast_into}, cast_attrs(cast_into.dtype()));
 }
 
 // A Python number (a 0-d wrapped number, made on the spot) that no op was
@@ -257,13 +256,14 @@ struct Touched {
 // engine variable. Note [Sync points] in engine/engine.h.
 void launch(const OpDef& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
             const Attrs& attrs, const Tensor& cast_into = Tensor()) {
-  if (!engine::pushing() || op.runs_where_issued) {
+  const int64_t inline_bytes = engine::pushing_inline_bytes();
+  if (inline_bytes < 0 || op.runs_where_issued) {
     run_kernels(op, inputs, outputs, attrs, cast_into);
     return;
   }
   std::vector<int> mutated = op.mutated_inputs ? op.mutated_inputs(attrs) : std::vector<int>();
   engine::Site site{op.name.c_str(), nullptr};
-  bool small = touched_bytes(inputs, outputs) <= engine::inline_bytes();
+  bool small = touched_bytes(inputs, outputs) <= inline_bytes;
   // While the workers wait for cores, every op runs here (Note [Busy cores]).
   bool on_caller = !small && engine::caller_preferred();
   if (small || on_caller) {
