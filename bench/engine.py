@@ -12,12 +12,12 @@
    Python thread overlaps the kernels; goal >= 1.2x).
 3. Two independent chains of 512x512 matmuls, and a model of two
    branches, one OpenMP thread per op: two engine workers against the same
-   ops run serially (goal >= 1.7x on two cores), each beside the machine's
-   own ceiling for that work (two processes, one half each, no engine: on
-   this VM one core often runs slower than the other for seconds, and then
-   neither reaches 1.7x); and one chain with two workers and every
-   thread, async against sync mode (an op that runs alone takes all the
-   threads, not its worker's share).
+   ops run serially (goal >= 1.7x on two cores), each followed by what
+   the machine gives the same two halves without kiln's engine (two
+   processes, one half each): on this VM one core often runs slower than
+   the other for seconds, and then neither reaches 1.7x; and one chain
+   with two workers and every thread, async against sync mode (an op that
+   runs alone takes all the threads, not its worker's share).
 4. W1-W3 (SCENARIOS.md's reference workloads) in eager Python in both
    modes (goal: async never more than 3% slower, or kiln picks sync by
    itself: async mode runs as sync when the process may use one core only,
@@ -279,8 +279,8 @@ def one_branch(calls: int):
     return run
 
 
-def _ceiling_process(conn, work: str, size: int) -> None:
-    """A process of MachineCeiling: one thread, sync mode, runs its half
+def _half_process(conn, work: str, size: int) -> None:
+    """A process of TwoProcesses: one thread, sync mode, runs its half
     each time it is told to, until told to stop."""
     kiln.set_num_threads(1)
     kiln.set_num_interop_threads(1)
@@ -291,12 +291,12 @@ def _ceiling_process(conn, work: str, size: int) -> None:
         conn.send(True)
 
 
-class MachineCeiling:
+class TwoProcesses:
     """What this machine gives two independent halves of work right now:
     two processes, one half each, told to start together; no engine and
-    nothing shared. Serial time over this one is the ratio two workers could
-    reach at best. It is 2x on two free cores; on this VM a core often runs
-    slower than the other for seconds, and the ceiling falls with it (a
+    nothing shared. Serial time over theirs is about what two workers can
+    reach at the time. It is 2x on two free cores; on this VM a core often
+    runs slower than the other for seconds, and the ratio falls with it (a
     matmul chain pinned to each CPU in turn took 43 ms on one and 72 ms on
     the other)."""
 
@@ -305,7 +305,7 @@ class MachineCeiling:
         self.conns, self.processes = [], []
         for _ in range(2):
             ours, theirs = context.Pipe()
-            process = context.Process(target=_ceiling_process, args=(theirs, work, size),
+            process = context.Process(target=_half_process, args=(theirs, work, size),
                                       daemon=True)
             process.start()
             self.conns.append(ours)
@@ -366,17 +366,17 @@ def measure(variants: dict, reps: int, setup=None) -> Timings:
     return Timings(times)
 
 
-def print_ceiling(ceiling: MachineCeiling, serial, ratio: float, reps: int) -> None:
-    """The machine's ceiling, measured right after the row it bounds and not
+def print_two_processes(two: TwoProcesses, serial, ratio: float, reps: int) -> None:
+    """The same work in two processes, measured right after the row and not
     interleaved with it: the busy-cores watch (Note [Busy cores]) would count
     the two processes as other programs keeping the cores busy, and send the
     next second of async ops to the caller."""
-    timings = measure({"serial": serial, "2 processes": ceiling}, reps)
-    ceiling.close()
-    limit = timings.ratio("serial", "2 processes")
-    print(f"  {'serial / 2 processes, one half each':<36} {limit:8.2f}x  (no engine: the machine's "
-          f"ceiling now;")
-    print(f"    2 workers reached {ratio / limit:.0%} of it)")
+    timings = measure({"serial": serial, "2 processes": two}, reps)
+    two.close()
+    machine = timings.ratio("serial", "2 processes")
+    print(f"  {'serial / 2 processes, one half each':<36} {machine:8.2f}x  (no engine: what the "
+          f"machine gave just after;")
+    print(f"    2 workers / 2 processes {ratio / machine:.2f})")
 
 
 def _load() -> str:
@@ -450,7 +450,7 @@ def main() -> None:
     print(f"  serial / 2 workers                   {ratio:8.2f}x  (goal >= 1.7x on two cores"
           f"{busy(seen)})")
     serial_chains = chain_variants(args.chain)["serial (sync mode)"]
-    print_ceiling(MachineCeiling("chain", args.chain), serial_chains, ratio, args.reps)
+    print_two_processes(TwoProcesses("chain", args.chain), serial_chains, ratio, args.reps)
     model = TwoBranches()
     seen = fallbacks()
     calls = args.branch_calls
@@ -468,7 +468,7 @@ def main() -> None:
     ratio = branches.ratio("serial (sync mode)", "2 workers (async mode)")
     print(f"  serial / 2 workers                   {ratio:8.2f}x  (goal >= 1.7x on two cores"
           f"{busy(seen)})")
-    print_ceiling(MachineCeiling("branch", calls), serial_branches, ratio, args.reps)
+    print_two_processes(TwoProcesses("branch", calls), serial_branches, ratio, args.reps)
     compiled = model.compiled()
 
     def with_threads(n: int):
