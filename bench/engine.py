@@ -494,8 +494,8 @@ def main() -> None:
     for name, t in lone.items():
         print(f"  {name:<42} {t * 1e3:8.2f}")
     ratio = lone.ratio("2 workers (async mode)", "sync mode")
-    print(f"  async / sync                         {ratio:8.2f}x  (an op alone takes every thread, "
-          f"but the first; on its share, up to 2x)")
+    print(f"  async / sync                         {ratio:8.2f}x  (an op alone takes every thread; "
+          f"on its share, up to 2x)")
     kiln.set_num_threads(1)
 
     print()

@@ -215,6 +215,21 @@ TEST_F(EngineTest, ALoneOpRunsWithEveryThreadAndOpsSideBySideWithTheirShare) {
   EXPECT_EQ(threads[1].load(), 2);
 }
 
+// The first op of a burst runs alone once the caller waits for it: it
+// gets every thread whether it started before the wait or after, on a
+// worker or on the waiting caller (Note [A lone op takes every thread]).
+TEST_F(EngineTest, AnOpIssuedAndWaitedForAtOnceRunsWithEveryThread) {
+  use(engine::Execution::Async, 2, kFourThreads);
+  for (int round = 0; round < 20; ++round) {
+    Storage s;
+    EngineVar* v = fresh_var(s);
+    int threads = 0;
+    engine::push([&] { threads = cpu::max_threads(); }, {}, {&v, 1}, {"issued, then waited for"});
+    v->wait_for_host_access();
+    EXPECT_EQ(threads, 4) << "round " << round;
+  }
+}
+
 // While an op runs with every thread, an op made ready meanwhile waits for
 // it (as in sync mode), rather than add its worker's threads to the pool's.
 TEST_F(EngineTest, OpsReadyWhileALoneOpHoldsEveryThreadWaitForIt) {

@@ -27,12 +27,6 @@ namespace {
 // context switch, several microseconds per op, MXNet's overhead).
 constexpr auto kSpin = std::chrono::microseconds(50);
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
 // Between checks a spinning thread yields its core when another thread
 // wants it: on a machine with more runnable threads than cores (the caller,
 // a worker, OpenMP's, other programs) a pure spin would take the core the
@@ -152,6 +146,17 @@ void Scheduler::free_retired() {
 template <typename Done>
 void Scheduler::wait_until(std::atomic<int>& registry, Done done, std::atomic<bool>* woken) {
   bool finished = done();
+  if (finished) {
+    free_retired();
+    return;
+  }
+  // Note [A lone op takes every thread]: a thread that waits has ended its
+  // burst of pushes.
+  struct Waiting {
+    std::atomic<int>& count;
+    explicit Waiting(std::atomic<int>& c) : count(c) { count.fetch_add(1); }
+    ~Waiting() { count.fetch_sub(1); }
+  } waiting(waiting_callers_);
   const bool helps = !finished && may_help();
   if (helps) {
     // Note [A waiting caller helps]: run what is ready, spin while a worker

@@ -97,6 +97,13 @@ struct Op {
   Op* next_retired = nullptr;
 };
 
+// A spinning thread's pause between two checks.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 // Set while this thread runs a pushed op (a worker, or the caller in sync
 // mode): sync points do not wait there and nested pushes run inline.
 // Read directly by pushing(), which every op asks.
@@ -158,6 +165,7 @@ class Scheduler {
   Op* try_pop_ready();  // null when the ready queue is empty or a wide op runs
   // Note [A lone op takes every thread] (scheduler_threads.cpp).
   bool take_every_thread();
+  bool burst_ended();
   void give_back_every_thread();
   bool may_help() const;
   bool helpable() const;
@@ -196,6 +204,7 @@ class Scheduler {
   // thread (guarded by ready_mutex_, mirrored for lock-free reads), and
   // when the last op ready as it was pushed was pushed.
   std::atomic<int> holding_{0};
+  std::atomic<int> waiting_callers_{0};  // threads inside a sync point's wait
   bool wide_ = false;
   std::atomic<bool> wide_running_{false};
   std::atomic<int> all_threads_{1};  // the OpenMP threads of the pool in all

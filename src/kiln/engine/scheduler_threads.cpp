@@ -2,6 +2,8 @@
 // or all of them when it runs alone.
 #include "kiln/engine/scheduler.h"
 
+#include <thread>
+
 #include "kiln/util/thread_wait.h"
 
 namespace kiln::engine::detail {
@@ -10,8 +12,7 @@ namespace {
 // How long no op ready as it was pushed may have been pushed before one
 // that runs alone takes every thread: longer than a Python thread takes
 // between the ops of a model it is issuing (a few microseconds each), so
-// the first op of a burst, which starts while the rest are being pushed,
-// keeps its share.
+// that a second op of a burst finds the first still on its share.
 constexpr int64_t kQuietNs = 50'000;
 
 }  // namespace
@@ -34,22 +35,48 @@ constexpr int64_t kQuietNs = 50'000;
 // mutex, and a thread counts in holding_ from the moment it pops an op
 // under that mutex until its chain of ops ends, so a pop and a claim cannot
 // both succeed unseen by each other. The first op of a burst of pushes
-// keeps its share: the others may be independent of it. Counted in
-// engine_stats()["ran_with_every_thread"].
+// waits, before it starts, for what its issuer does next (burst_ended): a
+// thread waiting at a sync point (the caller issued its ops and waits for
+// them) or the end of the quiet window gives it every thread, any other
+// push keeps its share, as before. Without that wait the first op of every
+// burst kept its share, so `print(model(x))` in a loop ran each compiled
+// call on half the threads with two workers. The wait lasts at most what is
+// left of kQuietNs, and only an op that would otherwise run alone waits.
+// Counted in engine_stats()["ran_with_every_thread"].
 bool Scheduler::take_every_thread() {
   const int all = all_threads_.load(std::memory_order_relaxed);
   if (all <= intra_threads_.load(std::memory_order_relaxed)) return false;  // one worker
   // Cheap checks first: an op beside others, or in a burst of pushes, asks
   // for no lock.
   if (ready_size_.load(std::memory_order_acquire) > 0 || holding_.load() != 1) return false;
-  if (steady_now_ns() - last_ready_push_ns_.load(std::memory_order_relaxed) < kQuietNs)
-    return false;
+  if (!burst_ended()) return false;
   std::lock_guard<std::mutex> lock(ready_mutex_);
   if (!ready_.empty() || holding_.load() != 1 || wide_) return false;
   wide_ = true;
   wide_running_.store(true, std::memory_order_relaxed);
   ran_with_every_thread_.fetch_add(1, std::memory_order_relaxed);
   return true;
+}
+
+// Whether the pushes around this lone op are over: a thread waits at a sync
+// point, or no op was pushed ready for kQuietNs. Spins (yielding) until one
+// of them, or until anything else is pushed (the burst goes on: what comes
+// may run beside; Python issues a model's ops microseconds apart, so this
+// costs an eager burst no more than that) or another op is ready or held.
+bool Scheduler::burst_ended() {
+  const int64_t pushes = pushed_.load(std::memory_order_relaxed);
+  for (int i = 0;; ++i) {
+    if (waiting_callers_.load() > 0) return true;
+    int64_t since_push = steady_now_ns() - last_ready_push_ns_.load(std::memory_order_relaxed);
+    if (since_push >= kQuietNs) return true;
+    if (pushed_.load(std::memory_order_relaxed) != pushes) return false;
+    if (ready_size_.load(std::memory_order_acquire) > 0 || holding_.load() != 1) return false;
+    if ((i & 7) == 7) {
+      std::this_thread::yield();
+    } else {
+      cpu_relax();
+    }
+  }
 }
 
 // Ops that became ready while the lone op ran wait in the queue, their
