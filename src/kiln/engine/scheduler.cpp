@@ -27,22 +27,9 @@ namespace {
 // context switch, several microseconds per op, MXNet's overhead).
 constexpr auto kSpin = std::chrono::microseconds(50);
 
-// Between checks a spinning thread yields its core when another thread
-// wants it: on a machine with more runnable threads than cores (the caller,
-// a worker, OpenMP's, other programs) a pure spin would take the core the
-// thread it waits for needs.
 template <typename Ready>
 bool spin_until(Ready ready) {
-  auto until = std::chrono::steady_clock::now() + kSpin;
-  for (int i = 0;; ++i) {
-    if (ready()) return true;
-    if ((i & 7) == 7) {
-      std::this_thread::yield();
-      if (std::chrono::steady_clock::now() > until) return false;
-    } else {
-      cpu_relax();
-    }
-  }
+  return spin_for(ready, kSpin);
 }
 
 void update_peak(std::atomic<int64_t>& peak, int64_t value) {
@@ -157,7 +144,7 @@ void Scheduler::wait_until(std::atomic<int>& registry, Done done, std::atomic<bo
     explicit Waiting(std::atomic<int>& c) : count(c) { count.fetch_add(1); }
     ~Waiting() { count.fetch_sub(1); }
   } waiting(waiting_callers_);
-  const bool helps = !finished && may_help();
+  const bool helps = may_help();
   if (helps) {
     // Note [A waiting caller helps]: run what is ready, spin while a worker
     // may yet leave some, and sleep only when neither helps.

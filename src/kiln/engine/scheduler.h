@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -97,11 +98,25 @@ struct Op {
   Op* next_retired = nullptr;
 };
 
-// A spinning thread's pause between two checks.
-inline void cpu_relax() {
+// Spins until ready() or for `limit`; returns ready(). Between checks a
+// spinning thread yields its core when another thread wants it: on a
+// machine with more runnable threads than cores (the caller, a worker,
+// OpenMP's, other programs) a pure spin would take the core the thread it
+// waits for needs.
+template <typename Ready>
+bool spin_for(Ready ready, std::chrono::nanoseconds limit) {
+  auto until = std::chrono::steady_clock::now() + limit;
+  for (int i = 0;; ++i) {
+    if (ready()) return true;
+    if ((i & 7) == 7) {
+      std::this_thread::yield();
+      if (std::chrono::steady_clock::now() > until) return false;
+    } else {
 #if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
+      __builtin_ia32_pause();
 #endif
+    }
+  }
 }
 
 // Set while this thread runs a pushed op (a worker, or the caller in sync

@@ -2,8 +2,6 @@
 // or all of them when it runs alone.
 #include "kiln/engine/scheduler.h"
 
-#include <thread>
-
 #include "kiln/util/thread_wait.h"
 
 namespace kiln::engine::detail {
@@ -65,18 +63,16 @@ bool Scheduler::take_every_thread() {
 // costs an eager burst no more than that) or another op is ready or held.
 bool Scheduler::burst_ended() {
   const int64_t pushes = pushed_.load(std::memory_order_relaxed);
-  for (int i = 0;; ++i) {
-    if (waiting_callers_.load() > 0) return true;
-    int64_t since_push = steady_now_ns() - last_ready_push_ns_.load(std::memory_order_relaxed);
-    if (since_push >= kQuietNs) return true;
-    if (pushed_.load(std::memory_order_relaxed) != pushes) return false;
-    if (ready_size_.load(std::memory_order_acquire) > 0 || holding_.load() != 1) return false;
-    if ((i & 7) == 7) {
-      std::this_thread::yield();
-    } else {
-      cpu_relax();
-    }
-  }
+  bool ended = false;
+  const bool decided = spin_for(
+      [&] {
+        int64_t since_push = steady_now_ns() - last_ready_push_ns_.load(std::memory_order_relaxed);
+        if (waiting_callers_.load() > 0 || since_push >= kQuietNs) return ended = true;
+        return pushed_.load(std::memory_order_relaxed) != pushes ||
+               ready_size_.load(std::memory_order_acquire) > 0 || holding_.load() != 1;
+      },
+      std::chrono::nanoseconds(kQuietNs));
+  return ended || !decided;  // spun the whole window: no push came
 }
 
 // Ops that became ready while the lone op ran wait in the queue, their

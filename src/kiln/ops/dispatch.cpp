@@ -78,6 +78,11 @@ std::vector<TensorMeta> metas_of(const OpDef& op, const std::vector<Tensor>& inp
   return metas;
 }
 
+const OpDef& cast_op() {
+  static const OpDef& cast = kiln::op("cast");
+  return cast;
+}
+
 // The cast op's attributes for each target dtype, normalized once: every
 // op on a tensor and a Python number of another kind (`y + 1` on floats)
 // casts that number.
@@ -85,7 +90,7 @@ const Attrs& cast_attrs(DType dtype) {
   static const std::array<Attrs, kNumDTypes> attrs = [] {
     std::array<Attrs, kNumDTypes> made;
     for (int d = 0; d < kNumDTypes; ++d)
-      made[size_t(d)] = normalize_attrs(kiln::op("cast"), {{"dtype", DType(d)}});
+      made[size_t(d)] = normalize_attrs(cast_op(), {{"dtype", DType(d)}});
     return made;
   }();
   return attrs[size_t(dtype)];
@@ -141,8 +146,7 @@ void run_kernels(const OpDef& op, const std::vector<Tensor>& inputs,
                  const std::vector<Tensor>& outputs, const Attrs& attrs, const Tensor& cast_into) {
   run_kernel(op, inputs, outputs, attrs);
   if (!cast_into.defined()) return;
-  static const OpDef& cast_op = kiln::op("cast");
-  run_kernel(cast_op, outputs, {cast_into}, cast_attrs(cast_into.dtype()));
+  run_kernel(cast_op(), outputs, {cast_into}, cast_attrs(cast_into.dtype()));
 }
 
 // A Python number (a 0-d wrapped number, made on the spot) that no op was
@@ -158,17 +162,16 @@ void cast_inputs(const OpDef& op, std::vector<Tensor>& inputs, const InferResult
   if (inferred.input_dtypes.empty()) return;
   KILN_ASSERT(inferred.input_dtypes.size() == inputs.size(), op.name,
               ": infer gave the wrong number of input dtypes");
-  static const OpDef& cast_op = kiln::op("cast");
   for (size_t i = 0; i < inputs.size(); ++i) {
     const DType target = inferred.input_dtypes[i];
     if (!inputs[i].defined() || inputs[i].dtype() == target) continue;
     bool wrapped = inputs[i].impl()->wrapped_number;
     if (casts_without_dispatch(inputs[i])) {
       Tensor cast = make_tensor({}, target);
-      run_kernel(cast_op, {inputs[i]}, {cast}, cast_attrs(target));
+      run_kernel(cast_op(), {inputs[i]}, {cast}, cast_attrs(target));
       inputs[i] = std::move(cast);
     } else {
-      inputs[i] = dispatch1(cast_op, {inputs[i]}, cast_attrs(target));
+      inputs[i] = dispatch1(cast_op(), {inputs[i]}, cast_attrs(target));
     }
     inputs[i].impl()->wrapped_number = wrapped;
   }
