@@ -35,6 +35,14 @@ class BusyCores {
   bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
   int64_t fallbacks() const { return fallbacks_.load(std::memory_order_relaxed); }
 
+  // Other programs' share of the cores (kLeastMachineSpanNs or more, and no
+  // more than kLongestMachineSpanNs before `now`) is enough to blame them
+  // for the starved windows in `last`. Updates its base sample. Public for
+  // tests, which give it times of their own.
+  static constexpr double kOthersBusyCores = 0.5;
+  static constexpr int64_t kLongestMachineSpanNs = 250'000'000;
+  static bool others_busy_since(Sample& last, const MachineTimes& now);
+
  private:
   static bool others_keep_the_cores_busy(Sample& last);
 
