@@ -21,6 +21,7 @@
 #include "kiln/ops/mask.h"
 #include "kiln/ops/nn.h"
 #include "kiln/ops/norms.h"
+#include "kiln/ops/packed_weights.h"
 #include "kiln/ops/reduction.h"
 #include "kiln/ops/view.h"
 
@@ -177,6 +178,18 @@ void bind_lerp_norms_threads(nb::module_& m) {
   m.def("team_busy_fallbacks", &cpu::team_busy_fallbacks);
   m.def("team_busy", &cpu::team_busy);
   m.def("prefer_one_thread_for", &cpu::prefer_one_thread_for, arg("ns"));
+  m.def("set_eager_weight_cache_limit", &set_eager_weight_cache_limit, arg("max_bytes"));
+  m.def("clear_eager_weight_cache", &clear_eager_weight_cache);
+  m.def("eager_weight_cache_stats", [] {
+    const EagerWeightCacheStats s = eager_weight_cache_stats();
+    nb::dict d;
+    d["hits"] = s.hits;
+    d["packs"] = s.packs;
+    d["entries"] = s.entries;
+    d["bytes"] = s.bytes;
+    d["max_bytes"] = s.max_bytes;
+    return d;
+  });
 }
 
 }  // namespace

@@ -54,7 +54,14 @@ nb::object export_tensor(const Tensor& t, const char* what) {
   // line is the Python warning's, so no C++ location is given.
   report_host_read(t, what, std::source_location());
   std::vector<size_t> shape(t.shape().begin(), t.shape().end());
-  nb::capsule owner(new Tensor(t), [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+  nb::capsule owner(new Tensor(t), [](void* p) noexcept {
+    auto* lent = static_cast<Tensor*>(p);
+    lent->storage()->end_loan();
+    delete lent;
+  });
+  // Lent while the array lives, as it may be written through (Note [Eager
+  // packed weights], ops/packed_weights.cpp); the capsule ends the loan.
+  t.storage()->lend();
   nb::ndarray<Framework...> array(t.data_ptr(), shape.size(), shape.data(), owner,
                                   t.strides().data(), dlpack_dtype_of(t.dtype()),
                                   nb::device::cpu::value);
@@ -300,7 +307,12 @@ void bind_tensor(nb::module_& m) {
       .def("stride", [](const Tensor& t) { return tuple_of(t.strides()); })
       .def("stride", [](const Tensor& t, int64_t dim) { return t.stride(dim); })
       .def("is_contiguous", &Tensor::is_contiguous)
-      .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
+      .def("data_ptr",
+           [](const Tensor& t) {
+             // An address given out may be written through at any time.
+             t.storage()->lend();
+             return reinterpret_cast<uintptr_t>(t.data_ptr());
+           })
       .def("item", [](const Tensor& t) { return t.item(std::source_location()); })
       .def("numpy", &to_numpy)
       // numpy() for kiln's own Python code, reported to a trace as `what`

@@ -128,7 +128,8 @@ class KernelViews {
 };
 
 void run_kernel(const OpDef& op, const std::vector<Tensor>& inputs,
-                const std::vector<Tensor>& outputs, const Attrs& attrs) {
+                const std::vector<Tensor>& outputs, const Attrs& attrs,
+                const IssuedStorage* packable = nullptr) {
   KernelViews in_views(inputs), out_views(outputs);
   std::span<cpu::StridedView> in_span = in_views.span(), out_span = out_views.span();
   // As a compiled step of these shapes would run (Note [Threads per step]),
@@ -137,14 +138,15 @@ void run_kernel(const OpDef& op, const std::vector<Tensor>& inputs,
   if (cpu::can_split() && (runs_on_one_thread(op, in_span, out_span) || cpu::team_busy())) {
     one_thread.emplace();
   }
-  op.cpu(KernelArgs{in_span, out_span, attrs});
+  op.cpu(KernelArgs{in_span, out_span, attrs, packable});
 }
 
 // The kernel, then (dispatch_into of a result in another dtype) the cast
 // of outputs[0] into `cast_into`.
 void run_kernels(const OpDef& op, const std::vector<Tensor>& inputs,
-                 const std::vector<Tensor>& outputs, const Attrs& attrs, const Tensor& cast_into) {
-  run_kernel(op, inputs, outputs, attrs);
+                 const std::vector<Tensor>& outputs, const Attrs& attrs, const Tensor& cast_into,
+                 const IssuedStorage& packable) {
+  run_kernel(op, inputs, outputs, attrs, packable.storage ? &packable : nullptr);
   if (!cast_into.defined()) return;
   run_kernel(cast_op(), outputs, {cast_into}, cast_attrs(cast_into.dtype()));
 }
@@ -177,6 +179,18 @@ void cast_inputs(const OpDef& op, std::vector<Tensor>& inputs, const InferResult
   }
 }
 
+// The packable input's storage and version as the op is issued: a queued
+// op runs after writes issued before it and before writes issued after it,
+// so the bytes it reads are those of this version, whatever the counter
+// says by the time it runs (Note [Eager packed weights]).
+IssuedStorage issued_packable(const OpDef& op, const std::vector<Tensor>& inputs) {
+  if (op.packs_input < 0 || size_t(op.packs_input) >= inputs.size()) return {};
+  const Tensor& t = inputs[size_t(op.packs_input)];
+  if (!t.defined()) return {};
+  const StorageImpl& storage = *t.storage();
+  return {&storage, storage.version()};
+}
+
 // A kernel call as the engine queues it: it holds its tensors (their
 // memory lives until it ran) and, when it fails in the background, names
 // their shapes next to the kernel's message.
@@ -185,13 +199,15 @@ struct KernelCall {
   Attrs attrs;
   std::vector<Tensor> inputs, outputs;
   Tensor cast_into;  // set: outputs[0] holds the result dtype, converted into this
+  IssuedStorage packable;
 
-  void operator()() const { run(*op, attrs, inputs, outputs, cast_into); }
+  void operator()() const { run(*op, attrs, inputs, outputs, cast_into, packable); }
 
   static void run(const OpDef& op, const Attrs& attrs, const std::vector<Tensor>& inputs,
-                  const std::vector<Tensor>& outputs, const Tensor& cast_into) {
+                  const std::vector<Tensor>& outputs, const Tensor& cast_into,
+                  const IssuedStorage& packable) {
     try {
-      run_kernels(op, inputs, outputs, attrs, cast_into);
+      run_kernels(op, inputs, outputs, attrs, cast_into, packable);
     } catch (const Error& e) {
       std::string shapes;
       for (const Tensor& t : inputs)
@@ -260,8 +276,9 @@ struct Touched {
 void launch(const OpDef& op, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
             const Attrs& attrs, const Tensor& cast_into = Tensor()) {
   const int64_t inline_bytes = engine::pushing_inline_bytes();
+  const IssuedStorage packable = issued_packable(op, inputs);
   if (inline_bytes < 0 || op.runs_where_issued) {
-    run_kernels(op, inputs, outputs, attrs, cast_into);
+    run_kernels(op, inputs, outputs, attrs, cast_into, packable);
     return;
   }
   std::vector<int> mutated = op.mutated_inputs ? op.mutated_inputs(attrs) : std::vector<int>();
@@ -277,7 +294,7 @@ void launch(const OpDef& op, const std::vector<Tensor>& inputs, const std::vecto
           engine::var_of(default_generator());  // made here, so it never carries a failure
           return &default_generator().engine_var();
         });
-    auto now = [&] { KernelCall::run(op, attrs, inputs, outputs, cast_into); };
+    auto now = [&] { KernelCall::run(op, attrs, inputs, outputs, cast_into, packable); };
     if (engine::run_if_idle(now, slots.read_span(), slots.write_span(), site, on_caller)) return;
   }
   Touched<EngineVar*> vars(
@@ -287,7 +304,7 @@ void launch(const OpDef& op, const std::vector<Tensor>& inputs, const std::vecto
   int64_t bytes = 0;
   for (const Tensor& t : outputs)
     bytes += int64_t(t.storage()->nbytes());
-  engine::push(KernelCall{&op, attrs, inputs, outputs, cast_into}, vars.read_span(),
+  engine::push(KernelCall{&op, attrs, inputs, outputs, cast_into, packable}, vars.read_span(),
                vars.write_span(), site, bytes);
 }
 

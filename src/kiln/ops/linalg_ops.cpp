@@ -18,6 +18,7 @@
 #include "kiln/ops/elementwise.h"
 #include "kiln/ops/grad_util.h"
 #include "kiln/ops/infer_util.h"
+#include "kiln/ops/packed_weights.h"
 #include "kiln/ops/reduction.h"
 #include "kiln/ops/view.h"
 
@@ -184,13 +185,22 @@ Product make_product(const cpu::StridedView& out, const cpu::StridedView& a,
       out, cpu::broadcast_to(a, a_shape, nd), cpu::broadcast_to(b, b_shape, nd), bias, alpha, beta};
 }
 
-void run_product(const Product& p) {
+// `packable`: b's storage as an eager call issued it, whose packed copy may
+// be kept (Note [Eager packed weights]); null packs b for this call only.
+void run_product(const Product& p, const IssuedStorage* packable = nullptr) {
   if (use_matvec(p)) {
     run_matvec(matvec_of(p), p.out.data, p.a.data, p.b.data, p.bias.data);
     return;
   }
   if (std::optional<Gemm> gemm = gemm_of(p)) {
-    cpu::gemm_f32(gemm_rows(*gemm, p.out.data, p.a.data, p.bias.data), gemm->b);
+    const cpu::GemmRows rows = gemm_rows(*gemm, p.out.data, p.a.data, p.bias.data);
+    if (packable) {
+      if (std::shared_ptr<const cpu::PackedB> packed = eager_packed_weight(*packable, gemm->b)) {
+        cpu::gemm_f32_packed(rows, *packed);
+        return;
+      }
+    }
+    cpu::gemm_f32(rows, gemm->b);
     return;
   }
   cpu::matmul(p.out, p.a, p.b, p.bias, p.alpha, p.beta);
@@ -449,7 +459,7 @@ const ProductOp kAddmm{addmm_product, 1, 2, -1, addmm_copy_input};
 
 void product_kernel(const ProductOp& op, const KernelArgs& args) {
   if (op.before) op.before(args);
-  run_product(op.make(args));
+  run_product(op.make(args), args.packable);
 }
 
 template <const ProductOp& op>
@@ -529,6 +539,7 @@ void register_linalg_ops(OpRegistry& registry) {
                      .grad = matmul_grad,
                      .prepare = prepare_of<kMatmul>,
                      .kind = OpKind::Opaque,
+                     .packs_input = 1,
                      .onnx = onnx_op("MatMul")});
   // linear(x, w, b?) = x · Wᵀ + b, with W stored [out_features, in_features].
   registry.add(OpDef{.name = "linear",
@@ -541,6 +552,7 @@ void register_linalg_ops(OpRegistry& registry) {
                      .grad = linear_grad,
                      .prepare = prepare_of<kLinear>,
                      .kind = OpKind::Opaque,
+                     .packs_input = 1,
                      .onnx = {"Gemm"}});
   registry.add(OpDef{.name = "addmm",
                      .min_inputs = 3,
@@ -551,6 +563,7 @@ void register_linalg_ops(OpRegistry& registry) {
                      .grad = addmm_grad,
                      .prepare = prepare_of<kAddmm>,
                      .kind = OpKind::Opaque,
+                     .packs_input = 2,
                      .onnx = {"Gemm"}});
 }
 

@@ -44,10 +44,22 @@ struct InferArgs {
   const Attrs& attrs;
 };
 
+// The storage behind an eager call's packable input (OpDef::packs_input)
+// and its version when the op was issued: a kernel may reuse a packed copy
+// made from those same bytes (Note [Eager packed weights],
+// ops/packed_weights.h).
+struct IssuedStorage {
+  const StorageImpl* storage = nullptr;
+  uint64_t version = 0;
+};
+
 struct KernelArgs {
   std::span<const cpu::StridedView> inputs;
   std::span<const cpu::StridedView> outputs;  // allocated by dispatch to the inferred meta
   const Attrs& attrs;
+  // Eager calls of an op with packs_input: that input's storage. Null in
+  // compiled plans, which keep their own packed copies (run_packed).
+  const IssuedStorage* packable = nullptr;
 };
 
 // A view op's outputs are new shapes/strides/offsets over input 0's storage.
@@ -255,6 +267,10 @@ struct OpDef {
   bool runs_where_issued = false;
   // With has_side_effects: which inputs are written (null: none).
   MutatedInputsFn mutated_inputs = nullptr;
+  // The input whose packed form eager calls may keep across calls (a
+  // product's b: Note [Eager packed weights]), or -1: dispatch hands the
+  // kernel its storage and version as issued (KernelArgs::packable).
+  int packs_input = -1;
   // The names of the sub-graphs a node of this op owns (cond: then, else;
   // while_loop: cond, body; scan: step). Ops with blocks are control flow:
   // only graphs hold them (jit/ir/control_flow.h types and checks them), and

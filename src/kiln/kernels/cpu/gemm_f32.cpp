@@ -285,11 +285,14 @@ PackedB::~PackedB() {
   std::free(data_);
 }
 
+size_t PackedB::bytes_for(const GemmB& b) {
+  // Rounded up to the alignment, as aligned_alloc wants; never zero bytes.
+  return (size_t(std::max<int64_t>(1, panels_of(b.n) * b.k * kNR)) * sizeof(float) + 63) / 64 * 64;
+}
+
 void PackedB::pack(const GemmB& b) {
   const int64_t panels = panels_of(b.n);
-  // Rounded up to the alignment, as aligned_alloc wants; never zero bytes.
-  const size_t bytes =
-      (size_t(std::max<int64_t>(1, panels * b.k * kNR)) * sizeof(float) + 63) / 64 * 64;
+  const size_t bytes = bytes_for(b);
   if (bytes > bytes_) {
     std::free(data_);
     bytes_ = 0;  // a failed allocation leaves an empty buffer, never a freed one

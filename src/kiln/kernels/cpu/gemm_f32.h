@@ -8,8 +8,9 @@
 // and with weights packed once this kernel runs W1 (MLP 512-256-128-2) at
 // batch 64 at 88-90% of one core's FP32 peak against oneDNN's 77-83%
 // (bench/gemm_f32.cpp). Compiled graphs keep a packed copy of each weight
-// (PackedB) across calls; eager calls pack per call with gemm_f32(), which
-// gives exactly the same bits: the sums run in the same order either way.
+// (PackedB) across calls, and so do eager calls of a weight they see again
+// (ops/packed_weights.h); others pack per call with gemm_f32(), which gives
+// exactly the same bits: the sums run in the same order either way.
 //
 // The order of the sums: each output sums k = 0 .. K-1 in one chain per K
 // block of at most 256 (balanced: K = 512 is two blocks of 256), the blocks
@@ -55,6 +56,9 @@ class PackedB {
   PackedB& operator=(const PackedB&) = delete;
 
   void pack(const GemmB& b);
+  // The bytes pack(b) takes.
+  static size_t bytes_for(const GemmB& b);
+  size_t bytes() const { return bytes_; }
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
   const float* panel(int64_t p) const { return data_ + p * k_ * 16; }
