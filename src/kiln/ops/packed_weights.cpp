@@ -59,7 +59,9 @@ struct Seen {
 
 class Cache {
  public:
-  Cache() { set_storage_freed_hook([](uint64_t id) { instance().forget(id); }); }
+  Cache() {
+    set_storage_freed_hook([](uint64_t id) { instance().forget(id); });
+  }
 
   static Cache& instance() {
     static Cache* cache = new Cache();  // never destroyed: storages are freed during exit too
