@@ -18,7 +18,10 @@ namespace {
 // packed it on every call: for a 512x512 linear layer 1 MB read across and
 // 1 MB written, a sixth of the call at batch 32, and memory traffic that
 // two branches running side by side (the async engine) compete for.
-// Eager products now keep packed copies too, in one cache for all threads:
+// Eager products now keep packed copies too, in one cache for all threads,
+// where that pays: at up to kGemmStreamingRows (96) rows, where the product
+// reads b once, panel by panel (cpu::gemm_f32.h; above that, the per-call
+// pack into a reused buffer was as fast or faster):
 //
 // - Keyed by the storage's id (never reused, unlike its address) and the
 //   view (address, K, N, strides). Dispatch gives the kernel the storage

@@ -26,7 +26,7 @@ constexpr int64_t kKC = 256;
 // M block: 96 rows x 256 of a (96 KiB) stay in L2, beside the 96 KiB of
 // results they update, while every panel passes through L1. 48 to 1024
 // measured at W1's batch 1024: 96 was best by 1-3% over 192.
-constexpr int64_t kMC = 96;
+constexpr int64_t kMC = kGemmStreamingRows;
 // Below this many multiply-adds a second thread costs more to wake than it saves.
 constexpr int64_t kParallelMinWork = int64_t(1) << 18;
 // The per-thread packing buffer of gemm_f32() is kept for the next call up

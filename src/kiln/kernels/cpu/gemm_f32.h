@@ -22,6 +22,14 @@
 
 namespace kiln::cpu {
 
+// Up to this many rows both products read b once, panel by panel; above it
+// they sweep all of b once per block of this many rows. Only here does a
+// packed copy kept across calls pay (ops/packed_weights.h): above it,
+// gemm_f32() packs b into a buffer reused from call to call, whose sweeps
+// hit the cache, and a kept copy read from memory was as fast or slower
+// (W5 eager at batch 8, 4 x 384-wide layers: 7% slower).
+inline constexpr int64_t kGemmStreamingRows = 96;
+
 // b[k][n] at data + k * k_stride + n * n_stride, K x N.
 struct GemmB {
   const float* data = nullptr;
