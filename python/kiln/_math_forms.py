@@ -167,10 +167,10 @@ def team_stats() -> dict:
 
 
 def set_eager_weight_cache_limit(max_bytes: int) -> None:
-    """Eager matmul/linear/addmm of up to 96 rows keep the packed form of a
-    weight they see again at the same version, as compiled graphs do (a
-    512x512 linear at batch 8 ran 1.46x faster, at batch 32 1.13x); this
-    caps those copies at `max_bytes`
+    """Eager matmul/linear/addmm that read their weight once (up to 256
+    rows) keep its packed form when they see it again at the same version,
+    as compiled graphs do (a 512x512 linear at batch 8 ran 1.5x faster, at
+    batch 32 1.15x); this caps those copies at `max_bytes`
     (64 MiB by default; the least recently used go first), and 0 turns the
     cache off. A write through kiln ops, NumPy or DLPack is always seen.
     docs/kernels.md, "Eager packed weights"."""

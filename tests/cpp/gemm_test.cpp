@@ -120,6 +120,33 @@ TEST_F(GemmTest, PackedOnceEqualsPackedPerCallBitwise) {
   }
 }
 
+// Up to 256 rows whose a fits in 1 MiB, b is read once, panel by panel;
+// otherwise swept once per 96 rows. Each output sums the same K blocks in
+// the same order either way: the first rows of a product that sweeps equal
+// a product of those rows alone that streams, and the float64 reference.
+TEST_F(GemmTest, TheLoopOrderDoesNotChangeTheBits) {
+  EXPECT_TRUE(gemm_reads_b_once(96, 100000));
+  EXPECT_TRUE(gemm_reads_b_once(256, 1024));  // 1 MiB of a
+  EXPECT_FALSE(gemm_reads_b_once(256, 1025));
+  EXPECT_FALSE(gemm_reads_b_once(257, 8));
+  Problem all{300, 520, 40, Layout::KContiguous, true};  // 300 rows: swept
+  all.fill(rng_);
+  std::vector<float> swept = all.output();
+  PackedB packed;
+  packed.pack(all.b);
+  gemm_f32_packed(all.rows(swept), packed);
+  for (int64_t m : {97, 200, 256}) {  // read once
+    Problem first = all;
+    first.m = m;
+    first.b.data = first.b_storage.data();
+    std::vector<float> streamed = first.output();
+    gemm_f32_packed(first.rows(streamed), packed);
+    EXPECT_TRUE(std::equal(streamed.begin(), streamed.end(), swept.begin())) << m << " rows";
+    for (int64_t i : {int64_t(0), m - 1})
+      EXPECT_NEAR(streamed[size_t(i * first.ldo() + 7)], first.reference(i, 7), tolerance(first.k));
+  }
+}
+
 TEST_F(GemmTest, BiasIsAddedAfterTheSum) {
   // As matmul(a, b) + bias rounds: the sum first, then one addition.
   Problem p{8, 300, 20, Layout::KContiguous, true};

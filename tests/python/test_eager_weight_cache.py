@@ -236,18 +236,22 @@ def test_the_limit_bounds_the_copies_least_recently_used_first():
         kiln.set_eager_weight_cache_limit(-1)
 
 
-def test_products_of_more_than_96_rows_pack_per_call():
-    """Above 96 rows the product sweeps b once per 96 rows; packing per call
-    into a reused buffer was as fast or faster there, so no copy is kept."""
-    lin = layer()
+def test_products_that_sweep_b_more_than_once_pack_per_call():
+    """Above 256 rows, or 96 rows whose a takes more than 1 MiB, the product
+    sweeps b once per 96 rows; packing per call into a reused buffer was as
+    fast or faster there, so no copy is kept (cpu::gemm_reads_b_once)."""
+    lin, wide = layer(), layer(n=1536)
     before = kiln.eager_weight_cache_stats()
     with kiln.no_grad():
-        for rows in (97, 128):
+        for model, rows in ((lin, 257), (lin, 512), (wide, 200)):  # 200 x 1536 floats: 1.2 MiB
+            x = kiln.randn(rows, model.in_features)
+            ys = [model(x) for _ in range(3)]
+            np.testing.assert_allclose(ys[-1].numpy(), torch_linear(x, model).numpy(), rtol=1e-4,
+                                       atol=1e-4)
+    assert stats_since(before) == {"hits": 0, "packs": 0}
+    with kiln.no_grad():
+        for rows in (96, 256):  # b read once: kept, then reused at any such row count
             x = kiln.randn(rows, 256)
-            ys = [lin(x) for _ in range(3)]
-            np.testing.assert_allclose(ys[-1].numpy(), torch_linear(x, lin).numpy(), rtol=1e-5,
-                                       atol=1e-5)
-        x = kiln.randn(96, 256)
-        for _ in range(3):
-            lin(x)
-    assert stats_since(before) == {"hits": 1, "packs": 1}
+            for _ in range(3):
+                lin(x)
+    assert stats_since(before) == {"hits": 4, "packs": 1}  # one weight, one version

@@ -186,8 +186,8 @@ Product make_product(const cpu::StridedView& out, const cpu::StridedView& a,
 }
 
 // `packable`: b's storage as an eager call issued it, whose packed copy may
-// be kept (Note [Eager packed weights]) where that pays, at up to
-// kGemmStreamingRows rows; null packs b for this call only.
+// be kept (Note [Eager packed weights]) where that pays, when the product
+// reads b once (cpu::gemm_reads_b_once); null packs b for this call only.
 void run_product(const Product& p, const IssuedStorage* packable = nullptr) {
   if (use_matvec(p)) {
     run_matvec(matvec_of(p), p.out.data, p.a.data, p.b.data, p.bias.data);
@@ -195,7 +195,7 @@ void run_product(const Product& p, const IssuedStorage* packable = nullptr) {
   }
   if (std::optional<Gemm> gemm = gemm_of(p)) {
     const cpu::GemmRows rows = gemm_rows(*gemm, p.out.data, p.a.data, p.bias.data);
-    if (packable && rows.m <= cpu::kGemmStreamingRows) {
+    if (packable && cpu::gemm_reads_b_once(rows.m, gemm->b.k)) {
       if (std::shared_ptr<const cpu::PackedB> packed = eager_packed_weight(*packable, gemm->b)) {
         cpu::gemm_f32_packed(rows, *packed);
         return;

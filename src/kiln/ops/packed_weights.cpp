@@ -19,9 +19,10 @@ namespace {
 // 1 MB written, a sixth of the call at batch 32, and memory traffic that
 // two branches running side by side (the async engine) compete for.
 // Eager products now keep packed copies too, in one cache for all threads,
-// where that pays: at up to kGemmStreamingRows (96) rows, where the product
-// reads b once, panel by panel (cpu::gemm_f32.h; above that, the per-call
-// pack into a reused buffer was as fast or faster):
+// where that pays: where the product reads b once, panel by panel
+// (cpu::gemm_reads_b_once: up to 96 rows, or 256 with a's rows in 1 MiB).
+// Where it sweeps b once per 96 rows, the per-call pack into a reused
+// buffer was as fast or faster than a kept copy read from memory:
 //
 // - Keyed by the storage's id (never reused, unlike its address) and the
 //   view (address, K, N, strides). Dispatch gives the kernel the storage

@@ -12,8 +12,8 @@
 namespace kiln {
 
 // The packed form of `b`, a view of `issued`'s storage at the version the
-// op was issued at, to run a product of at most cpu::kGemmStreamingRows
-// rows with (cpu::gemm_f32_packed); null
+// op was issued at, to run a product that reads b once
+// (cpu::gemm_reads_b_once) with (cpu::gemm_f32_packed); null
 // when the caller should pack it for this call only (cpu::gemm_f32): the
 // first time this view is seen at this version, memory kiln does not own
 // or has lent, or a cache turned off or too small for it.

@@ -27,6 +27,12 @@ constexpr int64_t kKC = 256;
 // results they update, while every panel passes through L1. 48 to 1024
 // measured at W1's batch 1024: 96 was best by 1-3% over 192.
 constexpr int64_t kMC = kGemmStreamingRows;
+// Up to this many rows, and a's rows over all of K in this many bytes, the
+// rows stay in L2 while every panel passes (see gemm_reads_b_once). 1536 x
+// 384 weights at 192 and 256 rows (1.2 and 1.5 MiB of a) ran 3% slower
+// that way on this machine's 2 MiB L2, with b in cache.
+constexpr int64_t kStreamMaxRows = 256;
+constexpr int64_t kStreamMaxABytes = int64_t(1) << 20;
 // Below this many multiply-adds a second thread costs more to wake than it saves.
 constexpr int64_t kParallelMinWork = int64_t(1) << 18;
 // The per-thread packing buffer of gemm_f32() is kept for the next call up
@@ -235,13 +241,13 @@ void panel_rows(const GemmRows& rows, const BlockPass& pass, int64_t i0, int64_t
 // then panels, then 6-row tiles.
 void gemm_tile(const GemmRows& rows, const PackedB& b, int64_t r0, int64_t r1, int64_t p0,
                int64_t p1) {
-  // Few rows (a linear layer at a small batch): panel by panel, each
-  // panel's K blocks in turn, so the output tile stays in L1 across them
-  // and b streams through once in its packed order, the block four ahead
-  // prefetched into L2 while this one is computed (a 32 x 1024 by 1024 x
-  // 8210 product, b 34 MB from memory: 8.8 ms to 6.0, one thread; ONNX
-  // Runtime 6.6). One block ahead gained half as much.
-  if (r1 - r0 <= kMC) {
+  // Few rows (a linear layer at a small batch, a sequence of 128 tokens):
+  // panel by panel, each panel's K blocks in turn, so the output tile stays
+  // in L1 across them and b streams through once in its packed order, the
+  // block four ahead prefetched into L2 while this one is computed (a 32 x
+  // 1024 by 1024 x 8210 product, b 34 MB from memory: 8.8 ms to 6.0, one
+  // thread; ONNX Runtime 6.6). One block ahead gained half as much.
+  if (gemm_reads_b_once(r1 - r0, b.k())) {
     for (int64_t p = p0; p < p1; ++p) {
       for_each_k_block(b.k(), [&](int64_t k0, int64_t kc) {
         BlockPass pass = block_pass(rows, b.k(), b.n(), p, k0, kc);
@@ -280,6 +286,11 @@ void gemm_streaming(const GemmRows& rows, const GemmB& b, int64_t p0, int64_t p1
 }
 
 }  // namespace
+
+bool gemm_reads_b_once(int64_t rows, int64_t k) {
+  if (rows <= kMC) return true;
+  return rows <= kStreamMaxRows && rows * k * int64_t(sizeof(float)) <= kStreamMaxABytes;
+}
 
 PackedB::~PackedB() {
   std::free(data_);

@@ -22,13 +22,20 @@
 
 namespace kiln::cpu {
 
-// Up to this many rows both products read b once, panel by panel; above it
-// they sweep all of b once per block of this many rows. Only here does a
-// packed copy kept across calls pay (ops/packed_weights.h): above it,
-// gemm_f32() packs b into a buffer reused from call to call, whose sweeps
-// hit the cache, and a kept copy read from memory was as fast or slower
-// (W5 eager at batch 8, 4 x 384-wide layers: 7% slower).
+// Up to this many rows, gemm_f32() packs b panel by panel as it goes, and
+// both products read b once; above it gemm_f32() packs all of b first.
 inline constexpr int64_t kGemmStreamingRows = 96;
+
+// Whether a product of `rows` rows over `k` reads b once, panel by panel
+// (its rows of a stay in L2 while each panel passes), rather than sweeping
+// all of b once per block of 96 rows. Up to 96 rows always; up to 256 while
+// those rows of a fit in 1 MiB. A b that comes from memory (a model whose
+// weights exceed the caches) then streams through once, its next block
+// prefetched: W5 compiled at batch 1 (128 rows) 21.9 ms to 19.4. Only then
+// does a packed copy kept across calls pay (ops/packed_weights.h): swept
+// several times from memory, kept copies ran up to 7% slower than packing
+// per call into a buffer reused from call to call.
+bool gemm_reads_b_once(int64_t rows, int64_t k);
 
 // b[k][n] at data + k * k_stride + n * n_stride, K x N.
 struct GemmB {
