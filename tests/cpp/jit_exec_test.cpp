@@ -407,6 +407,19 @@ TEST(JitExec, RunIntoAllocatesNothing) {
   }
 }
 
+// run_into writes its outputs in place: their version moves, as for any
+// in-place write, so a copy kept by version (Note [Eager packed weights])
+// is not reused. It did not move before.
+TEST(JitExec, RunIntoBumpsItsOutputsVersions) {
+  auto net = make_w1();
+  Executable exe(graph_of(*net, {8, 512}));
+  Tensor x = randn({8, 512}), y = empty({8, 2});
+  const uint64_t before = y.version();
+  exe.run_into(std::vector<Tensor>{x}, std::vector<Tensor>{y});
+  EXPECT_GT(y.version(), before);
+  EXPECT_EQ(x.version(), 0u) << "inputs are only read";
+}
+
 TEST(JitExec, RunIntoNonContiguousOutputs) {
   ViewGraph vg;
   Executable exe(vg.graph);

@@ -158,6 +158,10 @@ void Executable::run_into(std::span<const Tensor> inputs, std::span<const Tensor
   check_inputs(inputs);
   check_outputs(outputs, inputs);
   execute(inputs, outputs);
+  // Written in place, as `out=` is: whatever keeps a copy of their contents
+  // by version (saved tensors, eager packed weights) sees the write.
+  for (const Tensor& t : outputs)
+    t.bump_version();
 }
 
 std::unique_ptr<Workspace> Executable::take_workspace() const {

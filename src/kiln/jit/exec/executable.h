@@ -83,7 +83,8 @@ class Executable final : public GraphRunner {
   // shape; any strides). They must not share memory with each other, the
   // inputs, or the parameters and constants. Allocates nothing when the
   // outputs are contiguous. An output written into a parameter must be
-  // that parameter's tensor.
+  // that parameter's tensor. The outputs' version counters move, as for
+  // any in-place write.
   void run_into(std::span<const Tensor> inputs, std::span<const Tensor> outputs) const;
 
   // For a control-flow step of an enclosing plan (control_flow_exec.h): runs
