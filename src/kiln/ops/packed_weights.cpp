@@ -143,10 +143,8 @@ class Cache {
 
  private:
   std::pair<Seen*, bool> find_or_add(uint64_t id, const cpu::GemmB& b) {
+    if (Seen* seen = find(id, b)) return {seen, false};
     std::vector<Seen>& views = by_storage_[id];
-    for (Seen& seen : views) {
-      if (seen.is(b)) return {&seen, false};
-    }
     views.push_back(Seen{.view = b});
     ++entries_;
     return {&views.back(), true};

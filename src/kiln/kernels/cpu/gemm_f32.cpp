@@ -26,7 +26,7 @@ constexpr int64_t kKC = 256;
 // M block: 96 rows x 256 of a (96 KiB) stay in L2, beside the 96 KiB of
 // results they update, while every panel passes through L1. 48 to 1024
 // measured at W1's batch 1024: 96 was best by 1-3% over 192.
-constexpr int64_t kMC = kGemmStreamingRows;
+constexpr int64_t kMC = 96;
 // Up to this many rows, and a's rows over all of K in this many bytes, the
 // rows stay in L2 while every panel passes (see gemm_reads_b_once). 1536 x
 // 384 weights at 192 and 256 rows (1.2 and 1.5 MiB of a) ran 3% slower

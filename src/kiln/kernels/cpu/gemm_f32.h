@@ -22,10 +22,6 @@
 
 namespace kiln::cpu {
 
-// Up to this many rows, gemm_f32() packs b panel by panel as it goes, and
-// both products read b once; above it gemm_f32() packs all of b first.
-inline constexpr int64_t kGemmStreamingRows = 96;
-
 // Whether a product of `rows` rows over `k` reads b once, panel by panel
 // (its rows of a stay in L2 while each panel passes), rather than sweeping
 // all of b once per block of 96 rows. Up to 96 rows always; up to 256 while
