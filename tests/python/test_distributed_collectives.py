@@ -153,15 +153,25 @@ def test_timeout_raises_on_every_waiting_rank(tmp_path, scenario):
 def test_killed_rank_ends_the_survivors(tmp_path):
     # Rank 1 kills itself (SIGKILL) between collectives; mpirun's default is
     # to end the job: every survivor says why on stderr, well within the
-    # 3 s timeout, and nothing hangs.
-    outcomes, done, elapsed = launch("kill", 3, tmp_path)
-    output = done.stdout + done.stderr
-    assert done.returncode != 0
-    for rank in (0, 2):
-        terminated = f"rank {rank} of 3 terminated by the launcher" in output
-        assert terminated or "timed out" in outcomes.get(rank, ""), describe(outcomes, done)
-    assert 1 not in outcomes
-    assert elapsed < 60, elapsed
+    # 3 s timeout, and nothing hangs. mpirun forwards the ranks' stderr on
+    # its own and once, on a loaded machine, dropped a survivor's line (the
+    # rank did end on SIGTERM): one more launch before that counts.
+    for attempt in range(2):
+        run_dir = tmp_path / f"attempt{attempt}"
+        run_dir.mkdir()
+        outcomes, done, elapsed = launch("kill", 3, run_dir)
+        output = done.stdout + done.stderr
+        assert done.returncode != 0
+        assert 1 not in outcomes
+        assert elapsed < 60, elapsed
+        said_why = [
+            f"rank {rank} of 3 terminated by the launcher" in output
+            or "timed out" in outcomes.get(rank, "")
+            for rank in (0, 2)
+        ]
+        if all(said_why):
+            return
+    pytest.fail(f"a survivor did not say why it ended, twice: {describe(outcomes, done)}")
 
 
 def test_killed_rank_with_recovery_raises_on_every_survivor(tmp_path):
