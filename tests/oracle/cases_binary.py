@@ -82,6 +82,49 @@ CASES += [
 ]
 
 
+
+def add_alpha(alpha):
+    return lambda a, b: torch.add(a, b, alpha=alpha)
+
+
+# add and sub with alpha (add_scaled, Note [Add with alpha]): rounded once,
+# as PyTorch's kernel rounds it, so the rows ask for the same bits.
+EXACT = dict(rtol=0.0, atol=0.0)
+CASES += [
+    Case("add_scaled", [randn(3, 4), randn(3, 4)], add_alpha(0.1), attrs={"alpha": 0.1},
+         name="f32", **EXACT),
+    Case("add_scaled", [randn(2000), randn(2000)], add_alpha(-0.7), attrs={"alpha": -0.7},
+         name="f32_long", **EXACT),
+    Case("add_scaled", [randn(3, 4, dtype="float64", layout="transposed"),
+                        randn(3, 4, dtype="float64", layout="strided")], add_alpha(-2.5),
+         attrs={"alpha": -2.5}, name="f64_layouts", **EXACT),
+    Case("add_scaled", [randn(2, 3, 4, layout="expanded"), randn(4)], add_alpha(0.3),
+         attrs={"alpha": 0.3}, name="expanded_broadcast", **EXACT),
+    Case("add_scaled", [randn(3, 1), randn(1, 4)], add_alpha(3), attrs={"alpha": 3},
+         name="broadcast_outer", **EXACT),
+    Case("add_scaled", [ints(-5, 5, 3, 4), randn(3, 4)], add_alpha(0.5), attrs={"alpha": 0.5},
+         name="int64_f32_to_f32", **EXACT),
+    # With a Python number for b, PyTorch's scalar loop (its last n % 16
+    # elements, so all 12 here) rounds twice; kiln rounds once everywhere.
+    Case("add_scaled", [randn(3, 4), number(2.5)], add_alpha(0.1), attrs={"alpha": 0.1},
+         name="f32_number"),
+    Case("add_scaled", [randn(2, 3), randn(dtype="float64")], add_alpha(1.5),
+         attrs={"alpha": 1.5}, name="zero_dim_f64_keeps_f32", **EXACT),
+    Case("add_scaled", [randn(0, 3), randn(3)], add_alpha(2.0), attrs={"alpha": 2.0},
+         name="empty"),
+    # alpha as a 0-d tensor (a compiled step's learning rate), cast to the
+    # result's dtype as PyTorch casts the number.
+    Case("add_scaled", [randn(3, 4), randn(3, 4), randn(dtype="float64")],
+         lambda a, b, s: torch.add(a, b, alpha=float(s)), name="alpha_tensor", grad=False,
+         **EXACT),
+    Case("add_scaled", [ints(-5, 5, 3, 4), ints(-5, 5, 3, 4)], name="integral",
+         error="add_scaled: computes in a floating dtype, got int64"),
+    Case("add_scaled", [randn(3), randn(3), randn(2)], name="alpha_not_0d",
+         error="add_scaled: alpha as a tensor must be 0-d, got shape [2]"),
+    Case("add_scaled", [randn(2, 3), randn(4)], name="shape_mismatch",
+         error="add_scaled: shapes [2, 3] and [4] cannot be broadcast"),
+]
+
 def pow_fn(a, b):
     return torch.pow(a, b)
 

@@ -1,6 +1,6 @@
 // ONNX translations of the float tests and repairs, the roundings, the
-// divisions with a rounding, the bitwise ops, addcmul / addcdiv and the
-// masking ops.
+// divisions with a rounding, the bitwise ops, add_scaled, addcmul /
+// addcdiv and the masking ops.
 //
 //   isnan, isinf, isfinite  -> IsNaN, IsInf, Not(Or(..)); integers and bools
 //                              are never NaN or infinite: Equal(x, x)
@@ -19,6 +19,7 @@
 //                              BitwiseAnd & co. need opset 18
 //   bitwise_left/right_shift -> BitShift LEFT / RIGHT (uint8 only: ONNX's
 //                              BitShift has no signed types)
+//   add_scaled              -> Add(a, Mul(alpha, b))
 //   masked_fill             -> Where(mask, value, x)
 //   triu, tril              -> Trilu (opset 14), else a Where over a
 //                              constant mask of the last two dims
@@ -268,7 +269,7 @@ void bit_shift(const Node& node, ExportContext& c) {
   set_attr(made, "direction", std::string(kLeft ? "LEFT" : "RIGHT"));
 }
 
-// ---- addcmul, addcdiv, masked_fill ----
+// ---- add_scaled, addcmul, addcdiv, masked_fill ----
 
 // x + value * t1 * t2 (or / t2), in the kernel's order of operations.
 void addc(const Node& node, ExportContext& c, const char* op_type) {
@@ -284,6 +285,16 @@ void addcmul(const Node& node, ExportContext& c) {
 }
 void addcdiv(const Node& node, ExportContext& c) {
   addc(node, c, "Div");
+}
+
+// a + alpha * b: Mul then Add, where kiln rounds once (ONNX has no fused
+// form; the difference is an ulp).
+void add_scaled(const Node& node, ExportContext& c) {
+  DType dtype = node.output()->dtype();
+  std::string alpha = node.inputs().size() == 3 ? c.as_dtype(node.input(2), dtype)
+                                                : c.scalar(node.attrs().get_float("alpha"), dtype);
+  std::string scaled = c.temp("Mul", {alpha, c.as_dtype(node.input(1), dtype)});
+  c.node_for(node.output(), "Add", {c.as_dtype(node.input(0), dtype), scaled});
 }
 
 void masked_fill(const Node& node, ExportContext& c) {
@@ -335,6 +346,7 @@ void add_math_exporters(Table& table) {
   table["bitwise_left_shift"] = bit_shift<true>;
   table["bitwise_right_shift"] = bit_shift<false>;
   table["addcmul"] = addcmul;
+  table["add_scaled"] = add_scaled;
   table["addcdiv"] = addcdiv;
   table["masked_fill"] = masked_fill;
   table["triu"] = triangle<true>;

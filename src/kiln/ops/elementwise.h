@@ -96,7 +96,8 @@ const Tensor& lerp_(const Tensor& x, const Tensor& end, const Tensor& weight);
 const Tensor& lerp_(const Tensor& x, const Tensor& end, Scalar weight);
 Tensor minimum(const Tensor& a, const Tensor& b);  // NaN-propagating
 // a + alpha * b and a - alpha * b (PyTorch's alpha=; an integral a and b
-// take no fractional alpha).
+// take no fractional alpha). A floating result is rounded once, as
+// PyTorch's (the add_scaled op).
 Tensor add(const Tensor& a, const Tensor& b, Scalar alpha);
 Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha);
 
@@ -156,6 +157,10 @@ const Tensor& clamp_(const Tensor& x, std::optional<double> min, std::optional<d
 const Tensor& relu_(const Tensor& x);
 const Tensor& add_(const Tensor& x, const Tensor& other, Scalar alpha);
 const Tensor& sub_(const Tensor& x, const Tensor& other, Scalar alpha);
+// x += alpha * other with alpha a 0-d floating tensor, cast to x's dtype
+// (a compiled training step's learning rate); one rounding, as add_ with a
+// number alpha.
+const Tensor& add_scaled_(const Tensor& x, const Tensor& other, const Tensor& alpha);
 const Tensor& addcmul_(const Tensor& x, const Tensor& t1, const Tensor& t2, Scalar value = 1.0);
 const Tensor& addcdiv_(const Tensor& x, const Tensor& t1, const Tensor& t2, Scalar value = 1.0);
 // The in-place form of any one-output elementwise op: op(x, others...,

@@ -138,12 +138,32 @@ Tensor alpha_times(const Tensor& a, const Tensor& b, Scalar alpha, const char* n
   return mul(b, alpha);
 }
 
+// Whether a + alpha * b takes add_scaled (Note [Add with alpha] in
+// elementwise_binary_ops.cpp): a floating result and an alpha that scales.
+// Bool operands keep their own path (sub refuses them, add of two bools
+// stays bool).
+bool adds_scaled(const Tensor& a, const Tensor& b, Scalar alpha) {
+  if (alpha.to_double() == 1.0 || a.dtype() == DType::Bool || b.dtype() == DType::Bool)
+    return false;
+  return is_floating(a.dtype()) || is_floating(b.dtype());
+}
+
+Tensor add_scaled(const Tensor& a, const Tensor& b, double alpha) {
+  static const OpDef& def = op("add_scaled");
+  return dispatch1(def, {a, b}, {{"alpha", alpha}});
+}
+
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b, Scalar alpha) {
+  if (adds_scaled(a, b, alpha)) return add_scaled(a, b, alpha.to_double());
   return add(a, alpha_times(a, b, alpha, "add"));
 }
+// A bool operand is refused whatever alpha is, as PyTorch refuses it (sub's
+// inference says why); scaling it first made it a number.
 Tensor sub(const Tensor& a, const Tensor& b, Scalar alpha) {
+  if (a.dtype() == DType::Bool || b.dtype() == DType::Bool) return sub(a, b);
+  if (adds_scaled(a, b, alpha)) return add_scaled(a, b, -alpha.to_double());
   return sub(a, alpha_times(a, b, alpha, "sub"));
 }
 
@@ -269,11 +289,25 @@ KILN_INPLACE(mul, apply_inplace(def, x, {other}))
 KILN_INPLACE(div, apply_inplace(def, x, {other}))
 #undef KILN_INPLACE
 
+// The scaled forms write directly, as add_ does: with alpha an attribute,
+// their backward reads no input.
 const Tensor& add_(const Tensor& x, const Tensor& other, Scalar alpha) {
-  return add_(x, alpha_times(x, other, alpha, "add_"));
+  static const OpDef& def = op("add_scaled");
+  if (!is_floating(x.dtype()) || !adds_scaled(x, other, alpha))
+    return add_(x, alpha_times(x, other, alpha, "add_"));
+  dispatch_into(def, {x, other}, {{"alpha", alpha.to_double()}}, x);
+  return x;
 }
 const Tensor& sub_(const Tensor& x, const Tensor& other, Scalar alpha) {
-  return sub_(x, alpha_times(x, other, alpha, "sub_"));
+  static const OpDef& def = op("add_scaled");
+  if (x.dtype() == DType::Bool || other.dtype() == DType::Bool) return sub_(x, other);
+  if (!is_floating(x.dtype()) || !adds_scaled(x, other, alpha))
+    return sub_(x, alpha_times(x, other, alpha, "sub_"));
+  dispatch_into(def, {x, other}, {{"alpha", -alpha.to_double()}}, x);
+  return x;
+}
+const Tensor& add_scaled_(const Tensor& x, const Tensor& other, const Tensor& alpha) {
+  return apply_inplace(op("add_scaled"), x, {other, alpha});
 }
 const Tensor& addcmul_(const Tensor& x, const Tensor& t1, const Tensor& t2, Scalar value) {
   return apply_inplace(op("addcmul"), x, {t1, t2}, {{"value", value.to_double()}});

@@ -116,7 +116,7 @@ const Tensor& advance_step(TensorMap& state) {
 
 Tensor direction(const Tensor& param, const Tensor& grad, bool maximize, double weight_decay) {
   Tensor g = maximize ? neg(grad) : grad;
-  if (weight_decay != 0) g = add(g, mul(param, weight_decay));
+  if (weight_decay != 0) g = add(g, param, Scalar(weight_decay));  // one rounding, as torch's
   return g;
 }
 

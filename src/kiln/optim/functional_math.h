@@ -91,6 +91,16 @@ const Tensor& advance_step(TensorMap& state);
 // weight decay, grad.add(param, alpha=weight_decay)).
 Tensor direction(const Tensor& param, const Tensor& grad, bool maximize, double weight_decay);
 
+// x += alpha * other rounded once, as torch's x.add_(other, alpha=...)
+// (Note [Add with alpha] in ops/elementwise_binary_ops.cpp); alpha a number,
+// or a 0-d tensor while compiling (Note [One update, two number types]).
+inline void add_with_alpha_(const Tensor& x, const Tensor& other, double alpha) {
+  add_(x, other, Scalar(alpha));
+}
+inline void add_with_alpha_(const Tensor& x, const Tensor& other, const Tensor& alpha) {
+  kiln::add_scaled_(x, other, alpha);
+}
+
 // self = lerp(self, end, weight), rounded as torch's lerp kernel: from the
 // nearer end, so weight 1 lands exactly on `end`.
 void lerp_(const Tensor& self, const Tensor& end, double weight);

@@ -54,7 +54,7 @@ void update_rmsprop(const Tensor& param, const Tensor& grad, TensorMap& state,
     const Tensor& buffer = state.at("momentum_buffer");
     mul_(buffer, momentum);
     addcdiv_(buffer, g, avg, 1.0);
-    add_(param, mul(buffer, -rate));
+    add_with_alpha_(param, buffer, -rate);
   });
 }
 
@@ -119,7 +119,7 @@ void update_adadelta(const Tensor& param, const Tensor& grad, TensorMap& state,
   mul_(acc_delta, rho);
   addcmul_(acc_delta, delta, delta, 1 - rho);
   with_numbers("Adadelta", lr, Tensor(),
-               [&](const auto& rate, const auto&) { add_(param, mul(delta, -rate)); });
+               [&](const auto& rate, const auto&) { add_with_alpha_(param, delta, -rate); });
 }
 
 }  // namespace

@@ -59,13 +59,13 @@ void update_sgd(const Tensor& param, const Tensor& grad, TensorMap& state,
     } else {
       const Tensor& buffer = found->second;
       mul_(buffer, momentum);
-      add_(buffer, dampening == 0 ? d : mul(d, 1 - dampening));
+      add_(buffer, d, Scalar(1 - dampening));
     }
     const Tensor& buffer = found->second;
-    d = flag(options, "nesterov") ? add(d, mul(buffer, momentum)) : buffer;
+    d = flag(options, "nesterov") ? add(d, buffer, Scalar(momentum)) : buffer;
   }
   with_numbers("SGD", lr, Tensor(),
-               [&](const auto& rate, const auto&) { add_(param, mul(d, -rate)); });
+               [&](const auto& rate, const auto&) { add_with_alpha_(param, d, -rate); });
 }
 
 }  // namespace
