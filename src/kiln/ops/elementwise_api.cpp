@@ -208,7 +208,10 @@ Tensor logaddexp(const Tensor& a, const Tensor& b) {
 }
 
 // A composition, so it traces and differentiates as its parts: d start =
-// 1 - w, d end = w, d w = end - start on either side of the switch.
+// 1 - w, d end = w, d w = end - start on either side of the switch. Each
+// side is one fused multiply-add, as PyTorch's kernel computes it
+// (fma(coeff, end - start, base): coeff w from start, w - 1 from end), so
+// the bits are torch's.
 namespace {
 
 void check_lerp(const Tensor& start, const Tensor& end) {
@@ -224,17 +227,19 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
   KILN_CHECK(weight.dtype() == start.dtype(), "lerp: expected a weight of dtype ", start.dtype(),
              ", got ", weight.dtype(), " (shape ", weight.shape(), ")");
   Tensor diff = end - start;
-  Tensor from_start = start + weight * diff;
-  Tensor from_end = end - diff * (1.0 - weight);
+  Tensor from_start = addcmul(start, weight, diff);
+  Tensor from_end = addcmul(end, weight - 1.0, diff);
   return where(abs(weight) < 0.5, from_start, from_end);
 }
 // A number picks its side once, so the graph holds one of the two forms.
+// PyTorch takes the weight in the tensor's dtype first: w - 1 is then exact.
 Tensor lerp(const Tensor& start, const Tensor& end, Scalar weight) {
   check_lerp(start, end);
-  const double w = weight.to_double();
+  double w = weight.to_double();
+  if (start.dtype() == DType::Float32) w = double(float(w));
   Tensor diff = end - start;
-  if (std::abs(w) < 0.5) return start + diff * w;
-  return end - diff * (1.0 - w);
+  if (std::abs(w) < 0.5) return add(start, diff, Scalar(w));
+  return add(end, diff, Scalar(w - 1.0));
 }
 // The composition reads x before copy_ writes it; its backward saves only
 // the new tensors it made (end - x, the weight), so x may change.

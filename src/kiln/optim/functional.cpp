@@ -120,25 +120,6 @@ Tensor direction(const Tensor& param, const Tensor& grad, bool maximize, double 
   return g;
 }
 
-void lerp_(const Tensor& self, const Tensor& end, double weight) {
-  // torch's kernel takes the weight in the tensor's dtype; 1 - weight is then
-  // exact in double for the weights optimizers use (in (0, 1]).
-  if (self.dtype() == DType::Float32) weight = double(float(weight));
-  Tensor diff = sub(end, self);
-  if (std::abs(weight) < 0.5) {
-    mul_(diff, weight);
-    add_(self, diff);
-    return;
-  }
-  mul_(diff, 1 - weight);
-  copy_(self, sub(end, diff));
-}
-
-void addcmul_(const Tensor& self, const Tensor& a, const Tensor& b, double value) {
-  Tensor product = value == 1 ? mul(a, b) : mul(mul(a, value), b);
-  add_(self, product);
-}
-
 const Tensor& zeros_entry(TensorMap& state, const std::string& name, const Tensor& like) {
   auto found = state.find(name);
   if (found != state.end()) return found->second;

@@ -1,6 +1,7 @@
 // What the update functions of functional.h share: the two number types,
-// torch's fused tensor ops (lerp_, addcmul_, addcdiv_) with their rounding,
-// and making state. Internal to kiln/optim.
+// torch's fused tensor ops with their rounding (add_ with alpha, addcdiv_;
+// kiln's lerp_ and addcmul_ ops round as torch's already), and making
+// state. Internal to kiln/optim.
 //
 // Note [One update, two number types]
 // An update derives numbers from the step count and the learning rate (a
@@ -101,11 +102,6 @@ inline void add_with_alpha_(const Tensor& x, const Tensor& other, const Tensor& 
   kiln::add_scaled_(x, other, alpha);
 }
 
-// self = lerp(self, end, weight), rounded as torch's lerp kernel: from the
-// nearer end, so weight 1 lands exactly on `end`.
-void lerp_(const Tensor& self, const Tensor& end, double weight);
-// self += value * a * b, in addcmul_'s order ((value * a) * b).
-void addcmul_(const Tensor& self, const Tensor& a, const Tensor& b, double value = 1);
 // self += value * a / b, in addcdiv_'s order ((value * a) / b).
 template <typename Number>
 void addcdiv_(const Tensor& self, const Tensor& a, const Tensor& b, const Number& value) {
