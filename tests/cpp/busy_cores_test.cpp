@@ -62,6 +62,32 @@ TEST(BusyCores, OnlyRecentTimesBlameOtherPrograms) {
       last, {after_gap.wall_ns + 240 * kMs, busy + 480 * kMs, 300 * kMs}));
 }
 
+TEST(BusyCores, AWorkerThatSleptStartsANewStreak) {
+  using engine::detail::BusyCores;
+  BusyCores::Sample last;
+  last.wall_ns = 1000 * kMs;
+  last.times = {300 * kMs, 200 * kMs};
+  last.starved_windows = 2;
+  last.machine = {990 * kMs, 1, 1};
+  // 100 ms later, runnable for 6 of them: it slept (no ops), whatever
+  // other programs did meanwhile is not what starved it.
+  EXPECT_FALSE(BusyCores::count_window(last, 1100 * kMs, {305 * kMs, 201 * kMs}));
+  EXPECT_EQ(last.starved_windows, 0);
+  EXPECT_EQ(last.machine.wall_ns, 0);
+  // Runnable all along but waiting for a core most of it: starved, the
+  // streak goes on, however long the gap.
+  last = BusyCores::Sample{1000 * kMs, {300 * kMs, 200 * kMs}, 2, {990 * kMs, 1, 1}};
+  EXPECT_TRUE(BusyCores::count_window(last, 1100 * kMs, {340 * kMs, 258 * kMs}));
+  EXPECT_EQ(last.starved_windows, 3);
+  EXPECT_EQ(last.machine.wall_ns, 990 * kMs);
+  // A short window of plain work ends the streak, as before (after_op
+  // moves the sample on after each window).
+  last.wall_ns = 1100 * kMs;
+  last.times = {340 * kMs, 258 * kMs};
+  EXPECT_TRUE(BusyCores::count_window(last, 1120 * kMs, {359 * kMs, 259 * kMs}));
+  EXPECT_EQ(last.starved_windows, 0);
+}
+
 // Spins for `ns` of the calling thread's CPU time.
 void spin_for_cpu(int64_t ns) {
   CoreTimes start, now;

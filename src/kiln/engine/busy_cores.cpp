@@ -55,9 +55,7 @@ void BusyCores::after_op(Sample& last) {
   if (now - last.wall_ns < kWindowNs) return;
   CoreTimes times;
   if (!core_times(times)) return;
-  if (last.wall_ns != 0) {
-    const std::optional<bool> starved = starved_between(last.times, times);
-    if (starved) last.starved_windows = *starved ? last.starved_windows + 1 : 0;
+  if (last.wall_ns != 0 && count_window(last, now, times)) {
     if (others_keep_the_cores_busy(last)) {
       last.starved_windows = 0;
       caller_until_ns_.store(now + kFallbackNs, std::memory_order_relaxed);
@@ -66,6 +64,27 @@ void BusyCores::after_op(Sample& last) {
   }
   last.wall_ns = now;
   last.times = times;
+}
+
+// A streak of starved windows is one stretch of work: a worker that slept
+// through most of the time since its last sample (no ops to run) starts a
+// new one, with a new base sample of the machine. Without that, other
+// programs that ran only while the worker slept were blamed for the
+// starved windows on either side: with bench/engine.py's two-process
+// reference interleaved with async calls (50 ms of each), the fallback
+// fired in the first round and sent every op to the caller. Returns
+// whether the window counts (the worker was runnable for it).
+bool BusyCores::count_window(Sample& last, int64_t now, const CoreTimes& times) {
+  const int64_t wall = now - last.wall_ns;
+  const int64_t runnable = (times.ran - last.times.ran) + (times.waited - last.times.waited);
+  if (wall > kIdleGapNs && runnable < wall / 2) {
+    last.starved_windows = 0;
+    last.machine = {};
+    return false;
+  }
+  const std::optional<bool> starved = starved_between(last.times, times);
+  if (starved) last.starved_windows = *starved ? last.starved_windows + 1 : 0;
+  return true;
 }
 
 // Starved windows say the worker waited for a core; the machine's busy

@@ -42,6 +42,11 @@ class BusyCores {
   static constexpr double kOthersBusyCores = 0.5;
   static constexpr int64_t kLongestMachineSpanNs = 250'000'000;
   static bool others_busy_since(Sample& last, const MachineTimes& now);
+  // Counts the window from `last` to `now` (the worker's core times then)
+  // in the starved streak; a worker idle for most of a gap over kIdleGapNs
+  // starts a new streak instead, and the window does not count (false).
+  static constexpr int64_t kIdleGapNs = 40'000'000;
+  static bool count_window(Sample& last, int64_t now, const CoreTimes& times);
 
  private:
   static bool others_keep_the_cores_busy(Sample& last);
