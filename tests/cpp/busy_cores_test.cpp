@@ -69,9 +69,11 @@ TEST(BusyCores, AWorkerThatSleptStartsANewStreak) {
   last.times = {300 * kMs, 200 * kMs};
   last.starved_windows = 2;
   last.machine = {990 * kMs, 1, 1};
-  // 100 ms later, runnable for 6 of them: it slept (no ops), whatever
-  // other programs did meanwhile is not what starved it.
-  EXPECT_FALSE(BusyCores::count_window(last, 1100 * kMs, {305 * kMs, 201 * kMs}));
+  // 100 ms later, runnable for 1.2 of them (one op after it woke): it
+  // slept, and whatever other programs did meanwhile is not what starved
+  // it. Too little runnable time to judge the window, so the streak used
+  // to go on with its old base sample.
+  EXPECT_FALSE(BusyCores::count_window(last, 1100 * kMs, {301 * kMs, 200 * kMs + 200'000}));
   EXPECT_EQ(last.starved_windows, 0);
   EXPECT_EQ(last.machine.wall_ns, 0);
   // Runnable all along but waiting for a core most of it: starved, the
