@@ -138,7 +138,10 @@ std::vector<Tensor> run_backward(const std::vector<Edge>& roots,
                                              [&](const Edge& e) { return kept(e.node.get()); }));
       profiler::Range range;  // the node's gradient ops nest in it
       if (!skip && profiler::recording()) range.open(profiler::EventKind::Op, node->name());
-      std::vector<Tensor> input_grads = skip ? std::vector<Tensor>{} : node->apply(grads);
+      // Moved in: an accumulator may keep a gradient only this call holds
+      // (Note [Keeping the first gradient] in op_node.cpp).
+      std::vector<Tensor> input_grads =
+          skip ? std::vector<Tensor>{} : node->apply(std::move(grads));
       range.close();
       if (!retain_graph && !skip) node->release();  // a skipped node is not ours to free
       for (size_t i = 0; i < node->next_edges.size(); ++i) {

@@ -141,13 +141,36 @@ class OpNode final : public Node, public GradContext {
 
 Node::Node() : sequence_nr(g_next_sequence_nr.fetch_add(1)) {}
 
+// Note [Keeping the first gradient]
+// A leaf's first gradient was copied into .grad, because the incoming
+// tensor may alias something the program keeps (a gradient it passed to
+// backward, one a hook kept, another leaf's gradient: add's backward hands
+// the same tensor to both inputs). PyTorch keeps the tensor itself when no
+// other handle can see it, and so does kiln now: this call holds the only
+// handle (the engine moves its buffer in; a root gradient, a capture or a
+// second edge keeps another), no other tensor views its storage, and it is
+// contiguous from the storage's start, as a copy would be. That saves a
+// copy of every parameter per backward. With create_graph the incoming
+// gradient, history and all, is stored as before.
+namespace {
+
+bool only_handle(const Tensor& grad) {
+  return grad.use_count() == 1 && grad.storage().use_count() == 1 && grad.is_contiguous() &&
+         grad.offset() == 0;
+}
+
+}  // namespace
+
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {
   const Tensor& incoming = grad_outputs.at(0);
   if (!incoming.defined()) return {};
   AutogradMetaImpl& meta = ensure_autograd_meta(leaf_);
   if (!meta.grad.defined()) {
-    // A fresh tensor: the incoming gradient may alias something the caller keeps.
-    meta.grad = grad_mode_enabled() ? incoming : kiln::clone(detach(incoming));
+    if (grad_mode_enabled()) {
+      meta.grad = incoming;
+    } else {
+      meta.grad = only_handle(incoming) ? detach(incoming) : kiln::clone(detach(incoming));
+    }
   } else {
     meta.grad = meta.grad + incoming;
   }

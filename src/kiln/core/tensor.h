@@ -60,6 +60,9 @@ class Tensor {
   bool defined() const { return impl_ != nullptr; }
   TensorImpl* impl() const { return impl_.get(); }
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  // How many Tensor handles share this one's TensorImpl: autograd keeps a
+  // gradient that no other handle can see rather than copy it.
+  long use_count() const { return impl_.use_count(); }
   bool is_alias_of(const Tensor& other) const;
 
   const IntList& shape() const { return checked().shape(); }

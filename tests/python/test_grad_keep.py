@@ -1,0 +1,59 @@
+"""A leaf's first gradient is kept, not copied, when no other handle can
+see it (Note [Keeping the first gradient] in src/kiln/autograd/op_node.cpp),
+and copied whenever something else holds it."""
+import numpy as np
+
+import kiln
+
+
+def test_a_gradient_only_backward_holds_becomes_grad_itself():
+    x = kiln.randn(4, 3, requires_grad=True)
+    w = kiln.randn(4, 3)
+    seen = []
+    x.register_hook(lambda g: seen.append(g.data_ptr()))  # the address only
+    (x * w).sum().backward()
+    assert x.grad.data_ptr() == seen[0]
+    np.testing.assert_array_equal(x.grad.numpy(), w.numpy())
+
+
+def test_a_gradient_the_caller_passed_is_copied():
+    x = kiln.randn(3, requires_grad=True)
+    given = kiln.ones(3)
+    x.backward(given)
+    given.add_(1.0)
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones(3, np.float32))
+    y = kiln.randn(3, requires_grad=True)
+    given = kiln.ones(3)
+    y.clone().backward(given)  # clone's backward passes the tensor on as it is
+    given.add_(1.0)
+    np.testing.assert_array_equal(y.grad.numpy(), np.ones(3, np.float32))
+
+
+def test_two_leaves_handed_one_tensor_get_their_own():
+    a = kiln.randn(3, requires_grad=True)
+    b = kiln.randn(3, requires_grad=True)
+    c = kiln.randn(3)
+    ((a + b) * c).sum().backward()  # add's backward hands one tensor to both
+    a.grad.add_(1.0)
+    np.testing.assert_array_equal(b.grad.numpy(), c.numpy())
+    np.testing.assert_array_equal(a.grad.numpy(), c.numpy() + 1.0)
+
+
+def test_a_gradient_a_hook_keeps_is_copied():
+    x = kiln.randn(3, requires_grad=True)
+    kept = []
+    x.register_hook(lambda g: kept.append(g))
+    (x * 2.0).sum().backward()
+    x.grad.zero_()
+    np.testing.assert_array_equal(kept[0].numpy(), np.full(3, 2.0, np.float32))
+
+
+def test_later_gradients_still_add_up():
+    x = kiln.randn(3, requires_grad=True)
+    first_seen = []
+    x.register_hook(lambda g: first_seen.append(g.data_ptr()))
+    (x * 2.0).sum().backward()
+    kept_grad = x.grad
+    (x * 3.0).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full(3, 5.0, np.float32))
+    np.testing.assert_array_equal(kept_grad.numpy(), np.full(3, 2.0, np.float32))
