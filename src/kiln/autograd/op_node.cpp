@@ -148,15 +148,18 @@ Node::Node() : sequence_nr(g_next_sequence_nr.fetch_add(1)) {}
 // the same tensor to both inputs). PyTorch keeps the tensor itself when no
 // other handle can see it, and so does kiln now: this call holds the only
 // handle (the engine moves its buffer in; a root gradient, a capture or a
-// second edge keeps another), no other tensor views its storage, and it is
-// contiguous from the storage's start, as a copy would be. That saves a
+// second edge keeps another), no other tensor views its storage, kiln owns
+// that memory and has not lent it (a NumPy array from a custom Function's
+// backward, one a hook exported), and it is contiguous from the storage's
+// start, as a copy would be. That saves a
 // copy of every parameter per backward. With create_graph the incoming
 // gradient, history and all, is stored as before.
 namespace {
 
 bool only_handle(const Tensor& grad) {
-  return grad.use_count() == 1 && grad.storage().use_count() == 1 && grad.is_contiguous() &&
-         grad.offset() == 0;
+  const Storage& storage = grad.storage();
+  return grad.use_count() == 1 && storage.use_count() == 1 && storage->owned_by_kiln() &&
+         !storage->lent() && grad.is_contiguous() && grad.offset() == 0;
 }
 
 }  // namespace
