@@ -151,9 +151,9 @@ Node::Node() : sequence_nr(g_next_sequence_nr.fetch_add(1)) {}
 // second edge keeps another), no other tensor views its storage, kiln owns
 // that memory and has not lent it (a NumPy array from a custom Function's
 // backward, one a hook exported), and it is contiguous from the storage's
-// start, as a copy would be. That saves a
-// copy of every parameter per backward. With create_graph the incoming
-// gradient, history and all, is stored as before.
+// start, as a copy would be. That saves a copy of every parameter per
+// backward. With create_graph the incoming gradient, history and all, is
+// stored as before.
 namespace {
 
 bool only_handle(const Tensor& grad) {

@@ -295,21 +295,30 @@ KILN_INPLACE(div, apply_inplace(def, x, {other}))
 #undef KILN_INPLACE
 
 // The scaled forms write directly, as add_ does: with alpha an attribute,
-// their backward reads no input.
-const Tensor& add_(const Tensor& x, const Tensor& other, Scalar alpha) {
+// their backward reads no input. A result x's integral dtype cannot hold
+// keeps the unscaled path, which refuses it.
+namespace {
+
+bool writes_scaled(const Tensor& x, const Tensor& other, Scalar alpha) {
+  return is_floating(x.dtype()) && adds_scaled(x, other, alpha);
+}
+
+const Tensor& add_scaled_into(const Tensor& x, const Tensor& other, double alpha) {
   static const OpDef& def = op("add_scaled");
-  if (!is_floating(x.dtype()) || !adds_scaled(x, other, alpha))
-    return add_(x, alpha_times(x, other, alpha, "add_"));
-  dispatch_into(def, {x, other}, {{"alpha", alpha.to_double()}}, x);
+  dispatch_into(def, {x, other}, {{"alpha", alpha}}, x);
   return x;
 }
+
+}  // namespace
+
+const Tensor& add_(const Tensor& x, const Tensor& other, Scalar alpha) {
+  if (writes_scaled(x, other, alpha)) return add_scaled_into(x, other, alpha.to_double());
+  return add_(x, alpha_times(x, other, alpha, "add_"));
+}
 const Tensor& sub_(const Tensor& x, const Tensor& other, Scalar alpha) {
-  static const OpDef& def = op("add_scaled");
   if (x.dtype() == DType::Bool || other.dtype() == DType::Bool) return sub_(x, other);
-  if (!is_floating(x.dtype()) || !adds_scaled(x, other, alpha))
-    return sub_(x, alpha_times(x, other, alpha, "sub_"));
-  dispatch_into(def, {x, other}, {{"alpha", -alpha.to_double()}}, x);
-  return x;
+  if (writes_scaled(x, other, alpha)) return add_scaled_into(x, other, -alpha.to_double());
+  return sub_(x, alpha_times(x, other, alpha, "sub_"));
 }
 const Tensor& add_scaled_(const Tensor& x, const Tensor& other, const Tensor& alpha) {
   return apply_inplace(op("add_scaled"), x, {other, alpha});
